@@ -1,0 +1,1 @@
+//! An in-process Kubernetes API server for development and tests.

@@ -1,0 +1,1 @@
+//! Write kubewasm plugins in Rust.

@@ -1,0 +1,1 @@
+//! kubewasm: shared informers feeding controllers written as WebAssembly components.

@@ -1,0 +1,1 @@
+//! client-go's SharedInformerFactory in Rust.
