@@ -1,21 +1,35 @@
 //! Repository chores, run as `cargo xtask <command>`.
 //!
 //! - `build-guests`: build every example and test guest (Rust, C, Go, Python, JavaScript) into
-//!   `target/plugins/`, installing missing language toolchains from the registries first.
+//!   `target/plugins/` (test guests into `target/test-plugins/`), installing missing language
+//!   toolchains from the registries first.
 //! - `test`: what CI runs: fmt check, clippy with warnings denied, guests, the whole test suite.
 //! - `dev`: the main job: the example plugins on the embedded development API server.
 
+mod cmd;
+mod dev;
 mod guests;
+mod test;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("build-guests") => guests::build_all(&guests::Ctx::new()).map(|_| ()),
-        Some(other) => Err(anyhow::anyhow!("unknown command `{other}`\n\n{USAGE}")),
-        None => Err(anyhow::anyhow!("{USAGE}")),
+    let (command, rest) = match args.split_first() {
+        Some((command, rest)) => (command.as_str(), rest),
+        None => ("", &[][..]),
+    };
+    let result = match command {
+        "build-guests" => build_guests(),
+        "test" => test::run(&guests::Ctx::new()),
+        "dev" => dev::run(&guests::Ctx::new(), rest),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        "" => Err(anyhow::anyhow!("{USAGE}")),
+        other => Err(anyhow::anyhow!("unknown command `{other}`\n\n{USAGE}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -26,7 +40,24 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <build-guests|test|dev>";
+/// Builds every guest and lists what was written.
+fn build_guests() -> anyhow::Result<()> {
+    let ctx = guests::Ctx::new();
+    let built = guests::build_all(&ctx)?;
+    guests::print_summary(&built);
+    Ok(())
+}
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [args]
+
+commands:
+  build-guests   build every example guest into target/plugins/ and every test guest into
+                 target/test-plugins/ (installs missing language toolchains first)
+  test           what CI runs: cargo fmt --check, clippy -D warnings, build-guests, the test suite
+                 (cargo nextest when installed, else cargo test)
+  dev [ARGS..]   build-guests, then `kubewasm dev --plugins target/plugins --manifests
+                 examples/manifests ARGS..` (the example plugins on the embedded API server)";
 
 /// The workspace root (the parent of this crate's directory).
 fn workspace_root() -> PathBuf {

@@ -1,5 +1,7 @@
 //! Building guests: one module per language, each turning sources in `examples-guests/` (and the
-//! test guests) into components in `target/plugins/`.
+//! test guests) into components in `target/plugins/` (test guests: `target/test-plugins/`).
+
+mod rust;
 
 use std::path::PathBuf;
 
@@ -9,8 +11,12 @@ pub struct Ctx {
     pub root: PathBuf,
     /// The WIT package every guest targets (`wit/`).
     pub wit_dir: PathBuf,
-    /// Finished components, one `NAME.wasm` per guest (`target/plugins/`).
+    /// Finished example components, one `NAME.wasm` per guest (`target/plugins/`): what
+    /// `kubewasm dev` loads.
     pub out_dir: PathBuf,
+    /// Finished test-only components (`target/test-plugins/`), kept apart so `dev` never loads
+    /// the deliberately misbehaving guests of the tests.
+    pub test_out_dir: PathBuf,
     /// Language toolchains installed by the build itself (`target/toolchains/`).
     pub tools_dir: PathBuf,
 }
@@ -21,6 +27,7 @@ impl Ctx {
         Ctx {
             wit_dir: root.join("wit"),
             out_dir: root.join("target/plugins"),
+            test_out_dir: root.join("target/test-plugins"),
             tools_dir: root.join("target/toolchains"),
             root,
         }
@@ -30,6 +37,20 @@ impl Ctx {
 /// Builds every guest of every language; returns the components written.
 pub fn build_all(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(&ctx.out_dir)?;
-    let built = Vec::new();
+    std::fs::create_dir_all(&ctx.test_out_dir)?;
+    let mut built = Vec::new();
+    built.extend(rust::build(ctx)?);
     Ok(built)
+}
+
+/// Prints one line per component: its path and size.
+pub fn print_summary(built: &[PathBuf]) {
+    for path in built {
+        let size = std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0);
+        eprintln!(
+            "xtask: built {} ({} KiB)",
+            path.display(),
+            size.div_ceil(1024)
+        );
+    }
 }

@@ -1,0 +1,187 @@
+//! Rust guests: every workspace member under `examples-guests/rust/` or `tests/guests/` whose
+//! library is a `cdylib`, built for `wasm32-wasip2` with the workspace's `guest` profile.
+//!
+//! The guests get their own target directory (`target/wasm-guests`) so building them never
+//! waits on, or invalidates, the host's build.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::Ctx;
+use crate::cmd;
+
+/// The target triple and profile every Rust guest is built with.
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "guest";
+
+/// One Rust guest crate of the workspace.
+#[derive(Debug, PartialEq, Eq)]
+struct Guest {
+    /// The package name, used for `-p` and as the component's file name.
+    package: String,
+    /// The library's file stem (the package name with `-` as `_`, unless `[lib] name` says).
+    lib_name: String,
+    /// A test-only guest (under `tests/guests/`).
+    test_only: bool,
+}
+
+/// Builds every Rust guest in one cargo invocation and copies the components into place.
+pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
+    let manifest = std::fs::read_to_string(ctx.root.join("Cargo.toml"))
+        .context("reading the workspace Cargo.toml")?;
+    let mut guests = Vec::new();
+    for member in workspace_members(&manifest) {
+        let test_only = member.starts_with("tests/guests/");
+        if !(test_only || member.starts_with("examples-guests/rust/")) {
+            continue;
+        }
+        let path = ctx.root.join(&member).join("Cargo.toml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if let Some(guest) = parse_guest(&text, test_only) {
+            guests.push(guest);
+        }
+    }
+    if guests.is_empty() {
+        return Ok(Vec::new());
+    }
+    let target_dir = ctx.root.join("target/wasm-guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = cmd::command(cargo, &ctx.root);
+    command
+        .args([
+            "build",
+            "--target",
+            TARGET,
+            "--profile",
+            PROFILE,
+            "--target-dir",
+        ])
+        .arg(&target_dir);
+    for guest in &guests {
+        command.args(["-p", &guest.package]);
+    }
+    cmd::run(&mut command)?;
+    let built_dir = target_dir.join(TARGET).join(PROFILE);
+    let mut written = Vec::new();
+    for guest in &guests {
+        let from = built_dir.join(format!("{}.wasm", guest.lib_name));
+        let out_dir = if guest.test_only {
+            &ctx.test_out_dir
+        } else {
+            &ctx.out_dir
+        };
+        let to = out_dir.join(format!("{}.wasm", guest.package));
+        copy_if_changed(&from, &to)?;
+        written.push(to);
+    }
+    Ok(written)
+}
+
+/// Copies `from` to `to` unless `to` already holds the same bytes, so a hot-reloading host
+/// watching the output directory sees no event for an unchanged guest.
+fn copy_if_changed(from: &Path, to: &Path) -> anyhow::Result<()> {
+    let bytes = std::fs::read(from).with_context(|| format!("reading {}", from.display()))?;
+    if std::fs::read(to).is_ok_and(|existing| existing == bytes) {
+        return Ok(());
+    }
+    // Write then rename: a watcher never sees a half-written component.
+    let partial = to.with_extension("wasm.partial");
+    std::fs::write(&partial, &bytes).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, to).with_context(|| format!("writing {}", to.display()))?;
+    Ok(())
+}
+
+/// The quoted entries of the root manifest's `[workspace] members = [ .. ]` list.
+fn workspace_members(manifest: &str) -> Vec<String> {
+    let Some(start) = manifest.find("members") else {
+        return Vec::new();
+    };
+    let rest = &manifest[start..];
+    let (Some(open), Some(close)) = (rest.find('['), rest.find(']')) else {
+        return Vec::new();
+    };
+    if close < open {
+        return Vec::new();
+    }
+    rest[open + 1..close]
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or(""))
+        .flat_map(|line| line.split(','))
+        .map(|item| item.trim().trim_matches('"').to_owned())
+        .filter(|item| !item.is_empty())
+        .collect()
+}
+
+/// The guest described by a member's Cargo.toml, or `None` when its library is not a `cdylib`.
+fn parse_guest(manifest: &str, test_only: bool) -> Option<Guest> {
+    let mut section = "";
+    let mut package = None;
+    let mut lib_name = None;
+    let mut cdylib = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        match (section, key) {
+            ("[package]", "name") => package = Some(value.trim_matches('"').to_owned()),
+            ("[lib]", "name") => lib_name = Some(value.trim_matches('"').to_owned()),
+            ("[lib]", "crate-type") => cdylib = value.contains("\"cdylib\""),
+            _ => {}
+        }
+    }
+    let package = package?;
+    if !cdylib {
+        return None;
+    }
+    let lib_name = lib_name.unwrap_or_else(|| package.replace('-', "_"));
+    Some(Guest {
+        package,
+        lib_name,
+        test_only,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_members_reads_the_quoted_list() {
+        let manifest = "[workspace]\nresolver = \"3\"\nmembers = [\n    \"host\",\n    \"examples-guests/rust/pod-diff\", # a guest\n    \"tests/guests/trap\",\n]\n\n[workspace.package]\n";
+        assert_eq!(
+            workspace_members(manifest),
+            ["host", "examples-guests/rust/pod-diff", "tests/guests/trap"]
+        );
+    }
+
+    #[test]
+    fn parse_guest_takes_cdylibs_and_their_lib_name() {
+        let manifest = "[package]\nname = \"pod-diff\"\nversion.workspace = true\n\n[lib]\ncrate-type = [\"cdylib\"]\n\n[dependencies]\nname = \"not-this\"\n";
+        assert_eq!(
+            parse_guest(manifest, false),
+            Some(Guest {
+                package: "pod-diff".into(),
+                lib_name: "pod_diff".into(),
+                test_only: false
+            })
+        );
+        let renamed = "[package]\nname = \"a-b\"\n[lib]\nname = \"custom\"\ncrate-type = [\"cdylib\", \"rlib\"]\n";
+        assert_eq!(
+            parse_guest(renamed, true).map(|g| g.lib_name),
+            Some("custom".into())
+        );
+    }
+
+    #[test]
+    fn parse_guest_skips_non_cdylib_crates() {
+        assert_eq!(parse_guest("[package]\nname = \"helper\"\n", true), None);
+    }
+}
