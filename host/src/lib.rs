@@ -1,1 +1,3 @@
 //! kubewasm: shared informers feeding controllers written as WebAssembly components.
+
+pub mod plugin;

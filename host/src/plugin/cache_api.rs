@@ -1,0 +1,181 @@
+//! The `cache` and `log` imports: the guest's read-only, granted view of the shared cache.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::Gvk;
+use super::bindings::kubewasm::controller::{cache, log, types};
+use super::grants::{Grants, describe, same_type};
+use super::state::HostState;
+
+/// A cached object as the guest sees it: the API server's JSON, serialised once and shared.
+pub trait Document: Send + Sync {
+    fn json(&self) -> &str;
+}
+
+/// One cached object version, shared between the cache, every plugin queue and every call.
+pub type SharedDocument = Arc<dyn Document>;
+
+impl Document for String {
+    fn json(&self) -> &str {
+        self
+    }
+}
+
+/// Read access to the cache of one subscribed resource (one informer's indexer).
+pub(crate) trait ResourceCache: Send + Sync {
+    fn get(&self, namespace: Option<&str>, name: &str) -> Option<SharedDocument>;
+    /// `Err` when the selector does not parse.
+    fn list(
+        &self,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<SharedDocument>, String>;
+    /// `index` is the cache's own index name; `Err` when it is unknown.
+    fn by_index(&self, index: &str, value: &str) -> Result<Vec<SharedDocument>, String>;
+    fn index_values(&self, index: &str) -> Result<Vec<String>, String>;
+    fn has_synced(&self) -> bool;
+}
+
+/// One subscribed resource as the guest may query it.
+pub(crate) struct ResourceAccess {
+    pub(crate) resource: Gvk,
+    pub(crate) cache: Arc<dyn ResourceCache>,
+    /// The plugin's index names mapped to the cache's (shared) index names.
+    pub(crate) indexes: HashMap<String, String>,
+}
+
+/// Everything one plugin may read: its grants and its subscribed resources.
+pub(crate) struct Access {
+    pub(crate) grants: Grants,
+    pub(crate) resources: Vec<ResourceAccess>,
+}
+
+/// The index every resource has, under the same name in plugin and cache.
+pub(crate) const NAMESPACE_INDEX: &str = "namespace";
+
+impl Access {
+    /// Access to nothing (before `init` has declared subscriptions).
+    pub(crate) fn empty(grants: Grants) -> Self {
+        Access {
+            grants,
+            resources: Vec::new(),
+        }
+    }
+
+    fn lookup(&self, resource: &Gvk) -> Result<&ResourceAccess, types::CacheError> {
+        if !self.grants.allows(resource) {
+            return Err(types::CacheError::NotGranted(describe(resource)));
+        }
+        self.resources
+            .iter()
+            .find(|r| same_type(&r.resource, resource))
+            .ok_or_else(|| types::CacheError::NotSubscribed(describe(resource)))
+    }
+
+    fn index<'a>(
+        &self,
+        access: &'a ResourceAccess,
+        index: &'a str,
+    ) -> Result<&'a str, types::CacheError> {
+        if index == NAMESPACE_INDEX {
+            return Ok(NAMESPACE_INDEX);
+        }
+        access
+            .indexes
+            .get(index)
+            .map(String::as_str)
+            .ok_or_else(|| {
+                types::CacheError::UnknownIndex(format!(
+                    "{index} on {}",
+                    describe(&access.resource)
+                ))
+            })
+    }
+}
+
+fn to_strings(docs: Vec<SharedDocument>) -> Vec<String> {
+    docs.iter().map(|d| d.json().to_owned()).collect()
+}
+
+impl types::Host for HostState {}
+
+impl cache::Host for HostState {
+    fn get(
+        &mut self,
+        resource: Gvk,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, types::CacheError> {
+        let access = self.access.lookup(&resource)?;
+        Ok(access
+            .cache
+            .get(namespace.as_deref(), &name)
+            .map(|d| d.json().to_owned()))
+    }
+
+    fn list_objects(
+        &mut self,
+        resource: Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, types::CacheError> {
+        let access = self.access.lookup(&resource)?;
+        access
+            .cache
+            .list(namespace.as_deref(), label_selector.as_deref())
+            .map(to_strings)
+            .map_err(types::CacheError::Invalid)
+    }
+
+    fn by_index(
+        &mut self,
+        resource: Gvk,
+        index: String,
+        value: String,
+    ) -> Result<Vec<String>, types::CacheError> {
+        let access = self.access.lookup(&resource)?;
+        let index = self.access.index(access, &index)?;
+        access
+            .cache
+            .by_index(index, &value)
+            .map(to_strings)
+            .map_err(types::CacheError::UnknownIndex)
+    }
+
+    fn index_values(
+        &mut self,
+        resource: Gvk,
+        index: String,
+    ) -> Result<Vec<String>, types::CacheError> {
+        let access = self.access.lookup(&resource)?;
+        let index = self.access.index(access, &index)?;
+        access
+            .cache
+            .index_values(index)
+            .map_err(types::CacheError::UnknownIndex)
+    }
+
+    fn has_synced(&mut self, resource: Gvk) -> Result<bool, types::CacheError> {
+        Ok(self.access.lookup(&resource)?.cache.has_synced())
+    }
+}
+
+impl log::Host for HostState {
+    fn log(&mut self, level: log::Level, message: String) {
+        let plugin = &*self.plugin;
+        match level {
+            log::Level::Trace => {
+                tracing::trace!(target: "kubewasm::guest", plugin, "{message}")
+            }
+            log::Level::Debug => {
+                tracing::debug!(target: "kubewasm::guest", plugin, "{message}")
+            }
+            log::Level::Info => tracing::info!(target: "kubewasm::guest", plugin, "{message}"),
+            log::Level::Warn => tracing::warn!(target: "kubewasm::guest", plugin, "{message}"),
+            log::Level::Error => {
+                tracing::error!(target: "kubewasm::guest", plugin, "{message}")
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The one wasmtime engine: configuration, the epoch ticker that drives call deadlines, and
+//! compilation through an on-disk cache keyed by content hash and engine fingerprint.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+use super::bindings::Controller;
+use super::component::{self, CompiledPlugin};
+use super::error::PluginError;
+use super::state::HostState;
+
+/// How often the epoch advances: the granularity of call deadlines, and how often a guest in a
+/// long call yields its worker thread to other tasks.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// How the engine is set up.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// Where compiled components are kept between runs; `None`: compile every time.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The engine and linker every plugin shares. Cheap to clone.
+#[derive(Clone)]
+pub struct PluginEngine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache_dir: Option<PathBuf>,
+    /// Distinguishes compiled artefacts of different wasmtime versions and settings.
+    fingerprint: String,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl PluginEngine {
+    /// Builds the engine (epoch interruption on), links WASI p2 and the `cache` / `log`
+    /// imports, and starts the epoch ticker thread (stopped when the last clone is dropped).
+    pub fn new(options: EngineOptions) -> Result<Self, PluginError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+
+        let mut linker = Linker::<HostState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| PluginError::Engine(format!("linking WASI: {e:#}")))?;
+        Controller::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| PluginError::Engine(format!("linking the controller world: {e:#}")))?;
+
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let fingerprint = format!("{:016x}", hasher.finish());
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let weak = engine.weak();
+        let stop = ticker_stop.clone();
+        std::thread::Builder::new()
+            .name("kubewasm-epoch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(|e| PluginError::Engine(format!("starting the epoch ticker: {e}")))?;
+
+        Ok(PluginEngine {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                cache_dir: options.cache_dir,
+                fingerprint,
+                ticker_stop,
+            }),
+        })
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Compiles `bytes` (read from `file`, named in errors) into a linked component.
+    ///
+    /// With a cache dir, the compiled code is stored as `<sha256>-<engine fingerprint>.cwasm`
+    /// and reused by later loads of the same bytes, also across restarts. Compilation runs on
+    /// a blocking thread, never on the async workers.
+    pub async fn compile(
+        &self,
+        file: &Path,
+        bytes: Vec<u8>,
+    ) -> Result<CompiledPlugin, PluginError> {
+        component::classify(file, &bytes)?;
+        let hash = hex(&Sha256::digest(&bytes));
+        let this = self.clone();
+        let owned_file = file.to_owned();
+        let hash2 = hash.clone();
+        let (component, from_cache) =
+            tokio::task::spawn_blocking(move || this.compile_blocking(&owned_file, &hash2, &bytes))
+                .await
+                .map_err(|e| PluginError::Engine(format!("compile task: {e}")))??;
+        let pre = component::link(&self.inner.linker, &component, file)?;
+        Ok(CompiledPlugin {
+            file: file.to_owned(),
+            hash,
+            pre,
+            from_cache,
+        })
+    }
+
+    fn compile_blocking(
+        &self,
+        file: &Path,
+        hash: &str,
+        bytes: &[u8],
+    ) -> Result<(Component, bool), PluginError> {
+        let engine = &self.inner.engine;
+        let invalid = |e: wasmtime::Error| PluginError::Invalid {
+            file: file.to_owned(),
+            reason: format!("{e:#}"),
+        };
+        let Some(dir) = &self.inner.cache_dir else {
+            return Ok((Component::new(engine, bytes).map_err(invalid)?, false));
+        };
+        let cached = dir.join(format!("{hash}-{}.cwasm", self.inner.fingerprint));
+        if cached.is_file() {
+            // SAFETY: the file was written by `precompile_component` of an engine with the same
+            // fingerprint, into a directory only the host writes; wasmtime also checks its header.
+            match unsafe { Component::deserialize_file(engine, &cached) } {
+                Ok(c) => return Ok((c, true)),
+                Err(e) => tracing::warn!(
+                    file = %file.display(), cache = %cached.display(),
+                    "compile cache entry unusable, recompiling: {e:#}"
+                ),
+            }
+        }
+        let compiled = engine.precompile_component(bytes).map_err(invalid)?;
+        let io = |action: &'static str| {
+            let cached = cached.clone();
+            move |source| PluginError::Io {
+                file: cached,
+                action,
+                source,
+            }
+        };
+        std::fs::create_dir_all(dir).map_err(io("creating the compile cache dir"))?;
+        let tmp = dir.join(format!(".{hash}.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, &compiled).map_err(io("writing the compile cache"))?;
+        std::fs::rename(&tmp, &cached).map_err(io("writing the compile cache"))?;
+        // SAFETY: `compiled` was produced just now by this engine.
+        let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)?;
+        Ok((component, false))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}

@@ -1,0 +1,80 @@
+//! Errors of loading and running plugins.
+
+use std::path::PathBuf;
+
+/// Why a plugin could not be compiled, loaded or started.
+///
+/// Every variant that concerns a file names it, so an operator reading the log knows which
+/// file to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The bytes are not WebAssembly at all.
+    #[error("{file}: not a WebAssembly file (no `\\0asm` header)")]
+    NotWasm { file: PathBuf },
+    /// A core module was given where a component is needed.
+    #[error(
+        "{file}: a core WebAssembly module, not a component; build for wasm32-wasip2 or wrap it with `wasm-tools component new`"
+    )]
+    CoreModule { file: PathBuf },
+    /// The component does not parse or validate.
+    #[error("{file}: invalid component: {reason}")]
+    Invalid { file: PathBuf, reason: String },
+    /// The component imports something the host does not provide (another world).
+    #[error(
+        "{file}: not a kubewasm:controller component (imports the host does not provide): {reason}"
+    )]
+    WrongWorld { file: PathBuf, reason: String },
+    /// The component lacks an export of the `controller` world.
+    #[error("{file}: missing exports of the kubewasm:controller/handler interface: {reason}")]
+    MissingExports { file: PathBuf, reason: String },
+    /// Instantiating the component failed (e.g. its start trapped or hit the memory cap).
+    #[error("{file}: instantiation failed: {reason}")]
+    Instantiate { file: PathBuf, reason: String },
+    /// The guest's `init` returned an error.
+    #[error("{file}: init failed: {reason}")]
+    InitFailed { file: PathBuf, reason: String },
+    /// The guest's `init` trapped, ran out of time or memory.
+    #[error("{file}: init trapped: {reason}")]
+    InitTrapped { file: PathBuf, reason: String },
+    /// `init` asked for something the host's config does not allow.
+    #[error("{file}: plugin `{plugin}` is not granted {what}")]
+    NotGranted {
+        file: PathBuf,
+        plugin: String,
+        what: String,
+    },
+    /// `init` returned subscriptions or indexes that make no sense.
+    #[error("{file}: plugin `{plugin}` declared an invalid {what}")]
+    InvalidDeclaration {
+        file: PathBuf,
+        plugin: String,
+        what: String,
+    },
+    /// Resolving a subscribed resource against the API server failed.
+    #[error(
+        "{file}: plugin `{plugin}` subscribes to {resource}, which the API server does not serve: {reason}"
+    )]
+    UnknownResource {
+        file: PathBuf,
+        plugin: String,
+        resource: String,
+        reason: String,
+    },
+    /// No plugin with that id is loaded.
+    #[error("no plugin with id {0}")]
+    UnknownPlugin(u64),
+    /// Reading or writing the compile cache or the plugin file failed.
+    #[error("{file}: {action}: {source}")]
+    Io {
+        file: PathBuf,
+        action: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine could not compile or set up something it should always manage.
+    #[error("engine: {0}")]
+    Engine(String),
+    /// The host is shutting down.
+    #[error("the plugin host is shutting down")]
+    ShuttingDown,
+}

@@ -1,0 +1,185 @@
+//! What a plugin may do: the resources it may subscribe to and query, its config and limits.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::Gvk;
+
+/// Gvk limits of one plugin instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// How long one guest call (init or a handler) may run before it is interrupted.
+    pub call_deadline: Duration,
+    /// The most linear memory, in bytes, one instance may hold.
+    pub memory: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            call_deadline: Duration::from_secs(1),
+            memory: 64 << 20,
+        }
+    }
+}
+
+/// Matches resources by API group and kind; `*` matches any value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourcePattern {
+    /// The API group (`""` for the core group) or `*`.
+    pub group: String,
+    /// The kind (`ConfigMap`) or `*`.
+    pub kind: String,
+}
+
+impl ResourcePattern {
+    /// A pattern for one group and kind (either may be `*`).
+    pub fn new(group: impl Into<String>, kind: impl Into<String>) -> Self {
+        ResourcePattern {
+            group: group.into(),
+            kind: kind.into(),
+        }
+    }
+
+    fn matches(&self, resource: &Gvk) -> bool {
+        (self.group == "*" || self.group == resource.group)
+            && (self.kind == "*" || self.kind == resource.kind)
+    }
+
+    /// Whether the pattern names core Secrets explicitly (not through `*`).
+    fn names_secrets(&self) -> bool {
+        self.group.is_empty() && self.kind == "Secret"
+    }
+}
+
+/// The resources a plugin may subscribe to and query.
+///
+/// Secrets are special: a wildcard never grants them; only a pattern naming `""`/`Secret`
+/// explicitly does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grants {
+    allow: Vec<ResourcePattern>,
+}
+
+impl Grants {
+    /// Everything except Secrets.
+    pub fn all_but_secrets() -> Self {
+        Grants {
+            allow: vec![ResourcePattern::new("*", "*")],
+        }
+    }
+
+    /// Nothing at all.
+    pub fn none() -> Self {
+        Grants { allow: Vec::new() }
+    }
+
+    /// Exactly the listed patterns.
+    pub fn only(allow: Vec<ResourcePattern>) -> Self {
+        Grants { allow }
+    }
+
+    /// Whether the plugin may subscribe to and query `resource`.
+    pub fn allows(&self, resource: &Gvk) -> bool {
+        let is_secret = resource.group.is_empty() && resource.kind == "Secret";
+        self.allow
+            .iter()
+            .any(|p| p.matches(resource) && (!is_secret || p.names_secrets()))
+    }
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Grants::all_but_secrets()
+    }
+}
+
+/// What the host's config says about one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginPolicy {
+    pub grants: Grants,
+    /// Passed to the guest's `init`; empty when none is configured.
+    pub config: String,
+    /// Overrides the host's default limits.
+    pub limits: Option<Limits>,
+}
+
+/// Looks up the policy of a plugin by its source file (the plugin's name is only known after
+/// `init`, which already needs the config string).
+pub trait PolicyLookup: Send + Sync {
+    fn policy(&self, source: &Path) -> PluginPolicy;
+}
+
+/// The same policy for every plugin.
+#[derive(Debug, Clone, Default)]
+pub struct StaticPolicy(pub PluginPolicy);
+
+impl PolicyLookup for StaticPolicy {
+    fn policy(&self, _source: &Path) -> PluginPolicy {
+        self.0.clone()
+    }
+}
+
+impl<F> PolicyLookup for F
+where
+    F: Fn(&Path) -> PluginPolicy + Send + Sync,
+{
+    fn policy(&self, source: &Path) -> PluginPolicy {
+        self(source)
+    }
+}
+
+/// `group/version/Kind` (`v1/Pod` for the core group) for messages.
+pub(crate) fn describe(resource: &Gvk) -> String {
+    if resource.group.is_empty() {
+        format!("{}/{}", resource.version, resource.kind)
+    } else {
+        format!("{}/{}/{}", resource.group, resource.version, resource.kind)
+    }
+}
+
+/// Whether two resources name the same type (group and kind; any version).
+pub(crate) fn same_type(a: &Gvk, b: &Gvk) -> bool {
+    a.group == b.group && a.kind == b.kind
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(group: &str, kind: &str) -> Gvk {
+        Gvk {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+        }
+    }
+
+    #[test]
+    fn wildcard_grants_everything_but_secrets() {
+        let g = Grants::all_but_secrets();
+        assert!(g.allows(&res("", "ConfigMap")));
+        assert!(g.allows(&res("apps", "Deployment")));
+        assert!(!g.allows(&res("", "Secret")));
+    }
+
+    #[test]
+    fn secrets_need_an_explicit_grant() {
+        let g = Grants::only(vec![ResourcePattern::new("", "Secret")]);
+        assert!(g.allows(&res("", "Secret")));
+        assert!(!g.allows(&res("", "ConfigMap")));
+        let g = Grants::only(vec![ResourcePattern::new("", "*")]);
+        assert!(!g.allows(&res("", "Secret")));
+    }
+
+    #[test]
+    fn a_secret_kind_in_another_group_is_not_special() {
+        let g = Grants::all_but_secrets();
+        assert!(g.allows(&res("example.com", "Secret")));
+    }
+
+    #[test]
+    fn no_grants_allow_nothing() {
+        assert!(!Grants::none().allows(&res("", "ConfigMap")));
+    }
+}

@@ -1,0 +1,207 @@
+//! One guest instance: its store, the `init` and handler calls under a deadline, and the
+//! classification of faults (trap, timeout, memory).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::{Store, UpdateDeadline};
+
+use super::bindings::Controller;
+use super::cache_api::{Access, SharedDocument};
+use super::component::CompiledPlugin;
+use super::error::PluginError;
+use super::grants::Limits;
+use super::observer::{EventKind, FailureKind};
+use super::state::HostState;
+use super::{Gvk, PluginInfo};
+
+/// One event as the guest receives it.
+#[derive(Clone)]
+pub(crate) enum Event {
+    Add {
+        object: SharedDocument,
+        in_initial_list: bool,
+    },
+    Update {
+        old: SharedDocument,
+        new: SharedDocument,
+    },
+    Delete {
+        object: SharedDocument,
+        final_state_unknown: bool,
+    },
+}
+
+impl Event {
+    pub(crate) fn kind(&self) -> EventKind {
+        match self {
+            Event::Add { .. } => EventKind::Add,
+            Event::Update { .. } => EventKind::Update,
+            Event::Delete { .. } => EventKind::Delete,
+        }
+    }
+
+    /// The object the event is about (the new version for updates).
+    pub(crate) fn object(&self) -> &SharedDocument {
+        match self {
+            Event::Add { object, .. } | Event::Delete { object, .. } => object,
+            Event::Update { new, .. } => new,
+        }
+    }
+}
+
+/// How a guest call ended.
+#[derive(Debug)]
+pub(crate) enum Outcome<T> {
+    /// The guest returned `ok`.
+    Ok(T),
+    /// The guest returned `err(reason)`; the instance is fine.
+    GuestError(String),
+    /// The instance faulted and must be thrown away.
+    Failed(FailureKind, String),
+}
+
+/// Raised from the epoch callback when a call runs past its deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("call exceeded its deadline")]
+struct DeadlineExceeded;
+
+/// A live guest instance. Calls take `&mut self`: one at a time.
+pub(crate) struct Instance {
+    store: Store<HostState>,
+    bindings: Controller,
+    limits: Limits,
+}
+
+impl Instance {
+    /// Instantiates the component in a fresh store with `limits` applied.
+    pub(crate) async fn new(
+        compiled: &CompiledPlugin,
+        label: Arc<str>,
+        limits: Limits,
+        access: Arc<Access>,
+    ) -> Result<Self, PluginError> {
+        let engine = compiled.pre.engine();
+        let mut store = Store::new(engine, HostState::new(label, limits.memory, access));
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_callback(|ctx| {
+            if ctx.data().past_deadline() {
+                Err(wasmtime::Error::new(DeadlineExceeded))
+            } else {
+                // Let other tasks run on this worker while a long call goes on.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store.set_epoch_deadline(1);
+        let start = Instant::now();
+        store.data_mut().call = Some((start, limits.call_deadline));
+        let instantiated = tokio::time::timeout(
+            limits.call_deadline,
+            compiled.pre.instantiate_async(&mut store),
+        )
+        .await;
+        store.data_mut().call = None;
+        let bindings = match instantiated {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                return Err(PluginError::Instantiate {
+                    file: compiled.file.clone(),
+                    reason: format!("{e:#}"),
+                });
+            }
+            Err(_) => {
+                return Err(PluginError::Instantiate {
+                    file: compiled.file.clone(),
+                    reason: format!("took longer than {:?}", limits.call_deadline),
+                });
+            }
+        };
+        Ok(Instance {
+            store,
+            bindings,
+            limits,
+        })
+    }
+
+    /// Gives the guest its view of the cache.
+    pub(crate) fn set_access(&mut self, access: Arc<Access>) {
+        self.store.data_mut().access = access;
+    }
+
+    /// Renames the instance in its log lines.
+    pub(crate) fn set_label(&mut self, label: Arc<str>) {
+        self.store.data_mut().plugin = label;
+    }
+
+    /// Calls the guest's `init`.
+    pub(crate) async fn init(&mut self, config: &str) -> Outcome<PluginInfo> {
+        let bindings = self.bindings.kubewasm_controller_handler().clone();
+        self.guarded(async |store| bindings.call_init(store, config).await)
+            .await
+    }
+
+    /// Delivers one event for `resource`.
+    pub(crate) async fn deliver(&mut self, resource: &Gvk, event: &Event) -> Outcome<()> {
+        let h = self.bindings.kubewasm_controller_handler().clone();
+        match event {
+            Event::Add {
+                object,
+                in_initial_list,
+            } => {
+                self.guarded(async |store| {
+                    h.call_on_add(store, resource, object.json(), *in_initial_list)
+                        .await
+                })
+                .await
+            }
+            Event::Update { old, new } => {
+                self.guarded(async |store| {
+                    h.call_on_update(store, resource, old.json(), new.json())
+                        .await
+                })
+                .await
+            }
+            Event::Delete {
+                object,
+                final_state_unknown,
+            } => {
+                self.guarded(async |store| {
+                    h.call_on_delete(store, resource, object.json(), *final_state_unknown)
+                        .await
+                })
+                .await
+            }
+        }
+    }
+
+    /// Runs one guest call under the deadline: the epoch callback interrupts guest code, the
+    /// timeout covers time spent waiting in host calls (a guest sleeping through WASI).
+    async fn guarded<T, F>(&mut self, call: F) -> Outcome<T>
+    where
+        F: AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
+    {
+        let deadline = self.limits.call_deadline;
+        self.store.data_mut().call = Some((Instant::now(), deadline));
+        self.store.set_epoch_deadline(1);
+        let result = tokio::time::timeout(deadline, call(&mut self.store)).await;
+        self.store.data_mut().call = None;
+        match result {
+            Ok(Ok(Ok(v))) => Outcome::Ok(v),
+            Ok(Ok(Err(reason))) => Outcome::GuestError(reason),
+            Ok(Err(e)) => {
+                let kind = if self.store.data().limiter.exceeded {
+                    FailureKind::Memory
+                } else if e.downcast_ref::<DeadlineExceeded>().is_some() {
+                    FailureKind::Timeout
+                } else {
+                    FailureKind::Trap
+                };
+                Outcome::Failed(kind, format!("{e:#}"))
+            }
+            Err(_) => Outcome::Failed(
+                FailureKind::Timeout,
+                format!("call exceeded its deadline of {deadline:?}"),
+            ),
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The plugin runtime: WebAssembly components of the `controller` world as informer listeners.
+//!
+//! One [`engine::PluginEngine`] compiles components (cached on disk by content hash), each loaded
+//! plugin is one instance driven by one [`actor`] fed by its handler registrations, and the
+//! [`host::PluginHost`] manages the set of plugins.
+
+mod actor;
+mod bindings;
+mod cache_api;
+mod component;
+mod engine;
+mod error;
+mod grants;
+mod instance;
+mod observer;
+mod state;
+mod wiring;
+
+pub use actor::PluginState;
+pub use bindings::kubewasm::controller::types::{
+    Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
+};
+pub use cache_api::{Document, SharedDocument};
+pub use component::CompiledPlugin;
+pub use engine::{EngineOptions, PluginEngine};
+pub use error::PluginError;
+pub use grants::{Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy};
+pub use observer::{EventKind, FailureKind, NoopObserver, Observer};

@@ -1,0 +1,216 @@
+//! The data of one instance's store: a locked-down WASI context, the memory limiter, the
+//! guest's view of the cache and the per-call deadline.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWrite;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::cache_api::Access;
+
+/// Everything a plugin instance's host functions can reach.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    /// The plugin's name for log lines.
+    pub(crate) plugin: Arc<str>,
+    /// The resources the guest may read; replaced once `init` has declared its subscriptions.
+    pub(crate) access: Arc<Access>,
+    /// When the call in progress started and how long it may take; `None` between calls.
+    pub(crate) call: Option<(Instant, Duration)>,
+}
+
+impl HostState {
+    /// A state with no preopened directories, no sockets, no environment, stdin closed and
+    /// stdout / stderr going to the log tagged with `plugin`.
+    pub(crate) fn new(plugin: Arc<str>, memory: usize, access: Arc<Access>) -> Self {
+        let wasi = WasiCtx::builder()
+            .stdout(GuestOutput {
+                plugin: plugin.clone(),
+                stream: "stdout",
+            })
+            .stderr(GuestOutput {
+                plugin: plugin.clone(),
+                stream: "stderr",
+            })
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(memory),
+            plugin,
+            access,
+            call: None,
+        }
+    }
+
+    /// Whether the call in progress is past its deadline.
+    pub(crate) fn past_deadline(&self) -> bool {
+        self.call
+            .is_some_and(|(started, deadline)| started.elapsed() >= deadline)
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps an instance's linear memory and remembers whether the guest hit the cap, so a trap that
+/// follows (Rust aborts when an allocation fails) is reported as a memory fault.
+pub(crate) struct MemoryLimiter {
+    max: usize,
+    pub(crate) exceeded: bool,
+}
+
+/// Tables hold function references; a guest needing more than this is broken or hostile.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+impl MemoryLimiter {
+    fn new(max: usize) -> Self {
+        MemoryLimiter {
+            max,
+            exceeded: false,
+        }
+    }
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// A guest's stdout or stderr: every line becomes a tracing event tagged with the plugin.
+struct GuestOutput {
+    plugin: Arc<str>,
+    stream: &'static str,
+}
+
+impl IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for GuestOutput {
+    fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
+        Box::new(LineLogger {
+            plugin: self.plugin.clone(),
+            stream: self.stream,
+            buf: Vec::new(),
+        })
+    }
+}
+
+/// Longest line kept before it is logged unfinished, so a guest cannot grow host memory by
+/// never writing a newline.
+const MAX_LINE: usize = 8 << 10;
+
+struct LineLogger {
+    plugin: Arc<str>,
+    stream: &'static str,
+    buf: Vec<u8>,
+}
+
+impl LineLogger {
+    fn emit(&mut self, end: usize) {
+        let line = String::from_utf8_lossy(&self.buf[..end]);
+        let line = line.trim_end_matches(['\n', '\r']);
+        tracing::info!(target: "kubewasm::guest", plugin = %self.plugin, stream = self.stream, "{line}");
+        self.buf.drain(..end);
+    }
+}
+
+impl AsyncWrite for LineLogger {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.buf.extend_from_slice(data);
+        while let Some(pos) = this.buf.iter().position(|b| *b == b'\n') {
+            this.emit(pos + 1);
+        }
+        if this.buf.len() >= MAX_LINE {
+            this.emit(this.buf.len());
+        }
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.buf.is_empty() {
+            this.emit(this.buf.len());
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::ResourceLimiter;
+
+    use super::*;
+
+    #[test]
+    fn memory_limiter_refuses_growth_past_the_cap_and_remembers_it() {
+        let mut l = MemoryLimiter::new(1 << 20);
+        assert!(l.memory_growing(0, 1 << 20, None).unwrap());
+        assert!(!l.exceeded);
+        assert!(!l.memory_growing(1 << 20, (1 << 20) + 65536, None).unwrap());
+        assert!(l.exceeded);
+    }
+
+    #[test]
+    fn line_logger_keeps_partial_lines_until_the_newline() {
+        let mut l = LineLogger {
+            plugin: "p".into(),
+            stream: "stdout",
+            buf: Vec::new(),
+        };
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let _ = Pin::new(&mut l).poll_write(&mut cx, b"hello ");
+        assert_eq!(l.buf, b"hello ");
+        let _ = Pin::new(&mut l).poll_write(&mut cx, b"world\nnext");
+        assert_eq!(l.buf, b"next");
+    }
+}
