@@ -1,3 +1,9 @@
 //! kubewasm: shared informers feeding controllers written as WebAssembly components.
 
+pub mod cli;
+pub mod config;
+pub mod metrics;
 pub mod plugin;
+pub mod rbac;
+pub mod reload;
+pub mod server;

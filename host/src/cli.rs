@@ -1,0 +1,162 @@
+//! The command line: what each subcommand takes, with environment-variable fallbacks.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Run Kubernetes informers once and plug in controllers written as WebAssembly components.
+///
+/// Every `*.wasm` component in the plugins directory is loaded and registered as a listener on
+/// shared, indexed informers; dropping, replacing or deleting a file loads, hot-reloads or unloads
+/// its plugin without restarting the informers.
+#[derive(Debug, Parser)]
+#[command(name = "kubewasm", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "KUBEWASM_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+
+    /// Log filter, in `RUST_LOG` syntax (e.g. `info,kubewasm=debug`).
+    #[arg(long, global = true, default_value = "info", env = "RUST_LOG")]
+    pub log: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the plugins against a cluster (the current kubeconfig context, or in-cluster config).
+    Run(RunArgs),
+    /// Start the embedded development API server, seed it, and run the plugins against it.
+    ///
+    /// No cluster needed. The server is for development and tests only: it keeps everything in
+    /// memory and has no authentication.
+    Dev(DevArgs),
+    /// Validate plugin files without a cluster: world, subscriptions, indexes and grants.
+    Check(CheckArgs),
+    /// Print the RBAC rules (ClusterRole) the plugins' subscriptions need: get, list, watch.
+    Rbac(RbacArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Options shared by `run` and `dev`.
+#[derive(Debug, Args)]
+pub struct HostArgs {
+    /// Directory of `*.wasm` plugins, watched for changes.
+    #[arg(long, env = "KUBEWASM_PLUGINS")]
+    pub plugins: PathBuf,
+
+    /// Config file: per-plugin grants, limits and config strings (TOML).
+    #[arg(long, env = "KUBEWASM_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Where compiled plugins are cached, keyed by content hash.
+    #[arg(long, env = "KUBEWASM_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Address of the HTTP endpoint serving /metrics, /healthz, /readyz and /plugins.
+    #[arg(long, default_value = "127.0.0.1:9090", env = "KUBEWASM_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+
+    /// How long plugins get to finish the event in hand on shutdown, in seconds.
+    #[arg(long, default_value_t = 5, env = "KUBEWASM_SHUTDOWN_GRACE")]
+    pub shutdown_grace: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub host: HostArgs,
+
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, env = "KUBEWASM_CONTEXT")]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    #[command(flatten)]
+    pub host: HostArgs,
+
+    /// Port for the development API server (0: any free port).
+    #[arg(long, default_value_t = 0, env = "KUBEWASM_DEV_PORT")]
+    pub port: u16,
+
+    /// Directory of YAML manifests (multi-document) to create at start.
+    #[arg(long, env = "KUBEWASM_MANIFESTS")]
+    pub manifests: Option<PathBuf>,
+
+    /// Where to write a kubeconfig for kubectl and other clients.
+    #[arg(
+        long,
+        default_value = "kubewasm-dev.kubeconfig",
+        env = "KUBEWASM_KUBECONFIG_OUT"
+    )]
+    pub kubeconfig_out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Plugin files to check.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// Config file whose grants the plugins are checked against.
+    #[arg(long, env = "KUBEWASM_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// Directory of `*.wasm` plugins.
+    #[arg(long, env = "KUBEWASM_PLUGINS")]
+    pub plugins: PathBuf,
+
+    /// Name of the ClusterRole.
+    #[arg(long, default_value = "kubewasm")]
+    pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn dev_parses_plugins_and_manifests() {
+        let cli = Cli::try_parse_from([
+            "kubewasm",
+            "dev",
+            "--plugins",
+            "p",
+            "--manifests",
+            "m",
+            "--port",
+            "8080",
+        ])
+        .unwrap();
+        let Command::Dev(dev) = cli.command else {
+            panic!("not dev")
+        };
+        assert_eq!(dev.port, 8080);
+        assert_eq!(dev.host.plugins, PathBuf::from("p"));
+    }
+}

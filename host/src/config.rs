@@ -1,0 +1,301 @@
+//! The host's config file: per-plugin grants, limits and config strings.
+//!
+//! ```toml
+//! # kubewasm.toml
+//! [defaults]
+//! call-deadline-ms = 1000      # per guest call
+//! memory-mib = 64              # per plugin instance
+//! grants = ["*"]               # what a plugin without its own entry may read; "*" = all but Secrets
+//!
+//! [reload]
+//! debounce-ms = 150
+//!
+//! [plugins.pod-diff]           # keyed by the file name without `.wasm`
+//! config = "verbose"
+//! grants = ["Pod", "ConfigMap", "apps/*"]
+//! call-deadline-ms = 500
+//! ```
+//!
+//! A grant names resources by API group and kind: `ConfigMap` (core group), `apps/Deployment`,
+//! `apps/*`, or `*` for everything. Secrets are only ever readable through a grant that names them
+//! (`Secret`): no wildcard covers them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::plugin::{Grants, Limits, PluginPolicy, ResourcePattern};
+
+/// Why the config could not be used. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or has an unknown key or a value of the wrong type.
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// A value parsed but makes no sense (a zero deadline, a malformed grant, ...).
+    #[error("invalid config file {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// The whole config file. Every section is optional; an absent file means all defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    #[serde(default)]
+    pub defaults: Defaults,
+    #[serde(default)]
+    pub reload: ReloadConfig,
+    /// Per-plugin settings, keyed by the plugin file's name without `.wasm`.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginConfig>,
+}
+
+/// Settings every plugin gets unless its own entry says otherwise.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Defaults {
+    /// Longest a single guest call may run before the instance is interrupted.
+    pub call_deadline_ms: u64,
+    /// Most linear memory a plugin instance may grow to.
+    pub memory_mib: u64,
+    /// What a plugin with no entry of its own may subscribe to and query.
+    pub grants: Vec<Grant>,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            call_deadline_ms: 1000,
+            memory_mib: 64,
+            grants: vec![Grant(ResourcePattern::new("*", "*"))],
+        }
+    }
+}
+
+/// How the plugins directory is watched.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ReloadConfig {
+    /// Quiet time after the last file event before the directory is rescanned.
+    pub debounce_ms: u64,
+}
+
+impl Default for ReloadConfig {
+    fn default() -> Self {
+        ReloadConfig { debounce_ms: 150 }
+    }
+}
+
+impl ReloadConfig {
+    pub fn debounce(&self) -> Duration {
+        Duration::from_millis(self.debounce_ms)
+    }
+}
+
+/// One plugin's own settings; unset fields fall back to [`Defaults`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PluginConfig {
+    /// Passed to the guest's `init`.
+    pub config: Option<String>,
+    pub grants: Option<Vec<Grant>>,
+    pub call_deadline_ms: Option<u64>,
+    pub memory_mib: Option<u64>,
+}
+
+/// One grant from the config file, as `Kind` (core group), `group/Kind`, `group/*` or `*`.
+/// `core/Kind` also names the core group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant(pub ResourcePattern);
+
+impl std::str::FromStr for Grant {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let valid = |p: &str| {
+            p == "*"
+                || (!p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+        };
+        let (group, kind) = match s.split_once('/') {
+            None => ("", s),
+            Some(("core", kind)) => ("", kind),
+            Some((group, kind)) => (group, kind),
+        };
+        let group = if s == "*" { "*" } else { group };
+        if (group.is_empty() || valid(group)) && valid(kind) && !kind.contains('/') {
+            Ok(Grant(ResourcePattern::new(group, kind)))
+        } else {
+            Err(format!(
+                "bad grant `{s}`: expected `Kind`, `group/Kind`, `group/*` or `*`"
+            ))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Grant {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and validates config text; `path` only names the source in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let limits = std::iter::once((
+            "defaults",
+            Some(self.defaults.call_deadline_ms),
+            Some(self.defaults.memory_mib),
+        ))
+        .chain(
+            self.plugins
+                .iter()
+                .map(|(name, p)| (name.as_str(), p.call_deadline_ms, p.memory_mib)),
+        );
+        for (section, deadline, memory) in limits {
+            if deadline == Some(0) {
+                return Err(invalid(format!("[{section}] call-deadline-ms must be > 0")));
+            }
+            if let Some(mib) = memory
+                && !(1..=4096).contains(&mib)
+            {
+                return Err(invalid(format!(
+                    "[{section}] memory-mib must be between 1 and 4096, got {mib}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The policy for the plugin loaded from a file named `stem.wasm`.
+    pub fn policy_for(&self, stem: &str) -> PluginPolicy {
+        let d = &self.defaults;
+        let own = self.plugins.get(stem).cloned().unwrap_or_default();
+        let grants = own.grants.unwrap_or_else(|| d.grants.clone());
+        PluginPolicy {
+            grants: Grants::only(grants.into_iter().map(|g| g.0).collect()),
+            config: own.config.unwrap_or_default(),
+            limits: Some(Limits {
+                call_deadline: Duration::from_millis(
+                    own.call_deadline_ms.unwrap_or(d.call_deadline_ms),
+                ),
+                memory: usize::try_from(own.memory_mib.unwrap_or(d.memory_mib) << 20)
+                    .unwrap_or(usize::MAX),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::Gvk;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("kubewasm.toml"))
+    }
+
+    fn gvk(group: &str, kind: &str) -> Gvk {
+        Gvk {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+        }
+    }
+
+    #[test]
+    fn empty_file_gives_defaults_that_grant_all_but_secrets() {
+        let policy = parse("").unwrap().policy_for("anything");
+        assert!(policy.grants.allows(&gvk("", "ConfigMap")));
+        assert!(policy.grants.allows(&gvk("apps", "Deployment")));
+        assert!(!policy.grants.allows(&gvk("", "Secret")));
+        let limits = policy.limits.unwrap();
+        assert_eq!(limits.call_deadline, Duration::from_secs(1));
+        assert_eq!(limits.memory, 64 << 20);
+    }
+
+    #[test]
+    fn plugin_entry_overrides_defaults() {
+        let config = parse(
+            r#"
+            [defaults]
+            call-deadline-ms = 2000
+            [plugins.reader]
+            config = "verbose"
+            grants = ["Secret", "apps/*"]
+            memory-mib = 16
+            "#,
+        )
+        .unwrap();
+        let p = config.policy_for("reader");
+        assert_eq!(p.config, "verbose");
+        assert!(p.grants.allows(&gvk("", "Secret")));
+        assert!(p.grants.allows(&gvk("apps", "ReplicaSet")));
+        assert!(!p.grants.allows(&gvk("", "ConfigMap")));
+        let limits = p.limits.unwrap();
+        assert_eq!(limits.call_deadline, Duration::from_secs(2));
+        assert_eq!(limits.memory, 16 << 20);
+        assert_eq!(config.policy_for("other").config, "");
+    }
+
+    #[test]
+    fn grant_syntax() {
+        let g = |s: &str| s.parse::<Grant>().map(|g| (g.0.group, g.0.kind));
+        assert_eq!(g("ConfigMap"), Ok(("".into(), "ConfigMap".into())));
+        assert_eq!(g("core/Pod"), Ok(("".into(), "Pod".into())));
+        assert_eq!(g("apps/*"), Ok(("apps".into(), "*".into())));
+        assert_eq!(g("*"), Ok(("*".into(), "*".into())));
+        assert!(g("a/b/c").is_err());
+        assert!(g("").is_err());
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_the_file_and_key() {
+        let err = parse("[defaults]\ncall-deadline = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("kubewasm.toml"), "{err}");
+        assert!(err.contains("call-deadline"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        assert!(parse("[defaults]\ncall-deadline-ms = 0\n").is_err());
+        assert!(parse("[plugins.x]\nmemory-mib = 0\n").is_err());
+        assert!(parse("[defaults]\ngrants = [\"a/b/c\"]\n").is_err());
+        assert!(parse("[defaults]\nmemory-mib = \"lots\"\n").is_err());
+    }
+}

@@ -1,0 +1,465 @@
+//! Watches the plugins directory and loads, replaces or unloads plugins as files come and go.
+//!
+//! Every file-system event only triggers a rescan: after a quiet period (debounce) the directory's
+//! `*.wasm` files are hashed and diffed against what is loaded, by path and content hash. This one
+//! rule covers files created, rewritten, `mv`-ed into place, deleted, and the atomic `..data`
+//! symlink swap Kubernetes does for ConfigMap and Secret volumes. A touched but unchanged file
+//! hashes the same and does nothing. A file modified less than one debounce period ago may still be
+//! being written: it is left for the next scan.
+//!
+//! Replacing is the loader's job ([`Loader::replace`]): it compiles the new version first and keeps
+//! the old one running if that fails, so this module never leaves a path without a plugin because
+//! of a bad file.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What the reloader drives: in the host, the plugin manager.
+pub trait Loader: Send + Sync + 'static {
+    /// Identifies a loaded plugin.
+    type Id: Clone + Send + Sync + 'static;
+
+    /// Loads a new plugin from `path`, whose content is `bytes`; returns its id and name.
+    fn load(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = anyhow::Result<(Self::Id, String)>> + Send;
+
+    /// Replaces a loaded plugin with a new version. On error the old version must keep running.
+    fn replace(
+        &self,
+        id: &Self::Id,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = anyhow::Result<String>> + Send;
+
+    /// Unloads a plugin whose file is gone.
+    fn unload(&self, id: &Self::Id) -> impl Future<Output = ()> + Send;
+}
+
+/// The outcome of one load, replace or unload, for logs and metrics.
+#[derive(Debug, Clone)]
+pub struct ReloadEvent {
+    pub path: PathBuf,
+    /// The plugin's name, or the file stem when it never loaded.
+    pub plugin: String,
+    pub action: Action,
+    /// `Err(reason)` when the file could not be (re)loaded.
+    pub result: Result<(), String>,
+    /// From noticing the change to the new version running.
+    pub elapsed: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Load,
+    Replace,
+    Unload,
+}
+
+/// The state of one file in the plugins directory, for the status listing.
+#[derive(Debug, Clone)]
+pub struct FileStatus {
+    pub path: PathBuf,
+    /// The plugin running for this file, if any (a failed replace keeps the old one).
+    pub plugin: Option<String>,
+    /// Why the file's current content could not be loaded.
+    pub error: Option<String>,
+}
+
+struct Entry<Id> {
+    /// Content hash of the version running, or of the version that last failed.
+    hash: [u8; 32],
+    loaded: Option<(Id, String)>,
+    error: Option<String>,
+}
+
+/// Keeps the loaded plugins in step with a directory.
+pub struct Reloader<L: Loader> {
+    dir: PathBuf,
+    loader: L,
+    debounce: Duration,
+    entries: BTreeMap<PathBuf, Entry<L::Id>>,
+}
+
+impl<L: Loader> Reloader<L> {
+    pub fn new(dir: PathBuf, loader: L, debounce: Duration) -> Self {
+        Reloader {
+            dir,
+            loader,
+            debounce,
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// The files seen so far and their state.
+    pub fn status(&self) -> Vec<FileStatus> {
+        self.entries
+            .iter()
+            .map(|(path, e)| FileStatus {
+                path: path.clone(),
+                plugin: e.loaded.as_ref().map(|(_, name)| name.clone()),
+                error: e.error.clone(),
+            })
+            .collect()
+    }
+
+    /// Diffs the directory against what is loaded and acts on every difference. Returns what was
+    /// done and whether some file was too fresh to load (the caller should scan again soon).
+    pub async fn scan(&mut self) -> std::io::Result<(Vec<ReloadEvent>, bool)> {
+        let started = Instant::now();
+        let mut events = Vec::new();
+        let mut deferred = false;
+        let mut present = BTreeSet::new();
+        for path in wasm_files(&self.dir)? {
+            present.insert(path.clone());
+            // Follows symlinks, so a `..data` swap shows the new target's content and time.
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if is_fresh(&meta, self.debounce) {
+                deferred = true;
+                continue;
+            }
+            let bytes = match std::fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(err) => {
+                    tracing::warn!(path = %path.display(), error = %err, "cannot read plugin file");
+                    continue;
+                }
+            };
+            let hash: [u8; 32] = Sha256::digest(&bytes).into();
+            if self.entries.get(&path).is_some_and(|e| e.hash == hash) {
+                continue;
+            }
+            events.push(self.apply(&path, hash, bytes, started).await);
+        }
+        let gone: Vec<PathBuf> = self
+            .entries
+            .keys()
+            .filter(|p| !present.contains(*p))
+            .cloned()
+            .collect();
+        for path in gone {
+            if let Some(entry) = self.entries.remove(&path)
+                && let Some((id, name)) = entry.loaded
+            {
+                self.loader.unload(&id).await;
+                events.push(ReloadEvent {
+                    path,
+                    plugin: name,
+                    action: Action::Unload,
+                    result: Ok(()),
+                    elapsed: started.elapsed(),
+                });
+            }
+        }
+        Ok((events, deferred))
+    }
+
+    async fn apply(
+        &mut self,
+        path: &Path,
+        hash: [u8; 32],
+        bytes: Vec<u8>,
+        started: Instant,
+    ) -> ReloadEvent {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let running = self
+            .entries
+            .get(path)
+            .and_then(|e| e.loaded.as_ref())
+            .cloned();
+        let (action, outcome) = match &running {
+            Some((id, _)) => (
+                Action::Replace,
+                self.loader
+                    .replace(id, bytes)
+                    .await
+                    .map(|name| (id.clone(), name)),
+            ),
+            None => (Action::Load, self.loader.load(path, bytes).await),
+        };
+        let (loaded, error, plugin, result) = match outcome {
+            Ok((id, name)) => (Some((id, name.clone())), None, name, Ok(())),
+            Err(err) => {
+                let reason = format!("{err:#}");
+                let plugin = running.as_ref().map_or(stem, |(_, n)| n.clone());
+                (running, Some(reason.clone()), plugin, Err(reason))
+            }
+        };
+        self.entries.insert(
+            path.to_path_buf(),
+            Entry {
+                hash,
+                loaded,
+                error,
+            },
+        );
+        ReloadEvent {
+            path: path.to_path_buf(),
+            plugin,
+            action,
+            result,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    /// Scans once, then watches the directory until `cancel` fires, calling `report` for every
+    /// load, replace and unload. Returns an error only when the directory cannot be watched.
+    pub async fn run(
+        mut self,
+        cancel: CancellationToken,
+        mut report: impl FnMut(&ReloadEvent, &[FileStatus]) + Send,
+    ) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        use notify::Watcher as _;
+
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // The receiver only goes away on shutdown; nothing to do then.
+                let _ = tx.send(event.is_ok());
+            })
+            .context("cannot create a file watcher")?;
+        watcher
+            .watch(&self.dir, notify::RecursiveMode::NonRecursive)
+            .with_context(|| format!("cannot watch plugins directory {}", self.dir.display()))?;
+
+        let mut pending = true;
+        loop {
+            if pending {
+                // Debounce: wait for a quiet period, absorbing the burst of events a write makes.
+                loop {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(self.debounce) => break,
+                        got = rx.recv() => if got.is_none() { return Ok(()) },
+                    }
+                }
+                pending = false;
+                match self.scan().await {
+                    Ok((events, deferred)) => {
+                        let status = self.status();
+                        for event in &events {
+                            report(event, &status);
+                        }
+                        pending = deferred;
+                    }
+                    Err(err) => tracing::error!(
+                        dir = %self.dir.display(), error = %err, "cannot scan plugins directory"
+                    ),
+                }
+                continue;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return Ok(()),
+                got = rx.recv() => match got {
+                    Some(_) => pending = true,
+                    None => return Ok(()),
+                },
+            }
+        }
+    }
+}
+
+/// The `*.wasm` entries of `dir`, skipping hidden ones (such as the `..data` directory of a
+/// Kubernetes volume), sorted for a stable load order.
+fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if let Some(name) = name
+            && !name.starts_with('.')
+            && name.ends_with(".wasm")
+            && path.is_file()
+        {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn is_fresh(meta: &std::fs::Metadata, window: Duration) -> bool {
+    meta.modified()
+        .ok()
+        .and_then(|m| SystemTime::now().duration_since(m).ok())
+        .is_some_and(|age| age < window)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// Records calls; content starting with "bad" fails to load.
+    #[derive(Clone, Default)]
+    struct FakeLoader {
+        calls: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Loader for FakeLoader {
+        type Id = String;
+
+        async fn load(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<(String, String)> {
+            let text = String::from_utf8(bytes)?;
+            self.calls.lock().unwrap().push(format!("load {text}"));
+            anyhow::ensure!(!text.starts_with("bad"), "not a component");
+            let id = path.display().to_string();
+            Ok((id, text))
+        }
+
+        async fn replace(&self, _id: &String, bytes: Vec<u8>) -> anyhow::Result<String> {
+            let text = String::from_utf8(bytes)?;
+            self.calls.lock().unwrap().push(format!("replace {text}"));
+            anyhow::ensure!(!text.starts_with("bad"), "not a component");
+            Ok(text)
+        }
+
+        async fn unload(&self, id: &String) {
+            let name = Path::new(id).file_name().unwrap().to_string_lossy();
+            self.calls.lock().unwrap().push(format!("unload {name}"));
+        }
+    }
+
+    /// Writes a file whose modification time is old enough to be loaded at once.
+    fn write_settled(path: &Path, content: &str) {
+        std::fs::write(path, content).unwrap();
+        let old = SystemTime::now() - Duration::from_secs(10);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+
+    fn reloader(dir: &Path) -> (Reloader<FakeLoader>, Arc<Mutex<Vec<String>>>) {
+        let loader = FakeLoader::default();
+        let calls = loader.calls.clone();
+        (
+            Reloader::new(dir.to_path_buf(), loader, Duration::from_millis(100)),
+            calls,
+        )
+    }
+
+    fn take(calls: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+        std::mem::take(&mut *calls.lock().unwrap())
+    }
+
+    #[tokio::test]
+    async fn scan_loads_replaces_and_unloads_by_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut r, calls) = reloader(dir.path());
+        let a = dir.path().join("a.wasm");
+        write_settled(&a, "v1");
+        write_settled(&dir.path().join("notes.txt"), "ignored");
+        r.scan().await.unwrap();
+        assert_eq!(take(&calls), ["load v1"]);
+
+        // Touched, same content: nothing happens.
+        write_settled(&a, "v1");
+        r.scan().await.unwrap();
+        assert!(take(&calls).is_empty());
+
+        write_settled(&a, "v2");
+        let (events, _) = r.scan().await.unwrap();
+        assert_eq!(take(&calls), ["replace v2"]);
+        assert_eq!(events[0].action, Action::Replace);
+
+        std::fs::remove_file(&a).unwrap();
+        r.scan().await.unwrap();
+        assert_eq!(take(&calls), ["unload a.wasm"]);
+        assert!(r.status().is_empty());
+    }
+
+    #[tokio::test]
+    async fn failed_replace_keeps_old_version_and_is_not_retried_until_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut r, calls) = reloader(dir.path());
+        let a = dir.path().join("a.wasm");
+        write_settled(&a, "v1");
+        r.scan().await.unwrap();
+        write_settled(&a, "bad bytes");
+        let (events, _) = r.scan().await.unwrap();
+        assert!(events[0].result.is_err());
+        let status = r.status();
+        assert_eq!(status[0].plugin.as_deref(), Some("v1"));
+        assert!(
+            status[0]
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("not a component")
+        );
+        r.scan().await.unwrap();
+        assert_eq!(take(&calls), ["load v1", "replace bad bytes"]);
+
+        write_settled(&a, "v3");
+        r.scan().await.unwrap();
+        assert_eq!(take(&calls), ["replace v3"]);
+        assert!(r.status()[0].error.is_none());
+    }
+
+    #[tokio::test]
+    async fn file_being_written_is_deferred() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut r, calls) = reloader(dir.path());
+        std::fs::write(dir.path().join("a.wasm"), "half").unwrap();
+        let (events, deferred) = r.scan().await.unwrap();
+        assert!(events.is_empty());
+        assert!(deferred);
+        assert!(take(&calls).is_empty());
+    }
+
+    #[tokio::test]
+    async fn symlink_swap_of_data_dir_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut r, calls) = reloader(dir.path());
+        // The layout of a ConfigMap volume: a.wasm -> ..data/a.wasm, ..data -> ..v1
+        for (version, content) in [("..v1", "v1"), ("..v2", "v2")] {
+            std::fs::create_dir(dir.path().join(version)).unwrap();
+            write_settled(&dir.path().join(version).join("a.wasm"), content);
+        }
+        std::os::unix::fs::symlink("..v1", dir.path().join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/a.wasm", dir.path().join("a.wasm")).unwrap();
+        r.scan().await.unwrap();
+        std::os::unix::fs::symlink("..v2", dir.path().join("..data_tmp")).unwrap();
+        std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+        r.scan().await.unwrap();
+        assert_eq!(take(&calls), ["load v1", "replace v2"]);
+    }
+
+    #[tokio::test]
+    async fn run_reacts_to_files_moved_into_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let staging = tempfile::tempdir().unwrap();
+        let (r, calls) = reloader(dir.path());
+        let cancel = CancellationToken::new();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(r.run(cancel.clone(), move |event, _| {
+            let _ = tx.send(event.action);
+        }));
+        let staged = staging.path().join("b.wasm");
+        write_settled(&staged, "v1");
+        std::fs::rename(&staged, dir.path().join("b.wasm")).unwrap();
+        let action = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("the reloader noticed the new file");
+        assert_eq!(action, Some(Action::Load));
+        assert_eq!(take(&calls), ["load v1"]);
+        cancel.cancel();
+        task.await.unwrap().unwrap();
+    }
+}

@@ -1,0 +1,74 @@
+//! The operator-facing HTTP endpoint: `/metrics`, `/healthz`, `/readyz` and `/plugins`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// What the endpoint reports on.
+#[derive(Clone)]
+pub struct Probes {
+    pub metrics: Arc<Metrics>,
+    /// Every informer synced and every plugin's replay delivered.
+    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// The plugins and plugin files with their state, as JSON.
+    pub plugins: Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
+}
+
+/// Binds `addr` and serves until `cancel` fires. Returns the bound address (useful with port 0).
+pub async fn serve(
+    addr: SocketAddr,
+    probes: Probes,
+    cancel: CancellationToken,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for metrics and health"))?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/plugins", get(plugins))
+        .with_state(probes);
+    let task = tokio::spawn(async move {
+        let shutdown = async move { cancel.cancelled().await };
+        if let Err(err) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::error!(error = %err, "metrics endpoint failed");
+        }
+    });
+    Ok((bound, task))
+}
+
+async fn metrics(State(p): State<Probes>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        p.metrics.encode(),
+    )
+}
+
+async fn readyz(State(p): State<Probes>) -> impl IntoResponse {
+    if (p.ready)() {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+async fn plugins(State(p): State<Probes>) -> impl IntoResponse {
+    axum::Json((p.plugins)())
+}
