@@ -198,6 +198,27 @@ impl Metrics {
     }
 }
 
+impl crate::plugin::Observer for Metrics {
+    fn event_handled(
+        &self,
+        plugin: &str,
+        resource: &str,
+        kind: crate::plugin::EventKind,
+        elapsed: Duration,
+        ok: bool,
+    ) {
+        Metrics::event_handled(self, plugin, resource, kind.as_str(), elapsed, ok);
+    }
+
+    fn instance_failed(&self, plugin: &str, failure: crate::plugin::FailureKind) {
+        Metrics::instance_failed(self, plugin, failure.as_str());
+    }
+
+    fn queue_depth(&self, plugin: &str, depth: usize) {
+        Metrics::queue_depth(self, plugin, depth);
+    }
+}
+
 struct InformerCollector(InformerSource);
 
 impl std::fmt::Debug for InformerCollector {
