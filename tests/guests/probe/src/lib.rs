@@ -128,8 +128,12 @@ fn answer(obj: &Obj) {
     let result = match d("op").as_str() {
         "get" => cache::get(&gvk, opt("namespace").as_deref(), &d("name"))
             .map(|o| o.map(|o| keys(&[o])).unwrap_or_else(|| "none".into())),
-        "list" => cache::list_objects(&gvk, opt("namespace").as_deref(), opt("selector").as_deref())
-            .map(|l| keys(&l)),
+        "list" => cache::list_objects(
+            &gvk,
+            opt("namespace").as_deref(),
+            opt("selector").as_deref(),
+        )
+        .map(|l| keys(&l)),
         "by-index" => cache::by_index(&gvk, &d("index"), &d("value")).map(|l| keys(&l)),
         "index-values" => cache::index_values(&gvk, &d("index")).map(|mut v| {
             v.sort();
