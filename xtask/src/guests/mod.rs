@@ -4,6 +4,9 @@
 mod rust;
 
 mod c;
+mod go;
+mod js;
+mod python;
 mod toolchain;
 
 use std::path::PathBuf;
@@ -44,6 +47,9 @@ pub fn build_all(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     let mut built = Vec::new();
     built.extend(rust::build(ctx)?);
     built.extend(c::build(ctx)?);
+    built.extend(python::build(ctx)?);
+    built.extend(js::build(ctx)?);
+    built.extend(go::build(ctx)?);
     Ok(built)
 }
 

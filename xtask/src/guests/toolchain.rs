@@ -153,6 +153,11 @@ pub fn componentize_js(ctx: &Ctx) -> anyhow::Result<PathBuf> {
     }
     let npm =
         find_on_path(&["npm"]).context("no npm on PATH: needed to install componentize-js")?;
+    // Always into an empty prefix: a second `npm install` over an existing tree was seen to drop
+    // componentize-js's nested dependency @bytecodealliance/preview2-shim.
+    if prefix.exists() {
+        std::fs::remove_dir_all(&prefix)?;
+    }
     std::fs::create_dir_all(&prefix)?;
     eprintln!("xtask: installing {NPM_COMPONENTIZE_JS} with npm");
     run(Command::new(npm)
@@ -229,8 +234,8 @@ pub fn check_controller_component(bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes a finished component to `out_dir/NAME.wasm` after checking it, and reports its size and
-/// how long the build took.
+/// Writes a finished component to `out_dir/NAME.wasm` after checking it, and reports how long its
+/// build took.
 pub fn write_component(
     ctx: &Ctx,
     name: &str,
@@ -242,9 +247,7 @@ pub fn write_component(
     let path = ctx.out_dir.join(format!("{name}.wasm"));
     std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
     eprintln!(
-        "xtask: built {} ({} KB) in {:.1} s",
-        path.display(),
-        bytes.len() / 1024,
+        "xtask: {name}: built in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     Ok(path)
