@@ -1,1 +1,48 @@
-//! An in-process Kubernetes API server for development and tests.
+//! An in-process Kubernetes API server for development and tests — never for production.
+//!
+//! It speaks enough of the Kubernetes API (discovery, get / list / watch / create / update /
+//! patch / delete, selectors, pagination, resourceVersion semantics, bookmarks, 410 Gone after
+//! compaction, finalizers, the status subresource, CRDs) that `kube::Client` and `kubectl` work
+//! against it unchanged, and it adds test hooks: close watches, compact history, inject failures
+//! and latency, and log requests.
+//!
+//! ```
+//! # #[tokio::main] async fn main() -> anyhow::Result<()> {
+//! use kubewasm_devserver::{DevServer, Options};
+//! let server = DevServer::start(Options::default()).await?;
+//! server.create(serde_json::json!({
+//!     "apiVersion": "v1", "kind": "ConfigMap",
+//!     "metadata": {"name": "settings", "namespace": "default"},
+//!     "data": {"mode": "dev"},
+//! }))?;
+//! let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+//!     kube::Api::namespaced(server.client(), "default");
+//! assert_eq!(api.get("settings").await?.data.unwrap()["mode"], "dev");
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod core;
+mod discovery;
+mod event;
+mod filter;
+mod handler;
+mod hooks;
+mod list;
+mod manifests;
+mod object;
+mod options;
+mod patch;
+mod registry;
+mod resource;
+mod route;
+mod server;
+mod status;
+mod store;
+mod watch;
+mod writes;
+
+pub use hooks::{RequestRecord, Verb};
+pub use options::Options;
+pub use server::DevServer;
+pub use status::Status;

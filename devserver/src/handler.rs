@@ -1,0 +1,365 @@
+//! The HTTP front end: one handler that routes, logs, injects faults and answers each verb.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use serde_json::Value;
+
+use crate::Status;
+use crate::core::Core;
+use crate::discovery;
+use crate::filter::Filter;
+use crate::hooks::{RequestRecord, Verb};
+use crate::list::{self, ListRequest};
+use crate::object::StoredObject;
+use crate::patch::PatchType;
+use crate::resource::ResourceInfo;
+use crate::route::{self, ResourcePath, Route};
+use crate::watch::{self, WatchRequest};
+use crate::writes::Part;
+
+/// Request bodies up to this size are accepted (the API server's limit is 3 MiB per object;
+/// collections of manifests may be larger).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The router serving every path through [`handle`].
+pub(crate) fn router(core: Arc<Core>) -> Router {
+    Router::new()
+        .fallback(handle)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(core)
+}
+
+/// The request as the handlers need it.
+struct Request {
+    method: Method,
+    query: HashMap<String, String>,
+    raw_query: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Request {
+    fn param(&self, name: &str) -> Option<&str> {
+        self.query.get(name).map(String::as_str)
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        matches!(self.param(name), Some("true" | "1"))
+    }
+}
+
+async fn handle(
+    State(core): State<Arc<Core>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let latency = core.hooks.latency();
+    if latency > Duration::ZERO {
+        tokio::time::sleep(latency).await;
+    }
+    let raw_query = uri.query().unwrap_or_default().to_owned();
+    let query = match axum::extract::Query::<HashMap<String, String>>::try_from_uri(&uri) {
+        Ok(axum::extract::Query(query)) => query,
+        Err(e) => return Status::bad_request(format!("invalid query: {e}")).into_response(),
+    };
+    let request = Request {
+        method,
+        query,
+        raw_query,
+        headers,
+        body,
+    };
+    let result = match route::parse(uri.path()) {
+        Route::Version => Ok(json_response(StatusCode::OK, &discovery::version())),
+        Route::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Route::CoreVersions => {
+            let address = request
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("127.0.0.1")
+                .to_owned();
+            Ok(json_response(
+                StatusCode::OK,
+                &discovery::core_versions(&address),
+            ))
+        }
+        Route::Groups => Ok(json_response(
+            StatusCode::OK,
+            &discovery::groups(&core.registry),
+        )),
+        Route::Group(group) => discovery::group(&core.registry, &group)
+            .map(|doc| json_response(StatusCode::OK, &doc))
+            .ok_or_else(Status::unknown_resource),
+        Route::ResourceList { group, version } => {
+            discovery::resource_list(&core.registry, &group, &version)
+                .map(|doc| json_response(StatusCode::OK, &doc))
+                .ok_or_else(Status::unknown_resource)
+        }
+        Route::OpenApi | Route::Unknown => Err(Status::unknown_resource()),
+        Route::Resource(path) => handle_resource(&core, &path, &request),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn handle_resource(
+    core: &Arc<Core>,
+    path: &ResourcePath,
+    request: &Request,
+) -> Result<Response, Status> {
+    let verb = verb_of(request, path)?;
+    core.hooks.record(RequestRecord {
+        verb,
+        group: path.group.clone(),
+        version: path.version.clone(),
+        resource: path.plural.clone(),
+        namespace: path.namespace.clone(),
+        query: request.raw_query.clone(),
+    })?;
+    let resource = core
+        .registry
+        .find(&path.group, &path.version, &path.plural)
+        .ok_or_else(Status::unknown_resource)?;
+    if path.namespace.is_some() && !resource.namespaced {
+        return Err(Status::unknown_resource());
+    }
+    if resource.namespaced && path.namespace.is_none() && path.name.is_some() {
+        return Err(Status::unknown_resource());
+    }
+    let part = match path.subresource.as_deref() {
+        None => Part::Main,
+        Some("status") if resource.has_status => Part::Status,
+        Some(_) => return Err(Status::unknown_resource()),
+    };
+    let namespace = path.namespace.as_deref();
+    match (verb, path.name.as_deref()) {
+        (Verb::Get, Some(name)) => get(core, &resource, namespace, name),
+        (Verb::List, _) => list(core, &resource, namespace, request),
+        (Verb::Watch, _) => watch(core, &resource, namespace, request),
+        (Verb::Create, _) => {
+            if resource.namespaced && namespace.is_none() {
+                return Err(Status::unknown_resource());
+            }
+            let object = parse_body(&request.body)?;
+            let stored = core.create(&resource, namespace, object)?;
+            Ok(object_response(StatusCode::CREATED, &stored))
+        }
+        (Verb::Update, Some(name)) => {
+            let object = parse_body(&request.body)?;
+            let stored = core.update(&resource, namespace, name, part, object)?;
+            Ok(object_response(StatusCode::OK, &stored))
+        }
+        (Verb::Patch, Some(name)) => {
+            let content_type = request
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let patch_type = PatchType::from_content_type(content_type)?;
+            let stored = core.patch(&resource, namespace, name, part, patch_type, &request.body)?;
+            Ok(object_response(StatusCode::OK, &stored))
+        }
+        (Verb::Delete, Some(name)) => {
+            let options = if request.body.is_empty() {
+                Value::Null
+            } else {
+                parse_body(&request.body)?
+            };
+            let stored = core.delete(&resource, namespace, name, &options)?;
+            Ok(object_response(StatusCode::OK, &stored))
+        }
+        (Verb::Delete, None) => delete_collection(core, &resource, namespace, request),
+        _ => Err(Status::method_not_allowed(format!(
+            "{} is not supported on this path",
+            request.method
+        ))),
+    }
+}
+
+/// The verb a request performs, from its method, path and `watch` parameter.
+fn verb_of(request: &Request, path: &ResourcePath) -> Result<Verb, Status> {
+    let has_name = path.name.is_some();
+    Ok(match request.method {
+        Method::GET if has_name => Verb::Get,
+        Method::GET if request.flag("watch") => Verb::Watch,
+        Method::GET => Verb::List,
+        Method::POST if !has_name => Verb::Create,
+        Method::PUT if has_name => Verb::Update,
+        Method::PATCH if has_name => Verb::Patch,
+        Method::DELETE => Verb::Delete,
+        _ => {
+            return Err(Status::method_not_allowed(format!(
+                "{} is not supported on this path",
+                request.method
+            )));
+        }
+    })
+}
+
+fn get(
+    core: &Core,
+    resource: &ResourceInfo,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Response, Status> {
+    let key = crate::object::store_key(namespace, name);
+    let stored = core
+        .store
+        .get(&resource.storage_key(), &key)
+        .ok_or_else(|| Status::not_found(&resource.qualified_plural(), name))?;
+    Ok(object_response(StatusCode::OK, &stored))
+}
+
+fn filter_of(namespace: Option<&str>, request: &Request) -> Result<Filter, Status> {
+    Filter::parse(
+        namespace.map(str::to_owned),
+        request.param("labelSelector").filter(|s| !s.is_empty()),
+        request.param("fieldSelector").filter(|s| !s.is_empty()),
+    )
+}
+
+fn list_request(namespace: Option<&str>, request: &Request) -> Result<ListRequest, Status> {
+    let limit = match request.param("limit").filter(|s| !s.is_empty()) {
+        Some(l) => Some(
+            l.parse::<usize>()
+                .map_err(|_| Status::bad_request(format!("invalid limit {l:?}")))?,
+        ),
+        None => None,
+    };
+    Ok(ListRequest {
+        filter: filter_of(namespace, request)?,
+        limit,
+        continue_token: request
+            .param("continue")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        resource_version: request.param("resourceVersion").map(str::to_owned),
+        resource_version_match: request
+            .param("resourceVersionMatch")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+    })
+}
+
+fn list(
+    core: &Core,
+    resource: &ResourceInfo,
+    namespace: Option<&str>,
+    request: &Request,
+) -> Result<Response, Status> {
+    let list_request = list_request(namespace, request)?;
+    let page = list::list(&core.store, &resource.storage_key(), &list_request)?;
+    Ok(bytes_response(
+        StatusCode::OK,
+        list::list_body(resource, &page),
+    ))
+}
+
+fn watch(
+    core: &Arc<Core>,
+    resource: &ResourceInfo,
+    namespace: Option<&str>,
+    request: &Request,
+) -> Result<Response, Status> {
+    let timeout = match request.param("timeoutSeconds").filter(|s| !s.is_empty()) {
+        Some(t) => Some(Duration::from_secs(t.parse::<u64>().map_err(|_| {
+            Status::bad_request(format!("invalid timeoutSeconds {t:?}"))
+        })?)),
+        None => None,
+    };
+    let send_initial_events = match request.param("sendInitialEvents") {
+        None | Some("") => None,
+        Some(_) => Some(request.flag("sendInitialEvents")),
+    };
+    let watch_request = WatchRequest {
+        filter: filter_of(namespace, request)?,
+        resource_version: request.param("resourceVersion").map(str::to_owned),
+        resource_version_match: request
+            .param("resourceVersionMatch")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        allow_bookmarks: request.flag("allowWatchBookmarks"),
+        send_initial_events,
+        timeout,
+    };
+    let stream = watch::watch(Arc::clone(core), resource, watch_request)?;
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+/// DELETE on a collection: deletes every selected object, answering the list of them.
+fn delete_collection(
+    core: &Core,
+    resource: &ResourceInfo,
+    namespace: Option<&str>,
+    request: &Request,
+) -> Result<Response, Status> {
+    let list_request = ListRequest {
+        filter: filter_of(namespace, request)?,
+        ..ListRequest::default()
+    };
+    let page = list::list(&core.store, &resource.storage_key(), &list_request)?;
+    let mut deleted = Vec::with_capacity(page.items.len());
+    for item in &page.items {
+        match core.delete(
+            resource,
+            item.namespace.as_deref(),
+            &item.name,
+            &Value::Null,
+        ) {
+            Ok(stored) => deleted.push(stored),
+            Err(status) if status.code == 404 => {}
+            Err(status) => return Err(status),
+        }
+    }
+    let page = list::Page {
+        items: deleted,
+        resource_version: core.store.resource_version(),
+        continue_token: None,
+    };
+    Ok(bytes_response(
+        StatusCode::OK,
+        list::list_body(resource, &page),
+    ))
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, Status> {
+    if body.is_empty() {
+        return Err(Status::bad_request("the request body is empty"));
+    }
+    serde_json::from_slice(body).or_else(|json_error| {
+        serde_norway::from_slice(body).map_err(|_| {
+            Status::bad_request(format!("the request body is not valid JSON: {json_error}"))
+        })
+    })
+}
+
+fn object_response(code: StatusCode, object: &StoredObject) -> Response {
+    bytes_response(code, object.json.clone())
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    bytes_response(code, Bytes::from(value.to_string()))
+}
+
+fn bytes_response(code: StatusCode, body: Bytes) -> Response {
+    let mut response = (code, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}

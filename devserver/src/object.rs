@@ -1,0 +1,153 @@
+//! A stored object: its compact JSON, serialised once, and the metadata selectors need.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::Status;
+
+/// One version of one object, immutable once stored and shared through `Arc`.
+#[derive(Debug)]
+pub(crate) struct StoredObject {
+    /// The store key: `namespace/name`, or `name` for cluster-scoped objects.
+    pub key: String,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// The resourceVersion written into `json`.
+    pub resource_version: u64,
+    /// Compact JSON of the whole object, with `metadata.resourceVersion` set.
+    pub json: Bytes,
+}
+
+impl StoredObject {
+    /// Serialises `object` (whose metadata the caller has completed) for storage.
+    pub fn new(object: &Value, resource_version: u64) -> Result<StoredObject, Status> {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let labels = object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let json = serde_json::to_vec(object)
+            .map_err(|e| Status::internal(format!("serialising object: {e}")))?;
+        Ok(StoredObject {
+            key: store_key(namespace.as_deref(), &name),
+            name,
+            namespace,
+            labels,
+            resource_version,
+            json: Bytes::from(json),
+        })
+    }
+
+    /// The object parsed back into JSON, for updates and patches.
+    pub fn to_value(&self) -> Result<Value, Status> {
+        serde_json::from_slice(&self.json)
+            .map_err(|e| Status::internal(format!("stored object is not JSON: {e}")))
+    }
+
+    /// The value of a field selector's field: `metadata.name` or `metadata.namespace`.
+    pub fn field(&self, field: &str) -> Option<&str> {
+        match field {
+            "metadata.name" => Some(&self.name),
+            "metadata.namespace" => Some(self.namespace.as_deref().unwrap_or("")),
+            _ => None,
+        }
+    }
+}
+
+/// The key objects are stored and listed under (listing order is key order, as in etcd).
+pub(crate) fn store_key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// A random version-4 UUID, as the API server puts in `metadata.uid`.
+pub(crate) fn new_uid() -> String {
+    let bytes: [u8; 16] = rand::random();
+    let mut hex = String::with_capacity(36);
+    for (i, b) in bytes.iter().enumerate() {
+        let b = match i {
+            6 => (b & 0x0f) | 0x40,
+            8 => (b & 0x3f) | 0x80,
+            _ => *b,
+        };
+        if matches!(i, 4 | 6 | 8 | 10) {
+            hex.push('-');
+        }
+        hex.push_str(&format!("{b:02x}"));
+    }
+    hex
+}
+
+/// The current time in RFC 3339 with second precision (`2026-01-02T03:04:05Z`).
+pub(crate) fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+fn rfc3339(unix_secs: u64) -> String {
+    let days = (unix_secs / 86_400) as i64;
+    let rem = unix_secs % 86_400;
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rfc3339_formats_known_instants() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_798_761_599), "2026-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn uids_are_version_4() {
+        let uid = new_uid();
+        assert_eq!(uid.len(), 36);
+        assert_eq!(&uid[14..15], "4");
+        assert_ne!(uid, new_uid());
+    }
+
+    #[test]
+    fn stored_object_extracts_selector_metadata() {
+        let obj = json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"app": "web"}}});
+        let stored = StoredObject::new(&obj, 7).unwrap();
+        assert_eq!(stored.key, "ns/a");
+        assert_eq!(stored.labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(stored.field("metadata.namespace"), Some("ns"));
+        assert_eq!(stored.to_value().unwrap(), obj);
+    }
+}

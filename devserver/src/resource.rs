@@ -1,0 +1,272 @@
+//! The resource table: built-in kinds and resources registered from CustomResourceDefinitions.
+
+use serde_json::Value;
+
+use crate::Status;
+
+/// One servable resource at one group/version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResourceInfo {
+    /// API group, "" for the core group.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    /// Lower-case plural used in paths, e.g. `configmaps`.
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub namespaced: bool,
+    /// Whether `/status` is a subresource (then the main endpoint ignores status changes).
+    pub has_status: bool,
+}
+
+impl ResourceInfo {
+    /// `v1` or `group/version`, as in an object's `apiVersion`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Identifies the stored objects, independent of the version they are served at.
+    pub fn storage_key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    /// `configmaps` or `deployments.apps`, as the API server names resources in messages.
+    pub fn qualified_plural(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+struct Builtin {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short_names: &'static [&'static str],
+    namespaced: bool,
+    has_status: bool,
+}
+
+const fn builtin(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short_names: &'static [&'static str],
+    namespaced: bool,
+    has_status: bool,
+) -> Builtin {
+    Builtin {
+        group,
+        version,
+        kind,
+        plural,
+        short_names,
+        namespaced,
+        has_status,
+    }
+}
+
+const BUILTINS: &[Builtin] = &[
+    builtin("", "v1", "Namespace", "namespaces", &["ns"], false, true),
+    builtin("", "v1", "Pod", "pods", &["po"], true, true),
+    builtin("", "v1", "ConfigMap", "configmaps", &["cm"], true, false),
+    builtin("", "v1", "Secret", "secrets", &[], true, false),
+    builtin("", "v1", "Service", "services", &["svc"], true, true),
+    builtin(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        &["sa"],
+        true,
+        false,
+    ),
+    builtin("", "v1", "Node", "nodes", &["no"], false, true),
+    builtin("", "v1", "Event", "events", &["ev"], true, false),
+    builtin("", "v1", "Endpoints", "endpoints", &["ep"], true, false),
+    builtin(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        &["deploy"],
+        true,
+        true,
+    ),
+    builtin(
+        "apps",
+        "v1",
+        "ReplicaSet",
+        "replicasets",
+        &["rs"],
+        true,
+        true,
+    ),
+    builtin(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        &["sts"],
+        true,
+        true,
+    ),
+    builtin("apps", "v1", "DaemonSet", "daemonsets", &["ds"], true, true),
+    builtin("batch", "v1", "Job", "jobs", &[], true, true),
+    builtin(
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+        "leases",
+        &[],
+        true,
+        false,
+    ),
+    builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        &["crd", "crds"],
+        false,
+        true,
+    ),
+];
+
+/// The built-in resources every server starts with.
+pub(crate) fn builtins() -> Vec<ResourceInfo> {
+    BUILTINS
+        .iter()
+        .map(|b| ResourceInfo {
+            group: b.group.to_owned(),
+            version: b.version.to_owned(),
+            kind: b.kind.to_owned(),
+            plural: b.plural.to_owned(),
+            singular: b.kind.to_lowercase(),
+            short_names: b.short_names.iter().map(|s| (*s).to_owned()).collect(),
+            namespaced: b.namespaced,
+            has_status: b.has_status,
+        })
+        .collect()
+}
+
+/// The resources a CustomResourceDefinition declares: one per served version. Fails with 422 if
+/// the definition lacks what the API server requires.
+pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
+    let spec = crd
+        .get("spec")
+        .ok_or_else(|| Status::invalid("CustomResourceDefinition: spec is required"))?;
+    let text = |v: Option<&Value>, what: &str| -> Result<String, Status> {
+        v.and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| Status::invalid(format!("CustomResourceDefinition: {what} is required")))
+    };
+    let group = text(spec.get("group"), "spec.group")?;
+    let names = spec.get("names");
+    let plural = text(names.and_then(|n| n.get("plural")), "spec.names.plural")?;
+    let kind = text(names.and_then(|n| n.get("kind")), "spec.names.kind")?;
+    let singular = names
+        .and_then(|n| n.get("singular"))
+        .and_then(Value::as_str)
+        .map_or_else(|| kind.to_lowercase(), str::to_owned);
+    let short_names: Vec<String> = names
+        .and_then(|n| n.get("shortNames"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let namespaced = match spec.get("scope").and_then(Value::as_str) {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        _ => {
+            return Err(Status::invalid(
+                "CustomResourceDefinition: spec.scope must be Namespaced or Cluster",
+            ));
+        }
+    };
+    let expected_name = format!("{plural}.{group}");
+    let name = crd.pointer("/metadata/name").and_then(Value::as_str);
+    if name != Some(expected_name.as_str()) {
+        return Err(Status::invalid(format!(
+            "CustomResourceDefinition: metadata.name must be {expected_name:?}"
+        )));
+    }
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| Status::invalid("CustomResourceDefinition: spec.versions is required"))?;
+    let mut resources = Vec::new();
+    for version in versions {
+        if version.get("served").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        let version_name = text(version.get("name"), "spec.versions[].name")?;
+        let has_status = version.pointer("/subresources/status").is_some();
+        resources.push(ResourceInfo {
+            group: group.clone(),
+            version: version_name,
+            kind: kind.clone(),
+            plural: plural.clone(),
+            singular: singular.clone(),
+            short_names: short_names.clone(),
+            namespaced,
+            has_status,
+        });
+    }
+    Ok(resources)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn crd_declares_one_resource_per_served_version() {
+        let crd = json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+                "versions": [
+                    {"name": "v1", "served": true, "subresources": {"status": {}}},
+                    {"name": "v1beta1", "served": false},
+                ],
+            },
+        });
+        let resources = from_crd(&crd).unwrap();
+        assert_eq!(resources.len(), 1);
+        let r = &resources[0];
+        assert_eq!(r.api_version(), "example.com/v1");
+        assert_eq!(r.singular, "widget");
+        assert!(r.namespaced && r.has_status);
+        assert_eq!(r.short_names, vec!["wd"]);
+    }
+
+    #[test]
+    fn crd_with_mismatched_name_is_invalid() {
+        let crd = json!({
+            "metadata": {"name": "wrong"},
+            "spec": {"group": "example.com", "scope": "Cluster",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true}]},
+        });
+        assert_eq!(from_crd(&crd).unwrap_err().code, 422);
+    }
+}

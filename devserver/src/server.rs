@@ -1,0 +1,193 @@
+//! The running server: start, clients and kubeconfig, in-process writes, test hooks, shutdown.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::core::Core;
+use crate::hooks::{RequestRecord, Verb};
+use crate::{Options, Status, handler, manifests};
+
+/// Namespaces every server starts with, as a fresh cluster has them.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// A handle to a running development API server; clones share the same server.
+///
+/// The server keeps running until [`DevServer::shutdown`] is called or the runtime ends.
+#[derive(Clone)]
+pub struct DevServer {
+    inner: Arc<Running>,
+}
+
+struct Running {
+    core: Arc<Core>,
+    address: SocketAddr,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl DevServer {
+    /// Binds 127.0.0.1 on `options.port` (0: any free port), creates the initial namespaces
+    /// and serves until shut down. Must be called inside a tokio runtime.
+    pub async fn start(options: Options) -> anyhow::Result<DevServer> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
+            .await
+            .with_context(|| format!("binding 127.0.0.1:{}", options.port))?;
+        let address = listener.local_addr()?;
+        let core = Arc::new(Core::new(options));
+        let namespaces = core
+            .registry
+            .find("", "v1", "namespaces")
+            .context("the namespaces resource is missing from the built-in table")?;
+        for name in INITIAL_NAMESPACES {
+            let object =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            core.create(&namespaces, None, object)?;
+        }
+        let (stop, stopped) = oneshot::channel::<()>();
+        let app = handler::router(Arc::clone(&core));
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "development API server failed");
+            }
+        });
+        tracing::info!(%address, "development API server listening (not for production)");
+        Ok(DevServer {
+            inner: Arc::new(Running {
+                core,
+                address,
+                stop: Mutex::new(Some(stop)),
+                task: Mutex::new(Some(task)),
+            }),
+        })
+    }
+
+    /// The base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.inner.address)
+    }
+
+    /// A kube client for this server, default namespace "default". Must be called inside a
+    /// tokio runtime (the client spawns its connection task).
+    pub fn client(&self) -> kube::Client {
+        let uri: http::Uri = self
+            .url()
+            .parse()
+            .expect("a socket address always forms a valid URI");
+        let config = kube::Config::new(uri);
+        kube::Client::try_from(config).expect("a plain-HTTP kube client always builds")
+    }
+
+    /// A kubeconfig (context `kubewasm-dev`, namespace `default`) for kubectl and kube.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\n\
+             kind: Config\n\
+             clusters:\n\
+             - name: kubewasm-dev\n  cluster:\n    server: {url}\n\
+             users:\n\
+             - name: kubewasm-dev\n  user: {{}}\n\
+             contexts:\n\
+             - name: kubewasm-dev\n  context:\n    cluster: kubewasm-dev\n    user: kubewasm-dev\n    namespace: default\n\
+             current-context: kubewasm-dev\n",
+            url = self.url()
+        )
+    }
+
+    /// Creates an object in-process through the same code path as POST (apiVersion and kind
+    /// select the resource; a namespaced object without a namespace goes to "default").
+    /// Returns the stored object, with the server-set metadata.
+    pub fn create(&self, object: Value) -> Result<Value, Status> {
+        let core = &self.inner.core;
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+        let resource = core.registry.find_kind(api_version, kind).ok_or_else(|| {
+            Status::new(
+                404,
+                "NotFound",
+                format!("no resource serves apiVersion {api_version:?} kind {kind:?}"),
+            )
+        })?;
+        let stored = core.create(&resource, None, object)?;
+        stored.to_value()
+    }
+
+    /// Creates every object found in the manifests in `dir` (see [`DevServer::create`]);
+    /// returns how many. Stops at the first object that cannot be created.
+    pub fn load_manifests(&self, dir: &Path) -> anyhow::Result<usize> {
+        let objects = manifests::read_dir(dir)?;
+        let count = objects.len();
+        for (file, object) in objects {
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("<unnamed>")
+                .to_owned();
+            self.create(object)
+                .with_context(|| format!("creating {name} from {}", file.display()))?;
+        }
+        Ok(count)
+    }
+
+    /// Test hook: ends every open watch stream now (clients see the stream close).
+    pub fn close_watches(&self) {
+        self.inner.core.store.close_watches();
+    }
+
+    /// Test hook: drops all event history, so every resourceVersion handed out so far answers
+    /// 410 Gone to a watch or to a list at that exact version.
+    pub fn compact(&self) {
+        self.inner.core.store.compact();
+    }
+
+    /// Test hook: the next `n` requests with `verb` answer HTTP `code` (a Status error).
+    /// `n = 0` cancels pending failures for the verb.
+    pub fn fail_next(&self, verb: Verb, n: usize, code: u16) {
+        self.inner.core.hooks.fail_next(verb, n, code);
+    }
+
+    /// Test hook: every request waits this long before it is handled.
+    pub fn set_latency(&self, latency: Duration) {
+        self.inner.core.hooks.set_latency(latency);
+    }
+
+    /// Test hook: every resource request so far, oldest first (discovery is not logged).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.inner.core.hooks.requests()
+    }
+
+    /// Test hook: empties the request log.
+    pub fn clear_requests(&self) {
+        self.inner.core.hooks.clear_requests();
+    }
+
+    /// Stops accepting connections, ends open watches and waits (up to 5 s) for in-flight
+    /// requests; other clones of this handle stop working too.
+    pub async fn shutdown(self) {
+        if let Some(stop) = self.inner.stop.lock().take() {
+            let _ = stop.send(());
+        }
+        self.inner.core.store.close_watches();
+        let task = self.inner.task.lock().take();
+        if let Some(mut task) = task
+            && tokio::time::timeout(Duration::from_secs(5), &mut task)
+                .await
+                .is_err()
+        {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! API errors as `metav1.Status`: the code, reason and message every Kubernetes client decodes.
+
+use std::fmt;
+
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::json;
+
+/// A failed request, answered as a `metav1.Status` object with HTTP status `code`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// HTTP status code (400, 404, 409, 410, 422, 429, 500, ...).
+    pub code: u16,
+    /// The machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, `Expired`, ...).
+    pub reason: String,
+    /// A human-readable description.
+    pub message: String,
+}
+
+impl Status {
+    /// A status with an explicit code, reason and message.
+    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Status {
+        Status {
+            code,
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// 400: the request itself is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Status {
+        Status::new(400, "BadRequest", message)
+    }
+
+    /// 404 for a named object, worded as the API server does.
+    pub fn not_found(resource: &str, name: &str) -> Status {
+        Status::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
+    }
+
+    /// 404 for a path that names no known resource.
+    pub fn unknown_resource() -> Status {
+        Status::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    /// 405: the resource does not support this verb.
+    pub fn method_not_allowed(message: impl Into<String>) -> Status {
+        Status::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 409: an object with this name exists already.
+    pub fn already_exists(resource: &str, name: &str) -> Status {
+        Status::new(
+            409,
+            "AlreadyExists",
+            format!("{resource} \"{name}\" already exists"),
+        )
+    }
+
+    /// 409: the update was based on a stale resourceVersion.
+    pub fn conflict(resource: &str, name: &str) -> Status {
+        Status::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {resource} \"{name}\": the object has been \
+                 modified; please apply your changes to the latest version and try again"
+            ),
+        )
+    }
+
+    /// 410: the requested resourceVersion has been compacted away.
+    pub fn expired(message: impl Into<String>) -> Status {
+        Status::new(410, "Expired", message)
+    }
+
+    /// 422: the object is well-formed JSON but not a valid object.
+    pub fn invalid(message: impl Into<String>) -> Status {
+        Status::new(422, "Invalid", message)
+    }
+
+    /// 415: a patch or body type this server does not understand.
+    pub fn unsupported_media_type(message: impl Into<String>) -> Status {
+        Status::new(415, "UnsupportedMediaType", message)
+    }
+
+    /// 500: something failed inside the server.
+    pub fn internal(message: impl Into<String>) -> Status {
+        Status::new(500, "InternalError", message)
+    }
+
+    /// The status for an injected fault with this HTTP code.
+    pub fn injected(code: u16) -> Status {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            409 => "Conflict",
+            410 => "Expired",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        Status::new(code, reason, format!("injected fault: HTTP {code}"))
+    }
+
+    /// The `metav1.Status` object.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        })
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for Status {}
+
+impl IntoResponse for Status {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = Bytes::from(self.to_json().to_string());
+        let mut response = (code, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if self.code == 429 {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}

@@ -1,0 +1,532 @@
+//! Create, update, patch and delete: the metadata rules the API server applies to every write.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::Status;
+use crate::core::Core;
+use crate::object::{StoredObject, new_uid, now_rfc3339, store_key};
+use crate::patch::{self, PatchType};
+use crate::resource::{self, ResourceInfo};
+use crate::store::Change;
+
+/// Which part of the object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The main endpoint: everything but the status (when status is a subresource).
+    Main,
+    /// The `/status` subresource: only the status.
+    Status,
+}
+
+impl Core {
+    /// Creates `object` in `namespace` (taken from the object, then "default", when `None`).
+    pub fn create(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        mut object: Value,
+    ) -> Result<Arc<StoredObject>, Status> {
+        check_type(resource, &mut object)?;
+        let namespace = resolve_namespace(resource, namespace, &object)?;
+        let meta = metadata_mut(&mut object)?;
+        let name = match meta.get("name").and_then(Value::as_str) {
+            Some(name) if !name.is_empty() => name.to_owned(),
+            _ => match meta.get("generateName").and_then(Value::as_str) {
+                Some(prefix) if !prefix.is_empty() => generate_name(prefix),
+                _ => {
+                    return Err(Status::invalid(format!(
+                        "{} \"\" is invalid: metadata.name: Required value: name or \
+                         generateName is required",
+                        resource.kind
+                    )));
+                }
+            },
+        };
+        validate_name(resource, &name)?;
+        meta.insert("name".into(), Value::String(name.clone()));
+        match &namespace {
+            Some(ns) => meta.insert("namespace".into(), Value::String(ns.clone())),
+            None => meta.remove("namespace"),
+        };
+        for server_owned in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "managedFields",
+            "selfLink",
+        ] {
+            meta.remove(server_owned);
+        }
+        meta.insert("uid".into(), Value::String(new_uid()));
+        meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+        meta.insert("generation".into(), Value::from(1));
+        if resource.has_status
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
+        }
+        default_status(resource, &mut object);
+        let crd = register_crd(resource, &object)?;
+        let key = store_key(namespace.as_deref(), &name);
+        let stored = self
+            .store
+            .write(&resource.storage_key(), &key, |current, _| {
+                if current.is_some() {
+                    return Err(Status::already_exists(&resource.qualified_plural(), &name));
+                }
+                Ok(Change::Put(object))
+            });
+        if let Some((group, plural, resources)) = crd
+            && stored.is_ok()
+        {
+            self.registry.register(&group, &plural, resources);
+        }
+        stored
+    }
+
+    /// Replaces the object (PUT), answering 409 if `object` carries a stale resourceVersion.
+    pub fn update(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        part: Part,
+        mut object: Value,
+    ) -> Result<Arc<StoredObject>, Status> {
+        check_type(resource, &mut object)?;
+        self.modify(resource, namespace, name, part, |_| Ok(object))
+    }
+
+    /// Applies a patch of `patch_type` to the current object.
+    pub fn patch(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        part: Part,
+        patch_type: PatchType,
+        body: &[u8],
+    ) -> Result<Arc<StoredObject>, Status> {
+        let parsed = patch::parse(patch_type, body)?;
+        if patch_type == PatchType::Apply {
+            let key = store_key(namespace, name);
+            if self.store.get(&resource.storage_key(), &key).is_none() {
+                let mut object = parsed.apply_to(Value::Object(Map::new()))?;
+                if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("name".into(), Value::String(name.to_owned()));
+                }
+                return self.create(resource, namespace, object);
+            }
+        }
+        self.modify(resource, namespace, name, part, |current| {
+            let mut patched = parsed.apply_to(current)?;
+            check_type(resource, &mut patched)?;
+            Ok(patched)
+        })
+    }
+
+    /// Shared by update and patch: `change` turns the current object into the requested one,
+    /// then server-owned fields are restored and the status/main split enforced.
+    fn modify(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        part: Part,
+        change: impl FnOnce(Value) -> Result<Value, Status>,
+    ) -> Result<Arc<StoredObject>, Status> {
+        let namespace = if resource.namespaced {
+            Some(namespace.unwrap_or("default"))
+        } else {
+            None
+        };
+        let key = store_key(namespace, name);
+        let plural = resource.qualified_plural();
+        let mut crd = None;
+        let mut removed = false;
+        let stored = self
+            .store
+            .write(&resource.storage_key(), &key, |current, _| {
+                let current = current.ok_or_else(|| Status::not_found(&plural, name))?;
+                let old = current.to_value()?;
+                let mut new = change(old.clone())?;
+                let requested_rv = new
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .filter(|rv| !rv.is_empty())
+                    .map(str::to_owned);
+                if let Some(rv) = requested_rv
+                    && rv != current.resource_version.to_string()
+                {
+                    return Err(Status::conflict(&plural, name));
+                }
+                check_identity(&new, name, namespace)?;
+                new = match part {
+                    Part::Main => merge_main(resource, &old, new)?,
+                    Part::Status => merge_status(&old, &new)?,
+                };
+                if without_resource_version(&new) == without_resource_version(&old) {
+                    return Ok(Change::Unchanged);
+                }
+                if resource.group == "apiextensions.k8s.io" {
+                    crd = register_crd(resource, &new)?;
+                }
+                let finished = new.pointer("/metadata/deletionTimestamp").is_some()
+                    && finalizers(&new).is_empty();
+                removed = finished;
+                Ok(if finished {
+                    Change::Remove(new)
+                } else {
+                    Change::Put(new)
+                })
+            })?;
+        if let Some((group, plural, resources)) = crd {
+            self.registry.register(&group, &plural, resources);
+        }
+        if removed {
+            self.after_removal(resource, &stored)?;
+        }
+        Ok(stored)
+    }
+
+    /// Deletes the object, or marks it for deletion while finalizers remain. `preconditions` are
+    /// the DeleteOptions body's optional `uid` and `resourceVersion`.
+    pub fn delete(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        options: &Value,
+    ) -> Result<Arc<StoredObject>, Status> {
+        let namespace = if resource.namespaced {
+            Some(namespace.unwrap_or("default"))
+        } else {
+            None
+        };
+        let key = store_key(namespace, name);
+        let plural = resource.qualified_plural();
+        let mut removed = false;
+        let stored = self
+            .store
+            .write(&resource.storage_key(), &key, |current, _| {
+                let current = current.ok_or_else(|| Status::not_found(&plural, name))?;
+                let mut object = current.to_value()?;
+                let precondition =
+                    |field: &str| options.pointer(&format!("/preconditions/{field}"));
+                if let Some(uid) = precondition("uid").and_then(Value::as_str)
+                    && object.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid)
+                {
+                    return Err(Status::conflict(&plural, name));
+                }
+                if let Some(rv) = precondition("resourceVersion").and_then(Value::as_str)
+                    && rv != current.resource_version.to_string()
+                {
+                    return Err(Status::conflict(&plural, name));
+                }
+                if finalizers(&object).is_empty() {
+                    removed = true;
+                    return Ok(Change::Remove(object));
+                }
+                let meta = metadata_mut(&mut object)?;
+                if meta.contains_key("deletionTimestamp") {
+                    return Ok(Change::Unchanged);
+                }
+                meta.insert("deletionTimestamp".into(), Value::String(now_rfc3339()));
+                meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+                Ok(Change::Put(object))
+            })?;
+        if removed {
+            self.after_removal(resource, &stored)?;
+        }
+        Ok(stored)
+    }
+
+    /// Side effects of an object leaving the store: a deleted CRD's resource disappears.
+    fn after_removal(&self, resource: &ResourceInfo, object: &StoredObject) -> Result<(), Status> {
+        if resource.group == "apiextensions.k8s.io"
+            && resource.plural == "customresourcedefinitions"
+        {
+            let value = object.to_value()?;
+            if let Ok(resources) = resource::from_crd(&value)
+                && let Some(first) = resources.first()
+            {
+                self.registry.unregister(&first.group, &first.plural);
+                self.store.drop_collection(&first.storage_key());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Fills in or checks `apiVersion` and `kind` against the resource (400 on mismatch).
+fn check_type(resource: &ResourceInfo, object: &mut Value) -> Result<(), Status> {
+    let map = object
+        .as_object_mut()
+        .ok_or_else(|| Status::bad_request("the request body must be a JSON object"))?;
+    let api_version = resource.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("apiVersion".into(), Value::String(api_version));
+        }
+        Some(given) if given == api_version => {}
+        Some(given) => {
+            return Err(Status::bad_request(format!(
+                "the API version in the data ({given}) does not match the expected API version \
+                 ({api_version})"
+            )));
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("kind".into(), Value::String(resource.kind.clone()));
+        }
+        Some(kind) if kind == resource.kind => {}
+        Some(kind) => {
+            return Err(Status::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                resource.kind
+            )));
+        }
+    }
+    match map.get("metadata") {
+        None => {
+            map.insert("metadata".into(), Value::Object(Map::new()));
+        }
+        Some(Value::Object(_)) => {}
+        Some(_) => return Err(Status::bad_request("metadata must be a JSON object")),
+    }
+    Ok(())
+}
+
+fn metadata_mut(object: &mut Value) -> Result<&mut Map<String, Value>, Status> {
+    object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .ok_or_else(|| Status::bad_request("metadata must be a JSON object"))
+}
+
+/// The namespace a new object goes to: the URL's, else the object's, else "default".
+fn resolve_namespace(
+    resource: &ResourceInfo,
+    url_namespace: Option<&str>,
+    object: &Value,
+) -> Result<Option<String>, Status> {
+    if !resource.namespaced {
+        return Ok(None);
+    }
+    let in_body = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty());
+    match (url_namespace, in_body) {
+        (Some(url), Some(body)) if url != body => Err(Status::bad_request(format!(
+            "the namespace of the provided object ({body}) does not match the namespace sent \
+             on the request ({url})"
+        ))),
+        (Some(ns), _) | (None, Some(ns)) => Ok(Some(ns.to_owned())),
+        (None, None) => Ok(Some("default".to_owned())),
+    }
+}
+
+/// An update may not rename or move an object.
+fn check_identity(object: &Value, name: &str, namespace: Option<&str>) -> Result<(), Status> {
+    let body_name = object.pointer("/metadata/name").and_then(Value::as_str);
+    if let Some(body_name) = body_name
+        && body_name != name
+    {
+        return Err(Status::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let body_ns = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty());
+    if let (Some(body_ns), Some(url_ns)) = (body_ns, namespace)
+        && body_ns != url_ns
+    {
+        return Err(Status::bad_request(format!(
+            "the namespace of the provided object ({body_ns}) does not match the namespace sent \
+             on the request ({url_ns})"
+        )));
+    }
+    Ok(())
+}
+
+/// The main endpoint's result: the requested object with server-owned metadata (and, for
+/// resources with a status subresource, the status) kept from `old`; generation bumped when
+/// anything but metadata and status changed.
+fn merge_main(resource: &ResourceInfo, old: &Value, mut new: Value) -> Result<Value, Status> {
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .ok_or_else(|| Status::internal("stored object without metadata"))?;
+    if resource.has_status {
+        let map = new
+            .as_object_mut()
+            .ok_or_else(|| Status::bad_request("the request body must be a JSON object"))?;
+        match old.get("status") {
+            Some(status) => map.insert("status".into(), status.clone()),
+            None => map.remove("status"),
+        };
+    }
+    let spec_changed = without_meta_and_status(old) != without_meta_and_status(&new);
+    let meta = metadata_mut(&mut new)?;
+    for owned in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "resourceVersion",
+    ] {
+        match old_meta.get(owned) {
+            Some(v) => meta.insert(owned.into(), v.clone()),
+            None => meta.remove(owned),
+        };
+    }
+    if spec_changed {
+        let generation = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        meta.insert("generation".into(), Value::from(generation + 1));
+    }
+    Ok(new)
+}
+
+/// The status subresource's result: `old` with only the status taken from `new`.
+fn merge_status(old: &Value, new: &Value) -> Result<Value, Status> {
+    let mut result = old.clone();
+    let map = result
+        .as_object_mut()
+        .ok_or_else(|| Status::internal("stored object is not a JSON object"))?;
+    match new.get("status") {
+        Some(status) => map.insert("status".into(), status.clone()),
+        None => map.remove("status"),
+    };
+    Ok(result)
+}
+
+fn without_meta_and_status(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(map) = copy.as_object_mut() {
+        map.remove("metadata");
+        map.remove("status");
+    }
+    copy
+}
+
+fn without_resource_version(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    copy
+}
+
+fn finalizers(object: &Value) -> Vec<&str> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// The status the server gives new objects of a few built-in kinds; a CRD is at once
+/// Established (controllers and tests wait for that condition).
+fn default_status(resource: &ResourceInfo, object: &mut Value) {
+    let status = match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Namespace") => json!({"phase": "Active"}),
+        ("", "Pod") => json!({"phase": "Pending"}),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            let names = object
+                .pointer("/spec/names")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let stored_versions: Vec<Value> = object
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .map(|vs| {
+                    vs.iter()
+                        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                        .filter_map(|v| v.get("name").cloned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let now = now_rfc3339();
+            let condition = |kind: &str, reason: &str| {
+                json!({"type": kind, "status": "True", "lastTransitionTime": now,
+                       "reason": reason, "message": ""})
+            };
+            json!({
+                "acceptedNames": names,
+                "storedVersions": stored_versions,
+                "conditions": [
+                    condition("NamesAccepted", "NoConflicts"),
+                    condition("Established", "InitialNamesAccepted"),
+                ],
+            })
+        }
+        _ => return,
+    };
+    if let Some(map) = object.as_object_mut() {
+        map.insert("status".into(), status);
+    }
+}
+
+/// For a CRD: validates it, marks it Established and returns the resources to register.
+type CrdRegistration = Option<(String, String, Vec<ResourceInfo>)>;
+
+fn register_crd(resource: &ResourceInfo, object: &Value) -> Result<CrdRegistration, Status> {
+    if !(resource.group == "apiextensions.k8s.io" && resource.plural == "customresourcedefinitions")
+    {
+        return Ok(None);
+    }
+    let resources = resource::from_crd(object)?;
+    let Some(first) = resources.first() else {
+        return Err(Status::invalid(
+            "CustomResourceDefinition: at least one version must be served",
+        ));
+    };
+    Ok(Some((first.group.clone(), first.plural.clone(), resources)))
+}
+
+/// Random suffix characters the API server uses for generateName (no vowels, no look-alikes).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+fn generate_name(prefix: &str) -> String {
+    let mut name = prefix.to_owned();
+    for _ in 0..5 {
+        let i = rand::random_range(0..NAME_ALPHABET.len());
+        name.push(char::from(NAME_ALPHABET[i]));
+    }
+    name
+}
+
+/// Names must be DNS subdomains: lower-case alphanumerics, `-` and `.`, at most 253 characters.
+fn validate_name(resource: &ResourceInfo, name: &str) -> Result<(), Status> {
+    let bytes = name.as_bytes();
+    let valid = name.len() <= 253
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric);
+    if valid {
+        Ok(())
+    } else {
+        Err(Status::invalid(format!(
+            "{} \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": a lowercase \
+             RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
+             and must start and end with an alphanumeric character",
+            resource.kind
+        )))
+    }
+}
