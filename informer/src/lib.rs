@@ -1,1 +1,57 @@
-//! client-go's SharedInformerFactory in Rust.
+//! client-go's SharedInformerFactory in Rust: reflector, DeltaFIFO, indexed store, shared
+//! processor, over kube's client, with a compact cached object.
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) {
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kubewasm_informer::{FactoryOptions, ObjectRef, ResourceEventHandler, SharedInformerFactory};
+//!
+//! struct Print;
+//! impl ResourceEventHandler for Print {
+//!     fn on_add(&self, obj: &ObjectRef, _initial: bool) { println!("add {}", obj.key()); }
+//!     fn on_update(&self, _old: &ObjectRef, new: &ObjectRef) { println!("update {}", new.key()); }
+//!     fn on_delete(&self, obj: &ObjectRef, _unknown: bool) { println!("delete {}", obj.key()); }
+//! }
+//!
+//! let factory = SharedInformerFactory::new(client, FactoryOptions::default());
+//! let config_maps = factory.typed::<ConfigMap>(None);
+//! config_maps.informer().add_event_handler(Arc::new(Print), None);
+//! factory.start();
+//! factory.wait_for_cache_sync().await;
+//! let cm: Option<ConfigMap> = config_maps.lister().by_namespace("default").get("app").unwrap();
+//! # }
+//! ```
+
+mod backoff;
+mod delta_fifo;
+mod error;
+mod factory;
+pub mod index_funcs;
+mod key;
+mod lister;
+mod lister_watcher;
+mod object;
+mod processor;
+mod reflector;
+mod shared_informer;
+mod store;
+mod typed;
+
+pub use backoff::BackoffOptions;
+pub use delta_fifo::{Delta, DeltaType, Deltas};
+pub use error::{Error, Result};
+pub use factory::{FactoryOptions, GenericInformer, SharedInformerFactory};
+pub use index_funcs::{IndexFunc, NAMESPACE_INDEX};
+pub use key::{InformerKey, resolve};
+pub use lister::Lister;
+pub use lister_watcher::{
+    INITIAL_EVENTS_END, KubeListerWatcher, ListPage, ListWatchOptions, ListerWatcher, WatchEvent,
+    WatchStream, parse_list, parse_watch_line,
+};
+pub use object::{Object, ObjectRef, ParseOptions};
+pub use processor::{ListenerStats, ResourceEventHandler};
+pub use reflector::{ReflectorOptions, TransformFunc, WatchErrorHandler};
+pub use shared_informer::{InformerOptions, InformerStats, Registration, SharedIndexInformer};
+pub use store::Indexer;
+pub use typed::{TypedEventHandler, TypedInformer, TypedLister};

@@ -1,0 +1,421 @@
+//! DeltaFIFO: per-key queues of changes, popped in key order of first arrival.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, watch};
+
+use crate::object::ObjectRef;
+use crate::store::{ByKey, Store};
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DeltaType {
+    /// A watch saw it created.
+    Added,
+    /// A watch saw it change.
+    Updated,
+    /// A watch saw it deleted, or a relist no longer lists it (`final_state_unknown`).
+    Deleted,
+    /// A relist listed it.
+    Replaced,
+    /// A periodic resync re-delivers the cached state.
+    Sync,
+}
+
+/// One change to one object.
+#[derive(Debug, Clone)]
+pub struct Delta {
+    /// What happened.
+    pub kind: DeltaType,
+    /// The object after the change; for deletes, its last known state.
+    pub object: ObjectRef,
+    /// A tombstone: the object vanished between a watch and a relist, so its final state is
+    /// unknown and `object` is what the cache last held (client-go's DeletedFinalStateUnknown).
+    pub final_state_unknown: bool,
+}
+
+/// The changes to one key waiting to be processed, oldest first.
+pub type Deltas = Vec<Delta>;
+
+/// A queue of deltas keyed by object key, as client-go's DeltaFIFO.
+///
+/// Guarantees: a key is in `queue` iff it is in `items`; a key's deltas are handed out together
+/// and in arrival order; two consecutive deletes of a key collapse into one (the real one is
+/// kept over a tombstone). `known` is the store the popped deltas are applied to: deletes of
+/// unknown keys are dropped, and `replace` and `resync` read it.
+pub(crate) struct DeltaFifo {
+    state: Mutex<State>,
+    notify: Notify,
+    known: Arc<Store>,
+    synced: watch::Sender<bool>,
+}
+
+struct State {
+    items: HashMap<ByKey, Deltas>,
+    queue: VecDeque<ObjectRef>,
+    /// A replace happened or an item was added.
+    populated: bool,
+    /// Items of the first replace not yet popped.
+    initial_population_count: usize,
+    closed: bool,
+}
+
+impl DeltaFifo {
+    pub(crate) fn new(known: Arc<Store>) -> DeltaFifo {
+        DeltaFifo {
+            state: Mutex::new(State {
+                items: HashMap::new(),
+                queue: VecDeque::new(),
+                populated: false,
+                initial_population_count: 0,
+                closed: false,
+            }),
+            notify: Notify::new(),
+            known,
+            synced: watch::Sender::new(false),
+        }
+    }
+
+    /// The watch saw `object` created.
+    pub(crate) fn add(&self, object: ObjectRef) {
+        let mut state = self.state.lock();
+        state.populated = true;
+        self.queue_action(&mut state, DeltaType::Added, object, false);
+    }
+
+    /// The watch saw `object` change.
+    pub(crate) fn update(&self, object: ObjectRef) {
+        let mut state = self.state.lock();
+        state.populated = true;
+        self.queue_action(&mut state, DeltaType::Updated, object, false);
+    }
+
+    /// The watch saw `object` deleted. Dropped if neither the store nor the queue knows it.
+    pub(crate) fn delete(&self, object: ObjectRef) {
+        let mut state = self.state.lock();
+        state.populated = true;
+        if self.known.get(object.key()).is_none() && !state.items.contains_key(object.key()) {
+            return;
+        }
+        self.queue_action(&mut state, DeltaType::Deleted, object, false);
+    }
+
+    /// A (re)list returned `list`: queue it as `Replaced` and queue a tombstone for every key
+    /// the store or the queue has that the list lacks.
+    pub(crate) fn replace(&self, list: Vec<ObjectRef>) {
+        let mut state = self.state.lock();
+        let keys: HashSet<ByKey> = list.iter().cloned().map(ByKey).collect();
+        for object in list {
+            self.queue_action(&mut state, DeltaType::Replaced, object, false);
+        }
+        let mut queued_deletions = 0;
+        let queued: Vec<ObjectRef> = state
+            .items
+            .iter()
+            .filter(|(k, _)| !keys.contains(k.0.key()))
+            .filter_map(|(_, deltas)| deltas.last().map(|d| d.object.clone()))
+            .collect();
+        for object in queued {
+            queued_deletions += 1;
+            self.queue_action(&mut state, DeltaType::Deleted, object, true);
+        }
+        for object in self.known.list() {
+            if keys.contains(object.key()) || state.items.contains_key(object.key()) {
+                continue;
+            }
+            queued_deletions += 1;
+            self.queue_action(&mut state, DeltaType::Deleted, object, true);
+        }
+        if !state.populated {
+            state.populated = true;
+            state.initial_population_count = keys.len() + queued_deletions;
+        }
+        self.update_synced(&state);
+    }
+
+    /// Queue a `Sync` delta for every stored object that has nothing queued.
+    pub(crate) fn resync(&self) {
+        let mut state = self.state.lock();
+        for object in self.known.list() {
+            if state.items.contains_key(object.key()) {
+                continue;
+            }
+            self.queue_action(&mut state, DeltaType::Sync, object, false);
+        }
+    }
+
+    /// Waits for the oldest key, then runs `process` on its deltas while holding the queue's lock
+    /// (so `replace` and `resync` never see a popped key that is not yet in the store).
+    /// `process` gets `in_initial_list`: the deltas belong to the first list. Returns `None`
+    /// once the queue is closed.
+    pub(crate) async fn pop<R>(&self, process: impl FnOnce(Deltas, bool) -> R) -> Option<R> {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let mut state = self.state.lock();
+                if state.closed {
+                    return None;
+                }
+                if let Some(head) = state.queue.pop_front() {
+                    let deltas = state.items.remove(head.key()).unwrap_or_default();
+                    let in_initial_list = !Self::synced_locked(&state);
+                    let result = process(deltas, in_initial_list);
+                    if state.initial_population_count > 0 {
+                        state.initial_population_count -= 1;
+                        self.update_synced(&state);
+                    }
+                    return Some(result);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether the first list has been fully popped.
+    pub(crate) fn has_synced(&self) -> bool {
+        Self::synced_locked(&self.state.lock())
+    }
+
+    /// A receiver that turns true once the first list has been fully popped.
+    pub(crate) fn subscribe_synced(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
+    }
+
+    /// Ends every `pop`, now and later.
+    pub(crate) fn close(&self) {
+        self.state.lock().closed = true;
+        self.notify.notify_one();
+    }
+
+    /// How many keys are queued.
+    pub(crate) fn len(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+
+    fn synced_locked(state: &State) -> bool {
+        state.populated && state.initial_population_count == 0
+    }
+
+    fn update_synced(&self, state: &State) {
+        if Self::synced_locked(state) {
+            self.synced
+                .send_if_modified(|synced| !std::mem::replace(synced, true));
+        }
+    }
+
+    fn queue_action(
+        &self,
+        state: &mut State,
+        kind: DeltaType,
+        object: ObjectRef,
+        final_state_unknown: bool,
+    ) {
+        let delta = Delta {
+            kind,
+            object: object.clone(),
+            final_state_unknown,
+        };
+        match state.items.get_mut(object.key()) {
+            Some(deltas) => {
+                deltas.push(delta);
+                dedup_deletes(deltas);
+            }
+            None => {
+                state.items.insert(ByKey(object.clone()), vec![delta]);
+                state.queue.push_back(object);
+                self.notify.notify_one();
+            }
+        }
+    }
+}
+
+/// Two deletes in a row say the same thing: keep one, the real one over a tombstone.
+fn dedup_deletes(deltas: &mut Deltas) {
+    let n = deltas.len();
+    if n < 2 {
+        return;
+    }
+    let (a, b) = (&deltas[n - 2], &deltas[n - 1]);
+    if a.kind == DeltaType::Deleted && b.kind == DeltaType::Deleted {
+        if b.final_state_unknown && !a.final_state_unknown {
+            deltas.pop();
+        } else {
+            deltas.remove(n - 2);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::Object;
+
+    fn obj(name: &str, rv: u64) -> ObjectRef {
+        Arc::new(
+            Object::from_json(&format!(
+                r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+            ))
+            .unwrap(),
+        )
+    }
+
+    async fn pop_all(fifo: &DeltaFifo) -> Vec<(String, Vec<(DeltaType, String, bool)>)> {
+        let mut out = Vec::new();
+        while fifo.len() > 0 {
+            let item = fifo
+                .pop(|deltas, _| {
+                    let key = deltas[0].object.key().to_string();
+                    let ds = deltas
+                        .iter()
+                        .map(|d| {
+                            (
+                                d.kind,
+                                d.object.resource_version().to_string(),
+                                d.final_state_unknown,
+                            )
+                        })
+                        .collect();
+                    (key, ds)
+                })
+                .await
+                .unwrap();
+            out.push(item);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn pops_keys_in_first_arrival_order_with_deltas_in_order() {
+        let store = Arc::new(Store::new());
+        let fifo = DeltaFifo::new(store);
+        fifo.add(obj("a", 1));
+        fifo.add(obj("b", 2));
+        fifo.update(obj("a", 3));
+        let popped = pop_all(&fifo).await;
+        assert_eq!(popped.len(), 2);
+        assert_eq!(popped[0].0, "ns/a");
+        assert_eq!(
+            popped[0].1,
+            vec![
+                (DeltaType::Added, "1".into(), false),
+                (DeltaType::Updated, "3".into(), false)
+            ]
+        );
+        assert_eq!(popped[1].0, "ns/b");
+    }
+
+    #[tokio::test]
+    async fn delete_of_unknown_key_is_dropped() {
+        let store = Arc::new(Store::new());
+        let fifo = DeltaFifo::new(store);
+        fifo.delete(obj("ghost", 1));
+        assert_eq!(fifo.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn duplicate_deletes_collapse_keeping_the_real_one() {
+        let store = Arc::new(Store::new());
+        store.upsert(obj("a", 1));
+        let fifo = DeltaFifo::new(store);
+        fifo.delete(obj("a", 2));
+        fifo.replace(vec![]);
+        let popped = pop_all(&fifo).await;
+        assert_eq!(
+            popped,
+            vec![("ns/a".into(), vec![(DeltaType::Deleted, "2".into(), false)])]
+        );
+    }
+
+    #[tokio::test]
+    async fn replace_makes_tombstones_for_missing_keys() {
+        let store = Arc::new(Store::new());
+        store.upsert(obj("gone", 1));
+        store.upsert(obj("kept", 1));
+        let fifo = DeltaFifo::new(store);
+        fifo.add(obj("queued-only", 5));
+        fifo.replace(vec![obj("kept", 2), obj("new", 3)]);
+        let mut popped = pop_all(&fifo).await;
+        popped.sort();
+        assert_eq!(
+            popped,
+            vec![
+                (
+                    "ns/gone".into(),
+                    vec![(DeltaType::Deleted, "1".into(), true)]
+                ),
+                (
+                    "ns/kept".into(),
+                    vec![(DeltaType::Replaced, "2".into(), false)]
+                ),
+                (
+                    "ns/new".into(),
+                    vec![(DeltaType::Replaced, "3".into(), false)]
+                ),
+                (
+                    "ns/queued-only".into(),
+                    vec![
+                        (DeltaType::Added, "5".into(), false),
+                        (DeltaType::Deleted, "5".into(), true)
+                    ]
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn has_synced_after_the_first_list_is_popped() {
+        let store = Arc::new(Store::new());
+        let fifo = DeltaFifo::new(store);
+        assert!(!fifo.has_synced());
+        fifo.replace(vec![obj("a", 1), obj("b", 1)]);
+        assert!(!fifo.has_synced());
+        let first = fifo.pop(|_, initial| initial).await.unwrap();
+        assert!(first);
+        assert!(!fifo.has_synced());
+        fifo.pop(|_, _| ()).await.unwrap();
+        assert!(fifo.has_synced());
+        assert!(*fifo.subscribe_synced().borrow());
+        fifo.add(obj("c", 2));
+        assert!(!fifo.pop(|_, initial| initial).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn empty_first_list_is_synced_at_once() {
+        let fifo = DeltaFifo::new(Arc::new(Store::new()));
+        fifo.replace(vec![]);
+        assert!(fifo.has_synced());
+    }
+
+    #[tokio::test]
+    async fn resync_queues_sync_only_for_keys_without_pending_deltas() {
+        let store = Arc::new(Store::new());
+        store.upsert(obj("a", 1));
+        store.upsert(obj("b", 1));
+        let fifo = DeltaFifo::new(store);
+        fifo.update(obj("a", 2));
+        fifo.resync();
+        let mut popped = pop_all(&fifo).await;
+        popped.sort();
+        assert_eq!(
+            popped,
+            vec![
+                ("ns/a".into(), vec![(DeltaType::Updated, "2".into(), false)]),
+                ("ns/b".into(), vec![(DeltaType::Sync, "1".into(), false)]),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn close_ends_a_waiting_pop() {
+        let fifo = Arc::new(DeltaFifo::new(Arc::new(Store::new())));
+        let waiter = {
+            let fifo = fifo.clone();
+            tokio::spawn(async move { fifo.pop(|_, _| ()).await })
+        };
+        tokio::task::yield_now().await;
+        fifo.close();
+        assert!(waiter.await.unwrap().is_none());
+    }
+}

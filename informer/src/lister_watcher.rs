@@ -1,0 +1,366 @@
+//! The source of lists and watches: the API server through kube's client, parsed compactly.
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use futures::io::AsyncBufReadExt;
+use futures::stream::{self, BoxStream};
+use kube::api::{ListParams, WatchParams};
+use kube::core::Request;
+use rand::Rng;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::{Error, Result};
+use crate::key::InformerKey;
+use crate::object::{Object, ParseOptions};
+
+/// The annotation on the bookmark that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// One page of a LIST.
+#[derive(Debug)]
+pub struct ListPage {
+    /// The objects on this page.
+    pub items: Vec<Object>,
+    /// The list's resourceVersion (meaningful on the last page: watch from there).
+    pub resource_version: String,
+    /// The token for the next page; `None` on the last page.
+    pub continue_token: Option<String>,
+}
+
+/// One event of a watch.
+#[derive(Debug)]
+pub enum WatchEvent {
+    /// The object was created (or, during a streaming list, is part of the initial state).
+    Added(Object),
+    /// The object changed.
+    Modified(Object),
+    /// The object was deleted; this is its final state.
+    Deleted(Object),
+    /// Progress: everything up to `resource_version` has been sent.
+    Bookmark {
+        /// The resourceVersion to resume from.
+        resource_version: String,
+        /// This bookmark ends a streaming list's initial events.
+        initial_events_end: bool,
+    },
+}
+
+/// A running watch; an `ERROR` event arrives as `Err(Error::Api { .. })`.
+pub type WatchStream = BoxStream<'static, Result<WatchEvent>>;
+
+/// Lists and watches one collection, as client-go's ListerWatcher.
+pub trait ListerWatcher: Send + Sync + 'static {
+    /// One page of a consistent LIST, starting at `continue_token` (`None` for the first page).
+    fn list(&self, continue_token: Option<String>) -> BoxFuture<'_, Result<ListPage>>;
+    /// A watch from `resource_version` (bookmarks on). With `send_initial_events` and an empty
+    /// version it is a streaming list: the current objects as `Added`, then a bookmark with
+    /// `initial_events_end`, then live events.
+    fn watch(
+        &self,
+        resource_version: String,
+        send_initial_events: bool,
+    ) -> BoxFuture<'_, Result<WatchStream>>;
+}
+
+/// How a [`KubeListerWatcher`] talks to the API server.
+#[derive(Debug, Clone)]
+pub struct ListWatchOptions {
+    /// Objects per LIST page (client-go and kube-runtime use 500).
+    pub page_size: u32,
+    /// Watches ask the server to end after a random time in `[min, 2 * min]` seconds, as
+    /// client-go does, so that load spreads when many clients reconnect.
+    pub min_watch_timeout_secs: u32,
+    /// Drop `metadata.managedFields` from every object (the default transform).
+    pub strip_managed_fields: bool,
+}
+
+impl Default for ListWatchOptions {
+    fn default() -> Self {
+        ListWatchOptions {
+            page_size: 500,
+            min_watch_timeout_secs: 300,
+            strip_managed_fields: true,
+        }
+    }
+}
+
+/// A [`ListerWatcher`] over kube's client for any resource, objects parsed straight into the
+/// compact [`Object`] (no intermediate `DynamicObject`).
+pub struct KubeListerWatcher {
+    client: kube::Client,
+    request: Request,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    options: ListWatchOptions,
+    parse: ParseOptions,
+}
+
+impl KubeListerWatcher {
+    /// A lister-watcher for the collection `key` names.
+    pub fn new(client: kube::Client, key: &InformerKey, options: ListWatchOptions) -> Self {
+        let parse = ParseOptions {
+            strip_managed_fields: options.strip_managed_fields,
+            type_meta: Some((key.resource.api_version.clone(), key.resource.kind.clone())),
+        };
+        KubeListerWatcher {
+            client,
+            request: Request::new(key.collection_path()),
+            label_selector: key.label_selector.clone(),
+            field_selector: key.field_selector.clone(),
+            options,
+            parse,
+        }
+    }
+
+    async fn list_page(&self, continue_token: Option<String>) -> Result<ListPage> {
+        let params = ListParams {
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            limit: Some(self.options.page_size),
+            continue_token,
+            ..ListParams::default()
+        };
+        let request = self
+            .request
+            .list(&params)
+            .map_err(|e| Error::Client(kube::Error::BuildRequest(e)))?;
+        let text = self.client.request_text(request).await?;
+        parse_list(&text, &self.parse)
+    }
+
+    async fn open_watch(
+        &self,
+        resource_version: String,
+        send_initial_events: bool,
+    ) -> Result<WatchStream> {
+        let min = self.options.min_watch_timeout_secs.max(1);
+        let params = WatchParams {
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            timeout: Some(rand::rng().random_range(min..=2 * min)),
+            bookmarks: true,
+            send_initial_events,
+        };
+        let mut request = self
+            .request
+            .watch(&params, &resource_version)
+            .map_err(|e| Error::Client(kube::Error::BuildRequest(e)))?;
+        request.headers_mut().insert(
+            http::header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("identity"),
+        );
+        let reader = Box::pin(self.client.request_stream(request).await?);
+        let parse = self.parse.clone();
+        let events = stream::unfold(
+            (reader, Vec::new(), parse, false),
+            |(mut reader, mut line, parse, done)| async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    line.clear();
+                    match reader.read_until(b'\n', &mut line).await {
+                        Ok(0) => return None,
+                        Ok(_) => {}
+                        Err(e) => {
+                            let err = Error::Response(format!("reading watch stream: {e}"));
+                            return Some((Err(err), (reader, line, parse, true)));
+                        }
+                    }
+                    let text = match std::str::from_utf8(&line) {
+                        Ok(t) => t.trim(),
+                        Err(e) => {
+                            let err = Error::Response(format!("watch line is not UTF-8: {e}"));
+                            return Some((Err(err), (reader, line, parse, true)));
+                        }
+                    };
+                    if text.is_empty() {
+                        continue;
+                    }
+                    let event = parse_watch_line(text, &parse);
+                    let failed = event.is_err();
+                    return Some((event, (reader, line, parse, failed)));
+                }
+            },
+        );
+        Ok(Box::pin(events))
+    }
+}
+
+impl ListerWatcher for KubeListerWatcher {
+    fn list(&self, continue_token: Option<String>) -> BoxFuture<'_, Result<ListPage>> {
+        Box::pin(self.list_page(continue_token))
+    }
+
+    fn watch(
+        &self,
+        resource_version: String,
+        send_initial_events: bool,
+    ) -> BoxFuture<'_, Result<WatchStream>> {
+        Box::pin(self.open_watch(resource_version, send_initial_events))
+    }
+}
+
+#[derive(Deserialize)]
+struct RawList<'a> {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(borrow, default)]
+    items: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// Parses a LIST response body into compact objects.
+pub fn parse_list(text: &str, parse: &ParseOptions) -> Result<ListPage> {
+    let list: RawList<'_> =
+        serde_json::from_str(text).map_err(|e| Error::Response(format!("LIST body: {e}")))?;
+    let items = list
+        .items
+        .unwrap_or_default()
+        .into_iter()
+        .map(|raw| Object::parse(raw.get(), parse))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ListPage {
+        items,
+        resource_version: list.metadata.resource_version.unwrap_or_default(),
+        continue_token: list.metadata.continue_token.filter(|t| !t.is_empty()),
+    })
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct RawBookmark {
+    metadata: RawBookmarkMeta,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawBookmarkMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+struct RawStatus {
+    #[serde(default)]
+    code: u16,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// Parses one line of a watch stream.
+pub fn parse_watch_line(line: &str, parse: &ParseOptions) -> Result<WatchEvent> {
+    let event: RawEvent<'_> =
+        serde_json::from_str(line).map_err(|e| Error::Response(format!("watch event: {e}")))?;
+    let object = event.object.get();
+    match event.kind {
+        "ADDED" => Ok(WatchEvent::Added(Object::parse(object, parse)?)),
+        "MODIFIED" => Ok(WatchEvent::Modified(Object::parse(object, parse)?)),
+        "DELETED" => Ok(WatchEvent::Deleted(Object::parse(object, parse)?)),
+        "BOOKMARK" => {
+            let bookmark: RawBookmark = serde_json::from_str(object)
+                .map_err(|e| Error::Response(format!("bookmark: {e}")))?;
+            let initial_events_end = bookmark
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(INITIAL_EVENTS_END))
+                .is_some_and(|v| v == "true");
+            Ok(WatchEvent::Bookmark {
+                resource_version: bookmark.metadata.resource_version,
+                initial_events_end,
+            })
+        }
+        "ERROR" => {
+            let status: RawStatus = serde_json::from_str(object)
+                .map_err(|e| Error::Response(format!("watch error status: {e}")))?;
+            Err(Error::Api {
+                code: status.code,
+                reason: status.reason,
+                message: status.message,
+            })
+        }
+        other => Err(Error::Response(format!(
+            "unknown watch event type {other:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> ParseOptions {
+        ParseOptions {
+            strip_managed_fields: true,
+            type_meta: Some(("v1".into(), "ConfigMap".into())),
+        }
+    }
+
+    #[test]
+    fn parses_list_pages_with_type_meta_and_continue() {
+        let page = parse_list(
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"10","continue":"abc"},"items":[{"metadata":{"name":"a","namespace":"n","managedFields":[{}]}}]}"#,
+            &opts(),
+        )
+        .unwrap();
+        assert_eq!(page.resource_version, "10");
+        assert_eq!(page.continue_token.as_deref(), Some("abc"));
+        assert_eq!(
+            page.items[0].json(),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"}}"#
+        );
+        let last = parse_list(
+            r#"{"metadata":{"resourceVersion":"11","continue":""},"items":null}"#,
+            &opts(),
+        )
+        .unwrap();
+        assert!(last.continue_token.is_none());
+        assert!(last.items.is_empty());
+    }
+
+    #[test]
+    fn parses_watch_events_bookmarks_and_errors() {
+        let added = parse_watch_line(
+            r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"5"}}}"#,
+            &opts(),
+        )
+        .unwrap();
+        assert!(matches!(added, WatchEvent::Added(o) if o.resource_version() == "5"));
+        let end = parse_watch_line(
+            r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}"#,
+            &opts(),
+        )
+        .unwrap();
+        assert!(matches!(
+            end,
+            WatchEvent::Bookmark { ref resource_version, initial_events_end: true } if resource_version == "9"
+        ));
+        let gone = parse_watch_line(
+            r#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}}"#,
+            &opts(),
+        );
+        assert!(gone.unwrap_err().is_expired());
+    }
+}

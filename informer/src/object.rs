@@ -1,0 +1,638 @@
+//! The compact cached object: the API server's JSON plus the parsed metadata indexes need.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::error::{Error, Result};
+
+/// A cached object shared by every reader; never mutated once built.
+pub type ObjectRef = Arc<Object>;
+
+/// An immutable Kubernetes object as the cache holds it.
+///
+/// It keeps the API server's JSON text (what plugins receive, serialised once) and, next to it,
+/// only the metadata that keys and indexes need: positions into the JSON rather than copies, so
+/// an object costs little more than its JSON.
+///
+/// # Memory usage
+/// One allocation for the JSON, one small one for the key (plus the rare string that had JSON
+/// escapes), one for the metadata positions, 64 bytes of header. With `managedFields` stripped
+/// a typical object takes less memory than the JSON the API server sent.
+pub struct Object {
+    json: Box<str>,
+    /// `key` first (`namespace/name` or `name`), then unescaped copies of escaped strings.
+    arena: Box<str>,
+    /// `[uid, resourceVersion, (label key, value)*, (annotation key, value)*, owner uid*]`,
+    /// labels and annotations sorted by key.
+    spans: Box<[Span]>,
+    key_len: u32,
+    /// Length of the namespace prefix of the key, or `NO_NAMESPACE`.
+    ns_len: u32,
+    n_labels: u32,
+    n_annotations: u32,
+}
+
+const NO_NAMESPACE: u32 = u32::MAX;
+const IN_ARENA: u32 = 1 << 31;
+
+/// A string's place: in `json`, or (high bit of `start` set) in `arena`.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    const EMPTY: Span = Span { start: 0, len: 0 };
+}
+
+/// How [`Object::parse`] shapes the stored JSON.
+#[derive(Debug, Clone, Default)]
+pub struct ParseOptions {
+    /// Drop `metadata.managedFields` (server-side apply bookkeeping, often a fifth of an object
+    /// and never needed by controllers). The informer's default transform.
+    pub strip_managed_fields: bool,
+    /// `(apiVersion, kind)` written into objects that lack them: items of a LIST response do,
+    /// and plugins should see the same JSON whether an object came from a list or a watch.
+    pub type_meta: Option<(String, String)>,
+}
+
+impl Object {
+    /// Builds an object from the API server's JSON, keeping the text exactly as given.
+    pub fn from_json(raw: &str) -> Result<Object> {
+        Object::parse(raw, &ParseOptions::default())
+    }
+
+    /// Builds an object from JSON, shaping the stored text as `options` say.
+    pub fn parse(raw: &str, options: &ParseOptions) -> Result<Object> {
+        if raw.len() >= IN_ARENA as usize {
+            return Err(Error::TooLarge(raw.len()));
+        }
+        let body_start = match raw.find(|c: char| !c.is_ascii_whitespace()) {
+            Some(i) if raw.as_bytes()[i] == b'{' => i + 1,
+            _ => {
+                return Err(Error::InvalidObject(serde::de::Error::custom(
+                    "expected a JSON object",
+                )));
+            }
+        };
+        let top: RawTop<'_> = serde_json::from_str(raw).map_err(Error::InvalidObject)?;
+        let meta = top.metadata.unwrap_or_default();
+        let name = meta.name.as_ref().map(|s| s.0.as_ref()).unwrap_or("");
+        if name.is_empty() {
+            return Err(Error::MissingName);
+        }
+        let namespace = meta
+            .namespace
+            .as_ref()
+            .map(|s| s.0.as_ref())
+            .filter(|ns| !ns.is_empty());
+
+        // The edits to the text: type meta inserted after the opening brace, managedFields cut.
+        let mut insert = String::new();
+        if let Some((api_version, kind)) = &options.type_meta {
+            let mut parts = Vec::new();
+            if top.api_version.is_none() {
+                parts.push(format!("\"apiVersion\":{}", json_string(api_version)));
+            }
+            if top.kind.is_none() {
+                parts.push(format!("\"kind\":{}", json_string(kind)));
+            }
+            if !parts.is_empty() {
+                insert = parts.join(",");
+                let rest = raw[body_start..].trim_start();
+                if !rest.starts_with('}') {
+                    insert.push(',');
+                }
+            }
+        }
+        let cut = match (options.strip_managed_fields, meta.managed_fields) {
+            (true, Some(value)) => managed_fields_cut(raw, value),
+            _ => None,
+        };
+        let (cut_start, cut_end) = cut.unwrap_or((raw.len(), raw.len()));
+        let mut json = String::with_capacity(raw.len() + insert.len() - (cut_end - cut_start));
+        json.push_str(&raw[..body_start]);
+        json.push_str(&insert);
+        json.push_str(&raw[body_start..cut_start]);
+        json.push_str(&raw[cut_end..]);
+        // Where a position of `raw` lands in `json`.
+        let shift = |pos: usize| -> usize {
+            let mut moved = pos;
+            if pos >= body_start {
+                moved += insert.len();
+            }
+            if pos >= cut_end {
+                moved -= cut_end - cut_start;
+            }
+            moved
+        };
+
+        let mut arena = String::new();
+        if let Some(ns) = namespace {
+            arena.push_str(ns);
+            arena.push('/');
+        }
+        arena.push_str(name);
+        let key_len = arena.len() as u32;
+        let ns_len = namespace.map_or(NO_NAMESPACE, |ns| ns.len() as u32);
+
+        let mut place = |s: &Str<'_>| -> Span {
+            match &s.0 {
+                Cow::Borrowed(b) => {
+                    let offset = b.as_ptr() as usize - raw.as_ptr() as usize;
+                    Span {
+                        start: shift(offset) as u32,
+                        len: b.len() as u32,
+                    }
+                }
+                Cow::Owned(o) => {
+                    let start = arena.len() as u32 | IN_ARENA;
+                    arena.push_str(o);
+                    Span {
+                        start,
+                        len: o.len() as u32,
+                    }
+                }
+            }
+        };
+        let labels = meta.labels.map(|p| p.0).unwrap_or_default();
+        let annotations = meta.annotations.map(|p| p.0).unwrap_or_default();
+        let owners = meta.owner_references.unwrap_or_default();
+        let mut spans =
+            Vec::with_capacity(2 + 2 * (labels.len() + annotations.len()) + owners.len());
+        spans.push(meta.uid.as_ref().map_or(Span::EMPTY, &mut place));
+        spans.push(
+            meta.resource_version
+                .as_ref()
+                .map_or(Span::EMPTY, &mut place),
+        );
+        for (k, v) in &labels {
+            spans.push(place(k));
+            spans.push(place(v));
+        }
+        for (k, v) in &annotations {
+            spans.push(place(k));
+            spans.push(place(v));
+        }
+        for owner in &owners {
+            if let Some(uid) = &owner.uid {
+                spans.push(place(uid));
+            }
+        }
+        let mut object = Object {
+            json: json.into_boxed_str(),
+            arena: arena.into_boxed_str(),
+            spans: Box::default(),
+            key_len,
+            ns_len,
+            n_labels: labels.len() as u32,
+            n_annotations: annotations.len() as u32,
+        };
+        sort_pairs(&object, &mut spans[2..2 + 2 * labels.len()]);
+        let a_start = 2 + 2 * labels.len();
+        sort_pairs(
+            &object,
+            &mut spans[a_start..a_start + 2 * annotations.len()],
+        );
+        object.spans = spans.into_boxed_slice();
+        Ok(object)
+    }
+
+    /// The stored JSON: what plugins receive.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// The store key: `namespace/name`, or `name` for cluster-scoped objects.
+    pub fn key(&self) -> &str {
+        &self.arena[..self.key_len as usize]
+    }
+
+    /// `metadata.namespace`, if the object has one.
+    pub fn namespace(&self) -> Option<&str> {
+        (self.ns_len != NO_NAMESPACE).then(|| &self.arena[..self.ns_len as usize])
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        match self.ns_len {
+            NO_NAMESPACE => self.key(),
+            n => &self.key()[n as usize + 1..],
+        }
+    }
+
+    /// `metadata.uid`, or `""` when absent.
+    pub fn uid(&self) -> &str {
+        self.text(self.spans[0])
+    }
+
+    /// `metadata.resourceVersion`, or `""` when absent.
+    pub fn resource_version(&self) -> &str {
+        self.text(self.spans[1])
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.lookup(self.label_spans(), key)
+    }
+
+    /// The value of annotation `key`.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.lookup(self.annotation_spans(), key)
+    }
+
+    /// Every label as `(key, value)`, sorted by key.
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.label_spans()
+            .chunks_exact(2)
+            .map(|p| (self.text(p[0]), self.text(p[1])))
+    }
+
+    /// Every annotation as `(key, value)`, sorted by key.
+    pub fn annotations(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.annotation_spans()
+            .chunks_exact(2)
+            .map(|p| (self.text(p[0]), self.text(p[1])))
+    }
+
+    /// The UIDs of `metadata.ownerReferences`, in order.
+    pub fn owner_uids(&self) -> impl Iterator<Item = &str> {
+        let start = 2 + 2 * (self.n_labels + self.n_annotations) as usize;
+        self.spans[start..].iter().map(|s| self.text(*s))
+    }
+
+    /// Deserializes the JSON into a typed value (a k8s-openapi type, `serde_json::Value`, ...).
+    pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_str(&self.json).map_err(Error::Deserialize)
+    }
+
+    /// The value at a dotted field path such as `spec.nodeName`: strings as they are, numbers
+    /// and booleans as their JSON text; `None` when absent, null, an object or an array.
+    pub fn field(&self, path: &str) -> Option<String> {
+        let mut current: &RawValue = serde_json::from_str(&self.json).ok()?;
+        for segment in path.split('.') {
+            let members: Members<'_> = serde_json::from_str(current.get()).ok()?;
+            current = members
+                .0
+                .into_iter()
+                .find(|(k, _)| k.0 == segment)
+                .map(|(_, v)| v)?;
+        }
+        let text = current.get();
+        match text.as_bytes().first()? {
+            b'"' => serde_json::from_str::<String>(text).ok(),
+            b'{' | b'[' | b'n' => None,
+            _ => Some(text.to_string()),
+        }
+    }
+
+    /// Bytes of heap and header this object holds (for memory accounting and metrics).
+    pub fn heap_size(&self) -> usize {
+        std::mem::size_of::<Object>()
+            + self.json.len()
+            + self.arena.len()
+            + self.spans.len() * std::mem::size_of::<Span>()
+    }
+
+    fn label_spans(&self) -> &[Span] {
+        &self.spans[2..2 + 2 * self.n_labels as usize]
+    }
+
+    fn annotation_spans(&self) -> &[Span] {
+        let start = 2 + 2 * self.n_labels as usize;
+        &self.spans[start..start + 2 * self.n_annotations as usize]
+    }
+
+    fn lookup(&self, pairs: &[Span], key: &str) -> Option<&str> {
+        let n = pairs.len() / 2;
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.text(pairs[2 * mid]).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(self.text(pairs[2 * mid + 1])),
+            }
+        }
+        None
+    }
+
+    fn text(&self, span: Span) -> &str {
+        if span.start & IN_ARENA != 0 {
+            let start = (span.start & !IN_ARENA) as usize;
+            &self.arena[start..start + span.len as usize]
+        } else {
+            let start = span.start as usize;
+            &self.json[start..start + span.len as usize]
+        }
+    }
+}
+
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Object")
+            .field("key", &self.key())
+            .field("resource_version", &self.resource_version())
+            .field("json_len", &self.json.len())
+            .finish()
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        self.json == other.json
+    }
+}
+
+impl Eq for Object {}
+
+fn sort_pairs(object: &Object, pairs: &mut [Span]) {
+    let mut as_pairs: Vec<(Span, Span)> = pairs.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    if as_pairs.is_sorted_by(|a, b| object.text(a.0) <= object.text(b.0)) {
+        return;
+    }
+    as_pairs.sort_by(|a, b| object.text(a.0).cmp(object.text(b.0)));
+    for (i, (k, v)) in as_pairs.into_iter().enumerate() {
+        pairs[2 * i] = k;
+        pairs[2 * i + 1] = v;
+    }
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+fn skip_ws_back(b: &[u8], mut i: usize) -> usize {
+    while i > 0 && b[i - 1].is_ascii_whitespace() {
+        i -= 1;
+    }
+    i
+}
+
+/// The byte range to remove so that the `managedFields` member whose value is `value` disappears
+/// from `raw` (its key, colon, value and one separating comma). `None` if the text around it is
+/// not what a plain member looks like, in which case nothing is stripped.
+fn managed_fields_cut(raw: &str, value: &RawValue) -> Option<(usize, usize)> {
+    const KEY: &[u8] = b"\"managedFields\"";
+    let b = raw.as_bytes();
+    let value_start = value.get().as_ptr() as usize - raw.as_ptr() as usize;
+    let value_end = value_start + value.get().len();
+    let mut i = skip_ws_back(b, value_start);
+    if i == 0 || b[i - 1] != b':' {
+        return None;
+    }
+    i = skip_ws_back(b, i - 1);
+    if i < KEY.len() || &b[i - KEY.len()..i] != KEY {
+        return None;
+    }
+    let key_start = i - KEY.len();
+    let before = skip_ws_back(b, key_start);
+    match b.get(before.wrapping_sub(1)) {
+        Some(b',') => Some((before - 1, value_end)),
+        Some(b'{') => {
+            let mut after = value_end;
+            while after < b.len() && b[after].is_ascii_whitespace() {
+                after += 1;
+            }
+            if b.get(after) == Some(&b',') {
+                Some((key_start, after + 1))
+            } else {
+                Some((key_start, value_end))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A JSON string that borrows from the input when it has no escapes.
+struct Str<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for StrVisitor<'a> {
+            type Value = Str<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(StrVisitor(PhantomData))
+    }
+}
+
+/// A JSON object of strings as `(key, value)` pairs in text order; null values are skipped.
+struct Pairs<'a>(Vec<(Str<'a>, Str<'a>)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Pairs<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PairsVisitor<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for PairsVisitor<'a> {
+            type Value = Pairs<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs<'a>, A::Error> {
+                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some((k, v)) = map.next_entry::<Str<'a>, Option<Str<'a>>>()? {
+                    if let Some(v) = v {
+                        pairs.push((k, v));
+                    }
+                }
+                Ok(Pairs(pairs))
+            }
+        }
+        deserializer.deserialize_map(PairsVisitor(PhantomData))
+    }
+}
+
+/// A JSON object's members as `(key, raw value)` in text order.
+struct Members<'a>(Vec<(Str<'a>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for MembersVisitor<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'a>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(entry) = map.next_entry::<Str<'a>, &'a RawValue>()? {
+                    members.push(entry);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor(PhantomData))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawTop<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<RawMeta<'a>>,
+    #[serde(default)]
+    api_version: Option<IgnoredAny>,
+    #[serde(default)]
+    kind: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawMeta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    namespace: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    uid: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    resource_version: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    labels: Option<Pairs<'a>>,
+    #[serde(borrow, default)]
+    annotations: Option<Pairs<'a>>,
+    #[serde(borrow, default)]
+    owner_references: Option<Vec<RawOwner<'a>>>,
+    #[serde(borrow, default)]
+    managed_fields: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RawOwner<'a> {
+    #[serde(borrow, default)]
+    uid: Option<Str<'a>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CM: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm1","namespace":"default","uid":"u-1","resourceVersion":"42","labels":{"b":"2","a":"1"},"annotations":{"note":"x\"y"},"ownerReferences":[{"uid":"o1","name":"p"},{"uid":"o2"}],"managedFields":[{"manager":"kubectl","operation":"Apply"}]},"data":{"k":"v"}}"#;
+
+    #[test]
+    fn parses_key_and_metadata() {
+        let o = Object::from_json(CM).unwrap();
+        assert_eq!(o.key(), "default/cm1");
+        assert_eq!(o.namespace(), Some("default"));
+        assert_eq!(o.name(), "cm1");
+        assert_eq!(o.uid(), "u-1");
+        assert_eq!(o.resource_version(), "42");
+        assert_eq!(o.label("a"), Some("1"));
+        assert_eq!(o.label("b"), Some("2"));
+        assert_eq!(o.label("c"), None);
+        assert_eq!(o.annotation("note"), Some("x\"y"));
+        assert_eq!(o.owner_uids().collect::<Vec<_>>(), vec!["o1", "o2"]);
+        assert_eq!(o.labels().collect::<Vec<_>>(), vec![("a", "1"), ("b", "2")]);
+        assert_eq!(o.json(), CM);
+    }
+
+    #[test]
+    fn strips_managed_fields_and_keeps_json_valid() {
+        let o = Object::parse(
+            CM,
+            &ParseOptions {
+                strip_managed_fields: true,
+                type_meta: None,
+            },
+        )
+        .unwrap();
+        assert!(!o.json().contains("managedFields"));
+        let v: serde_json::Value = o.deserialize().unwrap();
+        assert_eq!(v["metadata"]["ownerReferences"][1]["uid"], "o2");
+        assert_eq!(v["data"]["k"], "v");
+        assert_eq!(o.resource_version(), "42");
+        assert_eq!(o.annotation("note"), Some("x\"y"));
+        assert_eq!(o.owner_uids().collect::<Vec<_>>(), vec!["o1", "o2"]);
+    }
+
+    #[test]
+    fn strips_managed_fields_when_first_or_only_member() {
+        let first =
+            r#"{"metadata":{ "managedFields" : [{"a":1}] , "name":"n","resourceVersion":"7"}}"#;
+        let o = Object::parse(
+            first,
+            &ParseOptions {
+                strip_managed_fields: true,
+                type_meta: None,
+            },
+        )
+        .unwrap();
+        let v: serde_json::Value = o.deserialize().unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"metadata":{"name":"n","resourceVersion":"7"}})
+        );
+        assert_eq!(o.resource_version(), "7");
+        assert_eq!(o.key(), "n");
+        assert_eq!(o.namespace(), None);
+    }
+
+    #[test]
+    fn inserts_missing_type_meta_for_list_items() {
+        let item = r#"{"metadata":{"name":"n","namespace":"ns","labels":{"app":"web"}},"spec":{"nodeName":"node-1","replicas":3}}"#;
+        let o = Object::parse(
+            item,
+            &ParseOptions {
+                strip_managed_fields: true,
+                type_meta: Some(("v1".into(), "Pod".into())),
+            },
+        )
+        .unwrap();
+        let v: serde_json::Value = o.deserialize().unwrap();
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["kind"], "Pod");
+        assert_eq!(o.label("app"), Some("web"));
+        assert_eq!(o.field("spec.nodeName").as_deref(), Some("node-1"));
+        assert_eq!(o.field("spec.replicas").as_deref(), Some("3"));
+        assert_eq!(o.field("spec.missing"), None);
+        assert_eq!(o.field("metadata.labels"), None);
+    }
+
+    #[test]
+    fn rejects_objects_without_name_or_not_objects() {
+        assert!(matches!(
+            Object::from_json(r#"{"metadata":{}}"#),
+            Err(Error::MissingName)
+        ));
+        assert!(Object::from_json(r#"["metadata"]"#).is_err());
+        assert!(Object::from_json(r#"{"metadata":{"name":1}}"#).is_err());
+    }
+
+    #[test]
+    fn escaped_strings_are_unescaped_into_the_arena() {
+        let o = Object::from_json(
+            r#"{"metadata":{"name":"a\u0062c","namespace":"n\u0073","labels":{"k\u00e9":"v\n"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(o.key(), "ns/abc");
+        assert_eq!(o.name(), "abc");
+        assert_eq!(o.label("ké"), Some("v\n"));
+    }
+
+    #[test]
+    fn deserializes_into_k8s_openapi_types() {
+        let o = Object::from_json(CM).unwrap();
+        let cm: k8s_openapi::api::core::v1::ConfigMap = o.deserialize().unwrap();
+        assert_eq!(cm.metadata.name.as_deref(), Some("cm1"));
+        assert_eq!(cm.data.unwrap()["k"], "v");
+    }
+}

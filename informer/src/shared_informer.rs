@@ -1,0 +1,374 @@
+//! SharedIndexInformer: one reflector, one FIFO, one indexed store, many handlers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::delta_fifo::{DeltaFifo, DeltaType, Deltas};
+use crate::error::{Error, Result};
+use crate::index_funcs::IndexFunc;
+use crate::lister_watcher::ListerWatcher;
+use crate::processor::{
+    ListenerShared, ListenerStats, Notification, Processor, ResourceEventHandler,
+};
+use crate::reflector::{
+    Hooks, Reflector, ReflectorOptions, ReflectorStatus, TransformFunc, WatchErrorHandler,
+};
+use crate::store::{Indexer, Store};
+
+/// How a [`SharedIndexInformer`] runs.
+#[derive(Debug, Clone, Default)]
+pub struct InformerOptions {
+    /// Listing, watching and retrying.
+    pub reflector: ReflectorOptions,
+    /// The resync period of handlers added with `resync = None`; `None`: no resync.
+    pub default_resync: Option<Duration>,
+}
+
+/// Counters of one informer, for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InformerStats {
+    /// Objects in the cache.
+    pub objects: usize,
+    /// Completed lists (the first included).
+    pub lists: u64,
+    /// Lists after the first: relists after 410 Gone.
+    pub relists: u64,
+    /// Watches that ended and were reopened.
+    pub watch_restarts: u64,
+    /// List and watch failures (each followed by a backoff).
+    pub errors: u64,
+    /// Deltas applied to the cache.
+    pub events: u64,
+    /// Keys waiting in the DeltaFIFO.
+    pub queued: usize,
+    /// Whether lists are streaming (false once the server rejected it, or when disabled).
+    pub streaming_list: bool,
+    /// One entry per handler: queue depth, deliveries, time in the handler.
+    pub listeners: Vec<ListenerStats>,
+}
+
+/// What the delta-processing loop needs; shared with the informer handle.
+struct Pipeline {
+    store: Arc<Store>,
+    processor: Processor,
+    /// Held while deltas are applied and while a late handler is given the cache's replay, so
+    /// the replay and the live events neither overlap nor leave a gap.
+    block_deltas: Mutex<()>,
+    events: AtomicU64,
+}
+
+impl Pipeline {
+    /// client-go's HandleDeltas: update the store, then notify.
+    fn handle_deltas(&self, deltas: Deltas, in_initial_list: bool) {
+        let _block = self.block_deltas.lock();
+        for delta in deltas {
+            self.events.fetch_add(1, Ordering::Relaxed);
+            match delta.kind {
+                DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
+                    let new = delta.object;
+                    match self.store.upsert(new.clone()) {
+                        Some(old) => {
+                            // An unchanged resourceVersion is a resync: only for handlers due.
+                            let sync = old.resource_version() == new.resource_version();
+                            self.processor
+                                .distribute(Notification::Update { old, new }, sync);
+                        }
+                        None => self.processor.distribute(
+                            Notification::Add {
+                                obj: new,
+                                initial: in_initial_list,
+                            },
+                            false,
+                        ),
+                    }
+                }
+                DeltaType::Deleted => {
+                    self.store.delete(delta.object.key());
+                    self.processor.distribute(
+                        Notification::Delete {
+                            obj: delta.object,
+                            final_state_unknown: delta.final_state_unknown,
+                        },
+                        false,
+                    );
+                }
+            }
+        }
+    }
+}
+
+struct RunState {
+    started: bool,
+    stopped: bool,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+struct Inner {
+    lw: Arc<dyn ListerWatcher>,
+    fifo: Arc<DeltaFifo>,
+    pipeline: Arc<Pipeline>,
+    hooks: Arc<Hooks>,
+    status: Arc<ReflectorStatus>,
+    options: InformerOptions,
+    cancel: CancellationToken,
+    run: Mutex<RunState>,
+}
+
+/// client-go's SharedIndexInformer: lists and watches one collection into an indexed cache and
+/// tells every registered handler about each change, after the cache has it.
+///
+/// Cheap to clone; clones share everything. Must be started (and stopped) inside a Tokio
+/// runtime; handlers run on their own threads.
+#[derive(Clone)]
+pub struct SharedIndexInformer {
+    inner: Arc<Inner>,
+}
+
+/// A handler's registration: remove it with it, or ask whether the handler is synced.
+pub struct Registration {
+    shared: Arc<ListenerShared>,
+    synced: watch::Receiver<bool>,
+}
+
+impl Registration {
+    /// The registration's id (also in [`ListenerStats::id`]).
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// The informer has synced and this handler has handled its initial list (or replay).
+    pub fn has_synced(&self) -> bool {
+        *self.synced.borrow() && self.shared.pending_initial.load(Ordering::Acquire) == 0
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced); `false` if the informer stopped first.
+    pub async fn wait_synced(&self) -> bool {
+        let mut synced = self.synced.clone();
+        if synced.wait_for(|s| *s).await.is_err() {
+            return false;
+        }
+        loop {
+            let notified = self.shared.initial_done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.shared.pending_initial.load(Ordering::Acquire) == 0 {
+                return true;
+            }
+            notified.await;
+        }
+    }
+
+    /// Notifications buffered for this handler and not yet handled.
+    pub fn pending(&self) -> usize {
+        self.shared.pending.load(Ordering::Relaxed)
+    }
+}
+
+impl SharedIndexInformer {
+    /// An informer over `lw`; nothing runs until [`start`](Self::start).
+    pub fn new(lw: Arc<dyn ListerWatcher>, options: InformerOptions) -> SharedIndexInformer {
+        let store = Arc::new(Store::new());
+        let fifo = Arc::new(DeltaFifo::new(store.clone()));
+        SharedIndexInformer {
+            inner: Arc::new(Inner {
+                lw,
+                fifo,
+                pipeline: Arc::new(Pipeline {
+                    store,
+                    processor: Processor::default(),
+                    block_deltas: Mutex::new(()),
+                    events: AtomicU64::new(0),
+                }),
+                hooks: Arc::new(Hooks::default()),
+                status: Arc::new(ReflectorStatus::default()),
+                options,
+                cancel: CancellationToken::new(),
+                run: Mutex::new(RunState {
+                    started: false,
+                    stopped: false,
+                    tasks: Vec::new(),
+                }),
+            }),
+        }
+    }
+
+    /// Registers a handler. If the cache holds objects already, the handler first receives an
+    /// `on_add(obj, in_initial_list = true)` for each of them, then live events: nothing is lost
+    /// or doubled in between. `resync`: this handler's resync period (`None`: the informer's
+    /// default), at which it receives `on_update(obj, obj)` for every cached object.
+    pub fn add_event_handler(
+        &self,
+        handler: Arc<dyn ResourceEventHandler>,
+        resync: Option<Duration>,
+    ) -> Registration {
+        let pipeline = &self.inner.pipeline;
+        let resync = resync.or(self.inner.options.default_resync);
+        let shared = {
+            let _block = pipeline.block_deltas.lock();
+            let replay = pipeline.store.list();
+            pipeline.processor.add_listener(handler, resync, replay)
+        };
+        Registration {
+            shared,
+            synced: self.inner.fifo.subscribe_synced(),
+        }
+    }
+
+    /// Unregisters a handler; it gets no further calls after the one in progress.
+    pub fn remove_event_handler(&self, registration: &Registration) {
+        self.inner
+            .pipeline
+            .processor
+            .remove_listener(registration.shared.id);
+    }
+
+    /// How many handlers are registered.
+    pub fn handler_count(&self) -> usize {
+        self.inner.pipeline.processor.len()
+    }
+
+    /// The first list has been applied to the cache (and handed to the handlers).
+    pub fn has_synced(&self) -> bool {
+        self.inner.fifo.has_synced()
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced); `false` if the informer stopped first.
+    pub async fn wait_synced(&self) -> bool {
+        let mut synced = self.inner.fifo.subscribe_synced();
+        tokio::select! {
+            r = synced.wait_for(|s| *s) => r.is_ok(),
+            _ = self.inner.cancel.cancelled() => self.has_synced(),
+        }
+    }
+
+    /// A read-only view of the cache.
+    pub fn indexer(&self) -> Indexer {
+        Indexer::new(self.inner.pipeline.store.clone())
+    }
+
+    /// Adds index functions, before or after start (existing objects are indexed at once).
+    /// A name already in use is an error and nothing is added.
+    pub fn add_indexers(&self, indexers: Vec<(String, IndexFunc)>) -> Result<()> {
+        self.inner.pipeline.store.add_indexers(indexers)
+    }
+
+    /// Sets the transform applied to every object from the server before it is cached
+    /// (after the managedFields strip). Only before start, as in client-go.
+    pub fn set_transform(&self, transform: TransformFunc) -> Result<()> {
+        if self.inner.run.lock().started {
+            return Err(Error::AlreadyStarted);
+        }
+        *self.inner.hooks.transform.write() = Some(transform);
+        Ok(())
+    }
+
+    /// Sets the function told about every list or watch failure (default: a warning log).
+    pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) {
+        *self.inner.hooks.watch_error_handler.write() = Some(handler);
+    }
+
+    /// The resourceVersion of the last list, event or bookmark seen.
+    pub fn last_sync_resource_version(&self) -> Option<String> {
+        self.inner.status.last_sync_resource_version.lock().clone()
+    }
+
+    /// Counters for metrics.
+    pub fn stats(&self) -> InformerStats {
+        let status = &self.inner.status;
+        let lists = status.lists.load(Ordering::Relaxed);
+        InformerStats {
+            objects: self.inner.pipeline.store.len(),
+            lists,
+            relists: lists.saturating_sub(1),
+            watch_restarts: status.watch_restarts.load(Ordering::Relaxed),
+            errors: status.errors.load(Ordering::Relaxed),
+            events: self.inner.pipeline.events.load(Ordering::Relaxed),
+            queued: self.inner.fifo.len(),
+            streaming_list: self.inner.options.reflector.streaming_list
+                && !status.streaming_unsupported.load(Ordering::Relaxed),
+            listeners: self.inner.pipeline.processor.stats(),
+        }
+    }
+
+    /// Whether [`start`](Self::start) has been called.
+    pub fn is_started(&self) -> bool {
+        self.inner.run.lock().started
+    }
+
+    /// Starts listing, watching and dispatching. Idempotent; a stopped informer stays stopped.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
+    pub fn start(&self) {
+        let mut run = self.inner.run.lock();
+        if run.started || run.stopped {
+            return;
+        }
+        run.started = true;
+        let inner = &self.inner;
+        let reflector = Reflector::new(
+            inner.lw.clone(),
+            inner.fifo.clone(),
+            inner.hooks.clone(),
+            inner.status.clone(),
+            inner.options.reflector.clone(),
+        );
+        run.tasks
+            .push(tokio::spawn(reflector.run(inner.cancel.clone())));
+
+        let (fifo, pipeline) = (inner.fifo.clone(), inner.pipeline.clone());
+        run.tasks.push(tokio::spawn(async move {
+            while fifo
+                .pop(|deltas, initial| pipeline.handle_deltas(deltas, initial))
+                .await
+                .is_some()
+            {}
+        }));
+
+        let (fifo, pipeline, cancel) = (
+            inner.fifo.clone(),
+            inner.pipeline.clone(),
+            inner.cancel.clone(),
+        );
+        run.tasks.push(tokio::spawn(async move {
+            loop {
+                let period = pipeline.processor.min_resync_period();
+                let check = period
+                    .unwrap_or(Duration::from_secs(1))
+                    .max(Duration::from_millis(100));
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(check) => {}
+                }
+                if period.is_some() && pipeline.processor.should_resync(Instant::now()) {
+                    fifo.resync();
+                }
+            }
+        }));
+    }
+
+    /// Stops every task; handlers finish what they have buffered, then their threads end.
+    pub async fn stop(&self) {
+        let tasks = {
+            let mut run = self.inner.run.lock();
+            if run.stopped {
+                return;
+            }
+            run.stopped = true;
+            std::mem::take(&mut run.tasks)
+        };
+        self.inner.cancel.cancel();
+        self.inner.fifo.close();
+        for task in tasks {
+            let _ = task.await;
+        }
+        self.inner.pipeline.processor.stop().await;
+    }
+}
