@@ -352,3 +352,278 @@ fn object_key(json: &str) -> String {
         _ => "(unnamed object)".to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use kubewasm_tests::{guest_logs, wait_until};
+    use serde_json::json;
+
+    use super::super::grants::{Grants, Limits};
+    use super::super::testing::{FakeFeed, config_map, spawn_probe};
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(30);
+
+    fn events(plugin: &str) -> Vec<String> {
+        guest_logs().lines_starting(plugin, "EVENT")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replay_then_live_events_arrive_in_order() {
+        let feed = Arc::new(FakeFeed::default());
+        feed.seed(config_map("a", "one", 1, &[]));
+        feed.seed(config_map("a", "two", 2, &[]));
+        let handle = spawn_probe(
+            "order",
+            json!({}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+        )
+        .await;
+        feed.upsert(config_map("a", "one", 3, &[]));
+        feed.upsert(config_map("b", "three", 4, &[]));
+        feed.delete(&config_map("a", "two", 2, &[]));
+        assert!(wait_until(WAIT, || events("order").len() == 5).await);
+        assert_eq!(
+            events("order"),
+            [
+                "EVENT add a/one rv=1 flag=true",
+                "EVENT add a/two rv=2 flag=true",
+                "EVENT update a/one rv=3",
+                "EVENT add b/three rv=4 flag=false",
+                "EVENT delete a/two rv=2 flag=false",
+            ]
+        );
+        assert_eq!(guest_logs().lines_starting("order", "OLD"), ["OLD rv=1"]);
+        assert_eq!(handle.shared.delivered.load(Ordering::Relaxed), 5);
+        assert!(wait_until(WAIT, || handle.shared.replay_done()).await);
+        handle.stop(Duration::from_secs(5)).await;
+        assert_eq!(*handle.shared.state.lock(), PluginState::Stopped);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn trap_drops_the_event_and_a_fresh_instance_is_replayed_the_cache() {
+        let feed = Arc::new(FakeFeed::default());
+        feed.seed(config_map("a", "seed", 1, &[]));
+        let handle = spawn_probe(
+            "trapper",
+            json!({"mode": "trap", "trigger": "bad"}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+        )
+        .await;
+        assert!(wait_until(WAIT, || events("trapper").len() == 1).await);
+        feed.upsert(config_map("a", "bad", 2, &[]));
+        assert!(wait_until(WAIT, || handle.shared.traps.load(Ordering::Relaxed) == 1).await);
+        // The fresh instance is replayed both objects, then gets live events again.
+        assert!(
+            wait_until(WAIT, || handle.shared.replay_done()
+                && handle.shared.restarts.load(Ordering::Relaxed) == 1)
+            .await
+        );
+        feed.upsert(config_map("a", "good", 3, &[]));
+        assert!(
+            wait_until(WAIT, || events("trapper")
+                .contains(&"EVENT add a/good rv=3 flag=false".to_owned()))
+            .await
+        );
+        let ev = events("trapper");
+        assert!(
+            ev.contains(&"EVENT add a/bad rv=2 flag=true".to_owned()),
+            "{ev:?}"
+        );
+        assert_eq!(
+            ev.iter()
+                .filter(|e| e.starts_with("EVENT add a/seed"))
+                .count(),
+            2
+        );
+        let last = handle.shared.last_error.lock().clone().unwrap_or_default();
+        assert!(
+            last.starts_with("trap: add of v1/ConfigMap a/bad"),
+            "{last}"
+        );
+        assert!(
+            guest_logs()
+                .host_lines("trapper")
+                .iter()
+                .any(|l| l.contains("instance dropped"))
+        );
+        handle.stop(Duration::from_secs(5)).await;
+    }
+
+    async fn fault(name: &str, mode: &str, limits: Limits) -> ActorHandle {
+        let feed = Arc::new(FakeFeed::default());
+        let handle = spawn_probe(
+            name,
+            json!({"mode": mode, "trigger": "bad"}),
+            limits,
+            Grants::default(),
+            feed.clone(),
+        )
+        .await;
+        feed.upsert(config_map("a", "bad", 1, &[]));
+        feed.upsert(config_map("a", "fine", 2, &[]));
+        // Queued before the fault, it reaches the fresh instance through the replay (flagged
+        // initial-list); without a fault it arrives live.
+        let ok = wait_until(WAIT, || {
+            events(name)
+                .iter()
+                .any(|e| e.starts_with("EVENT add a/fine rv=2"))
+        })
+        .await;
+        assert!(ok, "{name}: the event after the fault was not delivered");
+        handle
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn endless_loop_times_out_and_the_next_event_is_delivered() {
+        let limits = Limits {
+            call_deadline: Duration::from_millis(200),
+            ..Limits::default()
+        };
+        let h = fault("looper", "loop", limits).await;
+        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        h.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sleeping_guest_times_out() {
+        let limits = Limits {
+            call_deadline: Duration::from_millis(200),
+            ..Limits::default()
+        };
+        let h = fault("sleeper", "sleep", limits).await;
+        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 1);
+        h.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unbounded_allocation_hits_the_memory_cap() {
+        let limits = Limits {
+            memory: 16 << 20,
+            ..Limits::default()
+        };
+        let h = fault("hoarder", "alloc", limits).await;
+        assert_eq!(h.shared.memory_faults.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        h.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn guest_errors_are_counted_without_a_restart() {
+        let h = fault("refuser", "error", Limits::default()).await;
+        assert_eq!(h.shared.errors.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.restarts.load(Ordering::Relaxed), 0);
+        let last = h.shared.last_error.lock().clone().unwrap_or_default();
+        assert!(last.contains("probe refuses bad"), "{last}");
+        h.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ungranted_query_returns_an_error_value() {
+        let h = fault("nosy", "ungranted", Limits::default()).await;
+        assert_eq!(
+            guest_logs().lines_starting("nosy", "UNGRANTED"),
+            ["UNGRANTED err not-granted v1/Secret"]
+        );
+        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        h.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queries_answer_from_the_cache_through_declared_indexes() {
+        let feed = Arc::new(FakeFeed::default());
+        feed.seed(config_map("a", "w1", 1, &[("app", "web")]));
+        feed.seed(config_map("b", "w2", 2, &[("app", "web")]));
+        feed.seed(config_map("b", "d1", 3, &[("app", "db")]));
+        let h = spawn_probe(
+            "asker",
+            json!({"indexes": [{"name": "by-app", "group": "", "version": "v1",
+                                "kind": "ConfigMap", "label": "app"}]}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+        )
+        .await;
+        let query =
+            |name: &str, rv: u64, data: serde_json::Value| -> super::super::SharedDocument {
+                let mut v = json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"namespace": "q", "name": name, "resourceVersion": rv.to_string(),
+                                 "labels": {"probe-query": "1"}},
+                    "data": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                });
+                if let (Some(d), Some(e)) = (v["data"].as_object_mut(), data.as_object()) {
+                    d.extend(e.clone());
+                }
+                Arc::new(v.to_string())
+            };
+        feed.upsert(query(
+            "q1",
+            10,
+            json!({"op": "by-index", "index": "by-app", "value": "web"}),
+        ));
+        feed.upsert(query(
+            "q2",
+            11,
+            json!({"op": "index-values", "index": "by-app"}),
+        ));
+        feed.upsert(query(
+            "q3",
+            12,
+            json!({"op": "by-index", "index": "namespace", "value": "b"}),
+        ));
+        feed.upsert(query(
+            "q4",
+            13,
+            json!({"op": "get", "namespace": "a", "name": "w1"}),
+        ));
+        feed.upsert(query(
+            "q5",
+            14,
+            json!({"op": "by-index", "index": "nope", "value": "x"}),
+        ));
+        feed.upsert(query("q6", 15, json!({"op": "has-synced", "kind": "Pod"})));
+        feed.upsert(query("q7", 16, json!({"op": "list", "selector": "app=db"})));
+        let answers = || guest_logs().lines_starting("asker", "ANSWER");
+        assert!(wait_until(WAIT, || answers().len() == 7).await);
+        assert_eq!(
+            answers(),
+            [
+                "ANSWER q1 ok a/w1,b/w2",
+                "ANSWER q2 ok db,web",
+                "ANSWER q3 ok b/d1,b/w2",
+                "ANSWER q4 ok a/w1",
+                "ANSWER q5 err unknown-index nope on v1/ConfigMap",
+                "ANSWER q6 err not-subscribed v1/Pod",
+                "ANSWER q7 ok b/d1",
+            ]
+        );
+        h.stop(Duration::from_secs(5)).await;
+    }
+
+    #[test]
+    fn restart_backoff_grows_and_is_capped() {
+        assert_eq!(restart_backoff(1), Duration::from_millis(50));
+        assert_eq!(restart_backoff(2), Duration::from_millis(100));
+        assert_eq!(restart_backoff(100), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn object_key_reads_namespace_and_name() {
+        assert_eq!(
+            object_key(r#"{"metadata":{"namespace":"a","name":"b"}}"#),
+            "a/b"
+        );
+        assert_eq!(object_key(r#"{"metadata":{"name":"n"}}"#), "n");
+        assert_eq!(object_key("[]"), "(unnamed object)");
+    }
+}

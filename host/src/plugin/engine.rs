@@ -93,10 +93,6 @@ impl PluginEngine {
         })
     }
 
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.inner.engine
-    }
-
     /// Compiles `bytes` (read from `file`, named in errors) into a linked component.
     ///
     /// With a cache dir, the compiled code is stored as `<sha256>-<engine fingerprint>.cwasm`

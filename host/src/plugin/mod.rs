@@ -16,6 +16,9 @@ mod observer;
 mod state;
 mod wiring;
 
+#[cfg(test)]
+mod testing;
+
 pub use actor::PluginState;
 pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,

@@ -1,0 +1,642 @@
+//! The plugin manager: loads, replaces and unloads plugins, wires them to the shared
+//! informers, and reports their status.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use kube::api::GroupVersionKind;
+use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory};
+use parking_lot::Mutex;
+
+use super::actor::{ActorConfig, ActorHandle, PluginState};
+use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess};
+use super::component::CompiledPlugin;
+use super::engine::{EngineOptions, PluginEngine};
+use super::error::PluginError;
+use super::grants::{Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type};
+use super::informers::{EventSource, InformerCache, InformerSubscriber, ensure_index};
+use super::instance::{Instance, Outcome};
+use super::observer::{NoopObserver, Observer};
+use super::{Delivery, PluginInfo};
+
+/// Identifies a loaded plugin for the life of the host (stable across `replace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PluginId(pub u64);
+
+impl std::fmt::Display for PluginId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// How the plugin host runs plugins.
+#[derive(Clone)]
+pub struct HostOptions {
+    /// Where compiled components are cached (`None`: compile on every load).
+    pub cache_dir: Option<PathBuf>,
+    /// Limits for plugins whose policy sets none.
+    pub limits: Limits,
+    /// Grants, config string and limits per plugin.
+    pub policy: Arc<dyn PolicyLookup>,
+    /// Receives per-event and per-fault measurements.
+    pub observer: Arc<dyn Observer>,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            cache_dir: None,
+            limits: Limits::default(),
+            policy: Arc::new(StaticPolicy::default()),
+            observer: Arc::new(NoopObserver),
+        }
+    }
+}
+
+/// A snapshot of one plugin.
+#[derive(Debug, Clone)]
+pub struct PluginStatus {
+    pub id: PluginId,
+    /// The file it was loaded from.
+    pub source: PathBuf,
+    /// The name its `init` returned.
+    pub name: String,
+    /// SHA-256 of the component running now.
+    pub content_hash: String,
+    /// Each subscription as `group/version/Kind` plus namespace and selectors.
+    pub subscriptions: Vec<String>,
+    /// Handler calls that returned (ok or err).
+    pub events_delivered: u64,
+    /// Handler calls that returned `err`.
+    pub errors: u64,
+    pub traps: u64,
+    pub timeouts: u64,
+    pub memory_faults: u64,
+    /// Fresh instances started after faults.
+    pub restarts: u64,
+    /// Events queued and not yet handed to the guest.
+    pub queue_depth: usize,
+    pub state: PluginState,
+    /// Whether the current instance has handled its whole replay of the cache.
+    pub replay_done: bool,
+    /// The last handler error, fault or failed replacement.
+    pub last_error: Option<String>,
+}
+
+/// A running plugin.
+struct Entry {
+    source: PathBuf,
+    name: String,
+    hash: String,
+    subscriptions: Vec<String>,
+    keys: Vec<InformerKey>,
+    actor: Arc<ActorHandle>,
+    call_deadline: Duration,
+    /// Why the last `replace` failed (the old version kept running).
+    replace_error: Option<String>,
+}
+
+/// A plugin compiled, initialised and wired, not yet started.
+struct Prepared {
+    name: Arc<str>,
+    hash: String,
+    instance: Instance,
+    config: ActorConfig,
+    subscriptions: Vec<String>,
+    keys: Vec<InformerKey>,
+}
+
+/// Runs plugins as listeners of the shared informers. Cheap to clone.
+#[derive(Clone)]
+pub struct PluginHost {
+    inner: Arc<HostInner>,
+}
+
+struct HostInner {
+    engine: PluginEngine,
+    factory: SharedInformerFactory,
+    client: kube::Client,
+    options: HostOptions,
+    plugins: Mutex<BTreeMap<PluginId, Entry>>,
+    /// How many plugins use each informer the host asked the factory for.
+    informer_users: Mutex<HashMap<InformerKey, usize>>,
+    next_id: AtomicU64,
+    shutting_down: AtomicBool,
+}
+
+impl PluginHost {
+    /// A host with its own wasm engine over `factory` (which it starts when the first plugin
+    /// loads) and `client` (for discovery of subscribed resources).
+    pub fn new(
+        factory: SharedInformerFactory,
+        client: kube::Client,
+        options: HostOptions,
+    ) -> Result<Self, PluginError> {
+        let engine = PluginEngine::new(EngineOptions {
+            cache_dir: options.cache_dir.clone(),
+        })?;
+        Ok(PluginHost {
+            inner: Arc::new(HostInner {
+                engine,
+                factory,
+                client,
+                options,
+                plugins: Mutex::new(BTreeMap::new()),
+                informer_users: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+                shutting_down: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The engine plugins are compiled with.
+    pub fn engine(&self) -> &PluginEngine {
+        &self.inner.engine
+    }
+
+    /// Compiles the component, instantiates it, calls `init`, checks the result against the
+    /// plugin's grants, creates or shares its informers and indexes, and starts it: the
+    /// plugin is replayed the cache, then receives live events. `source` names the plugin in
+    /// errors and selects its policy.
+    pub async fn load(&self, source: &Path, bytes: Vec<u8>) -> Result<PluginId, PluginError> {
+        self.check_running()?;
+        let compiled = self.inner.engine.compile(source, bytes).await?;
+        let prepared = self.prepare(compiled).await?;
+        let id = PluginId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let entry = self.start(source.to_owned(), prepared);
+        tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), "plugin loaded");
+        self.inner.plugins.lock().insert(id, entry);
+        Ok(id)
+    }
+
+    /// Compiles, instantiates and initialises the new version first; only if that succeeds
+    /// are the old version's handlers removed (after the event in hand) and the new ones
+    /// registered: new informers are started, and the new version is replayed the cache
+    /// before live events, so none is lost. On failure the old version keeps running and the
+    /// error is recorded in its status.
+    pub async fn replace(&self, id: PluginId, bytes: Vec<u8>) -> Result<(), PluginError> {
+        self.check_running()?;
+        let source = self
+            .inner
+            .plugins
+            .lock()
+            .get(&id)
+            .map(|e| e.source.clone())
+            .ok_or(PluginError::UnknownPlugin(id.0))?;
+        let prepared = match self.inner.engine.compile(&source, bytes).await {
+            Ok(compiled) => self.prepare(compiled).await,
+            Err(e) => Err(e),
+        };
+        let prepared = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                if let Some(entry) = self.inner.plugins.lock().get_mut(&id) {
+                    entry.replace_error = Some(e.to_string());
+                }
+                tracing::warn!(id = id.0, file = %source.display(), "replacement refused, the old version keeps running: {e}");
+                return Err(e);
+            }
+        };
+        let old = self.inner.plugins.lock().remove(&id);
+        if let Some(old) = &old {
+            old.actor.stop(old.call_deadline).await;
+        }
+        let entry = self.start(source.clone(), prepared);
+        tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), "plugin replaced");
+        self.inner.plugins.lock().insert(id, entry);
+        if let Some(old) = old {
+            self.release(&old.keys).await;
+        }
+        Ok(())
+    }
+
+    /// Stops the plugin (after the event in hand) and removes its handlers; informers no
+    /// plugin needs any more are stopped.
+    pub async fn unload(&self, id: PluginId) {
+        let entry = self.inner.plugins.lock().remove(&id);
+        if let Some(entry) = entry {
+            entry.actor.stop(entry.call_deadline).await;
+            tracing::info!(plugin = %entry.name, id = id.0, "plugin unloaded");
+            self.release(&entry.keys).await;
+        }
+    }
+
+    /// Every loaded plugin's status, by id.
+    pub fn plugins(&self) -> Vec<PluginStatus> {
+        let plugins = self.inner.plugins.lock();
+        plugins
+            .iter()
+            .map(|(id, e)| {
+                let s = &e.actor.shared;
+                let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+                PluginStatus {
+                    id: *id,
+                    source: e.source.clone(),
+                    name: e.name.clone(),
+                    content_hash: e.hash.clone(),
+                    subscriptions: e.subscriptions.clone(),
+                    events_delivered: load(&s.delivered),
+                    errors: load(&s.errors),
+                    traps: load(&s.traps),
+                    timeouts: load(&s.timeouts),
+                    memory_faults: load(&s.memory_faults),
+                    restarts: load(&s.restarts),
+                    queue_depth: s.queue.load(Ordering::Relaxed),
+                    state: *s.state.lock(),
+                    replay_done: s.replay_done(),
+                    last_error: e
+                        .replace_error
+                        .clone()
+                        .or_else(|| s.last_error.lock().clone()),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether every running plugin has handled its replay of the cache. Plugins that could
+    /// not restart after a fault (state `Failed`) have nothing to deliver and do not count.
+    pub fn ready(&self) -> bool {
+        let plugins = self.inner.plugins.lock();
+        plugins.values().all(|e| {
+            let s = &e.actor.shared;
+            *s.state.lock() != PluginState::Running || s.replay_done()
+        })
+    }
+
+    /// Compiles the component and calls `init` in a throw-away instance, checking the result
+    /// against the policy for `source`; nothing is registered and the API server is not asked.
+    pub async fn check(&self, source: &Path, bytes: &[u8]) -> Result<PluginInfo, PluginError> {
+        let compiled = self.inner.engine.compile(source, bytes.to_vec()).await?;
+        let policy = self.inner.options.policy.policy(source);
+        let (_, info) = self.init(&compiled, &policy).await?;
+        Ok(info)
+    }
+
+    /// Stops every plugin: each finishes the event in hand (bounded by `grace`), then its
+    /// handlers are removed. Loads and replacements are refused from now on. The informer
+    /// factory is left to its owner.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.inner.shutting_down.store(true, Ordering::Release);
+        let entries: Vec<Entry> = std::mem::take(&mut *self.inner.plugins.lock())
+            .into_values()
+            .collect();
+        futures::future::join_all(entries.iter().map(|e| e.actor.stop(grace))).await;
+    }
+
+    fn check_running(&self) -> Result<(), PluginError> {
+        if self.inner.shutting_down.load(Ordering::Acquire) {
+            return Err(PluginError::ShuttingDown);
+        }
+        Ok(())
+    }
+
+    /// Instantiates and initialises `compiled` under `policy`, and validates what `init`
+    /// declared.
+    async fn init(
+        &self,
+        compiled: &CompiledPlugin,
+        policy: &PluginPolicy,
+    ) -> Result<(Instance, PluginInfo), PluginError> {
+        let limits = policy.limits.unwrap_or(self.inner.options.limits);
+        let file = compiled.file.clone();
+        let label: Arc<str> = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| file.display().to_string())
+            .into();
+        let mut instance = Instance::new(
+            compiled,
+            label,
+            limits,
+            Arc::new(Access::empty(policy.grants.clone())),
+        )
+        .await?;
+        let info = match instance.init(&policy.config).await {
+            Outcome::Ok(info) => info,
+            Outcome::GuestError(reason) => return Err(PluginError::InitFailed { file, reason }),
+            Outcome::Failed(kind, reason) => {
+                return Err(PluginError::InitTrapped {
+                    file,
+                    reason: format!("{}: {reason}", kind.as_str()),
+                });
+            }
+        };
+        validate(&file, &info, policy)?;
+        instance.set_label(info.name.as_str().into());
+        Ok((instance, info))
+    }
+
+    /// Initialises the plugin and creates (or shares) its informers and indexes.
+    async fn prepare(&self, compiled: CompiledPlugin) -> Result<Prepared, PluginError> {
+        let policy = self.inner.options.policy.policy(&compiled.file);
+        let limits = policy.limits.unwrap_or(self.inner.options.limits);
+        let (mut instance, info) = self.init(&compiled, &policy).await?;
+        let file = compiled.file.clone();
+        let name: Arc<str> = info.name.as_str().into();
+
+        let mut informers: Vec<(InformerKey, SharedIndexInformer)> = Vec::new();
+        for sub in &info.subscriptions {
+            let gvk = GroupVersionKind::gvk(&sub.gvk.group, &sub.gvk.version, &sub.gvk.kind);
+            let (resource, namespaced) = kubewasm_informer::resolve(&self.inner.client, &gvk)
+                .await
+                .map_err(|e| PluginError::UnknownResource {
+                    file: file.clone(),
+                    plugin: info.name.clone(),
+                    resource: describe(&sub.gvk),
+                    reason: e.to_string(),
+                })?;
+            if !namespaced && sub.namespace.is_some() {
+                return Err(invalid(
+                    &file,
+                    &info,
+                    format!(
+                        "subscription: {} is cluster-scoped but a namespace was given",
+                        describe(&sub.gvk)
+                    ),
+                ));
+            }
+            let key = InformerKey {
+                resource,
+                namespace: sub.namespace.clone(),
+                label_selector: sub.label_selector.clone(),
+                field_selector: sub.field_selector.clone(),
+            };
+            let informer = self.inner.factory.informer_for(key.clone());
+            informers.push((key, informer));
+        }
+
+        let mut resources = Vec::new();
+        let mut sources = Vec::new();
+        for (i, (sub, (_, informer))) in info.subscriptions.iter().zip(&informers).enumerate() {
+            let mut indexes = HashMap::new();
+            for decl in info.indexes.iter().filter(|d| same_type(&d.gvk, &sub.gvk)) {
+                let shared = ensure_index(informer, &decl.source)
+                    .map_err(|e| invalid(&file, &info, format!("index {}: {e}", decl.name)))?;
+                indexes.insert(decl.name.clone(), shared);
+            }
+            resources.push(ResourceAccess {
+                resource: sub.gvk.clone(),
+                cache: Arc::new(InformerCache {
+                    informer: informer.clone(),
+                    indexer: informer.indexer(),
+                }),
+                indexes,
+            });
+            if sub.delivery == Delivery::Events {
+                sources.push(EventSource {
+                    subscription: i,
+                    informer: informer.clone(),
+                    resync: sub.resync_seconds.map(|s| Duration::from_secs(s.into())),
+                });
+            }
+        }
+        let access = Arc::new(Access {
+            grants: policy.grants.clone(),
+            resources,
+        });
+        instance.set_access(access.clone());
+        let keys: Vec<InformerKey> = informers.into_iter().map(|(k, _)| k).collect();
+        {
+            let mut users = self.inner.informer_users.lock();
+            for key in &keys {
+                *users.entry(key.clone()).or_default() += 1;
+            }
+        }
+        Ok(Prepared {
+            name: name.clone(),
+            hash: compiled.hash.clone(),
+            subscriptions: info
+                .subscriptions
+                .iter()
+                .map(describe_subscription)
+                .collect(),
+            keys,
+            instance,
+            config: ActorConfig {
+                name,
+                compiled,
+                config: policy.config,
+                limits,
+                access,
+                resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
+                subscriber: Box::new(InformerSubscriber { sources }),
+                observer: self.inner.options.observer.clone(),
+            },
+        })
+    }
+
+    fn start(&self, source: PathBuf, prepared: Prepared) -> Entry {
+        let call_deadline = prepared.config.limits.call_deadline;
+        let actor = ActorHandle::spawn(prepared.config, prepared.instance);
+        self.inner.factory.start();
+        Entry {
+            source,
+            name: prepared.name.to_string(),
+            hash: prepared.hash,
+            subscriptions: prepared.subscriptions,
+            keys: prepared.keys,
+            actor: Arc::new(actor),
+            call_deadline,
+            replace_error: None,
+        }
+    }
+
+    /// Forgets one use of each informer; stops those no plugin uses and no other handler
+    /// listens to.
+    async fn release(&self, keys: &[InformerKey]) {
+        let mut unused = Vec::new();
+        {
+            let mut users = self.inner.informer_users.lock();
+            for key in keys {
+                if let Some(n) = users.get_mut(key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        users.remove(key);
+                        unused.push(key.clone());
+                    }
+                }
+            }
+        }
+        let informers = self.inner.factory.informers();
+        for key in unused {
+            let idle = informers
+                .iter()
+                .find(|(k, _)| *k == key)
+                .is_some_and(|(_, i)| i.handler_count() == 0);
+            if idle {
+                self.inner.factory.stop_informer(&key).await;
+            }
+        }
+    }
+}
+
+fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginError {
+    PluginError::InvalidDeclaration {
+        file: file.to_owned(),
+        plugin: info.name.clone(),
+        what,
+    }
+}
+
+/// Checks `init`'s declarations: every subscription granted and unique, every index on a
+/// subscribed resource with a fresh name.
+fn validate(file: &Path, info: &PluginInfo, policy: &PluginPolicy) -> Result<(), PluginError> {
+    if info.name.trim().is_empty() {
+        return Err(invalid(file, info, "name: it is empty".into()));
+    }
+    for (i, sub) in info.subscriptions.iter().enumerate() {
+        if !policy.grants.allows(&sub.gvk) {
+            return Err(PluginError::NotGranted {
+                file: file.to_owned(),
+                plugin: info.name.clone(),
+                what: describe(&sub.gvk),
+            });
+        }
+        if info.subscriptions[..i]
+            .iter()
+            .any(|s| same_type(&s.gvk, &sub.gvk))
+        {
+            return Err(invalid(
+                file,
+                info,
+                format!("subscription: {} twice", describe(&sub.gvk)),
+            ));
+        }
+    }
+    for (i, decl) in info.indexes.iter().enumerate() {
+        if !info
+            .subscriptions
+            .iter()
+            .any(|s| same_type(&s.gvk, &decl.gvk))
+        {
+            return Err(invalid(
+                file,
+                info,
+                format!(
+                    "index {}: {} is not subscribed",
+                    decl.name,
+                    describe(&decl.gvk)
+                ),
+            ));
+        }
+        let clash = decl.name == NAMESPACE_INDEX
+            || info.indexes[..i]
+                .iter()
+                .any(|d| d.name == decl.name && same_type(&d.gvk, &decl.gvk));
+        if clash {
+            return Err(invalid(
+                file,
+                info,
+                format!("index {}: the name is already taken", decl.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn describe_subscription(sub: &super::Subscription) -> String {
+    let mut s = describe(&sub.gvk);
+    if let Some(ns) = &sub.namespace {
+        s.push_str(&format!(" ns={ns}"));
+    }
+    if let Some(l) = &sub.label_selector {
+        s.push_str(&format!(" labels={l}"));
+    }
+    if let Some(f) = &sub.field_selector {
+        s.push_str(&format!(" fields={f}"));
+    }
+    if sub.delivery == Delivery::CacheOnly {
+        s.push_str(" (cache only)");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::grants::{Grants, ResourcePattern};
+    use super::super::{Gvk, IndexDecl, IndexSource, Subscription};
+    use super::*;
+
+    fn gvk(kind: &str) -> Gvk {
+        Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+        }
+    }
+
+    fn sub(kind: &str) -> Subscription {
+        Subscription {
+            gvk: gvk(kind),
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            resync_seconds: None,
+            delivery: Delivery::Events,
+        }
+    }
+
+    fn info(subs: Vec<Subscription>, indexes: Vec<IndexDecl>) -> PluginInfo {
+        PluginInfo {
+            name: "p".into(),
+            subscriptions: subs,
+            indexes,
+        }
+    }
+
+    fn check(info: &PluginInfo, grants: Grants) -> Result<(), PluginError> {
+        let policy = PluginPolicy {
+            grants,
+            ..PluginPolicy::default()
+        };
+        validate(Path::new("p.wasm"), info, &policy)
+    }
+
+    #[test]
+    fn ungranted_subscription_is_refused_naming_file_and_resource() {
+        let err = check(&info(vec![sub("Secret")], vec![]), Grants::default()).unwrap_err();
+        assert!(matches!(err, PluginError::NotGranted { .. }));
+        let msg = err.to_string();
+        assert!(msg.contains("p.wasm") && msg.contains("v1/Secret"), "{msg}");
+        let grants = Grants::only(vec![ResourcePattern::new("", "Secret")]);
+        assert!(check(&info(vec![sub("Secret")], vec![]), grants).is_ok());
+    }
+
+    #[test]
+    fn duplicate_subscription_is_refused() {
+        let err = check(
+            &info(vec![sub("Pod"), sub("Pod")], vec![]),
+            Grants::default(),
+        );
+        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
+    }
+
+    #[test]
+    fn index_on_an_unsubscribed_resource_is_refused() {
+        let decl = IndexDecl {
+            name: "by-node".into(),
+            gvk: gvk("Pod"),
+            source: IndexSource::Field("spec.nodeName".into()),
+        };
+        let err = check(
+            &info(vec![sub("ConfigMap")], vec![decl.clone()]),
+            Grants::default(),
+        );
+        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
+        assert!(check(&info(vec![sub("Pod")], vec![decl]), Grants::default()).is_ok());
+    }
+
+    #[test]
+    fn redeclaring_the_namespace_index_is_refused() {
+        let decl = IndexDecl {
+            name: "namespace".into(),
+            gvk: gvk("Pod"),
+            source: IndexSource::Label("ns".into()),
+        };
+        let err = check(&info(vec![sub("Pod")], vec![decl]), Grants::default());
+        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
+    }
+}

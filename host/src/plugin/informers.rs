@@ -1,0 +1,187 @@
+//! The plugin side of the shared informers: a plugin's handlers (which only push into its
+//! queue), its cache view over an informer's indexer, and the shared declared indexes.
+
+use std::sync::Arc;
+
+use kubewasm_informer::{
+    IndexFunc, Indexer, Object, ObjectRef, Registration, ResourceEventHandler, SharedIndexInformer,
+    index_funcs,
+};
+use kubewasm_labels::Selector;
+
+use super::IndexSource;
+use super::cache_api::{Document, NAMESPACE_INDEX, ResourceCache, SharedDocument};
+use super::instance::Event;
+use super::wiring::{EventSink, Subscribed, Subscriber};
+
+impl Document for Object {
+    fn json(&self) -> &str {
+        Object::json(self)
+    }
+}
+
+fn shared(obj: &ObjectRef) -> SharedDocument {
+    obj.clone()
+}
+
+/// A registered handler: every callback becomes one queued event, nothing else.
+struct QueueHandler {
+    sink: EventSink,
+}
+
+impl ResourceEventHandler for QueueHandler {
+    fn on_add(&self, obj: &ObjectRef, in_initial_list: bool) {
+        self.sink.push(Event::Add {
+            object: shared(obj),
+            in_initial_list,
+        });
+    }
+
+    fn on_update(&self, old: &ObjectRef, new: &ObjectRef) {
+        self.sink.push(Event::Update {
+            old: shared(old),
+            new: shared(new),
+        });
+    }
+
+    fn on_delete(&self, obj: &ObjectRef, final_state_unknown: bool) {
+        self.sink.push(Event::Delete {
+            object: shared(obj),
+            final_state_unknown,
+        });
+    }
+}
+
+/// One subscription that receives events.
+pub(crate) struct EventSource {
+    /// Index of the subscription in the plugin's `init` result.
+    pub(crate) subscription: usize,
+    pub(crate) informer: SharedIndexInformer,
+    pub(crate) resync: Option<std::time::Duration>,
+}
+
+/// Registers a plugin's handlers on its informers.
+pub(crate) struct InformerSubscriber {
+    pub(crate) sources: Vec<EventSource>,
+}
+
+/// The registrations of one instance generation; dropping it removes the handlers.
+struct Registrations(Vec<(SharedIndexInformer, Registration)>);
+
+impl Drop for Registrations {
+    fn drop(&mut self) {
+        for (informer, registration) in &self.0 {
+            informer.remove_event_handler(registration);
+        }
+    }
+}
+
+impl Subscribed for Registrations {
+    fn synced(&self) -> bool {
+        self.0.iter().all(|(_, r)| r.has_synced())
+    }
+}
+
+impl Subscriber for InformerSubscriber {
+    fn subscribe(&self, sink: &EventSink) -> Box<dyn Subscribed> {
+        let registrations = self
+            .sources
+            .iter()
+            .map(|s| {
+                let handler = Arc::new(QueueHandler {
+                    sink: sink.for_subscription(s.subscription),
+                });
+                let registration = s.informer.add_event_handler(handler, s.resync);
+                (s.informer.clone(), registration)
+            })
+            .collect();
+        Box::new(Registrations(registrations))
+    }
+}
+
+/// A plugin's view of one informer's cache.
+pub(crate) struct InformerCache {
+    pub(crate) informer: SharedIndexInformer,
+    pub(crate) indexer: Indexer,
+}
+
+fn docs(objects: Vec<ObjectRef>) -> Vec<SharedDocument> {
+    objects.into_iter().map(|o| o as SharedDocument).collect()
+}
+
+fn cache_index(index: &str) -> &str {
+    if index == NAMESPACE_INDEX {
+        kubewasm_informer::NAMESPACE_INDEX
+    } else {
+        index
+    }
+}
+
+impl ResourceCache for InformerCache {
+    fn get(&self, namespace: Option<&str>, name: &str) -> Option<SharedDocument> {
+        self.indexer
+            .get_by_name(namespace, name)
+            .map(|o| o as SharedDocument)
+    }
+
+    fn list(
+        &self,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<SharedDocument>, String> {
+        let selector = match label_selector {
+            Some(s) => Selector::parse(s).map_err(|e| format!("label selector {s:?}: {e}"))?,
+            None => Selector::everything(),
+        };
+        Ok(docs(self.indexer.list_by_selector(namespace, &selector)))
+    }
+
+    fn by_index(&self, index: &str, value: &str) -> Result<Vec<SharedDocument>, String> {
+        self.indexer
+            .by_index(cache_index(index), value)
+            .map(docs)
+            .map_err(|e| e.to_string())
+    }
+
+    fn index_values(&self, index: &str) -> Result<Vec<String>, String> {
+        self.indexer
+            .list_index_func_values(cache_index(index))
+            .map_err(|e| e.to_string())
+    }
+
+    fn has_synced(&self) -> bool {
+        self.informer.has_synced()
+    }
+}
+
+/// The informer index computing `source`, named after it so that plugins declaring the same
+/// index on the same informer share one.
+pub(crate) fn shared_index(source: &IndexSource) -> (String, IndexFunc) {
+    match source {
+        IndexSource::Label(key) => (format!("label:{key}"), index_funcs::label(key.clone())),
+        IndexSource::Annotation(key) => (
+            format!("annotation:{key}"),
+            index_funcs::annotation(key.clone()),
+        ),
+        IndexSource::Field(path) => (
+            format!("field:{path}"),
+            index_funcs::field_path(path.clone()),
+        ),
+        IndexSource::OwnerUid => ("owner-uid".to_owned(), index_funcs::owner_uid()),
+    }
+}
+
+/// Adds the index to the informer unless an identical one (same name) is already there.
+pub(crate) fn ensure_index(
+    informer: &SharedIndexInformer,
+    source: &IndexSource,
+) -> Result<String, kubewasm_informer::Error> {
+    let (name, func) = shared_index(source);
+    if informer.indexer().has_index(&name) {
+        return Ok(name);
+    }
+    match informer.add_indexers(vec![(name.clone(), func)]) {
+        Ok(()) | Err(kubewasm_informer::Error::IndexExists(_)) => Ok(name),
+        Err(e) => Err(e),
+    }
+}
