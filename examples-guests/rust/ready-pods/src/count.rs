@@ -3,7 +3,7 @@
 use std::fmt;
 use std::ops::AddAssign;
 
-use kubewasm_guest::k8s_openapi::api::core::v1::Pod;
+use crate::objects::Pod;
 
 /// How many of a set of pods are ready.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -44,12 +44,9 @@ impl fmt::Display for Readiness {
 }
 
 fn is_ready(pod: &Pod) -> bool {
-    let conditions = pod
-        .status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref());
-    conditions.is_some_and(|conditions| {
-        conditions
+    pod.status.as_ref().is_some_and(|status| {
+        status
+            .conditions
             .iter()
             .any(|condition| condition.type_ == "Ready" && condition.status == "True")
     })

@@ -4,12 +4,12 @@
 //! No API call and no guest-side cache: the host keeps and indexes every object.
 
 mod count;
+mod objects;
 
-use kubewasm_guest::k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use kubewasm_guest::k8s_openapi::api::core::v1::Pod;
 use kubewasm_guest::{Cache, Controller, Error, Event, Index, Plugin, Subscription};
 
 use count::Readiness;
+use objects::{Deployment, Pod, ReplicaSet};
 
 /// The index both Pods and ReplicaSets are declared with: objects by the UID of their owners.
 const BY_OWNER: &str = "by-owner";
@@ -30,16 +30,15 @@ impl ReadyPods {
     fn on_replica_set(&mut self, event: Event<ReplicaSet>) -> Result<(), Error> {
         let deleted = event.is_delete();
         let rs = event.into_object();
-        let key = key(&rs.metadata.namespace, &rs.metadata.name);
+        let key = rs.metadata.key();
         if deleted {
             kubewasm_guest::info!("ReplicaSet {key} deleted");
             return Ok(());
         }
-        let readiness = self.pods_of(rs.metadata.uid.as_deref().unwrap_or_default())?;
-        let wanted = rs.spec.as_ref().and_then(|spec| spec.replicas).unwrap_or(1);
+        let readiness = self.pods_of(&rs.metadata.uid)?;
         kubewasm_guest::info!(
-            "ReplicaSet {key}: {} (want {wanted}){}",
-            readiness,
+            "ReplicaSet {key}: {readiness} (want {}){}",
+            rs.wanted(),
             self.sync_note()
         );
         Ok(())
@@ -48,25 +47,22 @@ impl ReadyPods {
     fn on_deployment(&mut self, event: Event<Deployment>) -> Result<(), Error> {
         let deleted = event.is_delete();
         let deployment = event.into_object();
-        let key = key(&deployment.metadata.namespace, &deployment.metadata.name);
+        let key = deployment.metadata.key();
         if deleted {
             kubewasm_guest::info!("Deployment {key} deleted");
             return Ok(());
         }
-        let uid = deployment.metadata.uid.as_deref().unwrap_or_default();
-        let replica_sets = self.replica_sets.by_index(BY_OWNER, uid)?;
+        let replica_sets = self
+            .replica_sets
+            .by_index(BY_OWNER, &deployment.metadata.uid)?;
         let mut readiness = Readiness::default();
         for rs in &replica_sets {
-            readiness += self.pods_of(rs.metadata.uid.as_deref().unwrap_or_default())?;
+            readiness += self.pods_of(&rs.metadata.uid)?;
         }
-        let wanted = deployment
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.replicas)
-            .unwrap_or(1);
         kubewasm_guest::info!(
-            "Deployment {key}: {readiness} across {} ReplicaSet(s) (want {wanted}){}",
+            "Deployment {key}: {readiness} across {} ReplicaSet(s) (want {}){}",
             replica_sets.len(),
+            deployment.wanted(),
             self.sync_note()
         );
         Ok(())
@@ -93,11 +89,3 @@ impl Controller for ReadyPods {
 }
 
 kubewasm_guest::export_controller!(ReadyPods);
-
-fn key(namespace: &Option<String>, name: &Option<String>) -> String {
-    let name = name.as_deref().unwrap_or("?");
-    match namespace {
-        Some(namespace) => format!("{namespace}/{name}"),
-        None => name.to_owned(),
-    }
-}
