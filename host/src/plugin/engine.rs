@@ -173,3 +173,101 @@ fn hex(bytes: &[u8]) -> String {
         s
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe() -> Vec<u8> {
+        kubewasm_tests::guest_bytes("probe")
+    }
+
+    #[tokio::test]
+    async fn compile_cache_is_reused_by_a_new_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = EngineOptions {
+            cache_dir: Some(dir.path().to_owned()),
+        };
+        let first = PluginEngine::new(options.clone()).unwrap();
+        let compiled = first
+            .compile(Path::new("probe.wasm"), probe())
+            .await
+            .unwrap();
+        assert!(!compiled.from_cache());
+        let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(entries.len(), 1);
+
+        let restarted = PluginEngine::new(options).unwrap();
+        let again = restarted
+            .compile(Path::new("probe.wasm"), probe())
+            .await
+            .unwrap();
+        assert!(again.from_cache());
+        assert_eq!(again.content_hash(), compiled.content_hash());
+    }
+
+    #[tokio::test]
+    async fn corrupt_cache_entry_is_recompiled() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = PluginEngine::new(EngineOptions {
+            cache_dir: Some(dir.path().to_owned()),
+        })
+        .unwrap();
+        engine.compile(Path::new("p.wasm"), probe()).await.unwrap();
+        let entry = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        std::fs::write(entry.path(), b"garbage").unwrap();
+        let compiled = engine.compile(Path::new("p.wasm"), probe()).await.unwrap();
+        assert!(!compiled.from_cache());
+        // The entry was rewritten and is usable again.
+        let compiled = engine.compile(Path::new("p.wasm"), probe()).await.unwrap();
+        assert!(compiled.from_cache());
+    }
+
+    async fn compile_err(name: &str, bytes: Vec<u8>) -> PluginError {
+        let engine = PluginEngine::new(EngineOptions::default()).unwrap();
+        match engine.compile(Path::new(name), bytes).await {
+            Ok(_) => panic!("{name} compiled"),
+            Err(e) => {
+                assert!(e.to_string().contains(name), "{e}");
+                e
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn text_file_is_refused_as_not_wasm() {
+        let e = compile_err("notes.wasm", b"not wasm at all".to_vec()).await;
+        assert!(matches!(e, PluginError::NotWasm { .. }));
+    }
+
+    #[tokio::test]
+    async fn core_module_is_refused() {
+        let e = compile_err("core.wasm", b"\0asm\x01\0\0\0".to_vec()).await;
+        assert!(matches!(e, PluginError::CoreModule { .. }));
+    }
+
+    #[tokio::test]
+    async fn truncated_component_is_refused_as_invalid() {
+        let mut bytes = probe();
+        bytes.truncate(bytes.len() / 2);
+        let e = compile_err("half.wasm", bytes).await;
+        assert!(matches!(e, PluginError::Invalid { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn component_of_another_world_is_refused() {
+        let e = compile_err("other.wasm", kubewasm_tests::guest_bytes("other-world")).await;
+        assert!(matches!(e, PluginError::WrongWorld { .. }), "{e}");
+        assert!(e.to_string().contains("example:other"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn component_without_handler_exports_is_refused() {
+        let e = compile_err("nohandler.wasm", kubewasm_tests::guest_bytes("no-handler")).await;
+        assert!(matches!(e, PluginError::MissingExports { .. }), "{e}");
+    }
+}

@@ -205,3 +205,67 @@ impl Instance {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::grants::Grants;
+    use super::super::testing::engine;
+    use super::*;
+
+    async fn probe_instance() -> Instance {
+        let compiled = engine()
+            .compile(
+                Path::new("probe.wasm"),
+                kubewasm_tests::guest_bytes("probe"),
+            )
+            .await
+            .unwrap();
+        Instance::new(
+            &compiled,
+            "probe".into(),
+            Limits::default(),
+            Arc::new(Access::empty(Grants::default())),
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn init_returns_the_declared_plugin_info() {
+        let mut i = probe_instance().await;
+        let config = r#"{"name":"x","subscriptions":[{"group":"apps","version":"v1","kind":"Deployment","namespace":"ns","cacheOnly":true}]}"#;
+        match i.init(config).await {
+            Outcome::Ok(info) => {
+                assert_eq!(info.name, "x");
+                assert_eq!(info.subscriptions.len(), 1);
+                assert_eq!(info.subscriptions[0].gvk.kind, "Deployment");
+                assert_eq!(info.subscriptions[0].namespace.as_deref(), Some("ns"));
+                assert_eq!(
+                    info.subscriptions[0].delivery,
+                    super::super::Delivery::CacheOnly
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn init_error_is_a_guest_error() {
+        let mut i = probe_instance().await;
+        match i.init(r#"{"initError":"no config"}"#).await {
+            Outcome::GuestError(reason) => assert_eq!(reason, "no config"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn init_panic_is_a_trap() {
+        let mut i = probe_instance().await;
+        match i.init(r#"{"initTrap":true}"#).await {
+            Outcome::Failed(FailureKind::Trap, _) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
