@@ -31,13 +31,16 @@ const (
 
 var configMaps = Gvk{Group: "", Version: "v1", Kind: "ConfigMap"}
 
-// Init declares the subscription (ConfigMaps, all namespaces) and the index on the label `app`.
-//
-// It also turns Go's automatic garbage collector off: a collection that starts inside
-// `cabi_realloc` (while the host is copying arguments in) traps the instance ("cannot leave
-// component instance"). collectGarbage runs it explicitly at the end of each call instead.
-func Init(config string) witTypes.Result[PluginInfo, string] {
+// init turns Go's automatic garbage collector off as the runtime starts (before any export is
+// called): a collection that starts inside `cabi_realloc`, while the host copies arguments or
+// results in, calls out of the instance and traps it ("cannot leave component instance").
+// collectGarbage runs the collector explicitly at the end of each handler instead.
+func init() {
 	debug.SetGCPercent(-1)
+}
+
+// Init declares the subscription (ConfigMaps, all namespaces) and the index on the label `app`.
+func Init(config string) witTypes.Result[PluginInfo, string] {
 	return witTypes.Ok[PluginInfo, string](PluginInfo{
 		Name: pluginName,
 		Subscriptions: []Subscription{{
