@@ -1,14 +1,26 @@
 //! The Rust example guests (`examples-guests/rust/`), built from source for wasm32-wasip2: each
-//! loads into the host's engine, and run as a plugin against the development API server it does
-//! what its README says (asserted on its log lines).
+//! loads into the host's engine, and run as a plugin over the shared informers against the
+//! development API server it does what its README says (asserted on its log lines).
 
-use std::time::Instant;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use kubewasm::plugin::{EngineOptions, PluginEngine};
-use kubewasm_tests::build_guest;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kubewasm::plugin::{EngineOptions, HostOptions, PluginEngine, PluginHost};
+use kubewasm_devserver::{DevServer, Options};
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::{GuestLogs, build_guest, guest_logs, wait_until};
+use serde_json::{Value, json};
 
 /// The Rust examples, by package (= component) name.
 const EXAMPLES: [&str; 2] = ["pod-diff", "ready-pods"];
+
+/// How long any one expectation may take to come true; only bounds a wait.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rust_example_compiles_and_loads_from_the_compile_cache() {
@@ -52,4 +64,294 @@ async fn every_rust_example_compiles_and_loads_from_the_compile_cache() {
         );
     }
     let _ = std::fs::remove_dir_all(cache_dir);
+}
+
+/// A development API server with a plugin host over it, and the guest log record.
+struct Rig {
+    server: DevServer,
+    host: PluginHost,
+    factory: SharedInformerFactory,
+    logs: Arc<GuestLogs>,
+}
+
+impl Rig {
+    async fn start() -> Rig {
+        let logs = guest_logs();
+        let server = DevServer::start(Options::default())
+            .await
+            .expect("dev server");
+        let factory = SharedInformerFactory::new(server.client(), FactoryOptions::default());
+        let host = PluginHost::new(factory.clone(), server.client(), HostOptions::default())
+            .expect("plugin host");
+        Rig {
+            server,
+            host,
+            factory,
+            logs,
+        }
+    }
+
+    /// Creates `object` in-process; returns it as stored (with its uid).
+    fn create(&self, object: Value) -> Value {
+        self.server
+            .create(object.clone())
+            .unwrap_or_else(|e| panic!("creating {object}: {e:?}"))
+    }
+
+    /// Builds and loads the Rust example `name`, then waits until it has handled its replay.
+    async fn load(&self, name: &str) {
+        let path: PathBuf = build_guest(name);
+        let bytes = std::fs::read(&path).expect("reading the built guest");
+        self.host
+            .load(&path, bytes)
+            .await
+            .unwrap_or_else(|e| panic!("loading {name}: {e}"));
+        assert!(
+            wait_until(PATIENCE, || self.host.ready()).await,
+            "{name} never finished its replay: {:?}",
+            self.host.plugins()
+        );
+    }
+
+    /// Waits until `plugin` has logged exactly `line`.
+    async fn expect_line(&self, plugin: &str, line: &str) {
+        let seen = wait_until(PATIENCE, || {
+            self.logs.lines(plugin).iter().any(|l| l == line)
+        })
+        .await;
+        assert!(
+            seen,
+            "{plugin} never logged {line:?}; it logged {:#?}; host: {:#?}; status: {:?}",
+            self.logs.lines(plugin),
+            self.logs.host_lines(plugin),
+            self.host.plugins()
+        );
+    }
+
+    /// Patches an annotation on `name` about once a second until `plugin` has logged exactly
+    /// `line`: for answers that depend on another informer having caught up.
+    async fn touch_until<K>(&self, api: &Api<K>, name: &str, plugin: &str, line: &str)
+    where
+        K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let deadline = Instant::now() + PATIENCE;
+        for touch in 0.. {
+            let patch =
+                json!({"metadata": {"annotations": {"kubewasm.test/touch": touch.to_string()}}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap_or_else(|e| panic!("touching {name}: {e}"));
+            let seen = wait_until(Duration::from_secs(1), || {
+                self.logs.lines(plugin).iter().any(|l| l == line)
+            })
+            .await;
+            if seen {
+                return;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        panic!(
+            "{plugin} never logged {line:?}; it logged {:#?}; host: {:#?}; status: {:?}",
+            self.logs.lines(plugin),
+            self.logs.host_lines(plugin),
+            self.host.plugins()
+        );
+    }
+
+    async fn stop(self) {
+        self.host.shutdown(Duration::from_secs(5)).await;
+        self.factory.shutdown().await;
+        self.server.shutdown().await;
+    }
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+fn uid(object: &Value) -> String {
+    object["metadata"]["uid"]
+        .as_str()
+        .expect("stored objects have a uid")
+        .to_owned()
+}
+
+fn owner(kind: &str, object: &Value) -> Value {
+    json!([{
+        "apiVersion": "apps/v1", "kind": kind, "name": object["metadata"]["name"],
+        "uid": uid(object), "controller": true
+    }])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_diff_logs_one_line_per_change_naming_each_field() {
+    let rig = Rig::start().await;
+    rig.create(namespace("diffs"));
+    rig.create(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app", "namespace": "diffs"},
+        "data": {"color": "red", "size": "L"}
+    }));
+    rig.load("pod-diff").await;
+    rig.expect_line("pod-diff", "ConfigMap diffs/app added (initial list)")
+        .await;
+
+    let client = rig.server.client();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "diffs");
+    let change = json!({"data": {"color": "blue", "size": null, "shape": "round"}});
+    config_maps
+        .patch("app", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .expect("patching the ConfigMap");
+    rig.expect_line(
+        "pod-diff",
+        r#"ConfigMap diffs/app changed: data.color: "red" -> "blue"; -data.size; +data.shape="round""#,
+    )
+    .await;
+
+    let pods: Api<Pod> = Api::namespaced(client, "diffs");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}
+    }))
+    .expect("pod");
+    pods.create(&Default::default(), &pod)
+        .await
+        .expect("creating the pod");
+    rig.expect_line("pod-diff", "Pod diffs/web-0 added").await;
+    let relabel = json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
+    pods.patch("web-0", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .expect("labelling the pod");
+    rig.expect_line(
+        "pod-diff",
+        r#"Pod diffs/web-0 changed: +metadata.labels.tier="front""#,
+    )
+    .await;
+
+    config_maps
+        .delete("app", &DeleteParams::default())
+        .await
+        .expect("deleting the ConfigMap");
+    rig.expect_line("pod-diff", "ConfigMap diffs/app deleted")
+        .await;
+
+    // Nothing but real changes was logged: one line per event above, no resync noise.
+    let lines = rig.logs.lines("pod-diff");
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_pods_counts_ready_pods_through_the_owner_index() {
+    let rig = Rig::start().await;
+    rig.create(namespace("shop"));
+    let deployment = rig.create(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}
+    }));
+    let replica_set = rig.create(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-5d8f7", "namespace": "shop",
+                     "ownerReferences": owner("Deployment", &deployment)},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}
+    }));
+    for name in ["web-5d8f7-a", "web-5d8f7-b", "web-5d8f7-c"] {
+        rig.create(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "shop", "labels": {"app": "web"},
+                         "ownerReferences": owner("ReplicaSet", &replica_set)},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]}
+        }));
+    }
+    // A pod of another owner, which must never be counted.
+    rig.create(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "loner", "namespace": "shop"},
+        "spec": {"containers": [{"name": "sh", "image": "busybox"}]}
+    }));
+    let client = rig.server.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "shop");
+    let set_ready = |ready: bool| {
+        let status = if ready { "True" } else { "False" };
+        json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": status}]}})
+    };
+    for (name, ready) in [
+        ("web-5d8f7-a", true),
+        ("web-5d8f7-b", true),
+        ("web-5d8f7-c", false),
+        ("loner", true),
+    ] {
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&set_ready(ready)),
+        )
+        .await
+        .expect("setting pod status");
+    }
+
+    rig.load("ready-pods").await;
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "shop");
+    let deployments: Api<Deployment> = Api::namespaced(client, "shop");
+    // The replay may reach the guest before the pod informer has synced, and pods are
+    // cache-only (no event reaches the guest): the owners are touched until a report reads
+    // the cache as it is now.
+    rig.touch_until(
+        &replica_sets,
+        "web-5d8f7",
+        "ready-pods",
+        "ReplicaSet shop/web-5d8f7: 2/3 pods ready (want 3)",
+    )
+    .await;
+    rig.touch_until(
+        &deployments,
+        "web",
+        "ready-pods",
+        "Deployment shop/web: 2/3 pods ready across 1 ReplicaSet(s) (want 3)",
+    )
+    .await;
+
+    pods.patch_status(
+        "web-5d8f7-c",
+        &PatchParams::default(),
+        &Patch::Merge(&set_ready(true)),
+    )
+    .await
+    .expect("making the third pod ready");
+    rig.touch_until(
+        &replica_sets,
+        "web-5d8f7",
+        "ready-pods",
+        "ReplicaSet shop/web-5d8f7: 3/3 pods ready (want 3)",
+    )
+    .await;
+
+    replica_sets
+        .delete("web-5d8f7", &DeleteParams::default())
+        .await
+        .expect("deleting the ReplicaSet");
+    rig.expect_line("ready-pods", "ReplicaSet shop/web-5d8f7 deleted")
+        .await;
+    // A report that read a cache still syncing says so; every other one counted all three pods.
+    for line in rig.logs.lines("ready-pods") {
+        if line.contains(" pods ready ") && !line.ends_with("(cache not synced yet)") {
+            assert!(
+                line.contains("/3 pods ready"),
+                "a partial count passed as final: {line}"
+            );
+        }
+    }
+    let status = &rig.host.plugins()[0];
+    assert_eq!(status.name, "ready-pods");
+    assert_eq!(status.errors, 0, "handler errors: {:?}", status.last_error);
+    assert_eq!(status.traps, 0);
+    rig.stop().await;
 }

@@ -4,8 +4,12 @@ use std::fmt;
 
 use kubewasm_guest::serde_json::Value;
 
-/// Fields that change on every write and say nothing about what changed.
-const IGNORED: &[&str] = &["metadata.resourceVersion", "metadata.managedFields"];
+/// Fields that change on every write, or only count changes the diff already shows.
+const IGNORED: &[&str] = &[
+    "metadata.resourceVersion",
+    "metadata.generation",
+    "metadata.managedFields",
+];
 
 /// Longest value text shown before it is cut with `…`.
 const MAX_VALUE_CHARS: usize = 60;

@@ -42,7 +42,7 @@ impl Controller for PodDiff {
 kubewasm_guest::export_controller!(PodDiff);
 
 /// The log line for an event; `None` for an update that changed nothing worth telling (a resync,
-/// or only `metadata.resourceVersion`).
+/// or only `metadata.resourceVersion` / `metadata.generation`).
 fn describe(kind: &str, event: &Event<Value>) -> Option<String> {
     let key = object_key(event.object());
     match event {

@@ -35,12 +35,10 @@ impl ReadyPods {
             kubewasm_guest::info!("ReplicaSet {key} deleted");
             return Ok(());
         }
+        // Asked before the count: a cache that syncs in between must not hide a partial count.
+        let note = self.sync_note();
         let readiness = self.pods_of(&rs.metadata.uid)?;
-        kubewasm_guest::info!(
-            "ReplicaSet {key}: {readiness} (want {}){}",
-            rs.wanted(),
-            self.sync_note()
-        );
+        kubewasm_guest::info!("ReplicaSet {key}: {readiness} (want {}){note}", rs.wanted());
         Ok(())
     }
 
@@ -52,6 +50,7 @@ impl ReadyPods {
             kubewasm_guest::info!("Deployment {key} deleted");
             return Ok(());
         }
+        let note = self.sync_note();
         let replica_sets = self
             .replica_sets
             .by_index(BY_OWNER, &deployment.metadata.uid)?;
@@ -60,19 +59,21 @@ impl ReadyPods {
             readiness += self.pods_of(&rs.metadata.uid)?;
         }
         kubewasm_guest::info!(
-            "Deployment {key}: {readiness} across {} ReplicaSet(s) (want {}){}",
+            "Deployment {key}: {readiness} across {} ReplicaSet(s) (want {}){note}",
             replica_sets.len(),
-            deployment.wanted(),
-            self.sync_note()
+            deployment.wanted()
         );
         Ok(())
     }
 
-    /// A note when the pod cache has not finished its first list: counts may still grow.
+    /// A note when the pod or ReplicaSet cache has not finished its first list: counts may
+    /// still grow.
     fn sync_note(&self) -> &'static str {
-        match self.pods.has_synced() {
-            Ok(true) => "",
-            _ => " (pods not synced yet)",
+        let synced = |cache: Result<bool, Error>| cache.unwrap_or(false);
+        if synced(self.pods.has_synced()) && synced(self.replica_sets.has_synced()) {
+            ""
+        } else {
+            " (cache not synced yet)"
         }
     }
 }
