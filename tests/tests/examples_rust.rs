@@ -13,7 +13,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kubewasm::plugin::{EngineOptions, HostOptions, PluginEngine, PluginHost};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
-use kubewasm_tests::{GuestLogs, build_guest, guest_logs, wait_until};
+use kubewasm_tests::{GuestLogs, build_guest, guest_logs, wait_until, workspace_root};
 use serde_json::{Value, json};
 
 /// The Rust examples, by package (= component) name.
@@ -353,5 +353,36 @@ async fn ready_pods_counts_ready_pods_through_the_owner_index() {
     assert_eq!(status.name, "ready-pods");
     assert_eq!(status.errors, 0, "handler errors: {:?}", status.last_error);
     assert_eq!(status.traps, 0);
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_manifests_seed_what_pod_diff_reports() {
+    let rig = Rig::start().await;
+    let created = rig
+        .server
+        .load_manifests(&workspace_root().join("examples/manifests"))
+        .expect("the example manifests load");
+    assert_eq!(
+        created, 13,
+        "2 namespaces, 5 ConfigMaps, 1 Deployment, 1 ReplicaSet, 4 pods"
+    );
+    rig.load("pod-diff").await;
+    for line in [
+        "ConfigMap shop/web-config added (initial list)",
+        "ConfigMap tools/ci-settings added (initial list)",
+        "ConfigMap default/plain added (initial list)",
+        "Pod shop/web-5d8f7c9b4-2xkqp added (initial list)",
+        "Pod tools/debug-shell added (initial list)",
+    ] {
+        rig.expect_line("pod-diff", line).await;
+    }
+    let added = rig.logs.lines_starting("pod-diff", "").len();
+    assert_eq!(
+        added,
+        9,
+        "one line per seeded ConfigMap and Pod: {:#?}",
+        rig.logs.lines("pod-diff")
+    );
     rig.stop().await;
 }
