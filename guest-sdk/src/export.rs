@@ -55,11 +55,11 @@ macro_rules! export_controller {
                         &resource,
                         &object,
                         final_state_unknown,
-            )
+                    )
                 }
             }
 
-            $crate::bindings::export!(KubewasmGuest with_types_in $crate::bindings);
+    $crate::bindings::export!(KubewasmGuest with_types_in $crate::bindings);
         };
     };
 }

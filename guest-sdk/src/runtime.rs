@@ -40,11 +40,7 @@ pub fn on_add<C: Controller>(
 }
 
 /// The `on-update` export.
-pub fn on_update<C: Controller>(
-    resource: &wit::Gvk,
-    old: &str,
-    new: &str,
-) -> Result<(), String> {
+pub fn on_update<C: Controller>(resource: &wit::Gvk, old: &str, new: &str) -> Result<(), String> {
     dispatch::<C>(resource, RawEvent::Updated { old, new })
 }
 
