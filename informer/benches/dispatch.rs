@@ -1,0 +1,210 @@
+//! Dispatch throughput: events through reflector, DeltaFIFO, store and processor to 0, 1 and 10
+//! no-op native handlers; no API server (a ListerWatcher feeds 10k objects, then 200k updates).
+//!
+//! `cargo bench -p kubewasm-informer --bench dispatch`
+//! Environment: `BENCH_CACHED` (default 10000), `BENCH_EVENTS` (default 200000).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use futures::future::BoxFuture;
+use futures::stream;
+use kubewasm_informer::{
+    InformerOptions, ListPage, ListerWatcher, Object, ObjectRef, ParseOptions, ReflectorOptions,
+    ResourceEventHandler, SharedIndexInformer, WatchEvent, WatchStream,
+};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The JSON of object `i` at resourceVersion `rv`: ~1.6 KB with one managedFields entry.
+fn object_json(i: u64, rv: u64) -> String {
+    let value: String = (0..1000)
+        .map(|k| (b'a' + ((i + k) % 26) as u8) as char)
+        .collect();
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench-{i:06}","namespace":"default","uid":"5d3c1f6e-0000-4000-8000-{i:012}","resourceVersion":"{rv}","creationTimestamp":"2026-11-29T12:00:00Z","labels":{{"app.kubernetes.io/name":"bench"}},"annotations":{{"bench.kubewasm.io/note":"object number {i}"}},"managedFields":[{{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{{"f:data":{{".":{{}},"f:value":{{}}}},"f:metadata":{{"f:annotations":{{".":{{}},"f:bench.kubewasm.io/note":{{}}}},"f:labels":{{".":{{}},"f:app.kubernetes.io/name":{{}}}}}}}},"manager":"kubectl-client-side-apply","operation":"Update","time":"2026-11-29T12:00:00Z"}}]}},"data":{{"value":"{value}"}}}}"#
+    )
+}
+
+fn parse_options() -> ParseOptions {
+    ParseOptions {
+        strip_managed_fields: true,
+        type_meta: None,
+    }
+}
+
+/// Lists `cached` objects, then streams `events` updates round-robin over them.
+struct Feed {
+    cached: u64,
+    events: u64,
+}
+
+impl ListerWatcher for Feed {
+    fn list(
+        &self,
+        _continue_token: Option<String>,
+    ) -> BoxFuture<'_, kubewasm_informer::Result<ListPage>> {
+        let cached = self.cached;
+        Box::pin(async move {
+            let items = (0..cached)
+                .map(|i| Object::parse(&object_json(i, 1), &parse_options()))
+                .collect::<kubewasm_informer::Result<Vec<_>>>()?;
+            Ok(ListPage {
+                items,
+                resource_version: "1".into(),
+                continue_token: None,
+            })
+        })
+    }
+
+    fn watch(
+        &self,
+        _rv: String,
+        _initial: bool,
+    ) -> BoxFuture<'_, kubewasm_informer::Result<WatchStream>> {
+        let (cached, events) = (self.cached, self.events);
+        Box::pin(async move {
+            let updates = stream::iter(0..events).map(move |j| {
+                let json = object_json(j % cached, 2 + j);
+                Object::parse(&json, &parse_options()).map(WatchEvent::Modified)
+            });
+            let stream: WatchStream = Box::pin(updates.chain(stream::pending()));
+            Ok(stream)
+        })
+    }
+}
+
+use futures::StreamExt;
+
+#[derive(Default)]
+struct Count(AtomicU64);
+
+impl ResourceEventHandler for Count {
+    fn on_add(&self, _: &ObjectRef, _: bool) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    fn on_update(&self, _: &ObjectRef, _: &ObjectRef) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    fn on_delete(&self, _: &ObjectRef, _: bool) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) * 10.0
+}
+
+struct Figures {
+    wall: Duration,
+    cpu_ms: f64,
+}
+
+async fn run(handlers: usize, cached: u64, events: u64) -> Figures {
+    let informer = SharedIndexInformer::new(
+        Arc::new(Feed { cached, events }),
+        InformerOptions {
+            reflector: ReflectorOptions {
+                streaming_list: false,
+                ..ReflectorOptions::default()
+            },
+            default_resync: None,
+        },
+    );
+    let counts: Vec<Arc<Count>> = (0..handlers).map(|_| Arc::new(Count::default())).collect();
+    for c in &counts {
+        informer.add_event_handler(c.clone(), None);
+    }
+    let total = cached + events;
+    informer.start();
+    informer.wait_synced().await;
+    let cpu0 = cpu_ms();
+    let started = Instant::now();
+    let synced_events = cached;
+    loop {
+        let done = if handlers == 0 {
+            informer.stats().events >= total
+        } else {
+            counts.iter().all(|c| c.0.load(Ordering::Relaxed) >= total)
+        };
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let _ = synced_events;
+    let figures = Figures {
+        wall: started.elapsed(),
+        cpu_ms: cpu_ms() - cpu0,
+    };
+    informer.stop().await;
+    figures
+}
+
+fn main() -> Result<()> {
+    let cached = env_u64("BENCH_CACHED", 10_000);
+    let events = env_u64("BENCH_EVENTS", 200_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+
+    // The cost of making the events (formatting and parsing 1.6 KB of JSON), measured alone.
+    let cpu0 = cpu_ms();
+    let started = Instant::now();
+    let mut bytes = 0usize;
+    for j in 0..events {
+        let o = Object::parse(&object_json(j % cached, 2 + j), &parse_options())?;
+        bytes += o.json().len();
+    }
+    let parse_wall = started.elapsed();
+    let parse_cpu = cpu_ms() - cpu0;
+    eprintln!(
+        "parsed {events} objects ({} B stored each)",
+        bytes as u64 / events
+    );
+
+    println!();
+    println!(
+        "Dispatch of {events} updates over {cached} cached ConfigMaps (~1.6 KB JSON), no-op handlers"
+    );
+    println!("| handlers | events/s | CPU us/event (all) | CPU us/event (without JSON parse) |");
+    println!("|---|---|---|---|");
+    let parse_us = parse_cpu * 1000.0 / events as f64;
+    println!(
+        "| (parse only) | {:.0} | {parse_us:.2} | - |",
+        events as f64 / parse_wall.as_secs_f64()
+    );
+    let mut per_handler = Vec::new();
+    for handlers in [0usize, 1, 10] {
+        let f = rt.block_on(run(handlers, cached, events));
+        let us = f.cpu_ms * 1000.0 / events as f64;
+        per_handler.push(us);
+        println!(
+            "| {handlers} | {:.0} | {us:.2} | {:.2} |",
+            events as f64 / f.wall.as_secs_f64(),
+            us - parse_us
+        );
+    }
+    println!(
+        "Each additional handler (1 -> 10): {:.2} us of CPU per event",
+        (per_handler[2] - per_handler[1]) / 9.0
+    );
+    Ok(())
+}

@@ -1,0 +1,316 @@
+//! Initial sync of many ConfigMaps: kubewasm-informer against kube-runtime's reflector Store,
+//! on one dev server, each variant measured in a fresh child process so RSS figures are clean.
+//!
+//! `cargo bench -p kubewasm-informer --bench initial_sync`
+//! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3).
+
+use std::io::Write;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kubewasm_informer::{FactoryOptions, InformerKey, ReflectorOptions, SharedInformerFactory};
+use serde_json::json;
+
+const VARIANTS: &[&str] = &[
+    "kubewasm (streaming list)",
+    "kubewasm (paged LIST)",
+    "kube-runtime (paged LIST)",
+    "kube-runtime (streaming list)",
+    "kube-runtime, managedFields stripped",
+];
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let variant: usize = args.get(i + 1).context("variant")?.parse()?;
+        let url = args.get(i + 2).context("url")?.clone();
+        return child(variant, &url);
+    }
+    parent()
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A ConfigMap as the reference figures used: one label, one annotation, a 1000-character value.
+fn config_map(i: usize) -> serde_json::Value {
+    let value: String = (0..1000)
+        .map(|k| (b'a' + ((i + k) % 26) as u8) as char)
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": format!("bench-{i:06}"),
+            "namespace": "default",
+            "labels": {"app.kubernetes.io/name": "bench"},
+            "annotations": {"bench.kubewasm.io/note": format!("object number {i}")},
+        },
+        "data": {"value": value},
+    })
+}
+
+/// The one managedFields entry kubectl's client-side apply leaves on such an object.
+fn managed_fields() -> serde_json::Value {
+    json!({"metadata": {"managedFields": [{
+        "apiVersion": "v1",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:data": {".": {}, "f:value": {}},
+                     "f:metadata": {"f:annotations": {".": {}, "f:bench.kubewasm.io/note": {}},
+                                    "f:labels": {".": {}, "f:app.kubernetes.io/name": {}}}},
+        "manager": "kubectl-client-side-apply",
+        "operation": "Update",
+        "time": "2026-11-29T12:00:00Z"
+    }]}})
+}
+
+fn parent() -> Result<()> {
+    let objects = env_usize("BENCH_OBJECTS", 100_000);
+    let runs = env_usize("BENCH_RUNS", 3);
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let server =
+            kubewasm_devserver::DevServer::start(kubewasm_devserver::Options::default()).await?;
+        let started = Instant::now();
+        for i in 0..objects {
+            server
+                .create(config_map(i))
+                .map_err(|s| anyhow::anyhow!("create: {s:?}"))?;
+        }
+        // The dev server drops managedFields on create (they are server-owned); a merge patch
+        // keeps them, so each object gets its entry as on a real API server.
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+        futures::stream::iter(0..objects)
+            .map(|i| {
+                let api = api.clone();
+                async move {
+                    api.patch(
+                        &format!("bench-{i:06}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(managed_fields()),
+                    )
+                    .await
+                }
+            })
+            .buffer_unordered(32)
+            .try_for_each(|_| async { Ok(()) })
+            .await?;
+        eprintln!(
+            "seeded {objects} ConfigMaps in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        let json_bytes = average_json_size(&server).await?;
+        eprintln!("average object JSON: {json_bytes:.0} bytes (as the server sends it)");
+
+        let exe = std::env::current_exe()?;
+        let mut results: Vec<Vec<Sample>> = vec![Vec::new(); VARIANTS.len()];
+        for run in 0..runs {
+            for (v, name) in VARIANTS.iter().enumerate() {
+                let out = tokio::task::spawn_blocking({
+                    let exe = exe.clone();
+                    let url = server.url();
+                    move || {
+                        Command::new(exe)
+                            .args(["--child", &v.to_string(), &url])
+                            .output()
+                    }
+                })
+                .await??;
+                if !out.status.success() {
+                    bail!("{name} failed: {}", String::from_utf8_lossy(&out.stderr));
+                }
+                let sample: Sample = serde_json::from_slice(&out.stdout)
+                    .with_context(|| String::from_utf8_lossy(&out.stdout).to_string())?;
+                if sample.objects != objects {
+                    bail!(
+                        "{name} cached {} objects, expected {objects}",
+                        sample.objects
+                    );
+                }
+                eprintln!("run {run} {name}: {:.0} ms", sample.sync_ms);
+                results[v].push(sample);
+            }
+        }
+        print_table(objects, json_bytes, &results);
+        server.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn average_json_size(server: &kubewasm_devserver::DevServer) -> Result<f64> {
+    let client = server.client();
+    let request = kube::core::Request::new("/api/v1/namespaces/default/configmaps");
+    let mut total = 0usize;
+    let mut count = 0usize;
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(500);
+        params.continue_token = token.take();
+        let text = client.request_text(request.list(&params)?).await?;
+        let list: serde_json::Value = serde_json::from_str(&text)?;
+        for item in list["items"].as_array().into_iter().flatten() {
+            let mut item = item.clone();
+            // Watch events and typed clients carry apiVersion and kind; count them.
+            item["apiVersion"] = json!("v1");
+            item["kind"] = json!("ConfigMap");
+            total += serde_json::to_string(&item)?.len();
+            count += 1;
+        }
+        match list["metadata"]["continue"].as_str() {
+            Some(t) if !t.is_empty() => token = Some(t.to_string()),
+            _ => break,
+        }
+    }
+    Ok(total as f64 / count.max(1) as f64)
+}
+
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct Sample {
+    objects: usize,
+    sync_ms: f64,
+    cpu_ms: f64,
+    idle_rss: u64,
+    synced_rss: u64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn print_table(objects: usize, json_bytes: f64, results: &[Vec<Sample>]) {
+    println!();
+    println!(
+        "Initial sync of {objects} ConfigMaps ({json_bytes:.0} B of JSON each), medians of {} fresh processes",
+        results[0].len()
+    );
+    println!(
+        "| client | sync (ms) | CPU (ms) | RSS after sync (MiB) | RSS - idle (MiB) | bytes per object | / JSON size |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (name, samples) in VARIANTS.iter().zip(results) {
+        let sync = median(samples.iter().map(|s| s.sync_ms).collect());
+        let cpu = median(samples.iter().map(|s| s.cpu_ms).collect());
+        let rss = median(samples.iter().map(|s| s.synced_rss as f64).collect());
+        let delta = median(
+            samples
+                .iter()
+                .map(|s| s.synced_rss.saturating_sub(s.idle_rss) as f64)
+                .collect(),
+        );
+        let per_object = delta / objects as f64;
+        println!(
+            "| {name} | {sync:.0} | {cpu:.0} | {:.1} | {:.1} | {per_object:.0} | {:.2}x |",
+            rss / 1048576.0,
+            delta / 1048576.0,
+            per_object / json_bytes
+        );
+    }
+}
+
+/// Resident set size in bytes, from /proc/self/status.
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// User + system CPU time of this process in milliseconds (from /proc/self/stat, 100 Hz ticks).
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) * 10.0
+}
+
+fn child(variant: usize, url: &str) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let sample = rt.block_on(async move {
+        let config = kube::Config::new(url.parse()?);
+        let client = kube::Client::try_from(config)?;
+        client.apiserver_version().await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let idle_rss = rss();
+        let cpu0 = cpu_ms();
+        let started = Instant::now();
+        let objects = match variant {
+            0 | 1 => {
+                let options = FactoryOptions {
+                    reflector: ReflectorOptions {
+                        streaming_list: variant == 0,
+                        ..ReflectorOptions::default()
+                    },
+                    ..FactoryOptions::default()
+                };
+                let factory = SharedInformerFactory::new(client, options);
+                let informer =
+                    factory.informer_for(InformerKey::all(kube::discovery::ApiResource::erase::<
+                        ConfigMap,
+                    >(&())));
+                factory.start();
+                informer.wait_synced().await;
+                let n = informer.indexer().len();
+                std::mem::forget(factory);
+                n
+            }
+            _ => {
+                let (reader, writer) = reflector::store::<ConfigMap>();
+                let api: Api<ConfigMap> = Api::all(client);
+                let config = if variant == 3 {
+                    watcher::Config::default().streaming_lists()
+                } else {
+                    watcher::Config::default()
+                };
+                let strip = variant == 4;
+                let stream = watcher(api, config).modify(move |cm: &mut ConfigMap| {
+                    if strip {
+                        cm.metadata.managed_fields = None;
+                    }
+                });
+                let stream = reflector(writer, stream);
+                tokio::spawn(stream.for_each(|_| async {}));
+                reader.wait_until_ready().await?;
+                let n = reader.state().len();
+                std::mem::forget(reader);
+                n
+            }
+        };
+        let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let cpu = cpu_ms() - cpu0;
+        anyhow::Ok(Sample {
+            objects,
+            sync_ms,
+            cpu_ms: cpu,
+            idle_rss,
+            synced_rss: rss(),
+        })
+    })?;
+    let mut stdout = std::io::stdout();
+    serde_json::to_writer(&mut stdout, &sample)?;
+    stdout.flush()?;
+    std::process::exit(0);
+}
