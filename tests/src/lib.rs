@@ -1,5 +1,5 @@
-//! Shared helpers of the end-to-end tests: building test guests on demand, capturing what
-//! guests log, and bounded polling.
+//! Shared helpers of the end-to-end tests: building test guests on demand, starting a dev API
+//! server with a client, capturing what guests log, and bounded polling.
 //!
 //! This crate must not depend on `kubewasm` (the host's own tests use these helpers).
 
@@ -73,6 +73,18 @@ pub fn build_guest(package: &str) -> PathBuf {
 pub fn guest_bytes(package: &str) -> Vec<u8> {
     let path = build_guest(package);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path:?}: {e}"))
+}
+
+/// Starts a dev API server on a free port and returns it with a kube client pointed at it.
+///
+/// # Panics
+/// When the server cannot start: no end-to-end test can run without it.
+pub async fn devserver() -> (kubewasm_devserver::DevServer, kube::Client) {
+    let server = kubewasm_devserver::DevServer::start(kubewasm_devserver::Options::default())
+        .await
+        .expect("the dev API server starts");
+    let client = server.client();
+    (server, client)
 }
 
 /// Polls `check` every 20 ms until it returns true or `timeout` passes; returns whether it
