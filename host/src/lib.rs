@@ -1,7 +1,9 @@
 //! kubewasm: shared informers feeding controllers written as WebAssembly components.
 
 pub mod cli;
+pub mod app;
 pub mod config;
+pub mod inspect;
 pub mod metrics;
 pub mod plugin;
 pub mod rbac;

@@ -52,7 +52,7 @@ pub struct ReloadEvent {
     pub action: Action,
     /// `Err(reason)` when the file could not be (re)loaded.
     pub result: Result<(), String>,
-    /// From noticing the change to the new version running.
+    /// From reading the file to the new version running (compile, `init`, replay handed over).
     pub elapsed: Duration,
 }
 
@@ -113,7 +113,6 @@ impl<L: Loader> Reloader<L> {
     /// Diffs the directory against what is loaded and acts on every difference. Returns what was
     /// done and whether some file was too fresh to load (the caller should scan again soon).
     pub async fn scan(&mut self) -> std::io::Result<(Vec<ReloadEvent>, bool)> {
-        let started = Instant::now();
         let mut events = Vec::new();
         let mut deferred = false;
         let mut present = BTreeSet::new();
@@ -138,7 +137,7 @@ impl<L: Loader> Reloader<L> {
             if self.entries.get(&path).is_some_and(|e| e.hash == hash) {
                 continue;
             }
-            events.push(self.apply(&path, hash, bytes, started).await);
+            events.push(self.apply(&path, hash, bytes, Instant::now()).await);
         }
         let gone: Vec<PathBuf> = self
             .entries
@@ -150,6 +149,7 @@ impl<L: Loader> Reloader<L> {
             if let Some(entry) = self.entries.remove(&path)
                 && let Some((id, name)) = entry.loaded
             {
+                let started = Instant::now();
                 self.loader.unload(&id).await;
                 events.push(ReloadEvent {
                     path,

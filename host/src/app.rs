@@ -1,0 +1,272 @@
+//! The running host: shared informers, the plugins, the directory watcher and the HTTP endpoint,
+//! wired together and shut down in order.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::HostArgs;
+use crate::config::Config;
+use crate::metrics::{InformerSample, Metrics};
+use crate::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PluginStatus};
+use crate::reload::{Action, FileStatus, Loader, Reloader};
+use crate::server::{self, Probes};
+
+/// An error in what the user gave us (config file, plugins dir): exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct UsageError(pub anyhow::Error);
+
+/// Loads the config file named on the command line, or the defaults.
+pub fn load_config(path: Option<&Path>) -> Result<Config, UsageError> {
+    match path {
+        Some(path) => Config::load(path).map_err(|e| UsageError(e.into())),
+        None => Ok(Config::default()),
+    }
+}
+
+/// Checks that the plugins directory can be read before anything starts.
+pub fn check_plugins_dir(dir: &Path) -> Result<(), UsageError> {
+    std::fs::read_dir(dir)
+        .map(drop)
+        .with_context(|| format!("cannot read plugins directory {}", dir.display()))
+        .map_err(UsageError)
+}
+
+/// Where compiled plugins are cached when no `--cache-dir` is given.
+pub fn default_cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("kubewasm")
+}
+
+/// The policy for a plugin file, from the config (keyed by file stem).
+pub fn policy_lookup(config: Arc<Config>) -> impl Fn(&Path) -> PluginPolicy + Send + Sync {
+    move |path: &Path| {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        config.policy_for(&stem)
+    }
+}
+
+/// Runs the host until `cancel` fires (SIGINT / SIGTERM), then shuts down in order: stop
+/// watching files, let plugins finish the event in hand, stop the informers.
+pub async fn run(
+    client: kube::Client,
+    args: &HostArgs,
+    config: Config,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
+    check_plugins_dir(&args.plugins)?;
+    let config = Arc::new(config);
+    let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+    factory.start();
+
+    let informers = factory.clone();
+    let metrics = Arc::new(Metrics::new(Arc::new(move || {
+        informers
+            .informers()
+            .into_iter()
+            .map(|(key, informer)| {
+                let stats = informer.stats();
+                let selector = [key.label_selector.as_deref(), key.field_selector.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(";");
+                InformerSample {
+                    resource: format!("{}/{}", key.resource.api_version, key.resource.plural),
+                    namespace: key.namespace.clone().unwrap_or_default(),
+                    selector,
+                    objects: stats.objects as u64,
+                    relists: stats.relists,
+                    watch_restarts: stats.watch_restarts,
+                }
+            })
+            .collect()
+    })));
+
+    let plugins = PluginHost::new(
+        factory.clone(),
+        client,
+        HostOptions {
+            cache_dir: Some(args.cache_dir.clone().unwrap_or_else(default_cache_dir)),
+            policy: Arc::new(policy_lookup(config.clone())),
+            observer: metrics.clone(),
+            ..HostOptions::default()
+        },
+    )?;
+
+    let files: Arc<Mutex<Vec<FileStatus>>> = Arc::default();
+    let scanned = Arc::new(AtomicBool::new(false));
+    let probes = Probes {
+        metrics: metrics.clone(),
+        ready: {
+            let (factory, plugins, scanned) = (factory.clone(), plugins.clone(), scanned.clone());
+            Arc::new(move || {
+                scanned.load(Ordering::Acquire)
+                    && factory.informers().iter().all(|(_, i)| i.has_synced())
+                    && plugins.ready()
+            })
+        },
+        plugins: {
+            let (plugins, files) = (plugins.clone(), files.clone());
+            Arc::new(move || {
+                serde_json::json!({
+                    "plugins": plugins.plugins().iter().map(status_json).collect::<Vec<_>>(),
+                    "files": files.lock().iter().map(|f| serde_json::json!({
+                        "path": f.path,
+                        "plugin": f.plugin,
+                        "error": f.error,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+        },
+    };
+    let server_cancel = CancellationToken::new();
+    let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
+
+    let mut reloader = Reloader::new(
+        args.plugins.clone(),
+        HostLoader(plugins.clone()),
+        config.reload.debounce(),
+    );
+    let (initial, _) = reloader
+        .scan()
+        .await
+        .with_context(|| format!("cannot scan plugins directory {}", args.plugins.display()))?;
+    let mut report = {
+        let (metrics, files) = (metrics.clone(), files.clone());
+        move |event: &crate::reload::ReloadEvent, status: &[FileStatus]| {
+            *files.lock() = status.to_vec();
+            let ok = event.result.is_ok();
+            if event.action != Action::Unload {
+                metrics.reloaded(&event.plugin, ok, event.elapsed);
+            }
+            match &event.result {
+                Ok(()) => tracing::info!(
+                    plugin = %event.plugin,
+                    file = %event.path.display(),
+                    action = ?event.action,
+                    elapsed_ms = event.elapsed.as_millis() as u64,
+                    "plugin {}", match event.action {
+                        Action::Load => "loaded",
+                        Action::Replace => "reloaded",
+                        Action::Unload => "unloaded",
+                    }
+                ),
+                Err(reason) => tracing::error!(
+                    plugin = %event.plugin,
+                    file = %event.path.display(),
+                    action = ?event.action,
+                    %reason,
+                    "plugin file rejected; a running version keeps running"
+                ),
+            }
+        }
+    };
+    let status = reloader.status();
+    for event in &initial {
+        report(event, &status);
+    }
+    *files.lock() = status;
+    scanned.store(true, Ordering::Release);
+    let watch_cancel = CancellationToken::new();
+    let watcher = tokio::spawn(reloader.run(watch_cancel.clone(), report));
+
+    cancel.cancelled().await;
+    tracing::info!("shutting down");
+    watch_cancel.cancel();
+    match watcher.await {
+        Ok(Err(err)) => tracing::error!(error = %format!("{err:#}"), "plugin watcher failed"),
+        Err(err) => tracing::error!(error = %err, "plugin watcher panicked"),
+        Ok(Ok(())) => {}
+    }
+    plugins
+        .shutdown(Duration::from_secs(args.shutdown_grace))
+        .await;
+    factory.shutdown().await;
+    server_cancel.cancel();
+    let _ = server.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn status_json(p: &PluginStatus) -> serde_json::Value {
+    serde_json::json!({
+        "id": p.id.0,
+        "name": p.name,
+        "source": p.source,
+        "content_hash": p.content_hash,
+        "state": format!("{:?}", p.state).to_lowercase(),
+        "subscriptions": p.subscriptions,
+        "events_delivered": p.events_delivered,
+        "errors": p.errors,
+        "traps": p.traps,
+        "timeouts": p.timeouts,
+        "memory_faults": p.memory_faults,
+        "restarts": p.restarts,
+        "queue_depth": p.queue_depth,
+        "replay_done": p.replay_done,
+        "last_error": p.last_error,
+    })
+}
+
+/// The plugin host as the directory watcher drives it.
+struct HostLoader(PluginHost);
+
+impl HostLoader {
+    fn name_of(&self, id: &PluginId) -> String {
+        self.0
+            .plugins()
+            .into_iter()
+            .find(|p| &p.id == id)
+            .map(|p| p.name)
+            .unwrap_or_default()
+    }
+}
+
+impl Loader for HostLoader {
+    type Id = PluginId;
+
+    async fn load(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<(PluginId, String)> {
+        let id = self.0.load(path, bytes).await?;
+        let name = self.name_of(&id);
+        Ok((id, name))
+    }
+
+    async fn replace(&self, id: &PluginId, bytes: Vec<u8>) -> anyhow::Result<String> {
+        self.0.replace(*id, bytes).await?;
+        Ok(self.name_of(id))
+    }
+
+    async fn unload(&self, id: &PluginId) {
+        self.0.unload(*id).await;
+    }
+}
+
+/// Fires `cancel` on SIGINT or SIGTERM.
+pub fn cancel_on_signals(cancel: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
+        cancel.cancel();
+    });
+    Ok(())
+}
