@@ -18,7 +18,9 @@ use crate::filter::Filter;
 use crate::hooks::{RequestRecord, Verb};
 use crate::list::{self, ListRequest};
 use crate::object::StoredObject;
+use crate::openapi;
 use crate::patch::PatchType;
+use crate::protobuf;
 use crate::resource::ResourceInfo;
 use crate::route::{self, ResourcePath, Route};
 use crate::watch::{self, WatchRequest};
@@ -105,10 +107,27 @@ async fn handle(
                 .map(|doc| json_response(StatusCode::OK, &doc))
                 .ok_or_else(Status::unknown_resource)
         }
-        Route::OpenApi | Route::Unknown => Err(Status::unknown_resource()),
+        Route::OpenApi if uri.path().trim_end_matches('/') == "/openapi/v3" => Ok(json_response(
+            StatusCode::OK,
+            &openapi::index(&core.registry),
+        )),
+        Route::OpenApi => openapi::document(&core.registry, uri.path())
+            .map(|doc| json_response(StatusCode::OK, &doc))
+            .ok_or_else(Status::unknown_resource),
+        Route::Unknown => Err(Status::unknown_resource()),
         Route::Resource(path) => handle_resource(&core, &path, &request),
     };
-    result.unwrap_or_else(IntoResponse::into_response)
+    let response = result.unwrap_or_else(IntoResponse::into_response);
+    tracing::debug!(
+        method = %request.method,
+        path = uri.path(),
+        query = request.raw_query,
+        accept = ?request.headers.get(header::ACCEPT),
+        content_type = ?request.headers.get(header::CONTENT_TYPE),
+        status = response.status().as_u16(),
+        "request"
+    );
+    response
 }
 
 fn handle_resource(
@@ -117,6 +136,10 @@ fn handle_resource(
     request: &Request,
 ) -> Result<Response, Status> {
     let verb = verb_of(request, path)?;
+    let protobuf = verb == Verb::Create && is_protobuf(request);
+    if matches!(verb, Verb::Create | Verb::Update | Verb::Delete) && !protobuf {
+        check_json_body(request)?;
+    }
     core.hooks.record(RequestRecord {
         verb,
         group: path.group.clone(),
@@ -149,7 +172,11 @@ fn handle_resource(
             if resource.namespaced && namespace.is_none() {
                 return Err(Status::unknown_resource());
             }
-            let object = parse_body(&request.body)?;
+            let object = if protobuf {
+                protobuf::decode(&request.body)?
+            } else {
+                parse_body(&request.body)?
+            };
             let stored = core.create(&resource, namespace, object)?;
             Ok(object_response(StatusCode::CREATED, &stored))
         }
@@ -334,6 +361,37 @@ fn delete_collection(
         StatusCode::OK,
         list::list_body(resource, &page),
     ))
+}
+
+fn is_protobuf(request: &Request) -> bool {
+    request
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(protobuf::CONTENT_TYPE))
+}
+
+/// Only JSON (and YAML) bodies are understood: a protobuf or CBOR body answers 415, which makes
+/// client-go (kubectl) retry with JSON.
+fn check_json_body(request: &Request) -> Result<(), Status> {
+    let Some(content_type) = request.headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let media = content_type
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match media.as_str() {
+        "" | "application/json" | "application/yaml" | "*/*" => Ok(()),
+        other => Err(Status::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json, application/yaml (got {other:?})"
+        ))),
+    }
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, Status> {

@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+mod base64;
 mod core;
 mod discovery;
 mod event;
@@ -31,8 +32,10 @@ mod hooks;
 mod list;
 mod manifests;
 mod object;
+mod openapi;
 mod options;
 mod patch;
+mod protobuf;
 mod registry;
 mod resource;
 mod route;

