@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 use crate::object::ObjectRef;
 use crate::store::{ByKey, Store};
@@ -47,7 +47,6 @@ pub type Deltas = Vec<Delta>;
 /// unknown keys are dropped, and `replace` and `resync` read it.
 pub(crate) struct DeltaFifo {
     state: Mutex<State>,
-    notify: Notify,
     known: Arc<Store>,
     synced: watch::Sender<bool>,
 }
@@ -59,7 +58,6 @@ struct State {
     populated: bool,
     /// Items of the first replace not yet popped.
     initial_population_count: usize,
-    closed: bool,
 }
 
 impl DeltaFifo {
@@ -70,9 +68,7 @@ impl DeltaFifo {
                 queue: VecDeque::new(),
                 populated: false,
                 initial_population_count: 0,
-                closed: false,
             }),
-            notify: Notify::new(),
             known,
             synced: watch::Sender::new(false),
         }
@@ -146,31 +142,22 @@ impl DeltaFifo {
         }
     }
 
-    /// Waits for the oldest key, then runs `process` on its deltas while holding the queue's lock
-    /// (so `replace` and `resync` never see a popped key that is not yet in the store).
-    /// `process` gets `in_initial_list`: the deltas belong to the first list. Returns `None`
-    /// once the queue is closed.
-    pub(crate) async fn pop<R>(&self, process: impl FnOnce(Deltas, bool) -> R) -> Option<R> {
-        loop {
-            let notified = self.notify.notified();
-            {
-                let mut state = self.state.lock();
-                if state.closed {
-                    return None;
-                }
-                if let Some(head) = state.queue.pop_front() {
-                    let deltas = state.items.remove(head.key()).unwrap_or_default();
-                    let in_initial_list = !Self::synced_locked(&state);
-                    let result = process(deltas, in_initial_list);
-                    if state.initial_population_count > 0 {
-                        state.initial_population_count -= 1;
-                        self.update_synced(&state);
-                    }
-                    return Some(result);
-                }
-            }
-            notified.await;
+    /// Takes the oldest key, if any, and runs `process` on its deltas while holding the queue's
+    /// lock (so `replace` and `resync` never see a popped key that is not yet in the store).
+    /// `process` gets `in_initial_list`: the deltas belong to the first list. Callers drain the
+    /// queue right after they fill it, on their own task, so no hand-off to another task is
+    /// paid per event.
+    pub(crate) fn pop_ready<R>(&self, process: impl FnOnce(Deltas, bool) -> R) -> Option<R> {
+        let mut state = self.state.lock();
+        let head = state.queue.pop_front()?;
+        let deltas = state.items.remove(head.key()).unwrap_or_default();
+        let in_initial_list = !Self::synced_locked(&state);
+        let result = process(deltas, in_initial_list);
+        if state.initial_population_count > 0 {
+            state.initial_population_count -= 1;
+            self.update_synced(&state);
         }
+        Some(result)
     }
 
     /// Whether the first list has been fully popped.
@@ -181,12 +168,6 @@ impl DeltaFifo {
     /// A receiver that turns true once the first list has been fully popped.
     pub(crate) fn subscribe_synced(&self) -> watch::Receiver<bool> {
         self.synced.subscribe()
-    }
-
-    /// Ends every `pop`, now and later.
-    pub(crate) fn close(&self) {
-        self.state.lock().closed = true;
-        self.notify.notify_one();
     }
 
     /// How many keys are queued.
@@ -225,7 +206,6 @@ impl DeltaFifo {
             None => {
                 state.items.insert(ByKey(object.clone()), vec![delta]);
                 state.queue.push_back(object);
-                self.notify.notify_one();
             }
         }
     }
@@ -261,11 +241,14 @@ mod tests {
         )
     }
 
-    async fn pop_all(fifo: &DeltaFifo) -> Vec<(String, Vec<(DeltaType, String, bool)>)> {
+    /// A popped key with its deltas as `(type, resourceVersion, tombstone)`.
+    type Popped = (String, Vec<(DeltaType, String, bool)>);
+
+    fn pop_all(fifo: &DeltaFifo) -> Vec<Popped> {
         let mut out = Vec::new();
         while fifo.len() > 0 {
             let item = fifo
-                .pop(|deltas, _| {
+                .pop_ready(|deltas, _| {
                     let key = deltas[0].object.key().to_string();
                     let ds = deltas
                         .iter()
@@ -279,21 +262,20 @@ mod tests {
                         .collect();
                     (key, ds)
                 })
-                .await
                 .unwrap();
             out.push(item);
         }
         out
     }
 
-    #[tokio::test]
-    async fn pops_keys_in_first_arrival_order_with_deltas_in_order() {
+    #[test]
+    fn pops_keys_in_first_arrival_order_with_deltas_in_order() {
         let store = Arc::new(Store::new());
         let fifo = DeltaFifo::new(store);
         fifo.add(obj("a", 1));
         fifo.add(obj("b", 2));
         fifo.update(obj("a", 3));
-        let popped = pop_all(&fifo).await;
+        let popped = pop_all(&fifo);
         assert_eq!(popped.len(), 2);
         assert_eq!(popped[0].0, "ns/a");
         assert_eq!(
@@ -306,37 +288,37 @@ mod tests {
         assert_eq!(popped[1].0, "ns/b");
     }
 
-    #[tokio::test]
-    async fn delete_of_unknown_key_is_dropped() {
+    #[test]
+    fn delete_of_unknown_key_is_dropped() {
         let store = Arc::new(Store::new());
         let fifo = DeltaFifo::new(store);
         fifo.delete(obj("ghost", 1));
         assert_eq!(fifo.len(), 0);
     }
 
-    #[tokio::test]
-    async fn duplicate_deletes_collapse_keeping_the_real_one() {
+    #[test]
+    fn duplicate_deletes_collapse_keeping_the_real_one() {
         let store = Arc::new(Store::new());
         store.upsert(obj("a", 1));
         let fifo = DeltaFifo::new(store);
         fifo.delete(obj("a", 2));
         fifo.replace(vec![]);
-        let popped = pop_all(&fifo).await;
+        let popped = pop_all(&fifo);
         assert_eq!(
             popped,
             vec![("ns/a".into(), vec![(DeltaType::Deleted, "2".into(), false)])]
         );
     }
 
-    #[tokio::test]
-    async fn replace_makes_tombstones_for_missing_keys() {
+    #[test]
+    fn replace_makes_tombstones_for_missing_keys() {
         let store = Arc::new(Store::new());
         store.upsert(obj("gone", 1));
         store.upsert(obj("kept", 1));
         let fifo = DeltaFifo::new(store);
         fifo.add(obj("queued-only", 5));
         fifo.replace(vec![obj("kept", 2), obj("new", 3)]);
-        let mut popped = pop_all(&fifo).await;
+        let mut popped = pop_all(&fifo);
         popped.sort();
         assert_eq!(
             popped,
@@ -364,39 +346,39 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn has_synced_after_the_first_list_is_popped() {
+    #[test]
+    fn has_synced_after_the_first_list_is_popped() {
         let store = Arc::new(Store::new());
         let fifo = DeltaFifo::new(store);
         assert!(!fifo.has_synced());
         fifo.replace(vec![obj("a", 1), obj("b", 1)]);
         assert!(!fifo.has_synced());
-        let first = fifo.pop(|_, initial| initial).await.unwrap();
+        let first = fifo.pop_ready(|_, initial| initial).unwrap();
         assert!(first);
         assert!(!fifo.has_synced());
-        fifo.pop(|_, _| ()).await.unwrap();
+        fifo.pop_ready(|_, _| ()).unwrap();
         assert!(fifo.has_synced());
         assert!(*fifo.subscribe_synced().borrow());
         fifo.add(obj("c", 2));
-        assert!(!fifo.pop(|_, initial| initial).await.unwrap());
+        assert!(!fifo.pop_ready(|_, initial| initial).unwrap());
     }
 
-    #[tokio::test]
-    async fn empty_first_list_is_synced_at_once() {
+    #[test]
+    fn empty_first_list_is_synced_at_once() {
         let fifo = DeltaFifo::new(Arc::new(Store::new()));
         fifo.replace(vec![]);
         assert!(fifo.has_synced());
     }
 
-    #[tokio::test]
-    async fn resync_queues_sync_only_for_keys_without_pending_deltas() {
+    #[test]
+    fn resync_queues_sync_only_for_keys_without_pending_deltas() {
         let store = Arc::new(Store::new());
         store.upsert(obj("a", 1));
         store.upsert(obj("b", 1));
         let fifo = DeltaFifo::new(store);
         fifo.update(obj("a", 2));
         fifo.resync();
-        let mut popped = pop_all(&fifo).await;
+        let mut popped = pop_all(&fifo);
         popped.sort();
         assert_eq!(
             popped,
@@ -405,17 +387,5 @@ mod tests {
                 ("ns/b".into(), vec![(DeltaType::Sync, "1".into(), false)]),
             ]
         );
-    }
-
-    #[tokio::test]
-    async fn close_ends_a_waiting_pop() {
-        let fifo = Arc::new(DeltaFifo::new(Arc::new(Store::new())));
-        let waiter = {
-            let fifo = fifo.clone();
-            tokio::spawn(async move { fifo.pop(|_, _| ()).await })
-        };
-        tokio::task::yield_now().await;
-        fifo.close();
-        assert!(waiter.await.unwrap().is_none());
     }
 }

@@ -1,12 +1,12 @@
 //! sharedProcessor and processorListener: fan-out to handlers, each with its own buffer and thread.
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
@@ -84,9 +84,49 @@ pub struct ListenerStats {
     pub panics: u64,
 }
 
+/// A listener's unbounded buffer. Pushing does not wake the listener thread; `flush` does,
+/// once per batch, so a burst costs one wake-up per handler rather than one per event.
+#[derive(Default)]
+struct Mailbox {
+    state: Mutex<MailboxState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct MailboxState {
+    messages: VecDeque<Message>,
+    /// The listener thread is blocked on `ready`.
+    waiting: bool,
+}
+
+impl Mailbox {
+    fn push(&self, message: Message) {
+        self.state.lock().messages.push_back(message);
+    }
+
+    /// Wakes the listener thread if it sleeps while messages wait.
+    fn flush(&self) {
+        let state = self.state.lock();
+        if state.waiting && !state.messages.is_empty() {
+            self.ready.notify_one();
+        }
+    }
+
+    /// Blocks until messages are there, then takes them all.
+    fn take_all(&self, into: &mut VecDeque<Message>) {
+        let mut state = self.state.lock();
+        while state.messages.is_empty() {
+            state.waiting = true;
+            self.ready.wait(&mut state);
+            state.waiting = false;
+        }
+        std::mem::swap(into, &mut state.messages);
+    }
+}
+
 struct Listener {
     shared: Arc<ListenerShared>,
-    tx: mpsc::Sender<Message>,
+    mailbox: Arc<Mailbox>,
     resync_period: Option<Duration>,
     next_resync: Mutex<Instant>,
     done: Mutex<Option<oneshot::Receiver<()>>>,
@@ -98,9 +138,12 @@ impl Listener {
         if matches!(notification, Notification::Add { initial: true, .. }) {
             self.shared.pending_initial.fetch_add(1, Ordering::AcqRel);
         }
-        if self.tx.send(Message::Deliver(notification)).is_err() {
-            tracing::debug!(listener = self.shared.id, "listener already stopped");
-        }
+        self.mailbox.push(Message::Deliver(notification));
+    }
+
+    fn stop(&self) {
+        self.mailbox.push(Message::Stop);
+        self.mailbox.flush();
     }
 }
 
@@ -127,13 +170,13 @@ impl Processor {
             id,
             ..ListenerShared::default()
         });
-        let (tx, rx) = mpsc::channel();
+        let mailbox = Arc::new(Mailbox::default());
         let (done_tx, done_rx) = oneshot::channel();
-        let thread_shared = shared.clone();
+        let (thread_shared, thread_mailbox) = (shared.clone(), mailbox.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("informer-listener-{id}"))
             .spawn(move || {
-                run_listener(&thread_shared, handler.as_ref(), rx);
+                run_listener(&thread_shared, handler.as_ref(), &thread_mailbox);
                 let _ = done_tx.send(());
             });
         if let Err(err) = spawned {
@@ -142,7 +185,7 @@ impl Processor {
         let period = resync_period.filter(|p| !p.is_zero());
         let listener = Arc::new(Listener {
             shared: shared.clone(),
-            tx,
+            mailbox,
             resync_period: period,
             next_resync: Mutex::new(Instant::now() + period.unwrap_or_default()),
             done: Mutex::new(Some(done_rx)),
@@ -150,6 +193,7 @@ impl Processor {
         for obj in replay {
             listener.push(Notification::Add { obj, initial: true });
         }
+        listener.mailbox.flush();
         self.listeners.write().push(listener);
         shared
     }
@@ -164,11 +208,20 @@ impl Processor {
         self.syncing.write().retain(|l| l.shared.id != id);
         if let Some(listener) = removed {
             listener.shared.removed.store(true, Ordering::Release);
-            let _ = listener.tx.send(Message::Stop);
+            listener.stop();
+        }
+    }
+
+    /// Wakes every listener that sleeps while notifications wait for it. Called at the end of
+    /// each batch of distributions.
+    pub(crate) fn flush(&self) {
+        for listener in self.listeners.read().iter() {
+            listener.mailbox.flush();
         }
     }
 
     /// Hands `notification` to every listener, or with `sync` to the listeners due for resync.
+    /// Listeners see it after the next [`flush`](Self::flush).
     pub(crate) fn distribute(&self, notification: Notification, sync: bool) {
         let listeners = if sync {
             self.syncing.read()
@@ -232,7 +285,7 @@ impl Processor {
         self.syncing.write().clear();
         let mut waits = Vec::new();
         for listener in &listeners {
-            let _ = listener.tx.send(Message::Stop);
+            listener.stop();
             if let Some(done) = listener.done.lock().take() {
                 waits.push(done);
             }
@@ -243,39 +296,50 @@ impl Processor {
     }
 }
 
-fn run_listener(
+fn run_listener(shared: &ListenerShared, handler: &dyn ResourceEventHandler, mailbox: &Mailbox) {
+    let mut batch = VecDeque::new();
+    loop {
+        mailbox.take_all(&mut batch);
+        for message in batch.drain(..) {
+            let Message::Deliver(notification) = message else {
+                return;
+            };
+            if shared.removed.load(Ordering::Acquire) {
+                return;
+            }
+            deliver(shared, handler, notification);
+        }
+    }
+}
+
+fn deliver(
     shared: &ListenerShared,
     handler: &dyn ResourceEventHandler,
-    rx: mpsc::Receiver<Message>,
+    notification: Notification,
 ) {
-    while let Ok(Message::Deliver(notification)) = rx.recv() {
-        if shared.removed.load(Ordering::Acquire) {
-            break;
-        }
-        let initial = matches!(notification, Notification::Add { initial: true, .. });
-        let started = std::time::Instant::now();
-        let outcome = catch_unwind(AssertUnwindSafe(|| match &notification {
-            Notification::Add { obj, initial } => handler.on_add(obj, *initial),
-            Notification::Update { old, new } => handler.on_update(old, new),
-            Notification::Delete {
-                obj,
-                final_state_unknown,
-            } => handler.on_delete(obj, *final_state_unknown),
-        }));
-        let nanos = started.elapsed().as_nanos() as u64;
-        shared.handler_nanos.fetch_add(nanos, Ordering::Relaxed);
-        shared.delivered.fetch_add(1, Ordering::Relaxed);
-        if outcome.is_err() {
-            shared.panics.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(
-                listener = shared.id,
-                "event handler panicked; event skipped"
-            );
-        }
-        shared.pending.fetch_sub(1, Ordering::Relaxed);
-        if initial && shared.pending_initial.fetch_sub(1, Ordering::AcqRel) == 1 {
-            shared.initial_done.notify_waiters();
-        }
+    let initial = matches!(notification, Notification::Add { initial: true, .. });
+    let started = std::time::Instant::now();
+    let outcome = catch_unwind(AssertUnwindSafe(|| match &notification {
+        Notification::Add { obj, initial } => handler.on_add(obj, *initial),
+        Notification::Update { old, new } => handler.on_update(old, new),
+        Notification::Delete {
+            obj,
+            final_state_unknown,
+        } => handler.on_delete(obj, *final_state_unknown),
+    }));
+    let nanos = started.elapsed().as_nanos() as u64;
+    shared.handler_nanos.fetch_add(nanos, Ordering::Relaxed);
+    shared.delivered.fetch_add(1, Ordering::Relaxed);
+    if outcome.is_err() {
+        shared.panics.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            listener = shared.id,
+            "event handler panicked; event skipped"
+        );
+    }
+    shared.pending.fetch_sub(1, Ordering::Relaxed);
+    if initial && shared.pending_initial.fetch_sub(1, Ordering::AcqRel) == 1 {
+        shared.initial_done.notify_waiters();
     }
 }
 

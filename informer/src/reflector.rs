@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -46,6 +46,18 @@ impl Default for ReflectorOptions {
         }
     }
 }
+
+/// What happens to deltas once the reflector has queued them: the informer's processing.
+pub(crate) trait DeltaProcessor: Send + Sync {
+    /// Applies up to `max` queued keys to the store and hands them to the handlers' buffers;
+    /// returns whether more keys are queued.
+    fn process_queued(&self, max: usize) -> bool;
+    /// Wakes handlers that sleep while notifications wait for them.
+    fn flush(&self);
+}
+
+/// Events processed before handlers are woken, at most, while a watch has more ready.
+const MAX_UNFLUSHED: usize = 256;
 
 /// Hooks the informer can change while the reflector runs.
 #[derive(Default)]
@@ -94,6 +106,7 @@ enum WatchOutcome {
 pub(crate) struct Reflector {
     lw: Arc<dyn ListerWatcher>,
     fifo: Arc<DeltaFifo>,
+    processing: Arc<dyn DeltaProcessor>,
     hooks: Arc<Hooks>,
     status: Arc<ReflectorStatus>,
     options: ReflectorOptions,
@@ -104,6 +117,7 @@ impl Reflector {
     pub(crate) fn new(
         lw: Arc<dyn ListerWatcher>,
         fifo: Arc<DeltaFifo>,
+        processing: Arc<dyn DeltaProcessor>,
         hooks: Arc<Hooks>,
         status: Arc<ReflectorStatus>,
         options: ReflectorOptions,
@@ -112,6 +126,7 @@ impl Reflector {
             backoff: Backoff::new(options.backoff.clone()),
             lw,
             fifo,
+            processing,
             hooks,
             status,
             options,
@@ -247,6 +262,7 @@ impl Reflector {
                 } => {
                     self.fifo
                         .replace(objects.into_iter().map(|b| b.0).collect());
+                    self.drain().await;
                     return Ok((resource_version, stream));
                 }
                 WatchEvent::Bookmark { .. } => {}
@@ -267,19 +283,50 @@ impl Reflector {
                 Some(next) => token = Some(next),
                 None => {
                     self.fifo.replace(objects);
+                    self.drain().await;
                     return Ok(page.resource_version);
                 }
             }
         }
     }
 
-    async fn watch(
+    /// Processes everything queued, yielding now and then so a big list does not hog a worker;
+    /// then wakes the handlers.
+    async fn drain(&self) {
+        while self.processing.process_queued(1024) {
+            tokio::task::yield_now().await;
+        }
+        self.processing.flush();
+    }
+
+    async fn watch(&mut self, stream: WatchStream, resource_version: &mut String) -> WatchOutcome {
+        let outcome = self.watch_events(stream, resource_version).await;
+        self.processing.flush();
+        outcome
+    }
+
+    /// Feeds watch events into the FIFO and processes them at once. Handlers are woken when the
+    /// stream has nothing more ready (or every `MAX_UNFLUSHED` events), so a burst costs one
+    /// wake-up per handler, and a lone event is delivered without delay.
+    async fn watch_events(
         &mut self,
         mut stream: WatchStream,
         resource_version: &mut String,
     ) -> WatchOutcome {
         let mut events = 0;
-        while let Some(event) = stream.next().await {
+        let mut unflushed = 0;
+        loop {
+            let next = match stream.next().now_or_never() {
+                Some(next) => next,
+                None => {
+                    if unflushed > 0 {
+                        self.processing.flush();
+                        unflushed = 0;
+                    }
+                    stream.next().await
+                }
+            };
+            let Some(event) = next else { break };
             let event = match event {
                 Ok(event) => event,
                 Err(err) if err.is_expired() => return WatchOutcome::Expired,
@@ -311,6 +358,14 @@ impl Reflector {
                 } => set_string(resource_version, &rv),
             }
             self.set_last_rv(resource_version);
+            while self.processing.process_queued(1024) {
+                tokio::task::yield_now().await;
+            }
+            unflushed += 1;
+            if unflushed >= MAX_UNFLUSHED {
+                self.processing.flush();
+                unflushed = 0;
+            }
         }
         WatchOutcome::Ended { events }
     }

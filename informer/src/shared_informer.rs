@@ -18,7 +18,8 @@ use crate::processor::{
     ListenerShared, ListenerStats, Notification, Processor, ResourceEventHandler,
 };
 use crate::reflector::{
-    Hooks, Reflector, ReflectorOptions, ReflectorStatus, TransformFunc, WatchErrorHandler,
+    DeltaProcessor, Hooks, Reflector, ReflectorOptions, ReflectorStatus, TransformFunc,
+    WatchErrorHandler,
 };
 use crate::store::{Indexer, Store};
 
@@ -54,8 +55,10 @@ pub struct InformerStats {
     pub listeners: Vec<ListenerStats>,
 }
 
-/// What the delta-processing loop needs; shared with the informer handle.
+/// The delta processing (client-go's controller loop and HandleDeltas), run by whichever task
+/// filled the FIFO: the reflector after each event, the resync timer after a resync.
 struct Pipeline {
+    fifo: Arc<DeltaFifo>,
     store: Arc<Store>,
     processor: Processor,
     /// Held while deltas are applied and while a late handler is given the cache's replay, so
@@ -101,6 +104,24 @@ impl Pipeline {
                 }
             }
         }
+    }
+}
+
+impl DeltaProcessor for Pipeline {
+    fn process_queued(&self, max: usize) -> bool {
+        for _ in 0..max {
+            let popped = self
+                .fifo
+                .pop_ready(|deltas, initial| self.handle_deltas(deltas, initial));
+            if popped.is_none() {
+                return false;
+            }
+        }
+        self.fifo.len() > 0
+    }
+
+    fn flush(&self) {
+        self.processor.flush();
     }
 }
 
@@ -179,8 +200,9 @@ impl SharedIndexInformer {
         SharedIndexInformer {
             inner: Arc::new(Inner {
                 lw,
-                fifo,
+                fifo: fifo.clone(),
                 pipeline: Arc::new(Pipeline {
+                    fifo: fifo.clone(),
                     store,
                     processor: Processor::default(),
                     block_deltas: Mutex::new(()),
@@ -316,21 +338,13 @@ impl SharedIndexInformer {
         let reflector = Reflector::new(
             inner.lw.clone(),
             inner.fifo.clone(),
+            inner.pipeline.clone(),
             inner.hooks.clone(),
             inner.status.clone(),
             inner.options.reflector.clone(),
         );
         run.tasks
             .push(tokio::spawn(reflector.run(inner.cancel.clone())));
-
-        let (fifo, pipeline) = (inner.fifo.clone(), inner.pipeline.clone());
-        run.tasks.push(tokio::spawn(async move {
-            while fifo
-                .pop(|deltas, initial| pipeline.handle_deltas(deltas, initial))
-                .await
-                .is_some()
-            {}
-        }));
 
         let (fifo, pipeline, cancel) = (
             inner.fifo.clone(),
@@ -349,6 +363,10 @@ impl SharedIndexInformer {
                 }
                 if period.is_some() && pipeline.processor.should_resync(Instant::now()) {
                     fifo.resync();
+                    while pipeline.process_queued(1024) {
+                        tokio::task::yield_now().await;
+                    }
+                    pipeline.flush();
                 }
             }
         }));
@@ -365,7 +383,6 @@ impl SharedIndexInformer {
             std::mem::take(&mut run.tasks)
         };
         self.inner.cancel.cancel();
-        self.inner.fifo.close();
         for task in tasks {
             let _ = task.await;
         }

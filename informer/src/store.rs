@@ -9,7 +9,7 @@ use kubewasm_labels::Selector;
 use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
-use crate::index_funcs::{self, IndexFunc, NAMESPACE_INDEX};
+use crate::index_funcs::{IndexFunc, NAMESPACE_INDEX};
 use crate::object::{Object, ObjectRef};
 
 /// An object that hashes and compares by its key, so sets of objects are maps by key without
@@ -50,8 +50,24 @@ pub(crate) struct Store {
 
 struct Inner {
     items: HashSet<ByKey>,
-    indexers: Vec<(String, IndexFunc)>,
+    indexers: Vec<(String, IndexSource)>,
     indices: HashMap<String, Index>,
+}
+
+/// Where an index's values come from. The built-in namespace index reads the object's
+/// namespace in place, saving the allocations an [`IndexFunc`] call costs on every write.
+enum IndexSource {
+    Namespace,
+    Func(IndexFunc),
+}
+
+impl IndexSource {
+    fn values(&self, object: &Object) -> Vec<String> {
+        match self {
+            IndexSource::Namespace => object.namespace().map(str::to_owned).into_iter().collect(),
+            IndexSource::Func(f) => f(object),
+        }
+    }
 }
 
 impl Store {
@@ -62,7 +78,7 @@ impl Store {
         Store {
             inner: RwLock::new(Inner {
                 items: HashSet::new(),
-                indexers: vec![(NAMESPACE_INDEX.to_string(), index_funcs::namespace())],
+                indexers: vec![(NAMESPACE_INDEX.to_string(), IndexSource::Namespace)],
                 indices,
             }),
         }
@@ -122,7 +138,7 @@ impl Store {
                 }
             }
             inner.indices.insert(name.clone(), index);
-            inner.indexers.push((name, func));
+            inner.indexers.push((name, IndexSource::Func(func)));
         }
         Ok(())
     }
@@ -148,12 +164,36 @@ impl Store {
 
 impl Inner {
     fn reindex(&mut self, old: Option<&Object>, new: Option<&ObjectRef>) {
-        for (name, func) in &self.indexers {
+        for (name, source) in &self.indexers {
             let Some(index) = self.indices.get_mut(name) else {
                 continue;
             };
-            let old_values = old.map(|o| func(o)).unwrap_or_default();
-            let new_values = new.map(|o| func(o)).unwrap_or_default();
+            if let IndexSource::Namespace = source {
+                // Old and new share a key, hence a namespace.
+                let namespace = old.or(new.map(|n| &**n)).and_then(Object::namespace);
+                let Some(ns) = namespace else { continue };
+                match new {
+                    Some(new) => match index.get_mut(ns) {
+                        Some(bucket) => {
+                            bucket.replace(ByKey(new.clone()));
+                        }
+                        None => {
+                            index.insert(ns.into(), HashSet::from([ByKey(new.clone())]));
+                        }
+                    },
+                    None => {
+                        if let (Some(old), Some(bucket)) = (old, index.get_mut(ns)) {
+                            bucket.remove(old.key());
+                            if bucket.is_empty() {
+                                index.remove(ns);
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            let old_values = old.map(|o| source.values(o)).unwrap_or_default();
+            let new_values = new.map(|o| source.values(o)).unwrap_or_default();
             if let Some(old) = old {
                 for value in old_values.iter().filter(|v| !new_values.contains(v)) {
                     if let Some(bucket) = index.get_mut(value.as_str()) {
@@ -166,10 +206,17 @@ impl Inner {
             }
             if let Some(new) = new {
                 for value in new_values {
-                    index
-                        .entry(value.into_boxed_str())
-                        .or_default()
-                        .replace(ByKey(new.clone()));
+                    match index.get_mut(value.as_str()) {
+                        Some(bucket) => {
+                            bucket.replace(ByKey(new.clone()));
+                        }
+                        None => {
+                            index.insert(
+                                value.into_boxed_str(),
+                                HashSet::from([ByKey(new.clone())]),
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -259,15 +306,15 @@ impl Indexer {
     /// The objects that share at least one value of index `index` with `object`.
     pub fn index(&self, index: &str, object: &Object) -> Result<Vec<ObjectRef>> {
         let inner = self.store.inner.read();
-        let func = inner
+        let source = inner
             .indexers
             .iter()
             .find(|(name, _)| name == index)
-            .map(|(_, f)| f.clone())
+            .map(|(_, source)| source)
             .ok_or_else(|| Error::IndexNotFound(index.to_string()))?;
         let idx = &inner.indices[index];
         let mut found: HashSet<ByKey> = HashSet::new();
-        for value in func(object) {
+        for value in source.values(object) {
             if let Some(bucket) = idx.get(value.as_str()) {
                 found.extend(bucket.iter().cloned());
             }
@@ -315,6 +362,7 @@ impl Indexer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index_funcs;
 
     fn obj(ns: &str, name: &str, rv: u64, app: &str) -> ObjectRef {
         Arc::new(
