@@ -2,6 +2,7 @@
 //! `controller` world, with errors that name the file and the reason.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use wasmtime::component::{Component, Linker};
 
@@ -15,7 +16,8 @@ use super::state::HostState;
 pub struct CompiledPlugin {
     pub(crate) file: PathBuf,
     pub(crate) hash: String,
-    pub(crate) pre: ControllerPre<HostState>,
+    /// Shared by every plugin loaded from the same bytes.
+    pub(crate) pre: Arc<ControllerPre<HostState>>,
     pub(crate) from_cache: bool,
 }
 

@@ -1,17 +1,19 @@
 //! The one wasmtime engine: configuration, the epoch ticker that drives call deadlines, and
 //! compilation through an on-disk cache keyed by content hash and engine fingerprint.
 
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-use super::bindings::Controller;
+use super::bindings::{Controller, ControllerPre};
 use super::component::{self, CompiledPlugin};
 use super::error::PluginError;
 use super::state::HostState;
@@ -40,6 +42,9 @@ struct Inner {
     /// Distinguishes compiled artefacts of different wasmtime versions and settings.
     fingerprint: String,
     ticker_stop: Arc<AtomicBool>,
+    /// Components in use, by content hash: loading the same bytes again (another copy, a
+    /// restart of the file) shares the compiled code instead of mapping it once more.
+    loaded: Mutex<HashMap<String, Weak<ControllerPre<HostState>>>>,
 }
 
 impl Drop for Inner {
@@ -89,6 +94,7 @@ impl PluginEngine {
                 cache_dir: options.cache_dir,
                 fingerprint,
                 ticker_stop,
+                loaded: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -105,6 +111,14 @@ impl PluginEngine {
     ) -> Result<CompiledPlugin, PluginError> {
         component::classify(file, &bytes)?;
         let hash = hex(&Sha256::digest(&bytes));
+        if let Some(pre) = self.loaded(&hash) {
+            return Ok(CompiledPlugin {
+                file: file.to_owned(),
+                hash,
+                pre,
+                from_cache: true,
+            });
+        }
         let this = self.clone();
         let owned_file = file.to_owned();
         let hash2 = hash.clone();
@@ -112,13 +126,22 @@ impl PluginEngine {
             tokio::task::spawn_blocking(move || this.compile_blocking(&owned_file, &hash2, &bytes))
                 .await
                 .map_err(|e| PluginError::Engine(format!("compile task: {e}")))??;
-        let pre = component::link(&self.inner.linker, &component, file)?;
+        let pre = Arc::new(component::link(&self.inner.linker, &component, file)?);
+        {
+            let mut loaded = self.inner.loaded.lock();
+            loaded.retain(|_, w| w.strong_count() > 0);
+            loaded.insert(hash.clone(), Arc::downgrade(&pre));
+        }
         Ok(CompiledPlugin {
             file: file.to_owned(),
             hash,
             pre,
             from_cache,
         })
+    }
+
+    fn loaded(&self, hash: &str) -> Option<Arc<ControllerPre<HostState>>> {
+        self.inner.loaded.lock().get(hash).and_then(Weak::upgrade)
     }
 
     fn compile_blocking(
@@ -204,6 +227,23 @@ mod tests {
             .unwrap();
         assert!(again.from_cache());
         assert_eq!(again.content_hash(), compiled.content_hash());
+    }
+
+    #[tokio::test]
+    async fn loading_the_same_bytes_again_shares_the_compiled_component() {
+        let engine = PluginEngine::new(EngineOptions::default()).unwrap();
+        let a = engine.compile(Path::new("a.wasm"), probe()).await.unwrap();
+        assert!(!a.from_cache());
+        let b = engine.compile(Path::new("b.wasm"), probe()).await.unwrap();
+        assert!(b.from_cache());
+        assert!(Arc::ptr_eq(&a.pre, &b.pre));
+        assert_eq!(b.file(), Path::new("b.wasm"));
+        drop((a, b));
+        let c = engine.compile(Path::new("c.wasm"), probe()).await.unwrap();
+        assert!(
+            !c.from_cache(),
+            "no cache dir and no copy in use: compiled again"
+        );
     }
 
     #[tokio::test]

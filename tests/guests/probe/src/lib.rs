@@ -6,7 +6,7 @@
 //! name starts with `trigger`: trap, loop forever, allocate without bound, sleep past its
 //! deadline, query a resource it was not granted, or return an error.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use serde::Deserialize;
 
@@ -22,7 +22,7 @@ use kubewasm::controller::types::{
     CacheError, Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
 
-#[derive(Deserialize, Default, Clone)]
+#[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
 struct Config {
     name: String,
@@ -64,11 +64,15 @@ struct IndexConfig {
     owner_uid: bool,
 }
 
-static CONFIG: Mutex<Option<Config>> = Mutex::new(None);
+/// Set once by `init` (each instance calls it once, before any event).
+static CONFIG: OnceLock<Config> = OnceLock::new();
 static HOARD: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
-fn config() -> Config {
-    CONFIG.lock().unwrap().clone().unwrap_or_default()
+fn config() -> &'static Config {
+    static DEFAULT: OnceLock<Config> = OnceLock::new();
+    CONFIG
+        .get()
+        .unwrap_or_else(|| DEFAULT.get_or_init(Config::default))
 }
 
 #[derive(Deserialize, Default)]
@@ -278,7 +282,7 @@ impl Guest for Probe {
                 })
                 .collect(),
         };
-        *CONFIG.lock().unwrap() = Some(cfg);
+        let _ = CONFIG.set(cfg);
         Ok(info)
     }
 
@@ -287,11 +291,10 @@ impl Guest for Probe {
     }
 
     fn on_update(_gvk: Gvk, old: String, new: String) -> Result<(), String> {
-        let old_rv = serde_json::from_str::<Obj>(&old)
-            .map(|o| o.metadata.resource_version)
-            .unwrap_or_default();
-        let cfg = config();
-        if !matches!(cfg.mode.as_str(), "noop" | "parse") {
+        if !matches!(config().mode.as_str(), "noop" | "parse") {
+            let old_rv = serde_json::from_str::<Obj>(&old)
+                .map(|o| o.metadata.resource_version)
+                .unwrap_or_default();
             log(Level::Info, &format!("OLD rv={old_rv}"));
         }
         event("update", &new, None, true)
