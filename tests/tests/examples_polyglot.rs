@@ -1,12 +1,21 @@
 //! The C, Go, Python and JavaScript example guests (`examples-guests/{c,go,python,js}/`), as
 //! built by `cargo xtask build-guests` into `target/plugins/`: each one compiles and links
-//! against the host's engine.
+//! against the host's engine, and, run as plugins over the shared informers against the
+//! development API server, all four log the same line for every ConfigMap event, with answers
+//! from the host's cache (`list-objects` per namespace, `by-index` on the label `app`).
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use kubewasm::plugin::{EngineOptions, PluginEngine};
-use kubewasm_tests::workspace_root;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kubewasm::plugin::{EngineOptions, HostOptions, Limits, PluginEngine, PluginHost};
+use kubewasm_devserver::{DevServer, Options};
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::{GuestLogs, guest_logs, wait_until, workspace_root};
+use serde_json::{Value, json};
 
 /// The four examples, by component name; all implement the same controller.
 const EXAMPLES: [&str; 4] = [
@@ -72,4 +81,260 @@ async fn every_polyglot_example_compiles_and_links_against_the_host() {
         );
     }
     let _ = std::fs::remove_dir_all(cache_dir);
+}
+
+/// How long any one expectation may take to come true; only bounds a wait (the Python and
+/// JavaScript components take many seconds to compile in a debug build).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A development API server with the four examples loaded as plugins of one host.
+struct Rig {
+    server: DevServer,
+    host: PluginHost,
+    factory: SharedInformerFactory,
+    logs: Arc<GuestLogs>,
+}
+
+impl Rig {
+    /// Starts the server, lets `seed` prepare it, then loads the four examples (compiled in
+    /// parallel) and waits until each has handled its replay of the cache.
+    async fn start(seed: impl FnOnce(&DevServer)) -> Rig {
+        let logs = guest_logs();
+        let server = DevServer::start(Options::default())
+            .await
+            .expect("dev server");
+        seed(&server);
+        let factory = SharedInformerFactory::new(server.client(), FactoryOptions::default());
+        let options = HostOptions {
+            // Compiled code is keyed by content hash: sharing it between runs only saves time.
+            cache_dir: Some(workspace_root().join("target/test-compile-cache")),
+            // The interpreters inside the Python and JavaScript components need more than the
+            // default 64 MiB of linear memory.
+            limits: Limits {
+                memory: 256 << 20,
+                ..Limits::default()
+            },
+            ..HostOptions::default()
+        };
+        let host = PluginHost::new(factory.clone(), server.client(), options).expect("plugin host");
+        let loads = EXAMPLES.map(|name| {
+            let host = host.clone();
+            tokio::spawn(async move {
+                let (path, bytes) = example(name);
+                host.load(&path, bytes)
+                    .await
+                    .unwrap_or_else(|e| panic!("loading {name}: {e}"));
+            })
+        });
+        for load in loads {
+            load.await.expect("load task");
+        }
+        assert!(
+            wait_until(PATIENCE, || host.ready()).await,
+            "the examples never finished their replay: {:?}",
+            host.plugins()
+        );
+        Rig {
+            server,
+            host,
+            factory,
+            logs,
+        }
+    }
+
+    /// Waits until every example has logged exactly `line`.
+    async fn expect_everywhere(&self, line: &str) {
+        for name in EXAMPLES {
+            let seen =
+                wait_until(PATIENCE, || self.logs.lines(name).iter().any(|l| l == line)).await;
+            assert!(
+                seen,
+                "{name} never logged {line:?}; it logged {:#?}; host: {:#?}; status: {:?}",
+                self.logs.lines(name),
+                self.logs.host_lines(name),
+                self.host.plugins()
+            );
+        }
+    }
+
+    /// Fails if any example was restarted after a fault or reported a handler error.
+    fn assert_no_faults(&self) {
+        for status in self.host.plugins() {
+            assert_eq!(
+                (
+                    status.errors,
+                    status.traps,
+                    status.timeouts,
+                    status.memory_faults,
+                    status.restarts
+                ),
+                (0, 0, 0, 0, 0),
+                "{} (errors, traps, timeouts, memory faults, restarts); last error: {:?}",
+                status.name,
+                status.last_error
+            );
+        }
+    }
+
+    async fn stop(self) {
+        self.host.shutdown(Duration::from_secs(5)).await;
+        self.factory.shutdown().await;
+        self.server.shutdown().await;
+    }
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+fn config_map(name: &str, app: Option<&str>) -> ConfigMap {
+    let labels = app.map(|app| json!({"app": app})).unwrap_or(Value::Null);
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "data": {"greeting": "hello"}
+    }))
+    .expect("a ConfigMap")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_polyglot_example_logs_the_same_cache_answers_for_each_configmap_event() {
+    let rig = Rig::start(|server| {
+        for ns in ["team-a", "team-b"] {
+            server.create(namespace(ns)).expect("creating a namespace");
+        }
+        server
+            .create(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "seed", "namespace": "team-a", "labels": {"app": "web"}}
+            }))
+            .expect("creating the seed ConfigMap");
+    })
+    .await;
+    // The replay of the initial list.
+    rig.expect_everywhere("event=add ns=team-a name=seed ns_count=1 app=web app_peers=1")
+        .await;
+
+    let client = rig.server.client();
+    let team_a: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    let team_b: Api<ConfigMap> = Api::namespaced(client, "team-b");
+    let create = PostParams::default();
+
+    // Each step waits for all four before the next change, so every answer is exact.
+    team_a
+        .create(&create, &config_map("web-2", Some("web")))
+        .await
+        .expect("create");
+    rig.expect_everywhere("event=add ns=team-a name=web-2 ns_count=2 app=web app_peers=2")
+        .await;
+    // The index spans namespaces; the namespace count does not.
+    team_b
+        .create(&create, &config_map("web-3", Some("web")))
+        .await
+        .expect("create");
+    rig.expect_everywhere("event=add ns=team-b name=web-3 ns_count=1 app=web app_peers=3")
+        .await;
+    team_b
+        .create(&create, &config_map("db", Some("db")))
+        .await
+        .expect("create");
+    rig.expect_everywhere("event=add ns=team-b name=db ns_count=2 app=db app_peers=1")
+        .await;
+    team_a
+        .create(&create, &config_map("plain", None))
+        .await
+        .expect("create");
+    rig.expect_everywhere("event=add ns=team-a name=plain ns_count=3 app=- app_peers=0")
+        .await;
+
+    // Labelling moves the object into the index before the handler runs.
+    let label = json!({"metadata": {"labels": {"app": "web"}}});
+    team_a
+        .patch("plain", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .expect("labelling");
+    rig.expect_everywhere("event=update ns=team-a name=plain ns_count=3 app=web app_peers=4")
+        .await;
+
+    // After a delete the object is gone from the cache: the counts no longer include it.
+    team_a
+        .delete("web-2", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    rig.expect_everywhere("event=delete ns=team-a name=web-2 ns_count=2 app=web app_peers=3")
+        .await;
+
+    for name in EXAMPLES {
+        // The log record is shared by every test of this process: keep this test's namespaces.
+        let lines: Vec<String> = rig
+            .logs
+            .lines_starting(name, "event=")
+            .into_iter()
+            .filter(|line| line.contains(" ns=team-"))
+            .collect();
+        assert_eq!(
+            lines.len(),
+            7,
+            "{name} logged one line per event: {lines:#?}"
+        );
+    }
+    rig.assert_no_faults();
+    rig.stop().await;
+}
+
+/// Hundreds of events whose cache answers are large (every call lists 40 ConfigMaps) make each
+/// guest allocate tens of MiB over the test: the Go example's garbage collector must run (between
+/// calls, never inside `cabi_realloc`) and no example may trap, time out or run out of memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_polyglot_example_handles_hundreds_of_events_without_faults() {
+    const OBJECTS: usize = 40;
+    const UPDATES: usize = 200;
+    let rig = Rig::start(|server| {
+        server
+            .create(namespace("busy"))
+            .expect("creating a namespace");
+        for i in 0..OBJECTS {
+            server
+                .create(json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm-{i}"), "namespace": "busy",
+                                 "labels": {"app": "busy"}},
+                    "data": {"payload": "x".repeat(2048)}
+                }))
+                .expect("creating a ConfigMap");
+        }
+    })
+    .await;
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(rig.server.client(), "busy");
+    for i in 0..UPDATES {
+        let change = json!({"data": {"payload": "y".repeat(2048), "round": i.to_string()}});
+        config_maps
+            .patch(
+                &format!("cm-{}", i % OBJECTS),
+                &PatchParams::default(),
+                &Patch::Merge(&change),
+            )
+            .await
+            .expect("patching");
+    }
+    for name in EXAMPLES {
+        let updates = || rig.logs.lines_starting(name, "event=update ns=busy").len();
+        let done = wait_until(PATIENCE, || updates() >= UPDATES).await;
+        assert!(
+            done,
+            "{name} handled {} of {UPDATES} updates; host: {:#?}; status: {:?}",
+            updates(),
+            rig.logs.host_lines(name),
+            rig.host.plugins()
+        );
+        let expected = format!("ns_count={OBJECTS} app=busy app_peers={OBJECTS}");
+        let lines = rig.logs.lines_starting(name, "event=update ns=busy");
+        assert_eq!(lines.len(), UPDATES, "{name} handled each update once");
+        assert!(
+            lines.iter().all(|line| line.ends_with(&expected)),
+            "{name} answered every update from the full cache: {lines:#?}"
+        );
+    }
+    rig.assert_no_faults();
+    rig.stop().await;
 }
