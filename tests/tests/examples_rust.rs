@@ -10,7 +10,9 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kubewasm::plugin::{EngineOptions, HostOptions, PluginEngine, PluginHost};
+use kubewasm::plugin::{
+    EngineOptions, HostOptions, PluginEngine, PluginHost, PluginPolicy, StaticPolicy,
+};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use kubewasm_tests::{GuestLogs, build_guest, guest_logs, wait_until, workspace_root};
@@ -76,13 +78,16 @@ struct Rig {
 
 impl Rig {
     async fn start() -> Rig {
+        Rig::with_options(HostOptions::default()).await
+    }
+
+    async fn with_options(options: HostOptions) -> Rig {
         let logs = guest_logs();
         let server = DevServer::start(Options::default())
             .await
             .expect("dev server");
         let factory = SharedInformerFactory::new(server.client(), FactoryOptions::default());
-        let host = PluginHost::new(factory.clone(), server.client(), HostOptions::default())
-            .expect("plugin host");
+        let host = PluginHost::new(factory.clone(), server.client(), options).expect("plugin host");
         Rig {
             server,
             host,
@@ -377,12 +382,57 @@ async fn the_example_manifests_seed_what_pod_diff_reports() {
     ] {
         rig.expect_line("pod-diff", line).await;
     }
-    let added = rig.logs.lines_starting("pod-diff", "").len();
+    let added = rig.logs.lines("pod-diff").len();
     assert_eq!(
         added,
         9,
         "one line per seeded ConfigMap and Pod: {:#?}",
         rig.logs.lines("pod-diff")
     );
+    rig.stop().await;
+}
+
+/// The SDK itself against the real host: the test guest `sdk-probe` (in `guest-sdk/probe/`)
+/// runs every typed cache helper on each ConfigMap event and provokes each host refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_cache_helpers_answer_typed_objects_and_refusals_arrive_as_rust_errors() {
+    let policy = PluginPolicy {
+        config: "shop".into(),
+        ..PluginPolicy::default()
+    };
+    let rig = Rig::with_options(HostOptions {
+        policy: Arc::new(StaticPolicy(policy)),
+        ..HostOptions::default()
+    })
+    .await;
+    rig.create(namespace("shop"));
+    let config_map = |namespace: &str, name: &str, app: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+               "data": {"owner": name}})
+    };
+    rig.create(config_map("shop", "front", "web"));
+    rig.create(config_map("default", "edge", "web"));
+    rig.create(config_map("shop", "db", "store"));
+    rig.load("sdk-probe").await;
+    // A live event after the replay: every answer it logs comes from synced caches.
+    rig.create(config_map("shop", "late", "web"));
+    rig.expect_line("sdk-probe", "event shop/late").await;
+    let after_sync = [
+        r#"get late: {"owner": "late"}"#,
+        r#"list app=web: ["edge", "front", "late"]"#,
+        "by-index namespace=shop: 3",
+        r#"index-values by-app: ["store", "web"]"#,
+        r#"by-index by-app=web: ["default/edge", "shop/front", "shop/late"]"#,
+        "has-synced: true",
+        "refusals: not-granted, not-subscribed, unknown-index, invalid",
+    ];
+    for line in after_sync {
+        rig.expect_line("sdk-probe", line).await;
+    }
+    // `get` looks in the configured namespace ("shop"): `edge` (in default) is not found there.
+    rig.expect_line("sdk-probe", "get edge: {}").await;
+    let status = &rig.host.plugins()[0];
+    assert_eq!(status.errors, 0, "handler errors: {:?}", status.last_error);
     rig.stop().await;
 }
