@@ -146,7 +146,7 @@ pub async fn run(
         .scan()
         .await
         .with_context(|| format!("cannot scan plugins directory {}", args.plugins.display()))?;
-    let mut report = {
+    let report = {
         let (metrics, files) = (metrics.clone(), files.clone());
         move |event: &crate::reload::ReloadEvent, status: &[FileStatus]| {
             *files.lock() = status.to_vec();
@@ -223,8 +223,8 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
     })
 }
 
-/// The plugin host as the directory watcher drives it.
-struct HostLoader(PluginHost);
+/// The plugin host as the directory watcher drives it (public for the end-to-end tests).
+pub struct HostLoader(pub PluginHost);
 
 impl HostLoader {
     fn name_of(&self, id: &PluginId) -> String {

@@ -1,0 +1,426 @@
+//! Hot reload end to end: a plugins directory watched by the reloader, driving a real plugin host
+//! over shared informers against the dev API server. The server's request log proves that no
+//! reload makes a new LIST or WATCH for resources whose informers were already running.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use kubewasm::app::HostLoader;
+use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
+use kubewasm::reload::{Action, ReloadEvent, Reloader};
+use kubewasm_devserver::{DevServer, Verb};
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::{devserver, guest_bytes, guest_logs, wait_until};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Bounds every wait; nothing here is timed.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+struct Env {
+    server: DevServer,
+    host: PluginHost,
+    config_maps: Api<ConfigMap>,
+    dir: tempfile::TempDir,
+    staging: tempfile::TempDir,
+    reports: mpsc::UnboundedReceiver<ReloadEvent>,
+    cancel: CancellationToken,
+    watcher: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Env {
+    /// Every (re)load of a file is initialised as the probe named `{stem}-v{N}`, N counting the
+    /// policy lookups, subscribed to ConfigMaps in `default`: each version has its own name.
+    async fn new() -> Env {
+        guest_logs();
+        let (server, client) = devserver().await;
+        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+        let versions = Arc::new(AtomicUsize::new(0));
+        let policy = move |path: &Path| {
+            let n = versions.fetch_add(1, Ordering::SeqCst) + 1;
+            let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+            let config = json!({
+                "name": format!("{stem}-v{n}"),
+                "subscriptions": [{"group": "", "version": "v1", "kind": "ConfigMap",
+                                   "namespace": "default"}],
+            });
+            PluginPolicy {
+                config: config.to_string(),
+                ..PluginPolicy::default()
+            }
+        };
+        let host = PluginHost::new(
+            factory,
+            client.clone(),
+            HostOptions {
+                policy: Arc::new(policy),
+                ..HostOptions::default()
+            },
+        )
+        .expect("plugin host");
+        let dir = tempfile::tempdir().expect("plugins dir");
+        let reloader = Reloader::new(
+            dir.path().to_path_buf(),
+            HostLoader(host.clone()),
+            Duration::from_millis(50),
+        );
+        let (tx, reports) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let watcher = tokio::spawn(reloader.run(cancel.clone(), move |event, _| {
+            let _ = tx.send(event.clone());
+        }));
+        Env {
+            server,
+            host,
+            config_maps: Api::namespaced(client, "default"),
+            dir,
+            staging: tempfile::tempdir().expect("staging dir"),
+            reports,
+            cancel,
+            watcher,
+        }
+    }
+
+    /// Writes `bytes` beside the plugins dir and renames it into place, as an installer would:
+    /// the file appears complete.
+    fn install(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let staged = self.staging.path().join(name);
+        write_settled(&staged, bytes);
+        let target = self.dir.path().join(name);
+        std::fs::rename(&staged, &target).expect("rename into the plugins dir");
+        target
+    }
+
+    async fn next_report(&mut self) -> ReloadEvent {
+        tokio::time::timeout(PATIENCE, self.reports.recv())
+            .await
+            .expect("the reloader reacted to the change")
+            .expect("the reloader is running")
+    }
+
+    /// The name of the only plugin loaded.
+    fn running(&self) -> String {
+        let plugins = self.host.plugins();
+        assert_eq!(plugins.len(), 1, "{plugins:?}");
+        plugins[0].name.clone()
+    }
+
+    async fn create(&self, name: &str) -> String {
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        let created = self
+            .config_maps
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("create ConfigMap");
+        created.metadata.resource_version.expect("resourceVersion")
+    }
+
+    /// LIST and WATCH requests for ConfigMaps the server has seen since the log was cleared.
+    fn config_map_list_watches(&self) -> usize {
+        self.server
+            .requests()
+            .iter()
+            .filter(|r| matches!(r.verb, Verb::List | Verb::Watch) && r.resource == "configmaps")
+            .count()
+    }
+
+    async fn stop(self) {
+        self.cancel.cancel();
+        self.watcher
+            .await
+            .expect("watcher task")
+            .expect("watcher ran");
+        self.host.shutdown(Duration::from_secs(5)).await;
+    }
+}
+
+fn write_settled(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).expect("write plugin file");
+    let settled = SystemTime::now() - Duration::from_secs(10);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(settled))
+        .expect("set mtime");
+}
+
+/// The same component with a custom section appended: new content, same behaviour.
+fn variant(component: &[u8], n: u32) -> Vec<u8> {
+    let name = b"kubewasm-test-variant";
+    let mut payload = vec![u8::try_from(name.len()).expect("short name")];
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(&n.to_le_bytes());
+    let mut out = component.to_vec();
+    out.push(0); // custom section id
+    out.push(u8::try_from(payload.len()).expect("short section"));
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn events(plugin: &str) -> Vec<String> {
+    guest_logs().lines_starting(plugin, "EVENT")
+}
+
+/// The ConfigMap names `plugin` has heard of through adds (replayed or live).
+fn added(plugin: &str) -> BTreeSet<String> {
+    events(plugin)
+        .iter()
+        .filter_map(|e| e.strip_prefix("EVENT add default/"))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn wait_event(plugin: &str, line: &str) {
+    let found = wait_until(PATIENCE, || events(plugin).iter().any(|e| e == line)).await;
+    assert!(
+        found,
+        "{plugin} never logged {line:?}; it logged {:?}",
+        events(plugin)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_change_break_fix_delete_keeps_the_informer_warm() {
+    let mut env = Env::new().await;
+    let probe = guest_bytes("probe");
+    let rv1 = env.create("a1").await;
+
+    // Drop in.
+    env.install("hot.wasm", &probe);
+    let report = env.next_report().await;
+    assert_eq!(report.action, Action::Load);
+    assert_eq!(report.result, Ok(()));
+    let v1 = env.running();
+    wait_event(&v1, &format!("EVENT add default/a1 rv={rv1} flag=true")).await;
+    env.server.clear_requests();
+
+    // Change, while a writer keeps creating objects: the new version is replayed the cache,
+    // then hears of everything created during and after the swap.
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (api, writing) = (env.config_maps.clone(), writing.clone());
+        tokio::spawn(async move {
+            let mut names = Vec::new();
+            while writing.load(Ordering::Acquire) {
+                let name = format!("w{}", names.len());
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    ..ConfigMap::default()
+                };
+                api.create(&PostParams::default(), &cm)
+                    .await
+                    .expect("create during the swap");
+                names.push(name);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            names
+        })
+    };
+    env.install("hot.wasm", &variant(&probe, 2));
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Replace, Ok(())));
+    let v2 = env.running();
+    assert_ne!(v1, v2);
+    wait_event(&v2, &format!("EVENT add default/a1 rv={rv1} flag=true")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    writing.store(false, Ordering::Release);
+    let written: BTreeSet<String> = writer.await.expect("writer").into_iter().collect();
+    assert!(!written.is_empty());
+    let rv2 = env.create("a2").await;
+    wait_event(&v2, &format!("EVENT add default/a2 rv={rv2} flag=false")).await;
+    let seen = added(&v2);
+    let lost: Vec<_> = written.difference(&seen).collect();
+    assert!(lost.is_empty(), "the new version never heard of {lost:?}");
+    assert!(
+        !added(&v1).contains("a2"),
+        "the old version still received events"
+    );
+
+    // Break it twice: garbage, then a component of another world. The old version keeps running.
+    env.install("hot.wasm", b"\0asm garbage");
+    let report = env.next_report().await;
+    assert_eq!(report.action, Action::Replace);
+    let reason = report.result.expect_err("garbage is refused");
+    assert!(reason.contains("hot.wasm"), "{reason}");
+    env.install("hot.wasm", &guest_bytes("other-world"));
+    let report = env.next_report().await;
+    let reason = report.result.expect_err("another world is refused");
+    assert!(reason.contains("hot.wasm"), "{reason}");
+    assert_eq!(env.running(), v2);
+    let rv3 = env.create("a3").await;
+    wait_event(&v2, &format!("EVENT add default/a3 rv={rv3} flag=false")).await;
+
+    // Fix it.
+    env.install("hot.wasm", &variant(&probe, 3));
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Replace, Ok(())));
+    let v3 = env.running();
+    wait_event(&v3, &format!("EVENT add default/a3 rv={rv3} flag=true")).await;
+    let rv4 = env.create("a4").await;
+    wait_event(&v3, &format!("EVENT add default/a4 rv={rv4} flag=false")).await;
+    assert!(!added(&v2).contains("a4"));
+
+    assert_eq!(
+        env.config_map_list_watches(),
+        0,
+        "a reload listed or watched ConfigMaps again: {:?}",
+        env.server.requests()
+    );
+
+    // Delete it.
+    std::fs::remove_file(env.dir.path().join("hot.wasm")).expect("delete plugin file");
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Unload, Ok(())));
+    assert!(env.host.plugins().is_empty());
+    let rv5 = env.create("a5").await;
+    // Nothing runs any more to hear of a5; the last version must not have.
+    tokio::task::yield_now().await;
+    assert!(!events(&v3).iter().any(|e| e.contains(&rv5)));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configmap_volume_symlink_swap_and_mv_reload() {
+    let mut env = Env::new().await;
+    let probe = guest_bytes("probe");
+    let rv1 = env.create("s1").await;
+    let dir = env.dir.path().to_path_buf();
+
+    // The layout the kubelet gives a ConfigMap volume: vol.wasm -> ..data/vol.wasm, ..data -> ..v1
+    for (version, bytes) in [("..v1", probe.clone()), ("..v2", variant(&probe, 2))] {
+        std::fs::create_dir(dir.join(version)).expect("version dir");
+        write_settled(&dir.join(version).join("vol.wasm"), &bytes);
+    }
+    std::os::unix::fs::symlink("..v1", dir.join("..data")).expect("..data link");
+    std::os::unix::fs::symlink("..data/vol.wasm", dir.join("vol.wasm")).expect("file link");
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Load, Ok(())));
+    let v1 = env.running();
+    wait_event(&v1, &format!("EVENT add default/s1 rv={rv1} flag=true")).await;
+
+    // The kubelet's atomic swap: a new link renamed over `..data`.
+    std::os::unix::fs::symlink("..v2", dir.join("..data_tmp")).expect("new link");
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("swap");
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Replace, Ok(())));
+    let v2 = env.running();
+    assert_ne!(v1, v2);
+    wait_event(&v2, &format!("EVENT add default/s1 rv={rv1} flag=true")).await;
+
+    // A finished file moved in beside it is a second plugin.
+    env.install("moved.wasm", &probe);
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Load, Ok(())));
+    assert_eq!(env.host.plugins().len(), 2);
+    env.stop().await;
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("resident pages");
+    pages * 4096
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_reloads_under_writes_lose_nothing_and_leak_nothing() {
+    let mut env = Env::new().await;
+    let probe = guest_bytes("probe");
+    env.install("many.wasm", &probe);
+    let report = env.next_report().await;
+    assert_eq!(report.result, Ok(()));
+    // Warm up: one reload so that lazily built state exists before the baseline is taken.
+    env.install("many.wasm", &variant(&probe, 1));
+    assert_eq!(env.next_report().await.result, Ok(()));
+    let runtime = tokio::runtime::Handle::current();
+    let metrics = runtime.metrics();
+    let tasks_before = metrics.num_alive_tasks();
+    let rss_before = rss_bytes();
+    env.server.clear_requests();
+
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (api, writing) = (env.config_maps.clone(), writing.clone());
+        tokio::spawn(async move {
+            let mut names = Vec::new();
+            while writing.load(Ordering::Acquire) {
+                let name = format!("m{}", names.len());
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    ..ConfigMap::default()
+                };
+                api.create(&PostParams::default(), &cm)
+                    .await
+                    .expect("create");
+                names.push(name);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            names
+        })
+    };
+    for n in 2..52 {
+        env.install("many.wasm", &variant(&probe, n));
+        let report = env.next_report().await;
+        assert_eq!(
+            (report.action, report.result),
+            (Action::Replace, Ok(())),
+            "reload {n}"
+        );
+    }
+    writing.store(false, Ordering::Release);
+    let written: BTreeSet<String> = writer.await.expect("writer").into_iter().collect();
+    let last = env.running();
+    let rv = env.create("final").await;
+    wait_event(
+        &last,
+        &format!("EVENT add default/final rv={rv} flag=false"),
+    )
+    .await;
+    let seen = added(&last);
+    let lost: Vec<_> = written.difference(&seen).collect();
+    assert!(lost.is_empty(), "the last version never heard of {lost:?}");
+    assert_eq!(
+        env.config_map_list_watches(),
+        0,
+        "{:?}",
+        env.server.requests()
+    );
+
+    // Old instances and their tasks are gone once their actors stop.
+    let settled = wait_until(PATIENCE, || metrics.num_alive_tasks() <= tasks_before + 2).await;
+    assert!(
+        settled,
+        "tasks went from {tasks_before} to {} over 50 reloads",
+        metrics.num_alive_tasks()
+    );
+    let grown = rss_bytes().saturating_sub(rss_before);
+    assert!(
+        grown < 64 << 20,
+        "RSS grew by {} MiB over 50 reloads",
+        grown >> 20
+    );
+    env.stop().await;
+}
