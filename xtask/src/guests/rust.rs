@@ -1,5 +1,6 @@
-//! Rust guests: every workspace member under `examples-guests/rust/` or `tests/guests/` whose
-//! library is a `cdylib`, built for `wasm32-wasip2` with the workspace's `guest` profile.
+//! Rust guests: every workspace member under `examples-guests/rust/` (examples), `tests/guests/`
+//! or `guest-sdk/` (test guests) whose library is a `cdylib`, built for `wasm32-wasip2` with the
+//! workspace's `guest` profile.
 //!
 //! The guests get their own target directory (`target/wasm-guests`) so building them never
 //! waits on, or invalidates, the host's build.
@@ -22,7 +23,7 @@ struct Guest {
     package: String,
     /// The library's file stem (the package name with `-` as `_`, unless `[lib] name` says).
     lib_name: String,
-    /// A test-only guest (under `tests/guests/`).
+    /// A test-only guest (under `tests/guests/` or `guest-sdk/`).
     test_only: bool,
 }
 
@@ -32,7 +33,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
         .context("reading the workspace Cargo.toml")?;
     let mut guests = Vec::new();
     for member in workspace_members(&manifest) {
-        let test_only = member.starts_with("tests/guests/");
+        let test_only = member.starts_with("tests/guests/") || member.starts_with("guest-sdk/");
         if !(test_only || member.starts_with("examples-guests/rust/")) {
             continue;
         }
