@@ -52,7 +52,8 @@ impl Probe {
 
         let refusals = [
             refusal(Cache::<Secret>::new().list(None, None)),
-            refusal(Cache::<Pod>::new().get(Some("default"), "p")),
+            // Pods as DynamicObject: k8s-openapi's Pod would bring its whole schema (600 KB).
+            refusal(Cache::dynamic(Resource::of::<Pod>()).get(Some("default"), "p")),
             refusal(self.config_maps.by_index("no-such-index", "x")),
             refusal(self.config_maps.list(None, Some("app in (web"))),
         ];
