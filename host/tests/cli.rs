@@ -1,0 +1,458 @@
+//! The `kubewasm` binary driven as a user would: `dev` with the Rust example plugins, `run`
+//! against a dev API server, `check`, `rbac`, bad configs, metrics, probes and SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kubewasm_tests::{build_guest, wait_until};
+use serde_json::{Value, json};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+const BIN: &str = env!("CARGO_BIN_EXE_kubewasm");
+
+/// A running `kubewasm` process whose JSON log lines are collected as they come.
+struct Host {
+    child: Child,
+    lines: Arc<Mutex<Vec<Value>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Host {
+    fn spawn(args: &[&str], cwd: &Path, env: &[(&str, &Path)], dir: tempfile::TempDir) -> Host {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .args(["--log-format", "json", "--metrics-addr", "127.0.0.1:0"])
+            .current_dir(cwd)
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("kubewasm starts");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let value = serde_json::from_str(&line).unwrap_or(Value::String(line));
+                sink.lock().unwrap().push(value);
+            }
+        });
+        Host {
+            child,
+            lines,
+            _dir: dir,
+        }
+    }
+
+    fn logs(&self) -> Vec<Value> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Messages logged by `plugin`'s guest code.
+    fn guest_lines(&self, plugin: &str) -> Vec<String> {
+        self.logs()
+            .iter()
+            .filter(|l| l["target"] == "kubewasm::guest" && l["fields"]["plugin"] == plugin)
+            .filter_map(|l| l["fields"]["message"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The value of field `field` on the first log line whose message contains `message`.
+    async fn logged_field(&self, message: &str, field: &str) -> String {
+        let mut found = None;
+        let ok = wait_until(PATIENCE, || {
+            found = self.logs().iter().find_map(|l| {
+                let msg = l["fields"]["message"].as_str()?;
+                msg.contains(message)
+                    .then(|| l["fields"][field].as_str().map(str::to_owned))?
+            });
+            found.is_some()
+        })
+        .await;
+        assert!(ok, "never logged {message:?}: {:#?}", self.logs());
+        found.unwrap_or_default()
+    }
+
+    async fn wait_guest_line(&self, plugin: &str, wanted: &str) {
+        let ok = wait_until(PATIENCE, || {
+            self.guest_lines(plugin).iter().any(|l| l.contains(wanted))
+        })
+        .await;
+        assert!(
+            ok,
+            "{plugin} never logged {wanted:?}; it logged {:#?}",
+            self.guest_lines(plugin)
+        );
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+        for _ in 0..300 {
+            if let Some(status) = self.child.try_wait().expect("wait for kubewasm") {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        panic!(
+            "kubewasm did not exit within 30 s of SIGTERM: {:#?}",
+            self.logs()
+        );
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn plugins_dir(dir: &Path, guests: &[&str]) -> PathBuf {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("plugins dir");
+    for guest in guests {
+        std::fs::copy(build_guest(guest), plugins.join(format!("{guest}.wasm")))
+            .expect("copy guest");
+    }
+    plugins
+}
+
+/// A plain HTTP/1.0 GET: status code and body (0 when nothing answers).
+fn get(url: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Some(rest) = url.strip_prefix("http://") else {
+        return (0, String::new());
+    };
+    let (addr, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!("GET /{path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    let mut response = String::new();
+    if stream.write_all(request.as_bytes()).is_err()
+        || stream.read_to_string(&mut response).is_err()
+    {
+        return (0, String::new());
+    }
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The value of a sample in Prometheus text format, labels given as `k="v"` pairs.
+fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(name) && labels.iter().all(|p| l.contains(p)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_runs_the_example_plugins_and_reports_metrics_and_readiness() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = plugins_dir(dir.path(), &["pod-diff", "ready-pods"]);
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("manifests dir");
+    std::fs::write(
+        manifests.join("seed.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seeded\n  namespace: default\n\
+         data:\n  color: red\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n",
+    )
+    .expect("manifest");
+    let kubeconfig = dir.path().join("dev.kubeconfig");
+    let cwd = dir.path().to_path_buf();
+    let host = Host::spawn(
+        &[
+            "dev",
+            "--plugins",
+            plugins.to_str().expect("utf-8 path"),
+            "--manifests",
+            manifests.to_str().expect("utf-8 path"),
+            "--kubeconfig-out",
+            kubeconfig.to_str().expect("utf-8 path"),
+        ],
+        &cwd,
+        &[],
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let addr = host.logged_field("serving /metrics", "addr").await;
+    let base = format!("http://{addr}");
+
+    host.wait_guest_line("pod-diff", "ConfigMap default/seeded added (initial list)")
+        .await;
+    let ready = wait_until(PATIENCE, || get(&format!("{base}/readyz")).0 == 200).await;
+    assert!(ready, "/readyz never became 200");
+    assert_eq!(get(&format!("{base}/healthz")).0, 200);
+
+    let kube_config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig written"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("kubeconfig usable");
+    let client = kube::Client::try_from(kube_config).expect("client");
+    let cms: Api<ConfigMap> = Api::namespaced(client, "shop");
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("menu".into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("dish".to_string(), "soup".to_string())].into()),
+        ..ConfigMap::default()
+    };
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    host.wait_guest_line("pod-diff", "ConfigMap shop/menu added")
+        .await;
+    cms.patch(
+        "menu",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"dish": "stew"}})),
+    )
+    .await
+    .expect("patch");
+    host.wait_guest_line(
+        "pod-diff",
+        r#"ConfigMap shop/menu changed: data.dish: "soup" -> "stew""#,
+    )
+    .await;
+
+    // pod-diff heard: seeded (add), menu (add, update). Each is one event on ConfigMaps.
+    let (code, metrics) = get(&format!("{base}/metrics"));
+    assert_eq!(code, 200);
+    let count = |event: &str| {
+        sample(
+            &metrics,
+            "kubewasm_plugin_events_total",
+            &[
+                r#"plugin="pod-diff""#,
+                r#"resource="ConfigMap""#,
+                &format!(r#"event="{event}""#),
+                r#"outcome="ok""#,
+            ],
+        )
+    };
+    assert_eq!(count("add"), Some(2.0), "{metrics}");
+    assert_eq!(count("update"), Some(1.0), "{metrics}");
+    assert_eq!(
+        sample(
+            &metrics,
+            "kubewasm_plugin_reloads_total",
+            &[r#"plugin="ready-pods""#, r#"result="ok""#]
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "kubewasm_informer_objects",
+            &[r#"resource="v1/configmaps""#]
+        ),
+        Some(2.0),
+        "{metrics}"
+    );
+    let (_, listing) = get(&format!("{base}/plugins"));
+    let listing: Value = serde_json::from_str(&listing).expect("/plugins is JSON");
+    let names: Vec<&str> = listing["plugins"]
+        .as_array()
+        .expect("plugins array")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["pod-diff", "ready-pods"]);
+
+    let status = host.terminate();
+    assert!(status.success(), "exit status {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_is_not_ready_until_the_informers_sync() {
+    let (server, _client) = kubewasm_tests::devserver().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = plugins_dir(dir.path(), &["pod-diff"]);
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).expect("kubeconfig");
+    // The API server refuses every list and watch until told otherwise.
+    server.fail_next(kubewasm_devserver::Verb::List, 1_000_000, 500);
+    server.fail_next(kubewasm_devserver::Verb::Watch, 1_000_000, 500);
+    let host = Host::spawn(
+        &["run", "--plugins", plugins.to_str().expect("utf-8 path")],
+        dir.path(),
+        &[("KUBECONFIG", &kubeconfig)],
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let addr = host.logged_field("serving /metrics", "addr").await;
+    host.logged_field("plugin loaded", "plugin").await;
+    assert_eq!(get(&format!("http://{addr}/readyz")).0, 503);
+
+    server.fail_next(kubewasm_devserver::Verb::List, 0, 500);
+    server.fail_next(kubewasm_devserver::Verb::Watch, 0, 500);
+    let ready = wait_until(PATIENCE, || get(&format!("http://{addr}/readyz")).0 == 200).await;
+    assert!(ready, "/readyz never became 200 after the server recovered");
+    assert!(host.terminate().success());
+}
+
+fn run(args: &[&str], cache: &Path) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .expect("kubewasm runs")
+}
+
+#[test]
+fn check_accepts_a_plugin_and_names_what_is_wrong_with_a_bad_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = build_guest("pod-diff");
+    let bad = dir.path().join("broken.wasm");
+    std::fs::write(&bad, b"this is not wasm").expect("bad file");
+
+    let out = run(&["check", good.to_str().expect("utf-8")], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("name:    pod-diff"), "{text}");
+    assert!(text.contains("subscribes: v1/Pod"), "{text}");
+    assert!(text.contains("subscribes: v1/ConfigMap"), "{text}");
+
+    let out = run(&["check", bad.to_str().expect("utf-8")], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("broken.wasm: FAILED"), "{text}");
+    assert!(text.contains("not a WebAssembly file"), "{text}");
+
+    // A config that grants nothing makes the good plugin fail the check.
+    let config = dir.path().join("strict.toml");
+    std::fs::write(&config, "[defaults]\ngrants = [\"apps/*\"]\n").expect("config");
+    let out = run(
+        &[
+            "check",
+            "--config",
+            config.to_str().expect("utf-8"),
+            good.to_str().expect("utf-8"),
+        ],
+        dir.path(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("Pod"), "{text}");
+}
+
+#[test]
+fn rbac_prints_a_cluster_role_with_exactly_the_subscribed_resources() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = plugins_dir(dir.path(), &["pod-diff", "ready-pods"]);
+    let out = run(
+        &["rbac", "--plugins", plugins.to_str().expect("utf-8")],
+        dir.path(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let role: k8s_openapi::api::rbac::v1::ClusterRole =
+        serde_norway::from_str(&text).expect("a ClusterRole");
+    let value: Value = serde_norway::from_str(&text).expect("YAML");
+    assert_eq!(value["kind"], "ClusterRole");
+    let mut granted: Vec<(String, String, Vec<String>)> = Vec::new();
+    for rule in role.rules.unwrap_or_default() {
+        for group in rule.api_groups.unwrap_or_default() {
+            for resource in rule.resources.clone().unwrap_or_default() {
+                granted.push((group.clone(), resource, rule.verbs.clone()));
+            }
+        }
+    }
+    granted.sort();
+    let verbs = vec!["get".to_string(), "list".into(), "watch".into()];
+    let want: Vec<(String, String, Vec<String>)> = [
+        ("", "configmaps"),
+        ("", "pods"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+    ]
+    .iter()
+    .map(|(g, r)| (g.to_string(), r.to_string(), verbs.clone()))
+    .collect();
+    assert_eq!(granted, want);
+}
+
+#[test]
+fn bad_config_and_unreadable_plugins_dir_exit_2_with_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).expect("plugins dir");
+    let plugins = plugins.to_str().expect("utf-8");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("config");
+        path.to_str().expect("utf-8").to_owned()
+    };
+    let cases = [
+        (
+            write("unknown.toml", "[defaults]\nmemory = 3\n"),
+            "unknown field `memory`",
+        ),
+        (
+            write("value.toml", "[defaults]\ncall-deadline-ms = 0\n"),
+            "call-deadline-ms must be > 0",
+        ),
+        (
+            write("grant.toml", "[defaults]\ngrants = [\"a/b/c\"]\n"),
+            "bad grant `a/b/c`",
+        ),
+        (
+            dir.path()
+                .join("missing.toml")
+                .to_str()
+                .expect("utf-8")
+                .to_owned(),
+            "cannot read config file",
+        ),
+    ];
+    for (config, wanted) in &cases {
+        let out = run(
+            &["dev", "--plugins", plugins, "--config", config],
+            dir.path(),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{config}: {err}");
+        assert!(err.contains(wanted), "{config}: wanted {wanted:?} in {err}");
+        assert!(err.contains(config.as_str()), "{config} not named in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+
+    let missing = dir.path().join("no-such-dir");
+    let out = run(
+        &["dev", "--plugins", missing.to_str().expect("utf-8")],
+        dir.path(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot read plugins directory"), "{err}");
+
+    let out = run(&["dev", "--plugins", plugins, "--no-such-flag"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+}
