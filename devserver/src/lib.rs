@@ -6,6 +6,17 @@
 //! against it unchanged, and it adds test hooks: close watches, compact history, inject failures
 //! and latency, and log requests.
 //!
+//! # Differences from a real API server
+//!
+//! No authentication, authorization, admission, defaulting or schema validation
+//! (`fieldValidation` is accepted and ignored); no managedFields, and server-side apply is
+//! create-or-merge without field ownership; no garbage collection (`ownerReferences` and
+//! `propagationPolicy` are ignored) and deleting a namespace leaves its objects; objects may be
+//! created in namespaces that do not exist; field selectors support `metadata.name` and
+//! `metadata.namespace` only; CRD versions are not converted; responses are always JSON (no
+//! Table, so kubectl prints NAME and AGE), and protobuf is decoded only for the create bodies
+//! kubectl's generators send (ConfigMap, Secret, Namespace, ServiceAccount).
+//!
 //! ```
 //! # #[tokio::main] async fn main() -> anyhow::Result<()> {
 //! use kubewasm_devserver::{DevServer, Options};

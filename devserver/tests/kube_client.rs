@@ -1116,3 +1116,125 @@ async fn kubeconfig_yaml_configures_a_working_client() {
     let version = client.apiserver_version().await.unwrap();
     assert_eq!(version.major, "1");
 }
+
+#[tokio::test]
+async fn watch_ends_after_timeout_seconds() {
+    let server = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(1), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let ended = tokio::time::timeout(WAIT, async {
+        while let Some(event) = stream.next().await {
+            assert!(matches!(event.unwrap(), WatchEvent::Bookmark(_)));
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch outlived timeoutSeconds");
+}
+
+#[tokio::test]
+async fn every_verb_can_be_made_to_fail() {
+    let server = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.create(&PostParams::default(), &config_map("a", &[], "1"))
+        .await
+        .unwrap();
+    let merge = Patch::Merge(json!({"data": {"value": "2"}}));
+    let current = api.get("a").await.unwrap();
+
+    server.fail_next(Verb::Watch, 1, 500);
+    let err = api.watch(&WatchParams::default(), "0").await.err().unwrap();
+    assert_eq!(api_error(err).code, 500);
+    server.fail_next(Verb::Update, 1, 409);
+    let err = api
+        .replace("a", &PostParams::default(), &current)
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(err).code, 409);
+    server.fail_next(Verb::Patch, 1, 500);
+    let err = api
+        .patch("a", &PatchParams::default(), &merge)
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(err).code, 500);
+    server.fail_next(Verb::Delete, 1, 500);
+    let err = api.delete("a", &DeleteParams::default()).await.unwrap_err();
+    assert_eq!(api_error(err).code, 500);
+
+    // None of the failed writes happened; the faults are used up.
+    let after = api.get("a").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version,
+        current.metadata.resource_version
+    );
+    assert!(api.watch(&WatchParams::default(), "0").await.is_ok());
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn watcher_retries_after_injected_watch_failure() {
+    let server = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    server.fail_next(Verb::Watch, 1, 500);
+    let mut informer = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut saw_error = false;
+    loop {
+        match next(&mut informer).await {
+            Err(_) => saw_error = true,
+            Ok(watcher::Event::InitDone) => break,
+            Ok(_) => {}
+        }
+    }
+    api.create(&PostParams::default(), &config_map("later", &[], "1"))
+        .await
+        .unwrap();
+    loop {
+        match next(&mut informer).await {
+            Err(_) => saw_error = true,
+            Ok(watcher::Event::Apply(o)) => {
+                assert_eq!(o.metadata.name.as_deref(), Some("later"));
+                break;
+            }
+            Ok(_) => {}
+        }
+    }
+    assert!(saw_error, "the injected watch failure reached the watcher");
+}
+
+#[tokio::test]
+async fn custom_resource_status_subresource() {
+    let server = server().await;
+    server
+        .create(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "subresources": {"status": {}}}]},
+        }))
+        .unwrap();
+    let widget = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &widget);
+    let mut obj = DynamicObject::new("w", &widget);
+    obj.data = json!({"spec": {"size": 1}, "status": {"ready": true}});
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    assert!(
+        created.data.get("status").is_none(),
+        "status is dropped on create"
+    );
+    let status = Patch::Merge(json!({"status": {"ready": true}}));
+    let updated = api
+        .patch_status("w", &PatchParams::default(), &status)
+        .await
+        .unwrap();
+    assert_eq!(updated.data["status"]["ready"], true);
+    assert_eq!(updated.data["spec"]["size"], 1);
+    assert_eq!(updated.metadata.generation, Some(1));
+}
