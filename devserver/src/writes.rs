@@ -171,7 +171,7 @@ impl Core {
                     Part::Main => merge_main(resource, &old, new)?,
                     Part::Status => merge_status(&old, &new)?,
                 };
-                if without_resource_version(&new) == without_resource_version(&old) {
+                if same_except(&new, &old, &[], &["resourceVersion"]) {
                     return Ok(Change::Unchanged);
                 }
                 if resource.group == "apiextensions.k8s.io" {
@@ -410,7 +410,7 @@ fn merge_main(resource: &ResourceInfo, old: &Value, mut new: Value) -> Result<Va
             None => map.remove("status"),
         };
     }
-    let spec_changed = without_meta_and_status(old) != without_meta_and_status(&new);
+    let spec_changed = !same_except(old, &new, &["metadata", "status"], &[]);
     let meta = metadata_mut(&mut new)?;
     for owned in [
         "name",
@@ -450,21 +450,32 @@ fn merge_status(old: &Value, new: &Value) -> Result<Value, Status> {
     Ok(result)
 }
 
-fn without_meta_and_status(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(map) = copy.as_object_mut() {
-        map.remove("metadata");
-        map.remove("status");
+/// Whether `a` and `b` are equal apart from the top-level fields `skip` and the metadata
+/// fields `skip_meta` (compared in place: writes run under the store lock).
+fn same_except(a: &Value, b: &Value, skip: &[&str], skip_meta: &[&str]) -> bool {
+    fn fields<'v>(
+        map: &'v Map<String, Value>,
+        skip: &'v [&str],
+    ) -> impl Iterator<Item = (&'v String, &'v Value)> {
+        map.iter().filter(move |(k, _)| !skip.contains(&k.as_str()))
     }
-    copy
-}
-
-fn without_resource_version(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
+    fn same_map(a: &Map<String, Value>, b: &Map<String, Value>, skip: &[&str]) -> bool {
+        fields(a, skip).count() == fields(b, skip).count()
+            && fields(a, skip).all(|(k, v)| b.get(k) == Some(v))
     }
-    copy
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    if !same_map(a, b, &[skip, &["metadata"]].concat()) {
+        return false;
+    }
+    if skip.contains(&"metadata") {
+        return true;
+    }
+    match (a.get("metadata"), b.get("metadata")) {
+        (Some(Value::Object(ma)), Some(Value::Object(mb))) => same_map(ma, mb, skip_meta),
+        (ma, mb) => ma == mb,
+    }
 }
 
 fn finalizers(object: &Value) -> Vec<&str> {
@@ -564,5 +575,23 @@ fn validate_name(resource: &ResourceInfo, name: &str) -> Result<(), Status> {
              and must start and end with an alphanumeric character",
             resource.kind
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_except_ignores_only_the_named_fields() {
+        let a = json!({"metadata": {"name": "a", "resourceVersion": "1"}, "spec": {"x": 1}, "status": {"s": 1}});
+        let b = json!({"metadata": {"name": "a", "resourceVersion": "2"}, "spec": {"x": 1}, "status": {"s": 2}});
+        assert!(!same_except(&a, &b, &[], &["resourceVersion"]));
+        assert!(same_except(&a, &b, &["status"], &["resourceVersion"]));
+        assert!(same_except(&a, &b, &["metadata", "status"], &[]));
+        let c = json!({"metadata": {"name": "a"}, "spec": {"x": 2}});
+        assert!(!same_except(&a, &c, &["metadata", "status"], &[]));
+        let d = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "extra": 1});
+        assert!(!same_except(&a, &d, &["metadata", "status"], &[]));
     }
 }
