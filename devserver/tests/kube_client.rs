@@ -1238,3 +1238,102 @@ async fn custom_resource_status_subresource() {
     assert_eq!(updated.data["spec"]["size"], 1);
     assert_eq!(updated.metadata.generation, Some(1));
 }
+
+#[tokio::test]
+async fn metadata_only_lists_and_watches_work() {
+    let server = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.create(
+        &PostParams::default(),
+        &config_map("a", &[("app", "web")], "1"),
+    )
+    .await
+    .unwrap();
+    let list = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(
+        list.items[0].metadata.labels.as_ref().unwrap()["app"],
+        "web"
+    );
+    let rv = list.metadata.resource_version.unwrap();
+    let mut stream = api
+        .watch_metadata(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    loop {
+        match next(&mut stream).await.unwrap() {
+            WatchEvent::Deleted(o) => {
+                assert_eq!(o.metadata.name.as_deref(), Some("a"));
+                break;
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_are_seen_by_every_watcher_in_order() {
+    const WRITERS: usize = 4;
+    const WRITES: usize = 50;
+    let server = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut watchers = Vec::new();
+    for _ in 0..3 {
+        let stream = api.watch(&WatchParams::default(), &rv).await.unwrap();
+        watchers.push(tokio::spawn(async move {
+            let mut stream = stream.boxed();
+            let mut versions = Vec::new();
+            while versions.len() < WRITERS * WRITES {
+                match next_change(&mut stream).await {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                        versions.push(o.metadata.resource_version.unwrap().parse::<u64>().unwrap())
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            versions
+        }));
+    }
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let api = api.clone();
+        writers.push(tokio::spawn(async move {
+            let name = format!("w{w}");
+            api.create(&PostParams::default(), &config_map(&name, &[], "0"))
+                .await
+                .unwrap();
+            for i in 1..WRITES {
+                let patch = Patch::Merge(json!({"data": {"value": i.to_string()}}));
+                api.patch(&name, &PatchParams::default(), &patch)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let mut seen = Vec::new();
+    for watcher in watchers {
+        let versions = watcher.await.unwrap();
+        assert!(
+            versions.windows(2).all(|w| w[0] < w[1]),
+            "out of order: {versions:?}"
+        );
+        seen.push(versions);
+    }
+    assert!(
+        seen.windows(2).all(|w| w[0] == w[1]),
+        "watchers saw different events"
+    );
+}
