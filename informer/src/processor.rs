@@ -434,6 +434,7 @@ pub(crate) mod tests {
                 false,
             );
         }
+        processor.flush();
         eventually("the fast handler to see all 20", || {
             fast.events().len() == 20
         })

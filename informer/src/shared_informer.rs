@@ -389,3 +389,149 @@ impl SharedIndexInformer {
         self.inner.pipeline.processor.stop().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lister_watcher::{ListPage, WatchEvent, WatchStream};
+    use crate::object::Object;
+    use crate::processor::tests::Recorder;
+    use futures::future::BoxFuture;
+    use futures::stream;
+
+    /// Lists `objects` at version 10, then watches forever without events.
+    struct Fixed {
+        objects: Vec<String>,
+    }
+
+    impl ListerWatcher for Fixed {
+        fn list(&self, _: Option<String>) -> BoxFuture<'_, Result<ListPage>> {
+            Box::pin(async move {
+                Ok(ListPage {
+                    items: self
+                        .objects
+                        .iter()
+                        .map(|j| Object::from_json(j))
+                        .collect::<Result<_>>()?,
+                    resource_version: "10".into(),
+                    continue_token: None,
+                })
+            })
+        }
+        fn watch(&self, _: String, _: bool) -> BoxFuture<'_, Result<WatchStream>> {
+            Box::pin(async move {
+                let events: WatchStream = Box::pin(stream::pending::<Result<WatchEvent>>());
+                Ok(events)
+            })
+        }
+    }
+
+    fn informer(names: &[&str]) -> SharedIndexInformer {
+        let objects = names
+            .iter()
+            .map(|n| {
+                format!(
+                    r#"{{"metadata":{{"name":"{n}","namespace":"ns","resourceVersion":"1","managedFields":[{{}}]}}}}"#
+                )
+            })
+            .collect();
+        SharedIndexInformer::new(
+            Arc::new(Fixed { objects }),
+            InformerOptions {
+                reflector: ReflectorOptions {
+                    streaming_list: false,
+                    ..ReflectorOptions::default()
+                },
+                default_resync: None,
+            },
+        )
+    }
+
+    /// Polls `cond` for up to 20 s of real time (listener threads run on real time).
+    async fn eventually(what: &str, cond: impl Fn() -> bool) {
+        for _ in 0..2000 {
+            if cond() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            tokio::task::yield_now().await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resync_reaches_only_handlers_that_asked_for_it() {
+        let informer = informer(&["a", "b"]);
+        let resyncing = Arc::new(Recorder::default());
+        let quiet = Arc::new(Recorder::default());
+        informer.add_event_handler(resyncing.clone(), Some(Duration::from_secs(30)));
+        informer.add_event_handler(quiet.clone(), None);
+        informer.start();
+        assert!(informer.wait_synced().await);
+        eventually("the initial adds", || quiet.events().len() == 2).await;
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        eventually("a resync of both objects", || {
+            let seen = resyncing.events();
+            seen.contains(&"update:ns/a:1>1".to_string())
+                && seen.contains(&"update:ns/b:1>1".to_string())
+        })
+        .await;
+        assert_eq!(
+            quiet.events().len(),
+            2,
+            "no resync for a handler without a period"
+        );
+        informer.stop().await;
+    }
+
+    #[tokio::test]
+    async fn transform_runs_before_caching_and_only_before_start() {
+        let informer = informer(&["a"]);
+        informer
+            .set_transform(Arc::new(|o: Object| {
+                let mut v: serde_json::Value = o.deserialize()?;
+                v["metadata"]["labels"] = serde_json::json!({"seen": "yes"});
+                Object::from_json(&v.to_string())
+            }))
+            .unwrap();
+        informer.start();
+        assert!(informer.wait_synced().await);
+        let a = informer.indexer().get("ns/a").unwrap();
+        assert_eq!(a.label("seen"), Some("yes"));
+        assert!(matches!(
+            informer.set_transform(Arc::new(Ok)),
+            Err(Error::AlreadyStarted)
+        ));
+        informer.stop().await;
+    }
+
+    #[tokio::test]
+    async fn registration_syncs_after_its_replay_and_stop_drains_handlers() {
+        let informer = informer(&["a", "b", "c"]);
+        informer.start();
+        assert!(informer.wait_synced().await);
+        let slow = Arc::new(Recorder {
+            delay: Duration::from_millis(20),
+            ..Recorder::default()
+        });
+        let registration = informer.add_event_handler(slow.clone(), None);
+        assert!(
+            !registration.has_synced(),
+            "the replay is still being delivered"
+        );
+        assert!(registration.wait_synced().await);
+        assert_eq!(slow.events().len(), 3);
+        assert!(
+            slow.events().iter().all(|e| e.ends_with(":true")),
+            "replayed adds are flagged in-initial-list"
+        );
+        let stats = informer.stats();
+        assert_eq!(stats.objects, 3);
+        assert_eq!(stats.lists, 1);
+        assert_eq!(stats.listeners.len(), 1);
+        assert_eq!(informer.last_sync_resource_version().as_deref(), Some("10"));
+        informer.remove_event_handler(&registration);
+        assert_eq!(informer.handler_count(), 0);
+        informer.stop().await;
+    }
+}
