@@ -415,3 +415,172 @@ fn set_string(target: &mut String, value: &str) {
 fn rejects_streaming(err: &Error) -> bool {
     matches!(err.status_code(), Some(400 | 405 | 415 | 422 | 501))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lister_watcher::ListPage;
+    use crate::store::Store;
+    use futures::future::BoxFuture;
+    use futures::stream;
+    use std::collections::VecDeque;
+
+    /// Answers watches from a script (then watches forever without events) and records each
+    /// call's time and resourceVersion.
+    struct Scripted {
+        watches: Mutex<VecDeque<Result<Vec<Result<WatchEvent>>>>>,
+        calls: Mutex<Vec<(Instant, String)>>,
+        lists: AtomicU64,
+    }
+
+    fn obj(name: &str, rv: u64) -> Object {
+        Object::from_json(&format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn server_error(code: u16) -> Error {
+        Error::Api {
+            code,
+            reason: "Test".into(),
+            message: "scripted".into(),
+        }
+    }
+
+    impl ListerWatcher for Scripted {
+        fn list(&self, _: Option<String>) -> futures::future::BoxFuture<'_, Result<ListPage>> {
+            let n = self.lists.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async move {
+                Ok(ListPage {
+                    items: vec![obj("a", 10 + n)],
+                    resource_version: (10 + n).to_string(),
+                    continue_token: None,
+                })
+            })
+        }
+        fn watch(&self, rv: String, _: bool) -> BoxFuture<'_, Result<WatchStream>> {
+            self.calls.lock().push((Instant::now(), rv));
+            let next = self.watches.lock().pop_front();
+            Box::pin(async move {
+                let stream: WatchStream = match next {
+                    Some(Err(err)) => return Err(err),
+                    Some(Ok(events)) => Box::pin(stream::iter(events)),
+                    None => Box::pin(stream::pending()),
+                };
+                Ok(stream)
+            })
+        }
+    }
+
+    /// Applies popped deltas straight to the store.
+    struct Apply {
+        fifo: Arc<DeltaFifo>,
+        store: Arc<Store>,
+    }
+
+    impl DeltaProcessor for Apply {
+        fn process_queued(&self, max: usize) -> bool {
+            for _ in 0..max {
+                let popped = self.fifo.pop_ready(|deltas, _| {
+                    for d in deltas {
+                        if d.kind == crate::delta_fifo::DeltaType::Deleted {
+                            self.store.delete(d.object.key());
+                        } else {
+                            self.store.upsert(d.object);
+                        }
+                    }
+                });
+                if popped.is_none() {
+                    return false;
+                }
+            }
+            true
+        }
+        fn flush(&self) {}
+    }
+
+    fn run(
+        script: Vec<Result<Vec<Result<WatchEvent>>>>,
+    ) -> (Arc<Scripted>, Arc<Store>, CancellationToken) {
+        let lw = Arc::new(Scripted {
+            watches: Mutex::new(script.into()),
+            calls: Mutex::new(Vec::new()),
+            lists: AtomicU64::new(0),
+        });
+        let store = Arc::new(Store::new());
+        let fifo = Arc::new(DeltaFifo::new(store.clone()));
+        let reflector = Reflector::new(
+            lw.clone(),
+            fifo.clone(),
+            Arc::new(Apply {
+                fifo,
+                store: store.clone(),
+            }),
+            Arc::new(Hooks::default()),
+            Arc::new(ReflectorStatus::default()),
+            ReflectorOptions {
+                streaming_list: false,
+                backoff: BackoffOptions {
+                    jitter: 0.0,
+                    ..BackoffOptions::default()
+                },
+                min_healthy_watch: Duration::ZERO,
+            },
+        );
+        let cancel = CancellationToken::new();
+        tokio::spawn(reflector.run(cancel.clone()));
+        (lw, store, cancel)
+    }
+
+    async fn wait_for_calls(lw: &Scripted, n: usize) {
+        for _ in 0..10_000 {
+            if lw.calls.lock().len() >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("fewer than {n} watch calls");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_watches_back_off_exponentially_then_resume_from_the_last_version() {
+        let (lw, store, cancel) = run(vec![
+            Err(server_error(500)),
+            Err(server_error(503)),
+            Ok(vec![Ok(WatchEvent::Added(obj("b", 11)))]),
+        ]);
+        wait_for_calls(&lw, 4).await;
+        cancel.cancel();
+        let calls = lw.calls.lock().clone();
+        let gaps: Vec<u128> = calls
+            .windows(2)
+            .map(|w| w[1].0.duration_since(w[0].0).as_millis())
+            .collect();
+        assert_eq!(
+            gaps,
+            vec![800, 1600, 0],
+            "800 ms, then doubled; a clean end re-watches at once"
+        );
+        let versions: Vec<&str> = calls.iter().map(|(_, rv)| rv.as_str()).collect();
+        assert_eq!(versions, vec!["10", "10", "10", "11"]);
+        assert_eq!(
+            lw.lists.load(Ordering::Relaxed),
+            1,
+            "errors other than 410 never relist"
+        );
+        assert!(store.get("ns/b").is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_version_relists_at_once() {
+        let (lw, store, cancel) = run(vec![Ok(vec![Err(server_error(410))])]);
+        wait_for_calls(&lw, 2).await;
+        cancel.cancel();
+        let calls = lw.calls.lock().clone();
+        assert_eq!(calls[1].0.duration_since(calls[0].0), Duration::ZERO);
+        assert_eq!(calls[1].1, "11", "watches from the relist's version");
+        assert_eq!(lw.lists.load(Ordering::Relaxed), 2);
+        assert_eq!(store.get("ns/a").unwrap().resource_version(), "11");
+    }
+}
