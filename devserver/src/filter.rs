@@ -5,8 +5,8 @@ use kubewasm_labels::{FieldSelector, Selector};
 use crate::Status;
 use crate::object::StoredObject;
 
-/// The fields a field selector may name (as on the API server, for every resource).
-const SUPPORTED_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
+/// The fields a field selector may name for every resource.
+const COMMON_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
 
 /// Selection shared by list and watch.
 #[derive(Debug, Clone, Default)]
@@ -17,11 +17,13 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
-    /// Parses `labelSelector` and `fieldSelector`; 400 on bad syntax or an unsupported field.
+    /// Parses `labelSelector` and `fieldSelector`; 400 on bad syntax or a field that is neither
+    /// common nor in the resource's `selectable_fields`.
     pub fn parse(
         namespace: Option<String>,
         label_selector: Option<&str>,
         field_selector: Option<&str>,
+        selectable_fields: &[String],
     ) -> Result<Filter, Status> {
         let labels = match label_selector {
             Some(s) => Selector::parse(s).map_err(|e| Status::bad_request(e.to_string()))?,
@@ -31,7 +33,9 @@ impl Filter {
             Some(s) => FieldSelector::parse(s).map_err(|e| Status::bad_request(e.to_string()))?,
             None => FieldSelector::everything(),
         };
-        if let Some(field) = fields.fields().find(|f| !SUPPORTED_FIELDS.contains(f)) {
+        let supported =
+            |f: &&str| COMMON_FIELDS.contains(f) || selectable_fields.iter().any(|s| s == f);
+        if let Some(field) = fields.fields().find(|f| !supported(f)) {
             return Err(Status::bad_request(format!(
                 "field label not supported: {field}"
             )));
@@ -74,7 +78,7 @@ mod tests {
 
     fn object(ns: &str, name: &str, app: &str) -> StoredObject {
         let value = json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": app}}});
-        StoredObject::new(&value, 1).unwrap()
+        StoredObject::new(&value, 1, &[]).unwrap()
     }
 
     #[test]
@@ -83,6 +87,7 @@ mod tests {
             Some("a".into()),
             Some("app in (web)"),
             Some("metadata.name!=skip"),
+            &[],
         )
         .unwrap();
         assert!(filter.matches(&object("a", "x", "web")));
@@ -93,8 +98,10 @@ mod tests {
 
     #[test]
     fn unsupported_fields_are_bad_requests() {
-        let err = Filter::parse(None, None, Some("spec.nodeName=x")).unwrap_err();
+        let err = Filter::parse(None, None, Some("spec.nodeName=x"), &[]).unwrap_err();
         assert_eq!(err.code, 400);
         assert!(err.message.contains("spec.nodeName"));
+        let pods = ["spec.nodeName".to_owned()];
+        assert!(Filter::parse(None, None, Some("spec.nodeName=x"), &pods).is_ok());
     }
 }

@@ -246,15 +246,24 @@ fn get(
     Ok(object_response(StatusCode::OK, &stored))
 }
 
-fn filter_of(namespace: Option<&str>, request: &Request) -> Result<Filter, Status> {
+fn filter_of(
+    resource: &ResourceInfo,
+    namespace: Option<&str>,
+    request: &Request,
+) -> Result<Filter, Status> {
     Filter::parse(
         namespace.map(str::to_owned),
         request.param("labelSelector").filter(|s| !s.is_empty()),
         request.param("fieldSelector").filter(|s| !s.is_empty()),
+        &resource.selectable_fields,
     )
 }
 
-fn list_request(namespace: Option<&str>, request: &Request) -> Result<ListRequest, Status> {
+fn list_request(
+    resource: &ResourceInfo,
+    namespace: Option<&str>,
+    request: &Request,
+) -> Result<ListRequest, Status> {
     let limit = match request.param("limit").filter(|s| !s.is_empty()) {
         Some(l) => Some(
             l.parse::<usize>()
@@ -263,7 +272,7 @@ fn list_request(namespace: Option<&str>, request: &Request) -> Result<ListReques
         None => None,
     };
     Ok(ListRequest {
-        filter: filter_of(namespace, request)?,
+        filter: filter_of(resource, namespace, request)?,
         limit,
         continue_token: request
             .param("continue")
@@ -283,7 +292,7 @@ fn list(
     namespace: Option<&str>,
     request: &Request,
 ) -> Result<Response, Status> {
-    let list_request = list_request(namespace, request)?;
+    let list_request = list_request(resource, namespace, request)?;
     let page = list::list(&core.store, &resource.storage_key(), &list_request)?;
     Ok(bytes_response(
         StatusCode::OK,
@@ -308,7 +317,7 @@ fn watch(
         Some(_) => Some(request.flag("sendInitialEvents")),
     };
     let watch_request = WatchRequest {
-        filter: filter_of(namespace, request)?,
+        filter: filter_of(resource, namespace, request)?,
         resource_version: request.param("resourceVersion").map(str::to_owned),
         resource_version_match: request
             .param("resourceVersionMatch")
@@ -335,7 +344,7 @@ fn delete_collection(
     request: &Request,
 ) -> Result<Response, Status> {
     let list_request = ListRequest {
-        filter: filter_of(namespace, request)?,
+        filter: filter_of(resource, namespace, request)?,
         ..ListRequest::default()
     };
     let page = list::list(&core.store, &resource.storage_key(), &list_request)?;

@@ -241,7 +241,7 @@ mod tests {
 
     fn put(store: &Store, ns: &str, name: &str, data: &str) {
         store
-            .write("/configmaps", &format!("{ns}/{name}"), |_, _| {
+            .write("/configmaps", &format!("{ns}/{name}"), &[], |_, _| {
                 Ok(Change::Put(json!({
                     "metadata": {"name": name, "namespace": ns}, "data": {"v": data}
                 })))
@@ -297,7 +297,7 @@ mod tests {
         put(&store, "ns", "a", "1");
         put(&store, "ns2", "a", "1");
         let request = ListRequest {
-            filter: Filter::parse(Some("ns".into()), None, None).unwrap(),
+            filter: Filter::parse(Some("ns".into()), None, None, &[]).unwrap(),
             ..ListRequest::default()
         };
         assert_eq!(

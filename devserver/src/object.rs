@@ -15,6 +15,8 @@ pub(crate) struct StoredObject {
     pub name: String,
     pub namespace: Option<String>,
     pub labels: BTreeMap<String, String>,
+    /// Values of the resource's selectable fields the object has (path, value as text).
+    pub fields: Vec<(String, String)>,
     /// The resourceVersion written into `json`.
     pub resource_version: u64,
     /// Compact JSON of the whole object, with `metadata.resourceVersion` set.
@@ -22,8 +24,13 @@ pub(crate) struct StoredObject {
 }
 
 impl StoredObject {
-    /// Serialises `object` (whose metadata the caller has completed) for storage.
-    pub fn new(object: &Value, resource_version: u64) -> Result<StoredObject, Status> {
+    /// Serialises `object` (whose metadata the caller has completed) for storage, extracting
+    /// the `selectable_fields` field selectors may ask for.
+    pub fn new(
+        object: &Value,
+        resource_version: u64,
+        selectable_fields: &[String],
+    ) -> Result<StoredObject, Status> {
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -42,6 +49,18 @@ impl StoredObject {
                     .collect()
             })
             .unwrap_or_default();
+        let fields = selectable_fields
+            .iter()
+            .filter_map(|path| {
+                let pointer = format!("/{}", path.replace('.', "/"));
+                let text = match object.pointer(&pointer)? {
+                    Value::String(s) => s.clone(),
+                    Value::Null | Value::Object(_) | Value::Array(_) => return None,
+                    other => other.to_string(),
+                };
+                Some((path.clone(), text))
+            })
+            .collect();
         let json = serde_json::to_vec(object)
             .map_err(|e| Status::internal(format!("serialising object: {e}")))?;
         Ok(StoredObject {
@@ -49,6 +68,7 @@ impl StoredObject {
             name,
             namespace,
             labels,
+            fields,
             resource_version,
             json: Bytes::from(json),
         })
@@ -60,12 +80,17 @@ impl StoredObject {
             .map_err(|e| Status::internal(format!("stored object is not JSON: {e}")))
     }
 
-    /// The value of a field selector's field: `metadata.name` or `metadata.namespace`.
+    /// The value of a field selector's field: `metadata.name`, `metadata.namespace` or one of
+    /// the resource's selectable fields (`None` if the object lacks it).
     pub fn field(&self, field: &str) -> Option<&str> {
         match field {
             "metadata.name" => Some(&self.name),
             "metadata.namespace" => Some(self.namespace.as_deref().unwrap_or("")),
-            _ => None,
+            _ => self
+                .fields
+                .iter()
+                .find(|(path, _)| path == field)
+                .map(|(_, value)| value.as_str()),
         }
     }
 }
@@ -143,8 +168,17 @@ mod tests {
 
     #[test]
     fn stored_object_extracts_selector_metadata() {
-        let obj = json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"app": "web"}}});
-        let stored = StoredObject::new(&obj, 7).unwrap();
+        let obj = json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"app": "web"}},
+                         "spec": {"nodeName": "n1", "hostNetwork": true}});
+        let fields = [
+            "spec.nodeName".to_owned(),
+            "spec.hostNetwork".to_owned(),
+            "status.phase".to_owned(),
+        ];
+        let stored = StoredObject::new(&obj, 7, &fields).unwrap();
+        assert_eq!(stored.field("spec.nodeName"), Some("n1"));
+        assert_eq!(stored.field("spec.hostNetwork"), Some("true"));
+        assert_eq!(stored.field("status.phase"), None);
         assert_eq!(stored.key, "ns/a");
         assert_eq!(stored.labels.get("app").map(String::as_str), Some("web"));
         assert_eq!(stored.field("metadata.namespace"), Some("ns"));

@@ -18,6 +18,9 @@ pub(crate) struct ResourceInfo {
     pub namespaced: bool,
     /// Whether `/status` is a subresource (then the main endpoint ignores status changes).
     pub has_status: bool,
+    /// Fields besides `metadata.name` and `metadata.namespace` that field selectors may use,
+    /// as dotted paths (`spec.nodeName`).
+    pub selectable_fields: Vec<String>,
 }
 
 impl ResourceInfo {
@@ -142,6 +145,41 @@ const BUILTINS: &[Builtin] = &[
     ),
 ];
 
+/// The extra selectable fields of built-in kinds, as the API server registers them.
+fn builtin_fields(group: &str, kind: &str) -> &'static [&'static str] {
+    match (group, kind) {
+        ("", "Pod") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ("", "Secret") => &["type"],
+        ("", "Namespace") => &["status.phase"],
+        ("", "Node") => &["spec.unschedulable"],
+        ("", "Event") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("apps", "ReplicaSet") => &["status.replicas"],
+        ("batch", "Job") => &["status.successful"],
+        _ => &[],
+    }
+}
+
 /// The built-in resources every server starts with.
 pub(crate) fn builtins() -> Vec<ResourceInfo> {
     BUILTINS
@@ -155,6 +193,10 @@ pub(crate) fn builtins() -> Vec<ResourceInfo> {
             short_names: b.short_names.iter().map(|s| (*s).to_owned()).collect(),
             namespaced: b.namespaced,
             has_status: b.has_status,
+            selectable_fields: builtin_fields(b.group, b.kind)
+                .iter()
+                .map(|f| (*f).to_owned())
+                .collect(),
         })
         .collect()
 }
@@ -217,6 +259,17 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
         }
         let version_name = text(version.get("name"), "spec.versions[].name")?;
         let has_status = version.pointer("/subresources/status").is_some();
+        let selectable_fields = version
+            .get("selectableFields")
+            .and_then(Value::as_array)
+            .map(|fields| {
+                fields
+                    .iter()
+                    .filter_map(|f| f.get("jsonPath").and_then(Value::as_str))
+                    .map(|path| path.trim_start_matches('.').to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
         resources.push(ResourceInfo {
             group: group.clone(),
             version: version_name,
@@ -226,6 +279,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
             short_names: short_names.clone(),
             namespaced,
             has_status,
+            selectable_fields,
         });
     }
     Ok(resources)
@@ -245,7 +299,8 @@ mod tests {
                 "scope": "Namespaced",
                 "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
                 "versions": [
-                    {"name": "v1", "served": true, "subresources": {"status": {}}},
+                    {"name": "v1", "served": true, "subresources": {"status": {}},
+                     "selectableFields": [{"jsonPath": ".spec.color"}]},
                     {"name": "v1beta1", "served": false},
                 ],
             },
@@ -257,6 +312,7 @@ mod tests {
         assert_eq!(r.singular, "widget");
         assert!(r.namespaced && r.has_status);
         assert_eq!(r.short_names, vec!["wd"]);
+        assert_eq!(r.selectable_fields, vec!["spec.color"]);
     }
 
     #[test]

@@ -118,6 +118,7 @@ impl Store {
         &self,
         storage_key: &str,
         key: &str,
+        selectable_fields: &[String],
         decide: impl FnOnce(Option<&Arc<StoredObject>>, u64) -> Result<Change, Status>,
     ) -> Result<Arc<StoredObject>, Status> {
         let mut inner = self.inner.write();
@@ -145,7 +146,7 @@ impl Store {
             "resourceVersion".to_owned(),
             Value::String(next_rv.to_string()),
         );
-        let stored = Arc::new(StoredObject::new(&value, next_rv)?);
+        let stored = Arc::new(StoredObject::new(&value, next_rv, selectable_fields)?);
         if stored.key != key {
             return Err(Status::internal(format!(
                 "write to {key:?} produced an object at {:?}",
@@ -230,7 +231,7 @@ mod tests {
 
     fn put(store: &Store, name: &str, value: &str) -> Arc<StoredObject> {
         store
-            .write("/configmaps", &format!("ns/{name}"), |_, _| {
+            .write("/configmaps", &format!("ns/{name}"), &[], |_, _| {
                 Ok(Change::Put(json!({
                     "metadata": {"name": name, "namespace": "ns"},
                     "data": {"v": value},
@@ -305,7 +306,9 @@ mod tests {
     fn failed_decision_leaves_store_untouched() {
         let store = Store::new(10);
         let before = store.resource_version();
-        let result = store.write("/configmaps", "ns/a", |_, _| Err(Status::invalid("no")));
+        let result = store.write("/configmaps", "ns/a", &[], |_, _| {
+            Err(Status::invalid("no"))
+        });
         assert!(result.is_err());
         assert_eq!(store.resource_version(), before);
         assert!(store.get("/configmaps", "ns/a").is_none());

@@ -73,14 +73,17 @@ impl Core {
         default_status(resource, &mut object);
         let crd = register_crd(resource, &object)?;
         let key = store_key(namespace.as_deref(), &name);
-        let stored = self
-            .store
-            .write(&resource.storage_key(), &key, |current, _| {
+        let stored = self.store.write(
+            &resource.storage_key(),
+            &key,
+            &resource.selectable_fields,
+            |current, _| {
                 if current.is_some() {
                     return Err(Status::already_exists(&resource.qualified_plural(), &name));
                 }
                 Ok(Change::Put(object))
-            });
+            },
+        );
         if let Some((group, plural, resources)) = crd
             && stored.is_ok()
         {
@@ -149,9 +152,11 @@ impl Core {
         let plural = resource.qualified_plural();
         let mut crd = None;
         let mut removed = false;
-        let stored = self
-            .store
-            .write(&resource.storage_key(), &key, |current, _| {
+        let stored = self.store.write(
+            &resource.storage_key(),
+            &key,
+            &resource.selectable_fields,
+            |current, _| {
                 let current = current.ok_or_else(|| Status::not_found(&plural, name))?;
                 let old = current.to_value()?;
                 let mut new = change(old.clone())?;
@@ -185,7 +190,8 @@ impl Core {
                 } else {
                     Change::Put(new)
                 })
-            })?;
+            },
+        )?;
         if let Some((group, plural, resources)) = crd {
             self.registry.register(&group, &plural, resources);
         }
@@ -212,9 +218,11 @@ impl Core {
         let key = store_key(namespace, name);
         let plural = resource.qualified_plural();
         let mut removed = false;
-        let stored = self
-            .store
-            .write(&resource.storage_key(), &key, |current, _| {
+        let stored = self.store.write(
+            &resource.storage_key(),
+            &key,
+            &resource.selectable_fields,
+            |current, _| {
                 let current = current.ok_or_else(|| Status::not_found(&plural, name))?;
                 let mut object = current.to_value()?;
                 let precondition =
@@ -240,7 +248,8 @@ impl Core {
                 meta.insert("deletionTimestamp".into(), Value::String(now_rfc3339()));
                 meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
                 Ok(Change::Put(object))
-            })?;
+            },
+        )?;
         if removed {
             self.after_removal(resource, &stored)?;
         }

@@ -1337,3 +1337,71 @@ async fn concurrent_writers_are_seen_by_every_watcher_in_order() {
         "watchers saw different events"
     );
 }
+
+#[tokio::test]
+async fn pods_select_by_node_name_and_phase() {
+    let server = server().await;
+    let api: Api<Pod> = Api::namespaced(server.client(), "default");
+    let pod = |name: &str, node: Option<&str>| -> Pod {
+        let mut spec = json!({"containers": [{"name": "c", "image": "busybox"}]});
+        if let Some(node) = node {
+            spec["nodeName"] = json!(node);
+        }
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    api.create(&PostParams::default(), &pod("on-a", Some("node-a")))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &pod("pending", None))
+        .await
+        .unwrap();
+    let names = |list: kube::core::ObjectList<Pod>| -> Vec<String> {
+        list.items
+            .into_iter()
+            .map(|p| p.metadata.name.unwrap())
+            .collect()
+    };
+    let on_a = api
+        .list(&ListParams::default().fields("spec.nodeName=node-a"))
+        .await
+        .unwrap();
+    assert_eq!(names(on_a), ["on-a"]);
+    let unscheduled = api
+        .list(&ListParams::default().fields("spec.nodeName="))
+        .await
+        .unwrap();
+    assert_eq!(names(unscheduled), ["pending"]);
+    let pending = api
+        .list(&ListParams::default().fields("status.phase=Pending"))
+        .await
+        .unwrap();
+    assert_eq!(pending.items.len(), 2);
+
+    // Scheduling a pod makes it appear in the node's watch.
+    let mut stream = api
+        .watch(&WatchParams::default().fields("spec.nodeName=node-a"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let scheduled = Patch::Merge(json!({"spec": {"nodeName": "node-a"}}));
+    api.patch("pending", &PatchParams::default(), &scheduled)
+        .await
+        .unwrap();
+    let mut added = Vec::new();
+    while added.len() < 2 {
+        match next(&mut stream).await.unwrap() {
+            WatchEvent::Added(p) => added.push(p.metadata.name.unwrap()),
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(added, ["on-a", "pending"]);
+
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let err = api_error(
+        cms.list(&ListParams::default().fields("spec.nodeName=x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 400);
+}
