@@ -252,3 +252,68 @@ pub fn write_component(
     );
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use wit_parser::ManglingAndAbi;
+
+    use super::*;
+
+    /// A core module for `world` (every import and export present, bodies unreachable), turned
+    /// into a component the way the C and Go builds do it.
+    fn component_for(resolve: &Resolve, world: WorldId) -> Vec<u8> {
+        let mut module = wit_component::dummy_module(resolve, world, ManglingAndAbi::Standard32);
+        wit_component::embed_component_metadata(
+            &mut module,
+            resolve,
+            world,
+            StringEncoding::UTF8,
+            false,
+        )
+        .expect("embedding the world");
+        componentize_reactor(&module).expect("componentizing")
+    }
+
+    #[test]
+    fn a_controller_module_becomes_a_component_the_check_accepts() {
+        let (resolve, world) = controller_world(&Ctx::new()).expect("wit/ parses");
+        let component = component_for(&resolve, world);
+        check_controller_component(&component).expect("a controller component passes");
+    }
+
+    #[test]
+    fn the_check_rejects_a_component_without_the_handler_export() {
+        let mut resolve = Resolve::default();
+        let package = resolve
+            .push_str(
+                "other.wit",
+                "package test:other;\nworld other { export run: func(); }\n",
+            )
+            .expect("test WIT parses");
+        let world = resolve
+            .select_world(&[package], Some("other"))
+            .expect("world");
+        let err = check_controller_component(&component_for(&resolve, world))
+            .expect_err("another world is rejected");
+        assert!(
+            format!("{err:#}").contains("does not export kubewasm:controller/handler"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn the_check_rejects_imports_the_host_does_not_provide() {
+        let (mut resolve, _) = controller_world(&Ctx::new()).expect("wit/ parses");
+        let package = resolve
+            .push_str(
+                "extra.wit",
+                "package test:extra;\ninterface sockets { connect: func(); }\n\
+                 world w { include kubewasm:controller/controller@0.1.0; import sockets; }\n",
+            )
+            .expect("test WIT parses");
+        let world = resolve.select_world(&[package], Some("w")).expect("world");
+        let err = check_controller_component(&component_for(&resolve, world))
+            .expect_err("an unknown import is rejected");
+        assert!(format!("{err:#}").contains("test:extra/sockets"), "{err:#}");
+    }
+}
