@@ -47,6 +47,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     if guests.is_empty() {
         return Ok(Vec::new());
     }
+    ensure_target()?;
     let target_dir = ctx.root.join("target/wasm-guests");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = cmd::command(cargo, &ctx.root);
@@ -59,7 +60,11 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
             PROFILE,
             "--target-dir",
         ])
-        .arg(&target_dir);
+        .arg(&target_dir)
+        // Flags meant for the host build (target-cpu, coverage, sanitizers) must not reach wasm.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS");
     for guest in &guests {
         command.args(["-p", &guest.package]);
     }
@@ -78,6 +83,26 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
         written.push(to);
     }
     Ok(written)
+}
+
+/// Installs the `wasm32-wasip2` standard library through rustup when it is missing. Without
+/// rustup (a toolchain installed otherwise) nothing is done and cargo reports what is missing.
+fn ensure_target() -> anyhow::Result<()> {
+    let installed = std::process::Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
+    let Ok(installed) = installed else {
+        return Ok(());
+    };
+    if String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|line| line.trim() == TARGET)
+    {
+        return Ok(());
+    }
+    let cwd = std::env::current_dir()?;
+    cmd::run(cmd::command("rustup", &cwd).args(["target", "add", TARGET]))
+        .context("installing the wasm32-wasip2 target")
 }
 
 /// Copies `from` to `to` unless `to` already holds the same bytes, so a hot-reloading host
