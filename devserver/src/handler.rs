@@ -24,7 +24,7 @@ use crate::protobuf;
 use crate::resource::ResourceInfo;
 use crate::route::{self, ResourcePath, Route};
 use crate::watch::{self, WatchRequest};
-use crate::writes::Part;
+use crate::writes::{Part, Target};
 
 /// Request bodies up to this size are accepted (the API server's limit is 3 MiB per object;
 /// collections of manifests may be larger).
@@ -164,6 +164,19 @@ fn handle_resource(
         Some(_) => return Err(Status::unknown_resource()),
     };
     let namespace = path.namespace.as_deref();
+    let target = Target {
+        resource: &resource,
+        namespace,
+        dry_run: match request.param("dryRun") {
+            None | Some("") => false,
+            Some("All") => true,
+            Some(other) => {
+                return Err(Status::bad_request(format!(
+                    "unsupported dryRun {other:?}: only \"All\" is valid"
+                )));
+            }
+        },
+    };
     match (verb, path.name.as_deref()) {
         (Verb::Get, Some(name)) => get(core, &resource, namespace, name),
         (Verb::List, _) => list(core, &resource, namespace, request),
@@ -177,12 +190,12 @@ fn handle_resource(
             } else {
                 parse_body(&request.body)?
             };
-            let stored = core.create(&resource, namespace, object)?;
+            let stored = core.create(&target, object)?;
             Ok(object_response(StatusCode::CREATED, &stored))
         }
         (Verb::Update, Some(name)) => {
             let object = parse_body(&request.body)?;
-            let stored = core.update(&resource, namespace, name, part, object)?;
+            let stored = core.update(&target, name, part, object)?;
             Ok(object_response(StatusCode::OK, &stored))
         }
         (Verb::Patch, Some(name)) => {
@@ -192,7 +205,7 @@ fn handle_resource(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
             let patch_type = PatchType::from_content_type(content_type)?;
-            let stored = core.patch(&resource, namespace, name, part, patch_type, &request.body)?;
+            let stored = core.patch(&target, name, part, patch_type, &request.body)?;
             Ok(object_response(StatusCode::OK, &stored))
         }
         (Verb::Delete, Some(name)) => {
@@ -201,10 +214,22 @@ fn handle_resource(
             } else {
                 parse_body(&request.body)?
             };
-            let stored = core.delete(&resource, namespace, name, &options)?;
+            let target = Target {
+                dry_run: target.dry_run || body_dry_run(&options),
+                ..target
+            };
+            let stored = core.delete(&target, name, &options)?;
             Ok(object_response(StatusCode::OK, &stored))
         }
-        (Verb::Delete, None) => delete_collection(core, &resource, namespace, request),
+        (Verb::Delete, None) => {
+            let options = if request.body.is_empty() {
+                Value::Null
+            } else {
+                parse_body(&request.body)?
+            };
+            let dry_run = target.dry_run || body_dry_run(&options);
+            delete_collection(core, &resource, namespace, dry_run, request)
+        }
         _ => Err(Status::method_not_allowed(format!(
             "{} is not supported on this path",
             request.method
@@ -341,6 +366,7 @@ fn delete_collection(
     core: &Core,
     resource: &ResourceInfo,
     namespace: Option<&str>,
+    dry_run: bool,
     request: &Request,
 ) -> Result<Response, Status> {
     let list_request = ListRequest {
@@ -350,12 +376,12 @@ fn delete_collection(
     let page = list::list(&core.store, &resource.storage_key(), &list_request)?;
     let mut deleted = Vec::with_capacity(page.items.len());
     for item in &page.items {
-        match core.delete(
+        let target = Target {
             resource,
-            item.namespace.as_deref(),
-            &item.name,
-            &Value::Null,
-        ) {
+            namespace: item.namespace.as_deref(),
+            dry_run,
+        };
+        match core.delete(&target, &item.name, &Value::Null) {
             Ok(stored) => deleted.push(stored),
             Err(status) if status.code == 404 => {}
             Err(status) => return Err(status),
@@ -370,6 +396,14 @@ fn delete_collection(
         StatusCode::OK,
         list::list_body(resource, &page),
     ))
+}
+
+/// Whether DeleteOptions in the body ask for a dry run (`"dryRun": ["All"]`).
+fn body_dry_run(options: &Value) -> bool {
+    options
+        .get("dryRun")
+        .and_then(Value::as_array)
+        .is_some_and(|modes| modes.iter().any(|m| m == "All"))
 }
 
 fn is_protobuf(request: &Request) -> bool {

@@ -11,8 +11,8 @@
 //! No authentication, authorization, admission, defaulting or schema validation
 //! (`fieldValidation` is accepted and ignored); no managedFields, and server-side apply is
 //! create-or-merge without field ownership; no garbage collection (`ownerReferences` and
-//! `propagationPolicy` are ignored) and deleting a namespace leaves its objects; objects may be
-//! created in namespaces that do not exist; field selectors support `metadata.name`,
+//! `propagationPolicy` are ignored; deleting a namespace deletes its objects at once); objects
+//! may be created in namespaces that do not exist; field selectors support `metadata.name`,
 //! `metadata.namespace`, the built-in kinds' usual fields (`spec.nodeName`, `status.phase`, a
 //! Secret's `type`, ...) and a CRD's `selectableFields`; CRD versions are not converted; responses are always JSON (no
 //! Table, so kubectl prints NAME and AGE), and protobuf is decoded only for the create bodies

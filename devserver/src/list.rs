@@ -241,11 +241,17 @@ mod tests {
 
     fn put(store: &Store, ns: &str, name: &str, data: &str) {
         store
-            .write("/configmaps", &format!("{ns}/{name}"), &[], |_, _| {
-                Ok(Change::Put(json!({
-                    "metadata": {"name": name, "namespace": ns}, "data": {"v": data}
-                })))
-            })
+            .write(
+                "/configmaps",
+                &format!("{ns}/{name}"),
+                &[],
+                false,
+                |_, _| {
+                    Ok(Change::Put(json!({
+                        "metadata": {"name": name, "namespace": ns}, "data": {"v": data}
+                    })))
+                },
+            )
             .unwrap();
     }
 

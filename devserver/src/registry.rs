@@ -34,6 +34,11 @@ impl Registry {
             .cloned()
     }
 
+    /// Every servable resource.
+    pub fn all(&self) -> Vec<ResourceInfo> {
+        self.resources.read().clone()
+    }
+
     /// Every resource served at `group/version`.
     pub fn in_group_version(&self, group: &str, version: &str) -> Vec<ResourceInfo> {
         self.resources

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::core::Core;
 use crate::hooks::{RequestRecord, Verb};
+use crate::writes::Target;
 use crate::{Options, Status, handler, manifests};
 
 /// Namespaces every server starts with, as a fresh cluster has them.
@@ -49,7 +50,7 @@ impl DevServer {
         for name in INITIAL_NAMESPACES {
             let object =
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-            core.create(&namespaces, None, object)?;
+            core.create(&Target::new(&namespaces, None), object)?;
         }
         let (stop, stopped) = oneshot::channel::<()>();
         let app = handler::router(Arc::clone(&core));
@@ -121,7 +122,7 @@ impl DevServer {
                 format!("no resource serves apiVersion {api_version:?} kind {kind:?}"),
             )
         })?;
-        let stored = core.create(&resource, None, object)?;
+        let stored = core.create(&Target::new(&resource, None), object)?;
         stored.to_value()
     }
 

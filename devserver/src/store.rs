@@ -113,12 +113,14 @@ impl Store {
 
     /// Applies one write to `key` atomically: `decide` sees the current object and the
     /// resourceVersion the change will get, and returns the change (or an error, which leaves
-    /// the store untouched). Returns the stored object.
+    /// the store untouched). Returns the stored object. With `dry_run` nothing is stored and
+    /// the result keeps the current resourceVersion (none for a creation).
     pub fn write(
         &self,
         storage_key: &str,
         key: &str,
         selectable_fields: &[String],
+        dry_run: bool,
         decide: impl FnOnce(Option<&Arc<StoredObject>>, u64) -> Result<Change, Status>,
     ) -> Result<Arc<StoredObject>, Status> {
         let mut inner = self.inner.write();
@@ -142,6 +144,17 @@ impl Store {
             .get_mut("metadata")
             .and_then(Value::as_object_mut)
             .ok_or_else(|| Status::internal("object without metadata"))?;
+        if dry_run {
+            match &current {
+                Some(c) => meta.insert(
+                    "resourceVersion".to_owned(),
+                    Value::String(c.resource_version.to_string()),
+                ),
+                None => meta.remove("resourceVersion"),
+            };
+            let rv = current.as_ref().map_or(0, |c| c.resource_version);
+            return Ok(Arc::new(StoredObject::new(&value, rv, selectable_fields)?));
+        }
         meta.insert(
             "resourceVersion".to_owned(),
             Value::String(next_rv.to_string()),
@@ -198,6 +211,22 @@ impl Store {
         })
     }
 
+    /// The names of the objects of `storage_key` in `namespace`.
+    pub fn names_in_namespace(&self, storage_key: &str, namespace: &str) -> Vec<String> {
+        let prefix = format!("{namespace}/");
+        self.read(storage_key, |collection, _| {
+            collection
+                .objects
+                .range::<str, _>((
+                    std::ops::Bound::Included(prefix.as_str()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .take_while(|(key, _)| key.starts_with(&prefix))
+                .map(|(_, object)| object.name.clone())
+                .collect()
+        })
+    }
+
     /// Ends every open watch: their receivers see the channel close.
     pub fn close_watches(&self) {
         let mut inner = self.inner.write();
@@ -231,7 +260,7 @@ mod tests {
 
     fn put(store: &Store, name: &str, value: &str) -> Arc<StoredObject> {
         store
-            .write("/configmaps", &format!("ns/{name}"), &[], |_, _| {
+            .write("/configmaps", &format!("ns/{name}"), &[], false, |_, _| {
                 Ok(Change::Put(json!({
                     "metadata": {"name": name, "namespace": "ns"},
                     "data": {"v": value},
@@ -303,10 +332,26 @@ mod tests {
     }
 
     #[test]
+    fn dry_run_stores_nothing() {
+        let store = Store::new(10);
+        let before = store.resource_version();
+        let result = store
+            .write("/configmaps", "ns/a", &[], true, |_, _| {
+                Ok(Change::Put(
+                    json!({"metadata": {"name": "a", "namespace": "ns"}}),
+                ))
+            })
+            .unwrap();
+        assert_eq!(result.name, "a");
+        assert_eq!(store.resource_version(), before);
+        assert!(store.get("/configmaps", "ns/a").is_none());
+    }
+
+    #[test]
     fn failed_decision_leaves_store_untouched() {
         let store = Store::new(10);
         let before = store.resource_version();
-        let result = store.write("/configmaps", "ns/a", &[], |_, _| {
+        let result = store.write("/configmaps", "ns/a", &[], false, |_, _| {
             Err(Status::invalid("no"))
         });
         assert!(result.is_err());

@@ -20,14 +20,33 @@ pub(crate) enum Part {
     Status,
 }
 
+/// Where a write goes: the resource, the namespace from the URL (if any), and whether it is a
+/// dry run (`dryRun=All`: validated and answered, but nothing stored and no side effects).
+pub(crate) struct Target<'a> {
+    pub resource: &'a ResourceInfo,
+    pub namespace: Option<&'a str>,
+    pub dry_run: bool,
+}
+
+impl<'a> Target<'a> {
+    /// A real (not dry-run) write.
+    pub fn new(resource: &'a ResourceInfo, namespace: Option<&'a str>) -> Target<'a> {
+        Target {
+            resource,
+            namespace,
+            dry_run: false,
+        }
+    }
+}
+
 impl Core {
     /// Creates `object` in `namespace` (taken from the object, then "default", when `None`).
     pub fn create(
         &self,
-        resource: &ResourceInfo,
-        namespace: Option<&str>,
+        target: &Target<'_>,
         mut object: Value,
     ) -> Result<Arc<StoredObject>, Status> {
+        let (resource, namespace) = (target.resource, target.namespace);
         check_type(resource, &mut object)?;
         fold_string_data(resource, &mut object)?;
         let namespace = resolve_namespace(resource, namespace, &object)?;
@@ -77,6 +96,7 @@ impl Core {
             &resource.storage_key(),
             &key,
             &resource.selectable_fields,
+            target.dry_run,
             |current, _| {
                 if current.is_some() {
                     return Err(Status::already_exists(&resource.qualified_plural(), &name));
@@ -86,6 +106,7 @@ impl Core {
         );
         if let Some((group, plural, resources)) = crd
             && stored.is_ok()
+            && !target.dry_run
         {
             self.registry.register(&group, &plural, resources);
         }
@@ -95,26 +116,25 @@ impl Core {
     /// Replaces the object (PUT), answering 409 if `object` carries a stale resourceVersion.
     pub fn update(
         &self,
-        resource: &ResourceInfo,
-        namespace: Option<&str>,
+        target: &Target<'_>,
         name: &str,
         part: Part,
         mut object: Value,
     ) -> Result<Arc<StoredObject>, Status> {
-        check_type(resource, &mut object)?;
-        self.modify(resource, namespace, name, part, |_| Ok(object))
+        check_type(target.resource, &mut object)?;
+        self.modify(target, name, part, |_| Ok(object))
     }
 
     /// Applies a patch of `patch_type` to the current object.
     pub fn patch(
         &self,
-        resource: &ResourceInfo,
-        namespace: Option<&str>,
+        target: &Target<'_>,
         name: &str,
         part: Part,
         patch_type: PatchType,
         body: &[u8],
     ) -> Result<Arc<StoredObject>, Status> {
+        let (resource, namespace) = (target.resource, target.namespace);
         let parsed = patch::parse(patch_type, body)?;
         if patch_type == PatchType::Apply {
             let key = store_key(namespace, name);
@@ -123,10 +143,10 @@ impl Core {
                 if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("name".into(), Value::String(name.to_owned()));
                 }
-                return self.create(resource, namespace, object);
+                return self.create(target, object);
             }
         }
-        self.modify(resource, namespace, name, part, |current| {
+        self.modify(target, name, part, |current| {
             let mut patched = parsed.apply_to(current)?;
             check_type(resource, &mut patched)?;
             Ok(patched)
@@ -137,12 +157,12 @@ impl Core {
     /// then server-owned fields are restored and the status/main split enforced.
     fn modify(
         &self,
-        resource: &ResourceInfo,
-        namespace: Option<&str>,
+        target: &Target<'_>,
         name: &str,
         part: Part,
         change: impl FnOnce(Value) -> Result<Value, Status>,
     ) -> Result<Arc<StoredObject>, Status> {
+        let (resource, namespace) = (target.resource, target.namespace);
         let namespace = if resource.namespaced {
             Some(namespace.unwrap_or("default"))
         } else {
@@ -156,6 +176,7 @@ impl Core {
             &resource.storage_key(),
             &key,
             &resource.selectable_fields,
+            target.dry_run,
             |current, _| {
                 let current = current.ok_or_else(|| Status::not_found(&plural, name))?;
                 let old = current.to_value()?;
@@ -192,6 +213,9 @@ impl Core {
                 })
             },
         )?;
+        if target.dry_run {
+            return Ok(stored);
+        }
         if let Some((group, plural, resources)) = crd {
             self.registry.register(&group, &plural, resources);
         }
@@ -205,11 +229,11 @@ impl Core {
     /// the DeleteOptions body's optional `uid` and `resourceVersion`.
     pub fn delete(
         &self,
-        resource: &ResourceInfo,
-        namespace: Option<&str>,
+        target: &Target<'_>,
         name: &str,
         options: &Value,
     ) -> Result<Arc<StoredObject>, Status> {
+        let (resource, namespace) = (target.resource, target.namespace);
         let namespace = if resource.namespaced {
             Some(namespace.unwrap_or("default"))
         } else {
@@ -222,6 +246,7 @@ impl Core {
             &resource.storage_key(),
             &key,
             &resource.selectable_fields,
+            target.dry_run,
             |current, _| {
                 let current = current.ok_or_else(|| Status::not_found(&plural, name))?;
                 let mut object = current.to_value()?;
@@ -250,14 +275,33 @@ impl Core {
                 Ok(Change::Put(object))
             },
         )?;
-        if removed {
+        if removed && !target.dry_run {
             self.after_removal(resource, &stored)?;
         }
         Ok(stored)
     }
 
-    /// Side effects of an object leaving the store: a deleted CRD's resource disappears.
+    /// Side effects of an object leaving the store: a deleted CRD's resource disappears, and a
+    /// deleted namespace's objects are deleted (as the namespace controller would).
     fn after_removal(&self, resource: &ResourceInfo, object: &StoredObject) -> Result<(), Status> {
+        if resource.group.is_empty() && resource.kind == "Namespace" {
+            let mut seen = Vec::new();
+            for namespaced in self.registry.all().iter().filter(|r| r.namespaced) {
+                let storage_key = namespaced.storage_key();
+                if seen.contains(&storage_key) {
+                    continue;
+                }
+                for name in self.store.names_in_namespace(&storage_key, &object.name) {
+                    let target = Target::new(namespaced, Some(&object.name));
+                    match self.delete(&target, &name, &Value::Null) {
+                        Ok(_) => {}
+                        Err(status) if status.code == 404 => {}
+                        Err(status) => return Err(status),
+                    }
+                }
+                seen.push(storage_key);
+            }
+        }
         if resource.group == "apiextensions.k8s.io"
             && resource.plural == "customresourcedefinitions"
         {

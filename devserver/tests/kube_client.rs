@@ -1405,3 +1405,88 @@ async fn pods_select_by_node_name_and_phase() {
     );
     assert_eq!(err.code, 400);
 }
+
+#[tokio::test]
+async fn dry_run_writes_answer_without_storing() {
+    let server = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = api
+        .create(&dry, &config_map("ghost", &[], "1"))
+        .await
+        .unwrap();
+    assert_eq!(answered.metadata.name.as_deref(), Some("ghost"));
+    assert!(api.get_opt("ghost").await.unwrap().is_none());
+
+    let real = api
+        .create(&PostParams::default(), &config_map("real", &[], "1"))
+        .await
+        .unwrap();
+    let patched = api
+        .patch(
+            "real",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"data": {"value": "2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.unwrap()["value"], "2");
+    let delete = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    api.delete("real", &delete).await.unwrap();
+    let stored = api.get("real").await.unwrap();
+    assert_eq!(stored.data.unwrap()["value"], "1");
+    assert_eq!(
+        stored.metadata.resource_version,
+        real.metadata.resource_version
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_objects() {
+    let server = server().await;
+    let namespaces: Api<Namespace> = Api::all(server.client());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    for name in ["a", "b"] {
+        server
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": name, "namespace": "doomed"}}))
+            .unwrap();
+    }
+    server
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "a", "namespace": "doomed-not"}}))
+        .unwrap();
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let doomed: Api<ConfigMap> = Api::namespaced(server.client(), "doomed");
+    assert!(
+        doomed
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let other: Api<ConfigMap> = Api::namespaced(server.client(), "doomed-not");
+    assert_eq!(
+        other
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+}
