@@ -126,9 +126,16 @@ impl SharedInformerFactory {
         }
     }
 
-    /// Waits until every informer has synced; `false` if one stopped before syncing.
+    /// Waits until every started informer has synced; `false` if one stopped before syncing.
     pub async fn wait_for_cache_sync(&self) -> bool {
-        let informers: Vec<_> = self.state.lock().informers.values().cloned().collect();
+        let informers: Vec<_> = self
+            .state
+            .lock()
+            .informers
+            .values()
+            .filter(|i| i.is_started())
+            .cloned()
+            .collect();
         let mut all = true;
         for informer in informers {
             all &= informer.wait_synced().await;

@@ -132,6 +132,14 @@ struct Listener {
     done: Mutex<Option<oneshot::Receiver<()>>>,
 }
 
+/// The listener thread waits on the mailbox forever unless told to stop; dropping the listener
+/// (its processor is gone) tells it.
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 impl Listener {
     fn push(&self, notification: Notification) {
         self.shared.pending.fetch_add(1, Ordering::Relaxed);

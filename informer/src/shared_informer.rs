@@ -142,6 +142,14 @@ struct Inner {
     run: Mutex<RunState>,
 }
 
+/// The last handle is gone: stop the tasks, which hold only the pipeline, so the cache's memory
+/// is freed even without an explicit `stop`.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
 /// client-go's SharedIndexInformer: lists and watches one collection into an indexed cache and
 /// tells every registered handler about each change, after the cache has it.
 ///
@@ -533,5 +541,24 @@ mod tests {
         informer.remove_event_handler(&registration);
         assert_eq!(informer.handler_count(), 0);
         informer.stop().await;
+    }
+
+    #[tokio::test]
+    async fn dropping_the_last_handle_stops_tasks_and_listener_threads() {
+        let informer = informer(&["a"]);
+        let rec = Arc::new(Recorder::default());
+        informer.add_event_handler(rec.clone(), None);
+        informer.start();
+        assert!(informer.wait_synced().await);
+        eventually("the add", || rec.events().len() == 1).await;
+        assert!(
+            Arc::strong_count(&rec) > 1,
+            "the listener thread holds the handler"
+        );
+        drop(informer);
+        eventually("the listener thread to end and drop the handler", || {
+            Arc::strong_count(&rec) == 1
+        })
+        .await;
     }
 }
