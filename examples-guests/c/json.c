@@ -171,11 +171,11 @@ static int find_member(cursor_t *c, const char *key) {
         skip_ws(c);
         if (c->at < c->end && *c->at == '}') return 0;
         cursor_t probe = *c;
-        size_t escaped_len;
-        if (!read_string(&probe, NULL, &escaped_len)) return 0;
+        size_t name_len;
+        if (!read_string(&probe, NULL, &name_len)) return 0;
         int matches = 0;
-        if (escaped_len == key_len) {
-            char *name = malloc(escaped_len + 1);
+        if (name_len == key_len) {
+            char *name = malloc(name_len + 1);
             if (name == NULL) return 0;
             read_string(c, name, NULL);
             matches = memcmp(name, key, key_len) == 0;

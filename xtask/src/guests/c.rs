@@ -60,3 +60,31 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
         ctx, NAME, &component, started,
     )?])
 }
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    /// The example's JSON reader (`examples-guests/c/json.c`), compiled natively with the host's
+    /// C compiler and run against `json_test.c`.
+    #[test]
+    fn the_c_examples_json_reader_passes_its_native_tests() {
+        let source = crate::workspace_root().join("examples-guests/c");
+        let out = std::env::temp_dir().join(format!("kubewasm-json-test-{}", std::process::id()));
+        let status = Command::new("cc")
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+            .arg(&out)
+            .arg(source.join("json_test.c"))
+            .arg(source.join("json.c"))
+            .status()
+            .expect("running cc (gcc or clang) to compile json_test.c");
+        assert!(status.success(), "compiling json_test.c: {status}");
+        let run = Command::new(&out).output().expect("running json_test");
+        let _ = std::fs::remove_file(&out);
+        assert!(
+            run.status.success(),
+            "json_test failed:\n{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+}
