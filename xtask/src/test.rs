@@ -1,4 +1,7 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
+//!
+//! Order: kubectl, `cargo fmt --check`, clippy (warnings denied), every guest, then the test
+//! suite with cargo-nextest (plus the doc tests, which nextest skips) or `cargo test`.
 
 use std::path::PathBuf;
 
@@ -21,13 +24,18 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
     ]))?;
     let built = guests::build_all(ctx)?;
     guests::print_summary(&built);
-    let mut tests = cmd::command(&cargo, &ctx.root);
     if cmd::succeeds(&cargo, &["nextest", "--version"]) {
-        tests.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        cmd::run(cmd::command(&cargo, &ctx.root).args([
+            "nextest",
+            "run",
+            "--workspace",
+            "--no-fail-fast",
+        ]))?;
+        // nextest does not run doc tests: the documented examples must compile and pass too.
+        cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]))
     } else {
-        tests.args(["test", "--workspace", "--no-fail-fast"]);
+        cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--no-fail-fast"]))
     }
-    cmd::run(&mut tests)
 }
 
 /// Makes sure `kubectl` is on PATH for the tests that drive the dev server with it: when it is
