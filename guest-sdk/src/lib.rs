@@ -65,3 +65,9 @@ pub use subscription::{Delivery, Subscription};
 
 pub use k8s_openapi;
 pub use serde_json;
+
+/// The guest guide's Rust examples (`docs/guest-guide.md`), compiled as doc tests so the guide
+/// cannot drift from the SDK.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guest-guide.md")]
+pub struct GuestGuide;
