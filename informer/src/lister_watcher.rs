@@ -270,11 +270,30 @@ struct RawStatus {
 }
 
 /// Parses one line of a watch stream.
+///
+/// Lines shaped as the API server writes them (`{"type":"T","object":{...}}`) are split without
+/// a parse of their own, so the object is scanned once; anything else takes the general path.
 pub fn parse_watch_line(line: &str, parse: &ParseOptions) -> Result<WatchEvent> {
+    if let Some((kind, object)) = split_event_line(line)
+        && let Ok(event) = parse_event(kind, object, parse)
+    {
+        return Ok(event);
+    }
     let event: RawEvent<'_> =
         serde_json::from_str(line).map_err(|e| Error::Response(format!("watch event: {e}")))?;
-    let object = event.object.get();
-    match event.kind {
+    parse_event(event.kind, event.object.get(), parse)
+}
+
+/// `(type, object text)` of a line in the API server's exact layout.
+fn split_event_line(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix(r#"{"type":""#)?;
+    let (kind, rest) = rest.split_once('"')?;
+    let object = rest.strip_prefix(r#","object":"#)?.strip_suffix('}')?;
+    Some((kind, object))
+}
+
+fn parse_event(kind: &str, object: &str, parse: &ParseOptions) -> Result<WatchEvent> {
+    match kind {
         "ADDED" => Ok(WatchEvent::Added(Object::parse(object, parse)?)),
         "MODIFIED" => Ok(WatchEvent::Modified(Object::parse(object, parse)?)),
         "DELETED" => Ok(WatchEvent::Deleted(Object::parse(object, parse)?)),
@@ -338,6 +357,28 @@ mod tests {
         .unwrap();
         assert!(last.continue_token.is_none());
         assert!(last.items.is_empty());
+    }
+
+    #[test]
+    fn reordered_or_spaced_watch_lines_take_the_general_path() {
+        for line in [
+            r#"{"object":{"metadata":{"name":"a","resourceVersion":"5"}},"type":"MODIFIED"}"#,
+            r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"5"}},"x":1}"#,
+            r#"{ "type" : "MODIFIED" , "object" : {"metadata":{"name":"a","resourceVersion":"5"}} }"#,
+        ] {
+            let event = parse_watch_line(line, &opts()).unwrap();
+            assert!(
+                matches!(event, WatchEvent::Modified(o) if o.resource_version() == "5"),
+                "{line}"
+            );
+        }
+        assert!(
+            parse_watch_line(
+                r#"{"type":"ADDED","object":{"metadata":{"name":"a"}}"#,
+                &opts()
+            )
+            .is_err()
+        );
     }
 
     #[test]
