@@ -102,6 +102,7 @@ fn resource_entry(r: &ResourceInfo) -> Value {
         "kind": r.kind,
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
         "shortNames": r.short_names,
+        "categories": r.categories,
         "storageVersionHash": "",
     })
 }

@@ -54,6 +54,7 @@ mod route;
 mod server;
 mod status;
 mod store;
+mod strategic;
 mod watch;
 mod writes;
 

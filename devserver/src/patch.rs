@@ -9,8 +9,8 @@ use crate::Status;
 pub(crate) enum PatchType {
     /// `application/merge-patch+json` (RFC 7386).
     Merge,
-    /// `application/strategic-merge-patch+json`: applied as a merge patch, with the strategic
-    /// directives (`$patch`, `$setElementOrder/...`, ...) removed first.
+    /// `application/strategic-merge-patch+json`: a merge patch that merges known keyed lists
+    /// (containers, ports, env, ...) item by item; see the `strategic` module.
     StrategicMerge,
     /// `application/json-patch+json` (RFC 6902).
     Json,
@@ -46,6 +46,7 @@ impl PatchType {
 /// A parsed patch, ready to apply.
 pub(crate) enum Patch {
     Merge(Value),
+    Strategic(Value),
     Json(json_patch::Patch),
 }
 
@@ -56,11 +57,9 @@ pub(crate) fn parse(patch_type: PatchType, body: &[u8]) -> Result<Patch, Status>
         PatchType::Merge => Ok(Patch::Merge(
             serde_json::from_slice(body).map_err(|e| bad(&e))?,
         )),
-        PatchType::StrategicMerge => {
-            let mut value: Value = serde_json::from_slice(body).map_err(|e| bad(&e))?;
-            strip_directives(&mut value);
-            Ok(Patch::Merge(value))
-        }
+        PatchType::StrategicMerge => Ok(Patch::Strategic(
+            serde_json::from_slice(body).map_err(|e| bad(&e))?,
+        )),
         PatchType::Json => Ok(Patch::Json(
             serde_json::from_slice(body).map_err(|e| bad(&e))?,
         )),
@@ -81,27 +80,20 @@ impl Patch {
                 }
                 json_patch::merge(&mut object, patch);
             }
+            Patch::Strategic(patch) => {
+                if !patch.is_object() {
+                    return Err(Status::bad_request(
+                        "a strategic merge patch must be a JSON object",
+                    ));
+                }
+                crate::strategic::apply(&mut object, patch);
+            }
             Patch::Json(patch) => {
                 json_patch::patch(&mut object, patch)
                     .map_err(|e| Status::invalid(format!("the JSON patch failed: {e}")))?;
             }
         }
         Ok(object)
-    }
-}
-
-/// Removes strategic-merge directives so that a merge patch does not store them as fields.
-fn strip_directives(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.retain(|k, _| !k.starts_with('$'));
-            map.values_mut().for_each(strip_directives);
-        }
-        Value::Array(items) => {
-            items.retain(|item| item.get("$patch").and_then(Value::as_str) != Some("delete"));
-            items.iter_mut().for_each(strip_directives);
-        }
-        _ => {}
     }
 }
 

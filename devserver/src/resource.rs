@@ -21,6 +21,8 @@ pub(crate) struct ResourceInfo {
     /// Fields besides `metadata.name` and `metadata.namespace` that field selectors may use,
     /// as dotted paths (`spec.nodeName`).
     pub selectable_fields: Vec<String>,
+    /// Discovery categories, e.g. `all` for `kubectl get all`.
+    pub categories: Vec<String>,
 }
 
 impl ResourceInfo {
@@ -197,6 +199,20 @@ pub(crate) fn builtins() -> Vec<ResourceInfo> {
                 .iter()
                 .map(|f| (*f).to_owned())
                 .collect(),
+            categories: if matches!(
+                b.plural,
+                "pods"
+                    | "services"
+                    | "deployments"
+                    | "replicasets"
+                    | "statefulsets"
+                    | "daemonsets"
+                    | "jobs"
+            ) {
+                vec!["all".to_owned()]
+            } else {
+                Vec::new()
+            },
         })
         .collect()
 }
@@ -221,16 +237,20 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
         .and_then(|n| n.get("singular"))
         .and_then(Value::as_str)
         .map_or_else(|| kind.to_lowercase(), str::to_owned);
-    let short_names: Vec<String> = names
-        .and_then(|n| n.get("shortNames"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let strings = |field: &str| -> Vec<String> {
+        names
+            .and_then(|n| n.get(field))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let short_names = strings("shortNames");
+    let categories = strings("categories");
     let namespaced = match spec.get("scope").and_then(Value::as_str) {
         Some("Namespaced") => true,
         Some("Cluster") => false,
@@ -280,6 +300,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
             namespaced,
             has_status,
             selectable_fields,
+            categories: categories.clone(),
         });
     }
     Ok(resources)

@@ -56,6 +56,8 @@ fn kubectl_binary() -> PathBuf {
 struct Kubectl {
     binary: PathBuf,
     kubeconfig: PathBuf,
+    /// Discovery cache of this test only (kubectl caches per host:port under ~/.kube).
+    cache_dir: PathBuf,
 }
 
 impl Kubectl {
@@ -63,6 +65,8 @@ impl Kubectl {
         let mut command = Command::new(&self.binary);
         command
             .args(args)
+            .arg("--cache-dir")
+            .arg(&self.cache_dir)
             .env("KUBECONFIG", &self.kubeconfig)
             .env_remove("KUBERNETES_SERVICE_HOST");
         command
@@ -169,7 +173,11 @@ async fn kubectl_get_create_watch_patch_apply_delete() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
-    let kubectl = Kubectl { binary, kubeconfig };
+    let kubectl = Kubectl {
+        binary,
+        kubeconfig,
+        cache_dir: dir.path().join("cache"),
+    };
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let data = |cm: ConfigMap, key: &str| cm.data.unwrap_or_default().get(key).cloned();
 
@@ -233,6 +241,41 @@ async fn kubectl_get_create_watch_patch_apply_delete() {
     );
     assert_eq!(data(applied, "mode").as_deref(), Some("second"));
     watch.expect("MODIFIED", "settings").await;
+
+    // Re-applying a changed Deployment merges its containers by name (strategic merge patch).
+    let deployment = dir.path().join("web.yaml");
+    let write_deployment = |image: &str, replicas: u32| {
+        std::fs::write(
+            &deployment,
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  \
+                 replicas: {replicas}\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    \
+                 metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      \
+                 - name: app\n        image: {image}\n        ports:\n        - containerPort: 80\n      \
+                 - name: sidecar\n        image: envoy\n"
+            ),
+        )
+        .unwrap();
+    };
+    write_deployment("nginx:1", 1);
+    kubectl
+        .run(&["apply", "-f", deployment.to_str().unwrap()])
+        .await;
+    write_deployment("nginx:2", 3);
+    kubectl
+        .run(&["apply", "-f", deployment.to_str().unwrap()])
+        .await;
+    let spec = kubectl
+        .run(&["get", "deployment", "web", "-o", "jsonpath={.spec}"])
+        .await;
+    let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
+    assert_eq!(spec["replicas"], 3);
+    let containers = &spec["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["image"], "nginx:2");
+    assert_eq!(containers[0]["ports"][0]["containerPort"], 80);
+    assert_eq!(containers[1]["name"], "sidecar");
+    let all = kubectl.run(&["get", "all"]).await;
+    assert!(all.contains("web"), "{all}");
 
     kubectl.run(&["delete", "configmap", "demo"]).await;
     assert!(api.get_opt("demo").await.unwrap().is_none());
