@@ -81,8 +81,11 @@ fn cursor(request: &ListRequest) -> Result<Cursor, Status> {
             after: Some(after),
         });
     }
+    let paginated = request.limit.is_some_and(|l| l > 0);
     let exact = match request.resource_version_match.as_deref() {
-        None | Some("") | Some("NotOlderThan") => false,
+        // Without resourceVersionMatch, a paginated list at a non-zero version is exact.
+        None | Some("") => paginated && !matches!(rv, "" | "0"),
+        Some("NotOlderThan") => false,
         Some("Exact") => true,
         Some(other) => {
             return Err(Status::bad_request(format!(
@@ -328,6 +331,27 @@ mod tests {
         assert_eq!(
             list(&store, "/configmaps", &request).err().unwrap().code,
             410
+        );
+    }
+
+    #[test]
+    fn paginated_list_at_a_version_without_match_is_exact() {
+        let store = Store::new(100);
+        put(&store, "ns", "a", "1");
+        let rv = store.resource_version();
+        put(&store, "ns", "b", "1");
+        let mut request = ListRequest {
+            resource_version: Some(rv.to_string()),
+            ..ListRequest::default()
+        };
+        assert_eq!(
+            names(&list(&store, "/configmaps", &request).unwrap()).len(),
+            2
+        );
+        request.limit = Some(10);
+        assert_eq!(
+            names(&list(&store, "/configmaps", &request).unwrap()),
+            ["ns/a"]
         );
     }
 
