@@ -51,7 +51,9 @@ pub enum Error {
     Cache(CacheError),
     /// An object of `resource` did not deserialize into the requested Rust type.
     Decode {
+        /// The resource the object belongs to.
         resource: Resource,
+        /// serde's message: which field, which line and column, what was expected.
         source: serde_json::Error,
     },
     /// The guest runs outside a kubewasm host (a native build): there is no cache to query.

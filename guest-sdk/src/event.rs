@@ -5,13 +5,25 @@
 pub enum Event<T> {
     /// The object appeared. `in_initial_list` is true for the informer's first list and for the
     /// replay a plugin receives when it is loaded, reloaded or restarted.
-    Added { object: T, in_initial_list: bool },
+    Added {
+        /// The object as added.
+        object: T,
+        /// Part of a list (initial sync, or the replay after a load or restart), not watched.
+        in_initial_list: bool,
+    },
     /// The object changed. On a resync `old` and `new` are the same state.
-    Updated { old: T, new: T },
+    Updated {
+        /// The state the cache held before.
+        old: T,
+        /// The state now.
+        new: T,
+    },
     /// The object went away. With `final_state_unknown` the deletion was noticed on a relist:
     /// `object` is then the last state the cache knew.
     Deleted {
+        /// The last state seen.
         object: T,
+        /// The deletion was noticed on a relist, not watched.
         final_state_unknown: bool,
     },
 }

@@ -7,10 +7,15 @@ use std::fmt;
 /// How important a log line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
+    /// Step-by-step detail, off by default.
     Trace,
+    /// Detail for debugging, off by default.
     Debug,
+    /// What the plugin did.
     Info,
+    /// Something unexpected that the plugin handled.
     Warn,
+    /// Something the plugin could not handle.
     Error,
 }
 

@@ -11,14 +11,17 @@ use serde::{Deserialize, Serialize};
 /// an event or a [`Cache`](crate::Cache) belongs to says what they are.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DynamicObject {
+    /// `apiVersion`, when the JSON has it.
     #[serde(
         rename = "apiVersion",
         default,
         skip_serializing_if = "Option::is_none"
     )]
     pub api_version: Option<String>,
+    /// `kind`, when the JSON has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// The object's metadata, typed.
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// Every other top-level field, as a JSON object.

@@ -7,8 +7,11 @@ use crate::bindings::kubewasm::controller::types::Gvk as WitResource;
 /// A Kubernetes resource type: `group` is empty for the core group (`""`, `"v1"`, `"Pod"`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Resource {
+    /// The API group, `""` for core (`apps`, `batch`, `example.com`).
     pub group: String,
+    /// The version within the group (`v1`, `v1beta1`).
     pub version: String,
+    /// The kind, singular and CamelCase (`Pod`, `ReplicaSet`).
     pub kind: String,
 }
 
