@@ -8,15 +8,20 @@
 //!
 //! # Differences from a real API server
 //!
-//! No authentication, authorization, admission, defaulting or schema validation
-//! (`fieldValidation` is accepted and ignored); no managedFields, and server-side apply is
-//! create-or-merge without field ownership; no garbage collection (`ownerReferences` and
-//! `propagationPolicy` are ignored; deleting a namespace deletes its objects at once); objects
-//! may be created in namespaces that do not exist; field selectors support `metadata.name`,
-//! `metadata.namespace`, the built-in kinds' usual fields (`spec.nodeName`, `status.phase`, a
-//! Secret's `type`, ...) and a CRD's `selectableFields`; CRD versions are not converted; responses are always JSON (no
-//! Table, so kubectl prints NAME and AGE), and protobuf is decoded only for the create bodies
-//! kubectl's generators send (ConfigMap, Secret, Namespace, ServiceAccount).
+//! - No authentication, authorization, admission, defaulting or schema validation
+//!   (`fieldValidation` is accepted and ignored).
+//! - No managedFields; server-side apply is create-or-merge without field ownership; strategic
+//!   merge patch knows keyed lists by field name (containers, ports, env, ...), not per kind.
+//! - No garbage collection (`ownerReferences` and `propagationPolicy` are ignored); deleting a
+//!   namespace deletes its objects at once; objects may be created in namespaces that do not
+//!   exist.
+//! - Field selectors support `metadata.name`, `metadata.namespace`, the built-in kinds' usual
+//!   fields (`spec.nodeName`, `status.phase`, a Secret's `type`, ...) and a CRD's
+//!   `selectableFields`.
+//! - CRD versions are not converted: an object keeps the apiVersion it was written with.
+//! - Responses are always JSON (no Table, so kubectl prints NAME and AGE); protobuf is decoded
+//!   only for the create bodies kubectl's generators send (ConfigMap, Secret, Namespace,
+//!   ServiceAccount).
 //!
 //! ```
 //! # #[tokio::main] async fn main() -> anyhow::Result<()> {
