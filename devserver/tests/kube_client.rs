@@ -1490,3 +1490,57 @@ async fn deleting_a_namespace_deletes_its_objects() {
         1
     );
 }
+
+#[tokio::test]
+async fn in_process_create_reports_status_errors() {
+    let server = server().await;
+    let unknown = server
+        .create(
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+        )
+        .unwrap_err();
+    assert_eq!(unknown.code, 404);
+    let unnamed = server
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}))
+        .unwrap_err();
+    assert_eq!((unnamed.code, unnamed.reason.as_str()), (422, "Invalid"));
+    let created = server
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}))
+        .unwrap();
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert!(created["metadata"]["resourceVersion"].is_string());
+}
+
+#[tokio::test]
+async fn bad_manifests_fail_with_the_file_named() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("broken.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n",
+    )
+    .unwrap();
+    let err = server.load_manifests(dir.path()).unwrap_err();
+    assert!(format!("{err:#}").contains("broken.yaml"), "{err:#}");
+    assert!(server.load_manifests(&dir.path().join("missing")).is_err());
+}
+
+#[tokio::test]
+async fn shutdown_ends_watches_and_stops_serving() {
+    let server = server().await;
+    let client = server.client();
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let mut stream = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    server.clone().shutdown().await;
+    let ended = tokio::time::timeout(WAIT, async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch outlived shutdown");
+    let fresh: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    assert!(fresh.list(&ListParams::default()).await.is_err());
+}
