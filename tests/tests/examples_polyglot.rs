@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kubewasm::plugin::{EngineOptions, HostOptions, Limits, PluginEngine, PluginHost};
+use kubewasm::plugin::{EngineOptions, HostOptions, PluginEngine, PluginHost};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use kubewasm_tests::{GuestLogs, guest_logs, wait_until, workspace_root};
@@ -87,7 +87,8 @@ async fn every_polyglot_example_compiles_and_links_against_the_host() {
 /// JavaScript components take many seconds to compile in a debug build).
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A development API server with the four examples loaded as plugins of one host.
+/// A development API server with the four examples loaded as plugins of one host, with the
+/// default limits (`kubewasm dev` runs them with those too).
 struct Rig {
     server: DevServer,
     host: PluginHost,
@@ -108,12 +109,6 @@ impl Rig {
         let options = HostOptions {
             // Compiled code is keyed by content hash: sharing it between runs only saves time.
             cache_dir: Some(workspace_root().join("target/test-compile-cache")),
-            // The interpreters inside the Python and JavaScript components need more than the
-            // default 64 MiB of linear memory.
-            limits: Limits {
-                memory: 256 << 20,
-                ..Limits::default()
-            },
             ..HostOptions::default()
         };
         let host = PluginHost::new(factory.clone(), server.client(), options).expect("plugin host");
