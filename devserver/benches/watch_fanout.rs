@@ -1,5 +1,6 @@
 //! Watch fan-out throughput: events per second delivered to 10 concurrent watchers through
-//! kube's client, plus the seeding and paged-list rates later benchmarks rely on.
+//! kube's client, plus the seeding, paged-list and streaming-list rates later benchmarks rely
+//! on.
 //!
 //! Run: `cargo bench -p kubewasm-devserver --bench watch_fanout` (prints figures, no timing
 //! assertions).
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use kube::runtime::watcher;
 use kubewasm_devserver::{DevServer, Options};
 use serde_json::{Value, json};
 
@@ -116,6 +118,23 @@ async fn main() -> anyhow::Result<()> {
          objects/s (client decoding included)",
         list_time.as_secs_f64(),
         listed as f64 / list_time.as_secs_f64()
+    );
+    let streaming = Instant::now();
+    let mut initial = 0;
+    let mut stream = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    while let Some(event) = stream.next().await {
+        match event? {
+            watcher::Event::InitApply(_) => initial += 1,
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    let stream_time = streaming.elapsed();
+    println!(
+        "streaming list (kube watcher, sendInitialEvents): {initial} ConfigMaps in {:.2} s = \
+         {:.0} objects/s (client decoding included)",
+        stream_time.as_secs_f64(),
+        initial as f64 / stream_time.as_secs_f64()
     );
     server.shutdown().await;
     Ok(())
