@@ -85,6 +85,17 @@ pub(crate) fn resource_list(registry: &Registry, group: &str, version: &str) -> 
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if r.scale.is_some() {
+            entries.push(json!({
+                "name": format!("{}/scale", r.plural),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     Some(json!({
         "kind": "APIResourceList",

@@ -23,6 +23,7 @@ use crate::patch::PatchType;
 use crate::protobuf;
 use crate::resource::ResourceInfo;
 use crate::route::{self, ResourcePath, Route};
+use crate::scale;
 use crate::watch::{self, WatchRequest};
 use crate::writes::{Part, Target};
 
@@ -161,8 +162,15 @@ fn handle_resource(
     let part = match path.subresource.as_deref() {
         None => Part::Main,
         Some("status") if resource.has_status => Part::Status,
+        Some("scale") if resource.scale.is_some() => Part::Scale,
         Some(_) => return Err(Status::unknown_resource()),
     };
+    if part != Part::Main && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+        return Err(Status::method_not_allowed(format!(
+            "{} is not supported on a subresource",
+            request.method
+        )));
+    }
     let namespace = path.namespace.as_deref();
     let target = Target {
         resource: &resource,
@@ -178,7 +186,10 @@ fn handle_resource(
         },
     };
     match (verb, path.name.as_deref()) {
-        (Verb::Get, Some(name)) => get(core, &resource, namespace, name),
+        (Verb::Get, Some(name)) => {
+            let stored = get(core, &resource, namespace, name)?;
+            part_response(StatusCode::OK, &resource, part, &stored)
+        }
         (Verb::List, _) => list(core, &resource, namespace, request),
         (Verb::Watch, _) => watch(core, &resource, namespace, request),
         (Verb::Create, _) => {
@@ -196,7 +207,7 @@ fn handle_resource(
         (Verb::Update, Some(name)) => {
             let object = parse_body(&request.body)?;
             let stored = core.update(&target, name, part, object)?;
-            Ok(object_response(StatusCode::OK, &stored))
+            part_response(StatusCode::OK, &resource, part, &stored)
         }
         (Verb::Patch, Some(name)) => {
             let content_type = request
@@ -206,7 +217,7 @@ fn handle_resource(
                 .unwrap_or_default();
             let patch_type = PatchType::from_content_type(content_type)?;
             let stored = core.patch(&target, name, part, patch_type, &request.body)?;
-            Ok(object_response(StatusCode::OK, &stored))
+            part_response(StatusCode::OK, &resource, part, &stored)
         }
         (Verb::Delete, Some(name)) => {
             let options = if request.body.is_empty() {
@@ -262,13 +273,25 @@ fn get(
     resource: &ResourceInfo,
     namespace: Option<&str>,
     name: &str,
-) -> Result<Response, Status> {
+) -> Result<Arc<StoredObject>, Status> {
     let key = crate::object::store_key(namespace, name);
-    let stored = core
-        .store
+    core.store
         .get(&resource.storage_key(), &key)
-        .ok_or_else(|| Status::not_found(&resource.qualified_plural(), name))?;
-    Ok(object_response(StatusCode::OK, &stored))
+        .ok_or_else(|| Status::not_found(&resource.qualified_plural(), name))
+}
+
+/// The object, or for `/scale` its Scale view.
+fn part_response(
+    code: StatusCode,
+    resource: &ResourceInfo,
+    part: Part,
+    object: &StoredObject,
+) -> Result<Response, Status> {
+    if part == Part::Scale {
+        let view = scale::view(resource, &object.to_value()?)?;
+        return Ok(json_response(code, &view));
+    }
+    Ok(object_response(code, object))
 }
 
 fn filter_of(

@@ -2,9 +2,9 @@
 //!
 //! It speaks enough of the Kubernetes API (discovery, get / list / watch / create / update /
 //! patch / delete, selectors, pagination, resourceVersion semantics, bookmarks, 410 Gone after
-//! compaction, finalizers, the status subresource, CRDs) that `kube::Client` and `kubectl` work
-//! against it unchanged, and it adds test hooks: close watches, compact history, inject failures
-//! and latency, and log requests.
+//! compaction, finalizers, the status and scale subresources, CRDs, dry runs) that
+//! `kube::Client` and `kubectl` work against it unchanged, and it adds test hooks: close
+//! watches, compact history, inject failures and latency, and log requests.
 //!
 //! # Differences from a real API server
 //!
@@ -56,6 +56,7 @@ mod protobuf;
 mod registry;
 mod resource;
 mod route;
+mod scale;
 mod server;
 mod status;
 mod store;

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use crate::Status;
+use crate::scale::ScalePaths;
 
 /// One servable resource at one group/version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,8 @@ pub(crate) struct ResourceInfo {
     pub selectable_fields: Vec<String>,
     /// Discovery categories, e.g. `all` for `kubectl get all`.
     pub categories: Vec<String>,
+    /// Where the replica counts are, if `/scale` is a subresource.
+    pub scale: Option<ScalePaths>,
 }
 
 impl ResourceInfo {
@@ -213,6 +216,8 @@ pub(crate) fn builtins() -> Vec<ResourceInfo> {
             } else {
                 Vec::new()
             },
+            scale: matches!(b.plural, "deployments" | "replicasets" | "statefulsets")
+                .then(ScalePaths::workload),
         })
         .collect()
 }
@@ -279,6 +284,9 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
         }
         let version_name = text(version.get("name"), "spec.versions[].name")?;
         let has_status = version.pointer("/subresources/status").is_some();
+        let scale = version
+            .pointer("/subresources/scale")
+            .and_then(ScalePaths::from_crd);
         let selectable_fields = version
             .get("selectableFields")
             .and_then(Value::as_array)
@@ -301,6 +309,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
             has_status,
             selectable_fields,
             categories: categories.clone(),
+            scale,
         });
     }
     Ok(resources)

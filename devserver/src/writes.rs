@@ -9,6 +9,7 @@ use crate::core::Core;
 use crate::object::{StoredObject, new_uid, now_rfc3339, store_key};
 use crate::patch::{self, PatchType};
 use crate::resource::{self, ResourceInfo};
+use crate::scale;
 use crate::store::Change;
 
 /// Which part of the object a write addresses.
@@ -18,6 +19,9 @@ pub(crate) enum Part {
     Main,
     /// The `/status` subresource: only the status.
     Status,
+    /// The `/scale` subresource: requests and answers are `autoscaling/v1` Scale objects; only
+    /// the replica count changes.
+    Scale,
 }
 
 /// Where a write goes: the resource, the namespace from the URL (if any), and whether it is a
@@ -121,7 +125,9 @@ impl Core {
         part: Part,
         mut object: Value,
     ) -> Result<Arc<StoredObject>, Status> {
-        check_type(target.resource, &mut object)?;
+        if part != Part::Scale {
+            check_type(target.resource, &mut object)?;
+        }
         self.modify(target, name, part, |_| Ok(object))
     }
 
@@ -148,7 +154,9 @@ impl Core {
         }
         self.modify(target, name, part, |current| {
             let mut patched = parsed.apply_to(current)?;
-            check_type(resource, &mut patched)?;
+            if part != Part::Scale {
+                check_type(resource, &mut patched)?;
+            }
             Ok(patched)
         })
     }
@@ -180,9 +188,11 @@ impl Core {
             |current, _| {
                 let current = current.ok_or_else(|| Status::not_found(&plural, name))?;
                 let old = current.to_value()?;
-                let mut new = change(old.clone())?;
-                fold_string_data(resource, &mut new)?;
-                let requested_rv = new
+                let changed = match part {
+                    Part::Scale => change(scale::view(resource, &old)?)?,
+                    Part::Main | Part::Status => change(old.clone())?,
+                };
+                let requested_rv = changed
                     .pointer("/metadata/resourceVersion")
                     .and_then(Value::as_str)
                     .filter(|rv| !rv.is_empty())
@@ -192,11 +202,15 @@ impl Core {
                 {
                     return Err(Status::conflict(&plural, name));
                 }
-                check_identity(&new, name, namespace)?;
-                new = match part {
-                    Part::Main => merge_main(resource, &old, new)?,
-                    Part::Status => merge_status(&old, &new)?,
+                check_identity(&changed, name, namespace)?;
+                let mut new = match part {
+                    Part::Main => merge_main(resource, &old, changed)?,
+                    Part::Status => merge_status(&old, &changed)?,
+                    Part::Scale => {
+                        merge_main(resource, &old, scale::apply(resource, &old, &changed)?)?
+                    }
                 };
+                fold_string_data(resource, &mut new)?;
                 if same_except(&new, &old, &[], &["resourceVersion"]) {
                     return Ok(Change::Unchanged);
                 }

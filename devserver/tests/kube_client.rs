@@ -1544,3 +1544,63 @@ async fn shutdown_ends_watches_and_stops_serving() {
     let fresh: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     assert!(fresh.list(&ListParams::default()).await.is_err());
 }
+
+#[tokio::test]
+async fn scale_subresource_reads_and_sets_replicas() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let server = server().await;
+    let api: Api<Deployment> = Api::namespaced(server.client(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let scale = api.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(1));
+    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
+    let scaled = api
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(4));
+    let stored = api.get("web").await.unwrap();
+    assert_eq!(stored.spec.unwrap().replicas, Some(4));
+    assert_eq!(stored.metadata.generation, Some(2));
+
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let err = api_error(pods.get_scale("web").await.unwrap_err());
+    assert_eq!(err.code, 404);
+}
+
+#[tokio::test]
+async fn subresources_accept_only_get_update_and_patch() {
+    let server = server().await;
+    let api: Api<Pod> = Api::namespaced(server.client(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+    .unwrap();
+    api.create(&PostParams::default(), &pod).await.unwrap();
+    let request = http::Request::builder()
+        .method("DELETE")
+        .uri("/api/v1/namespaces/default/pods/p/status")
+        .body(Vec::new())
+        .unwrap();
+    let err = api_error(
+        server
+            .client()
+            .request::<serde_json::Value>(request)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 405);
+    assert!(api.get_opt("p").await.unwrap().is_some());
+}

