@@ -8,7 +8,7 @@
 //! grants = ["*"]               # what a plugin without its own entry may read; "*" = all but Secrets
 //!
 //! [reload]
-//! debounce-ms = 150
+//! debounce-ms = 50
 //!
 //! [plugins.pod-diff]           # keyed by the file name without `.wasm`
 //! config = "verbose"
@@ -85,13 +85,13 @@ impl Default for Defaults {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ReloadConfig {
-    /// Quiet time after the last file event before the directory is rescanned.
+    /// How long a file must go unmodified before it is loaded (it may still be being written).
     pub debounce_ms: u64,
 }
 
 impl Default for ReloadConfig {
     fn default() -> Self {
-        ReloadConfig { debounce_ms: 150 }
+        ReloadConfig { debounce_ms: 50 }
     }
 }
 

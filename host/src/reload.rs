@@ -1,11 +1,11 @@
 //! Watches the plugins directory and loads, replaces or unloads plugins as files come and go.
 //!
-//! Every file-system event only triggers a rescan: after a quiet period (debounce) the directory's
-//! `*.wasm` files are hashed and diffed against what is loaded, by path and content hash. This one
+//! Every file-system event only triggers a rescan: the directory's `*.wasm` files are hashed and
+//! diffed against what is loaded, by path and content hash. This one
 //! rule covers files created, rewritten, `mv`-ed into place, deleted, and the atomic `..data`
 //! symlink swap Kubernetes does for ConfigMap and Secret volumes. A touched but unchanged file
 //! hashes the same and does nothing. A file modified less than one debounce period ago may still be
-//! being written: it is left for the next scan.
+//! being written: it is left alone until it has been quiet that long.
 //!
 //! Replacing is the loader's job ([`Loader::replace`]): it compiles the new version first and keeps
 //! the old one running if that fails, so this module never leaves a path without a plugin because
@@ -74,11 +74,15 @@ pub struct FileStatus {
 }
 
 struct Entry<Id> {
+    /// Size and modification time when last hashed: unchanged means not read again.
+    stamp: Stamp,
     /// Content hash of the version running, or of the version that last failed.
     hash: [u8; 32],
     loaded: Option<(Id, String)>,
     error: Option<String>,
 }
+
+type Stamp = (u64, Option<SystemTime>);
 
 /// Keeps the loaded plugins in step with a directory.
 pub struct Reloader<L: Loader> {
@@ -126,6 +130,10 @@ impl<L: Loader> Reloader<L> {
                 deferred = true;
                 continue;
             }
+            let stamp = (meta.len(), meta.modified().ok());
+            if self.entries.get(&path).is_some_and(|e| e.stamp == stamp) {
+                continue;
+            }
             let bytes = match std::fs::read(&path) {
                 Ok(bytes) => bytes,
                 Err(err) => {
@@ -134,10 +142,13 @@ impl<L: Loader> Reloader<L> {
                 }
             };
             let hash: [u8; 32] = Sha256::digest(&bytes).into();
-            if self.entries.get(&path).is_some_and(|e| e.hash == hash) {
+            if let Some(entry) = self.entries.get_mut(&path)
+                && entry.hash == hash
+            {
+                entry.stamp = stamp;
                 continue;
             }
-            events.push(self.apply(&path, hash, bytes, Instant::now()).await);
+            events.push(self.apply(&path, stamp, hash, bytes, Instant::now()).await);
         }
         let gone: Vec<PathBuf> = self
             .entries
@@ -166,6 +177,7 @@ impl<L: Loader> Reloader<L> {
     async fn apply(
         &mut self,
         path: &Path,
+        stamp: Stamp,
         hash: [u8; 32],
         bytes: Vec<u8>,
         started: Instant,
@@ -200,6 +212,7 @@ impl<L: Loader> Reloader<L> {
         self.entries.insert(
             path.to_path_buf(),
             Entry {
+                stamp,
                 hash,
                 loaded,
                 error,
@@ -235,38 +248,42 @@ impl<L: Loader> Reloader<L> {
             .watch(&self.dir, notify::RecursiveMode::NonRecursive)
             .with_context(|| format!("cannot watch plugins directory {}", self.dir.display()))?;
 
-        let mut pending = true;
+        // Scan at once on the first event of a burst (no fixed delay before a reload) and
+        // again whenever events arrived during a scan. A file still being written is left
+        // alone by `scan` and looked at again once it has been quiet for the debounce period.
+        let mut scan_now = true;
         loop {
-            if pending {
-                // Debounce: wait for a quiet period, absorbing the burst of events a write makes.
-                loop {
-                    tokio::select! {
-                        _ = cancel.cancelled() => return Ok(()),
-                        _ = tokio::time::sleep(self.debounce) => break,
-                        got = rx.recv() => if got.is_none() { return Ok(()) },
-                    }
+            if !scan_now {
+                tokio::select! {
+                    _ = cancel.cancelled() => return Ok(()),
+                    got = rx.recv() => if got.is_none() { return Ok(()) },
                 }
-                pending = false;
-                match self.scan().await {
-                    Ok((events, deferred)) => {
-                        let status = self.status();
-                        for event in &events {
-                            report(event, &status);
-                        }
-                        pending = deferred;
-                    }
-                    Err(err) => tracing::error!(
-                        dir = %self.dir.display(), error = %err, "cannot scan plugins directory"
-                    ),
-                }
-                continue;
             }
-            tokio::select! {
-                _ = cancel.cancelled() => return Ok(()),
-                got = rx.recv() => match got {
-                    Some(_) => pending = true,
-                    None => return Ok(()),
-                },
+            while rx.try_recv().is_ok() {}
+            let deferred = match self.scan().await {
+                Ok((events, deferred)) => {
+                    let status = self.status();
+                    for event in &events {
+                        report(event, &status);
+                    }
+                    deferred
+                }
+                Err(err) => {
+                    tracing::error!(
+                        dir = %self.dir.display(), error = %err, "cannot scan plugins directory"
+                    );
+                    false
+                }
+            };
+            if deferred {
+                // Events meanwhile are drained before the next scan.
+                tokio::select! {
+                    _ = cancel.cancelled() => return Ok(()),
+                    _ = tokio::time::sleep(self.debounce) => {}
+                }
+                scan_now = true;
+            } else {
+                scan_now = !rx.is_empty();
             }
         }
     }

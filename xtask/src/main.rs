@@ -5,7 +5,9 @@
 //!   toolchains from the registries first.
 //! - `test`: what CI runs: fmt check, clippy with warnings denied, guests, the whole test suite.
 //! - `dev`: the main job: the example plugins on the embedded development API server.
+//! - `bench`: every benchmark in release, gathered into BENCHMARKS.md.
 
+mod bench;
 mod cmd;
 mod dev;
 mod guests;
@@ -24,6 +26,7 @@ fn main() -> ExitCode {
         "build-guests" => build_guests(),
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
+        "bench" => bench::run(&guests::Ctx::new(), rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -57,7 +60,8 @@ commands:
   test           what CI runs: cargo fmt --check, clippy -D warnings, build-guests, the test suite
                  (cargo nextest when installed, else cargo test)
   dev [ARGS..]   build-guests, then `kubewasm dev --plugins target/plugins --manifests
-                 examples/manifests ARGS..` (the example plugins on the embedded API server)";
+                 examples/manifests ARGS..` (the example plugins on the embedded API server)
+  bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md";
 
 /// The workspace root (the parent of this crate's directory).
 fn workspace_root() -> PathBuf {

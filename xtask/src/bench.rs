@@ -1,0 +1,92 @@
+//! `cargo xtask bench`: runs every benchmark in release and writes BENCHMARKS.md.
+//!
+//! Each benchmark prints a Markdown section on stdout (progress goes to stderr); this gathers
+//! them under one header naming the machine, the toolchain and the date, so the figures that
+//! are compared side by side were measured in one run on one machine.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use anyhow::Context as _;
+
+use crate::cmd;
+use crate::guests;
+
+/// (package, bench target), in the order of the data flow: API server, informer, plugins.
+const BENCHES: [(&str, &str); 5] = [
+    ("kubewasm-devserver", "watch_fanout"),
+    ("kubewasm-informer", "initial_sync"),
+    ("kubewasm-informer", "dispatch"),
+    ("kubewasm", "plugin_runtime"),
+    ("kubewasm", "reload"),
+];
+
+pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
+    let mut sections = Vec::new();
+    for (package, bench) in BENCHES {
+        if !only.is_empty() && !only.iter().any(|o| o == bench) {
+            continue;
+        }
+        eprintln!("xtask: cargo bench -p {package} --bench {bench}");
+        let output = cmd::command("cargo", &ctx.root)
+            .args(["bench", "-p", package, "--bench", bench])
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("running bench {bench}"))?;
+        anyhow::ensure!(
+            output.status.success(),
+            "bench {bench} failed: {}",
+            output.status
+        );
+        sections.push(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+    }
+    let doc = format!(
+        "# Benchmarks\n\n\
+         Written by `cargo xtask bench` (all of them, in release, one after the other on one \
+         machine). Regenerate after a change that touches a hot path.\n\n\
+         - date: {}\n- machine: {}\n- toolchain: {}\n\n{}\n",
+        shell("date -u '+%Y-%m-%d %H:%M UTC'"),
+        machine(),
+        shell("rustc --version"),
+        sections.join("\n\n")
+    );
+    let path = ctx.root.join("BENCHMARKS.md");
+    std::fs::write(&path, doc).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("xtask: wrote {}", path.display());
+    Ok(())
+}
+
+fn shell(script: &str) -> String {
+    std::process::Command::new("sh")
+        .args(["-c", script])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, model)| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb >> 20);
+    let os = Path::new("/etc/debian_version")
+        .exists()
+        .then(|| format!("Debian {}", shell("cat /etc/debian_version")))
+        .unwrap_or_else(|| "Linux".into());
+    format!("{cores} cores ({cpu}), {mem} GiB, {os}")
+}
