@@ -16,7 +16,8 @@ pub(crate) enum EventType {
 }
 
 impl EventType {
-    fn as_str(self) -> &'static str {
+    /// The name in a watch line (`ADDED`, ...).
+    pub fn as_str(self) -> &'static str {
         match self {
             EventType::Added => "ADDED",
             EventType::Modified => "MODIFIED",

@@ -9,7 +9,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::Status;
 use crate::core::Core;
@@ -24,6 +24,7 @@ use crate::protobuf;
 use crate::resource::ResourceInfo;
 use crate::route::{self, ResourcePath, Route};
 use crate::scale;
+use crate::table::{self, IncludeObject};
 use crate::watch::{self, WatchRequest};
 use crate::writes::{Part, Target};
 
@@ -188,6 +189,13 @@ fn handle_resource(
     match (verb, path.name.as_deref()) {
         (Verb::Get, Some(name)) => {
             let stored = get(core, &resource, namespace, name)?;
+            if part == Part::Main
+                && let Some(include) = table_request(request)?
+            {
+                let metadata = json!({ "resourceVersion": stored.resource_version.to_string() });
+                let table = table::table(&resource, &[&stored], metadata, include, true)?;
+                return Ok(json_response(StatusCode::OK, &table));
+            }
             part_response(StatusCode::OK, &resource, part, &stored)
         }
         (Verb::List, _) => list(core, &resource, namespace, request),
@@ -342,10 +350,31 @@ fn list(
 ) -> Result<Response, Status> {
     let list_request = list_request(resource, namespace, request)?;
     let page = list::list(&core.store, &resource.storage_key(), &list_request)?;
+    if let Some(include) = table_request(request)? {
+        let mut metadata = json!({ "resourceVersion": page.resource_version.to_string() });
+        if let Some(token) = &page.continue_token {
+            metadata["continue"] = json!(token);
+        }
+        let objects: Vec<&StoredObject> = page.items.iter().map(Arc::as_ref).collect();
+        let table = table::table(resource, &objects, metadata, include, true)?;
+        return Ok(json_response(StatusCode::OK, &table));
+    }
     Ok(bytes_response(
         StatusCode::OK,
         list::list_body(resource, &page),
     ))
+}
+
+/// `Some(includeObject)` when the client asked for a Table (kubectl get).
+fn table_request(request: &Request) -> Result<Option<IncludeObject>, Status> {
+    let accept = request
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    if !table::wanted(accept) {
+        return Ok(None);
+    }
+    IncludeObject::parse(request.param("includeObject")).map(Some)
 }
 
 fn watch(
@@ -374,6 +403,7 @@ fn watch(
         allow_bookmarks: request.flag("allowWatchBookmarks"),
         send_initial_events,
         timeout,
+        table: table_request(request)?,
     };
     let stream = watch::watch(Arc::clone(core), resource, watch_request)?;
     let mut response = Response::new(Body::from_stream(stream));

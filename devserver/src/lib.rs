@@ -19,9 +19,9 @@
 //!   fields (`spec.nodeName`, `status.phase`, a Secret's `type`, ...) and a CRD's
 //!   `selectableFields`.
 //! - CRD versions are not converted: an object keeps the apiVersion it was written with.
-//! - Responses are always JSON (no Table, so kubectl prints NAME and AGE); protobuf is decoded
-//!   only for the create bodies kubectl's generators send (ConfigMap, Secret, Namespace,
-//!   ServiceAccount).
+//! - Responses are JSON; kubectl's Tables have a few columns per built-in kind (NAME and AGE
+//!   for the others, CRD printer columns are ignored); protobuf is decoded only for the create
+//!   bodies kubectl's generators send (ConfigMap, Secret, Namespace, ServiceAccount).
 //!
 //! ```
 //! # #[tokio::main] async fn main() -> anyhow::Result<()> {
@@ -61,6 +61,8 @@ mod server;
 mod status;
 mod store;
 mod strategic;
+mod table;
+mod time;
 mod watch;
 mod writes;
 

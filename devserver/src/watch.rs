@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -16,6 +17,7 @@ use crate::event::{Event, EventType, watch_line};
 use crate::filter::Filter;
 use crate::object::StoredObject;
 use crate::resource::ResourceInfo;
+use crate::table::{self, IncludeObject};
 
 /// Chunks grow to about this size when many events are ready at once.
 const CHUNK_TARGET: usize = 64 * 1024;
@@ -29,6 +31,8 @@ pub(crate) struct WatchRequest {
     pub allow_bookmarks: bool,
     pub send_initial_events: Option<bool>,
     pub timeout: Option<Duration>,
+    /// Send each object as a one-row Table (kubectl get -w), with these row objects.
+    pub table: Option<IncludeObject>,
 }
 
 /// Opens a watch. Request errors answer with an HTTP status; a resourceVersion that is too old
@@ -74,6 +78,11 @@ pub(crate) fn watch(
         held: None,
         bookmarks: None,
         deadline: request.timeout.map(|t| Instant::now() + t),
+        table: request.table.map(|include| TableWatch {
+            resource: resource.clone(),
+            include,
+            headers_sent: AtomicBool::new(false),
+        }),
     };
     let start = match core.store.watch(&resource.storage_key(), start_from) {
         Ok(start) => start,
@@ -120,6 +129,15 @@ struct WatchState {
     held: Option<Arc<Event>>,
     bookmarks: Option<Interval>,
     deadline: Option<Instant>,
+    /// Set when the client asked for Tables instead of objects.
+    table: Option<TableWatch>,
+}
+
+/// Table mode of a watch: objects become one-row Tables; only the first carries the columns.
+struct TableWatch {
+    resource: ResourceInfo,
+    include: IncludeObject,
+    headers_sent: AtomicBool,
 }
 
 impl WatchState {
@@ -144,7 +162,7 @@ impl WatchState {
                 break;
             };
             if self.filter.matches(&object) {
-                chunk.put_slice(&watch_line("ADDED", &object.json));
+                chunk.put_slice(&self.object_line("ADDED", &object));
             }
         }
         if !chunk.is_empty() {
@@ -237,31 +255,58 @@ impl WatchState {
     /// starts matching arrives as ADDED and one that stops matching as DELETED.
     fn put_event(&self, chunk: &mut BytesMut, event: &Event) {
         let unfiltered = self.filter.namespace.is_none() && self.filter.selects_all();
-        if unfiltered {
-            chunk.put_slice(event.line());
-            return;
-        }
-        let now = self.filter.matches(&event.object);
-        match event.event_type {
-            EventType::Added | EventType::Deleted => {
-                if now {
-                    chunk.put_slice(event.line());
-                }
+        let now = unfiltered || self.filter.matches(&event.object);
+        let before = unfiltered
+            || event
+                .previous
+                .as_ref()
+                .is_some_and(|p| self.filter.matches(p));
+        let seen = match event.event_type {
+            EventType::Added | EventType::Deleted => now.then_some(Seen::AsIs),
+            EventType::Modified => match (before, now) {
+                (true, true) => Some(Seen::AsIs),
+                (false, true) => Some(Seen::Entered),
+                (true, false) => Some(Seen::Left),
+                (false, false) => None,
+            },
+        };
+        match (seen, self.table.is_some()) {
+            (None, _) => {}
+            (Some(Seen::AsIs), false) => chunk.put_slice(event.line()),
+            (Some(Seen::Left), false) => chunk.put_slice(event.vanished_line()),
+            (Some(Seen::AsIs), true) => {
+                chunk.put_slice(&self.object_line(event.event_type.as_str(), &event.object));
             }
-            EventType::Modified => {
-                let before = event
-                    .previous
-                    .as_ref()
-                    .is_some_and(|p| self.filter.matches(p));
-                match (before, now) {
-                    (true, true) => chunk.put_slice(event.line()),
-                    (false, true) => chunk.put_slice(&watch_line("ADDED", &event.object.json)),
-                    (true, false) => chunk.put_slice(event.vanished_line()),
-                    (false, false) => {}
-                }
+            (Some(Seen::Entered), _) => chunk.put_slice(&self.object_line("ADDED", &event.object)),
+            (Some(Seen::Left), true) => {
+                let previous = event.previous.as_ref().unwrap_or(&event.object);
+                chunk.put_slice(&self.object_line("DELETED", previous));
             }
         }
     }
+
+    /// A watch line for one object: the object itself, or a one-row Table in table mode.
+    fn object_line(&self, event_type: &str, object: &StoredObject) -> Bytes {
+        let Some(table) = &self.table else {
+            return watch_line(event_type, &object.json);
+        };
+        let headers = !table.headers_sent.swap(true, Ordering::Relaxed);
+        let metadata = json!({ "resourceVersion": object.resource_version.to_string() });
+        match table::table(&table.resource, &[object], metadata, table.include, headers) {
+            Ok(doc) => watch_line(event_type, doc.to_string().as_bytes()),
+            Err(status) => error_line(&status),
+        }
+    }
+}
+
+/// How a watcher with a selector sees a change.
+enum Seen {
+    /// As it happened.
+    AsIs,
+    /// The object started matching: ADDED.
+    Entered,
+    /// The object stopped matching: DELETED.
+    Left,
 }
 
 fn error_line(status: &Status) -> Bytes {

@@ -6,11 +6,12 @@ use serde_json::{Map, Value, json};
 
 use crate::Status;
 use crate::core::Core;
-use crate::object::{StoredObject, new_uid, now_rfc3339, store_key};
+use crate::object::{StoredObject, new_uid, store_key};
 use crate::patch::{self, PatchType};
 use crate::resource::{self, ResourceInfo};
 use crate::scale;
 use crate::store::Change;
+use crate::time::now_rfc3339;
 
 /// Which part of the object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -289,7 +289,20 @@ async fn kubectl_get_create_watch_patch_apply_delete() {
         .await;
     assert_eq!(replicas, "5");
     let all = kubectl.run(&["get", "all"]).await;
-    assert!(all.contains("web"), "{all}");
+    assert!(all.contains("deployment.apps/web"), "{all}");
+    // Tables give kubectl its usual columns.
+    let table = kubectl.run(&["get", "deployment", "web"]).await;
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{table}"
+    );
 
     kubectl.run(&["delete", "configmap", "demo"]).await;
     assert!(api.get_opt("demo").await.unwrap().is_none());

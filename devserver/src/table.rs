@@ -1,0 +1,334 @@
+//! kubectl's Table output (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`): a few
+//! columns per kind, computed from the stored objects, so `kubectl get` shows useful columns.
+
+use serde_json::{Map, Value, json};
+
+use crate::Status;
+use crate::object::StoredObject;
+use crate::resource::ResourceInfo;
+use crate::time::{human_duration, now_unix, parse_rfc3339};
+
+/// Whether an `Accept` header asks for a Table.
+pub(crate) fn wanted(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.contains("as=Table"))
+}
+
+/// What each row carries besides its cells (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IncludeObject {
+    None,
+    /// A `PartialObjectMetadata` (the default).
+    Metadata,
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses the `includeObject` parameter.
+    pub fn parse(param: Option<&str>) -> Result<IncludeObject, Status> {
+        match param {
+            None | Some("") | Some("Metadata") => Ok(IncludeObject::Metadata),
+            Some("None") => Ok(IncludeObject::None),
+            Some("Object") => Ok(IncludeObject::Object),
+            Some(other) => Err(Status::bad_request(format!(
+                "includeObject must be None, Metadata or Object, not {other:?}"
+            ))),
+        }
+    }
+}
+
+type Cell = fn(&Value, u64) -> Value;
+
+/// One column: its name, its OpenAPI type, and how a cell is computed from the object and
+/// the current time.
+struct Column {
+    name: &'static str,
+    kind: &'static str,
+    cell: Cell,
+}
+
+const fn column(name: &'static str, kind: &'static str, cell: Cell) -> Column {
+    Column { name, kind, cell }
+}
+
+fn text(object: &Value, pointer: &str) -> String {
+    object
+        .pointer(pointer)
+        .map(|v| match v {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+fn int(object: &Value, pointer: &str) -> i64 {
+    object.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn len(object: &Value, pointer: &str) -> usize {
+    match object.pointer(pointer) {
+        Some(Value::Object(m)) => m.len(),
+        Some(Value::Array(a)) => a.len(),
+        _ => 0,
+    }
+}
+
+fn name(object: &Value, _: u64) -> Value {
+    Value::String(text(object, "/metadata/name"))
+}
+
+fn age(object: &Value, now: u64) -> Value {
+    let created = object
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .and_then(parse_rfc3339);
+    Value::String(created.map_or_else(
+        || "<unknown>".to_owned(),
+        |t| human_duration(now.saturating_sub(t)),
+    ))
+}
+
+fn or_none(value: String) -> Value {
+    Value::String(if value.is_empty() {
+        "<none>".to_owned()
+    } else {
+        value
+    })
+}
+
+fn columns(resource: &ResourceInfo) -> Vec<Column> {
+    let mut columns = vec![column("Name", "string", name)];
+    let extra: Vec<Column> = match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "ConfigMap") => vec![column("Data", "integer", |o, _| {
+            Value::from(len(o, "/data") + len(o, "/binaryData"))
+        })],
+        ("", "Secret") => vec![
+            column("Type", "string", |o, _| Value::String(text(o, "/type"))),
+            column("Data", "integer", |o, _| Value::from(len(o, "/data"))),
+        ],
+        ("", "Namespace") => vec![column("Status", "string", |o, _| {
+            Value::String(text(o, "/status/phase"))
+        })],
+        ("", "Pod") => vec![
+            column("Ready", "string", |o, _| {
+                let ready = o
+                    .pointer("/status/containerStatuses")
+                    .and_then(Value::as_array)
+                    .map_or(0, |s| {
+                        s.iter()
+                            .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+                            .count()
+                    });
+                Value::String(format!("{ready}/{}", len(o, "/spec/containers")))
+            }),
+            column("Status", "string", |o, _| {
+                if o.pointer("/metadata/deletionTimestamp").is_some() {
+                    Value::String("Terminating".to_owned())
+                } else {
+                    Value::String(text(o, "/status/phase"))
+                }
+            }),
+            column("Restarts", "integer", |o, _| {
+                let restarts: i64 = o
+                    .pointer("/status/containerStatuses")
+                    .and_then(Value::as_array)
+                    .map_or(0, |s| {
+                        s.iter()
+                            .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                            .sum()
+                    });
+                Value::from(restarts)
+            }),
+        ],
+        ("", "Service") => vec![
+            column("Type", "string", |o, _| {
+                let kind = text(o, "/spec/type");
+                Value::String(if kind.is_empty() {
+                    "ClusterIP".to_owned()
+                } else {
+                    kind
+                })
+            }),
+            column("Cluster-IP", "string", |o, _| {
+                or_none(text(o, "/spec/clusterIP"))
+            }),
+        ],
+        ("apps", "Deployment") | ("apps", "StatefulSet") => vec![
+            column("Ready", "string", |o, _| {
+                let wanted = o
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                Value::String(format!("{}/{wanted}", int(o, "/status/readyReplicas")))
+            }),
+            column("Up-to-date", "integer", |o, _| {
+                Value::from(int(o, "/status/updatedReplicas"))
+            }),
+            column("Available", "integer", |o, _| {
+                Value::from(int(o, "/status/availableReplicas"))
+            }),
+        ],
+        ("apps", "ReplicaSet") => vec![
+            column("Desired", "integer", |o, _| {
+                Value::from(int(o, "/spec/replicas"))
+            }),
+            column("Current", "integer", |o, _| {
+                Value::from(int(o, "/status/replicas"))
+            }),
+            column("Ready", "integer", |o, _| {
+                Value::from(int(o, "/status/readyReplicas"))
+            }),
+        ],
+        ("batch", "Job") => vec![column("Completions", "string", |o, _| {
+            let wanted = o
+                .pointer("/spec/completions")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            Value::String(format!("{}/{wanted}", int(o, "/status/succeeded")))
+        })],
+        ("coordination.k8s.io", "Lease") => vec![column("Holder", "string", |o, _| {
+            or_none(text(o, "/spec/holderIdentity"))
+        })],
+        _ => Vec::new(),
+    };
+    columns.extend(extra);
+    columns.push(column("Age", "string", age));
+    columns
+}
+
+/// A `meta.k8s.io/v1` Table of `objects`; `list_metadata` goes into its `metadata`, and the
+/// column definitions are left out when `headers` is false (later watch events).
+pub(crate) fn table(
+    resource: &ResourceInfo,
+    objects: &[&StoredObject],
+    list_metadata: Value,
+    include: IncludeObject,
+    headers: bool,
+) -> Result<Value, Status> {
+    let columns = columns(resource);
+    let now = now_unix();
+    let definitions: Vec<Value> = if headers {
+        columns
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name,
+                    "type": c.kind,
+                    "format": if c.name == "Name" { "name" } else { "" },
+                    "description": "",
+                    "priority": 0,
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut rows = Vec::with_capacity(objects.len());
+    for stored in objects {
+        let object = stored.to_value()?;
+        let cells: Vec<Value> = columns.iter().map(|c| (c.cell)(&object, now)).collect();
+        let mut row = Map::new();
+        row.insert("cells".to_owned(), Value::Array(cells));
+        match include {
+            IncludeObject::None => {}
+            IncludeObject::Metadata => {
+                row.insert(
+                    "object".to_owned(),
+                    json!({
+                        "kind": "PartialObjectMetadata",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": object.get("metadata").cloned().unwrap_or(Value::Null),
+                    }),
+                );
+            }
+            IncludeObject::Object => {
+                row.insert("object".to_owned(), object);
+            }
+        }
+        rows.push(Value::Object(row));
+    }
+    Ok(json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_metadata,
+        "columnDefinitions": definitions,
+        "rows": rows,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(plural: &str) -> ResourceInfo {
+        crate::resource::builtins()
+            .into_iter()
+            .find(|r| r.plural == plural)
+            .unwrap()
+    }
+
+    #[test]
+    fn pods_show_ready_status_restarts_and_age() {
+        let pod = json!({
+            "metadata": {"name": "p", "creationTimestamp": crate::time::rfc3339(now_unix() - 90)},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"ready": true, "restartCount": 2}, {"ready": false, "restartCount": 1}]},
+        });
+        let stored = StoredObject::new(&pod, 1, &[]).unwrap();
+        let table = table(
+            &resource("pods"),
+            &[&stored],
+            json!({}),
+            IncludeObject::Metadata,
+            true,
+        )
+        .unwrap();
+        let names: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(names, ["Name", "Ready", "Status", "Restarts", "Age"]);
+        let cells = &table["rows"][0]["cells"];
+        assert_eq!(cells[0], "p");
+        assert_eq!(cells[1], "1/2");
+        assert_eq!(cells[2], "Running");
+        assert_eq!(cells[3], 3);
+        let age = cells[4].as_str().unwrap();
+        assert!(age.ends_with('s') && age.len() <= 3, "{age}");
+        assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn later_watch_tables_omit_headers_and_objects_on_request() {
+        let cm = json!({"metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+        let stored = StoredObject::new(&cm, 1, &[]).unwrap();
+        let table = table(
+            &resource("configmaps"),
+            &[&stored],
+            json!({}),
+            IncludeObject::None,
+            false,
+        )
+        .unwrap();
+        assert_eq!(table["columnDefinitions"], json!([]));
+        assert_eq!(table["rows"][0]["cells"][1], 2);
+        assert!(table["rows"][0].get("object").is_none());
+    }
+
+    #[test]
+    fn accept_header_detection() {
+        assert!(wanted(Some(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        )));
+        assert!(!wanted(Some("application/json")));
+        assert!(!wanted(None));
+        assert_eq!(
+            IncludeObject::parse(Some("Object")).unwrap(),
+            IncludeObject::Object
+        );
+        assert_eq!(IncludeObject::parse(Some("x")).unwrap_err().code, 400);
+    }
+}
