@@ -610,6 +610,21 @@ mod tests {
         h.stop(Duration::from_secs(5)).await;
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn guest_stdout_and_stderr_reach_the_log_tagged_with_the_plugin() {
+        let h = fault("printer", "print", Limits::default()).await;
+        let printed = || {
+            let lines = guest_logs().lines("printer");
+            lines.contains(&"STDOUT a/bad".to_owned()) && lines.contains(&"STDERR a/bad".to_owned())
+        };
+        assert!(
+            wait_until(WAIT, printed).await,
+            "{:?}",
+            guest_logs().lines("printer")
+        );
+        h.stop(Duration::from_secs(5)).await;
+    }
+
     #[test]
     fn restart_backoff_grows_and_is_capped() {
         assert_eq!(restart_backoff(1), Duration::from_millis(50));

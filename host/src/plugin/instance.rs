@@ -2,6 +2,7 @@
 //! classification of faults (trap, timeout, memory).
 
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use wasmtime::{Store, UpdateDeadline};
@@ -181,9 +182,20 @@ impl Instance {
         F: AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
     {
         let deadline = self.limits.call_deadline;
-        self.store.data_mut().call = Some((Instant::now(), deadline));
+        let started = Instant::now();
+        self.store.data_mut().call = Some((started, deadline));
         self.store.set_epoch_deadline(1);
-        let result = tokio::time::timeout(deadline, call(&mut self.store)).await;
+        let result = {
+            let mut call = std::pin::pin!(call(&mut self.store));
+            // Most calls finish in their first poll: only arm a timer for those that wait.
+            match futures::poll!(call.as_mut()) {
+                Poll::Ready(r) => Ok(r),
+                Poll::Pending => {
+                    let remaining = deadline.saturating_sub(started.elapsed());
+                    tokio::time::timeout(remaining, call).await
+                }
+            }
+        };
         self.store.data_mut().call = None;
         match result {
             Ok(Ok(Ok(v))) => Outcome::Ok(v),

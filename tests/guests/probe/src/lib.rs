@@ -4,7 +4,8 @@
 //! received, answers cache queries described by ConfigMaps labelled `probe-query` with an
 //! `ANSWER` line, and, when its `mode` says so, misbehaves on live events of objects whose
 //! name starts with `trigger`: trap, loop forever, allocate without bound, sleep past its
-//! deadline, query a resource it was not granted, or return an error.
+//! deadline, query a resource it was not granted, return an error, or print to stdout and
+//! stderr.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -32,7 +33,7 @@ struct Config {
     init_error: Option<String>,
     /// `init` traps when true.
     init_trap: bool,
-    /// record (default), noop, parse, trap, loop, alloc, sleep, ungranted, error.
+    /// record (default), noop, parse, trap, loop, alloc, sleep, ungranted, error, print.
     mode: String,
     /// Misbehave only for objects whose name starts with this.
     trigger: String,
@@ -214,6 +215,11 @@ fn event(kind: &str, object: &str, flag: Option<bool>, live: bool) -> Result<(),
             Ok(())
         }
         "error" => Err(format!("probe refuses {}", obj.metadata.name)),
+        "print" => {
+            println!("STDOUT {}", key(&obj.metadata));
+            eprintln!("STDERR {}", key(&obj.metadata));
+            Ok(())
+        }
         _ => Ok(()),
     }
 }
