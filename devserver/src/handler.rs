@@ -467,8 +467,8 @@ fn is_protobuf(request: &Request) -> bool {
         .is_some_and(|v| v.starts_with(protobuf::CONTENT_TYPE))
 }
 
-/// Only JSON (and YAML) bodies are understood: a protobuf or CBOR body answers 415, which makes
-/// client-go (kubectl) retry with JSON.
+/// Only JSON (and YAML) bodies are understood here (protobuf creates are decoded separately):
+/// any other body answers 415 with a message naming the media type.
 fn check_json_body(request: &Request) -> Result<(), Status> {
     let Some(content_type) = request.headers.get(header::CONTENT_TYPE) else {
         return Ok(());
