@@ -65,11 +65,19 @@ impl Env {
         }
     }
 
+    /// Loads the probe from `file` and waits until every plugin has handled its replay, so
+    /// objects created afterwards arrive as live events.
     async fn load(&self, file: &str) -> kubewasm::plugin::PluginId {
-        self.host
+        let id = self
+            .host
             .load(Path::new(file), guest_bytes("probe"))
             .await
-            .unwrap_or_else(|e| panic!("loading {file}: {e}"))
+            .unwrap_or_else(|e| panic!("loading {file}: {e}"));
+        assert!(
+            wait_until(PATIENCE, || self.host.ready()).await,
+            "{file} never got ready"
+        );
+        id
     }
 
     fn status(&self, name: &str) -> PluginStatus {
