@@ -21,7 +21,8 @@
 //! - CRD versions are not converted: an object keeps the apiVersion it was written with.
 //! - Responses are JSON; kubectl's Tables have a few columns per built-in kind (NAME and AGE
 //!   for the others, CRD printer columns are ignored); protobuf is decoded only for the create
-//!   bodies kubectl's generators send (ConfigMap, Secret, Namespace, ServiceAccount).
+//!   bodies of kubectl's generators for ConfigMap, Secret, Namespace, ServiceAccount,
+//!   Deployment and Job.
 //!
 //! ```
 //! # #[tokio::main] async fn main() -> anyhow::Result<()> {

@@ -201,6 +201,23 @@ async fn kubectl_get_create_watch_patch_apply_delete() {
         Some("hello")
     );
 
+    // kubectl's generators post protobuf; built-in kinds they create are decoded.
+    kubectl
+        .run(&[
+            "create",
+            "deployment",
+            "api",
+            "--image=nginx",
+            "--replicas=2",
+        ])
+        .await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(server.client(), "default");
+    let spec = deployments.get("api").await.unwrap().spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let image = spec.template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("nginx"));
+
     let mut watch = Watch::start(&kubectl, &["get", "cm", "-w", "--output-watch-events"]);
     watch.expect("ADDED", "demo").await;
 
