@@ -38,6 +38,14 @@ pub(crate) struct Collection {
 }
 
 impl Collection {
+    /// An empty collection whose history starts at `resource_version`.
+    fn starting_at(resource_version: u64) -> Collection {
+        Collection {
+            oldest_resource_version: resource_version,
+            ..Collection::default()
+        }
+    }
+
     /// Fails with 410 Gone when `resource_version` is older than the retained history.
     pub fn check_not_expired(&self, resource_version: u64) -> Result<(), Status> {
         if resource_version < self.oldest_resource_version {
@@ -61,6 +69,8 @@ impl Collection {
 
 struct Inner {
     resource_version: u64,
+    /// The resourceVersion of the last compaction: collections created later start there.
+    compacted: u64,
     collections: HashMap<String, Collection>,
 }
 
@@ -86,6 +96,7 @@ impl Store {
         Store {
             inner: RwLock::new(Inner {
                 resource_version: 1,
+                compacted: 0,
                 collections: HashMap::new(),
             }),
             history_size: history_size.max(1),
@@ -101,7 +112,7 @@ impl Store {
     /// lock, with the global resourceVersion. Keep `f` short: writers wait for it.
     pub fn read<R>(&self, storage_key: &str, f: impl FnOnce(&Collection, u64) -> R) -> R {
         let inner = self.inner.read();
-        let empty = Collection::default();
+        let empty = Collection::starting_at(inner.compacted);
         let collection = inner.collections.get(storage_key).unwrap_or(&empty);
         f(collection, inner.resource_version)
     }
@@ -125,7 +136,11 @@ impl Store {
     ) -> Result<Arc<StoredObject>, Status> {
         let mut inner = self.inner.write();
         let next_rv = inner.resource_version + 1;
-        let collection = inner.collections.entry(storage_key.to_owned()).or_default();
+        let compacted = inner.compacted;
+        let collection = inner
+            .collections
+            .entry(storage_key.to_owned())
+            .or_insert_with(|| Collection::starting_at(compacted));
         let current = collection.objects.get(key).cloned();
         let change = decide(current.as_ref(), next_rv)?;
         let (event_type, mut value) = match change {
@@ -193,7 +208,11 @@ impl Store {
     pub fn watch(&self, storage_key: &str, from: Option<u64>) -> Result<WatchStart, Status> {
         let mut inner = self.inner.write();
         let resource_version = inner.resource_version;
-        let collection = inner.collections.entry(storage_key.to_owned()).or_default();
+        let compacted = inner.compacted;
+        let collection = inner
+            .collections
+            .entry(storage_key.to_owned())
+            .or_insert_with(|| Collection::starting_at(compacted));
         let (initial, replay) = match from {
             None => (collection.objects.values().cloned().collect(), Vec::new()),
             Some(rv) => {
@@ -241,6 +260,7 @@ impl Store {
         let mut inner = self.inner.write();
         inner.resource_version += 1;
         let rv = inner.resource_version;
+        inner.compacted = rv;
         for collection in inner.collections.values_mut() {
             collection.history.clear();
             collection.oldest_resource_version = rv;
@@ -312,6 +332,18 @@ mod tests {
         );
         let now = store.resource_version();
         assert!(store.watch("/configmaps", Some(now)).is_ok());
+    }
+
+    #[test]
+    fn compaction_also_expires_resources_never_written() {
+        let store = Store::new(100);
+        let before = store.resource_version();
+        store.compact();
+        assert_eq!(
+            store.watch("/secrets", Some(before)).err().unwrap().code,
+            410
+        );
+        assert!(store.read("/pods", |c, _| c.check_not_expired(before).is_err()));
     }
 
     #[test]
