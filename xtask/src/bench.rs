@@ -84,9 +84,10 @@ fn machine() -> String {
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .map_or(0, |kb| kb >> 20);
-    let os = Path::new("/etc/debian_version")
-        .exists()
-        .then(|| format!("Debian {}", shell("cat /etc/debian_version")))
-        .unwrap_or_else(|| "Linux".into());
+    let os = if Path::new("/etc/debian_version").exists() {
+        format!("Debian {}", shell("cat /etc/debian_version"))
+    } else {
+        "Linux".into()
+    };
     format!("{cores} cores ({cpu}), {mem} GiB, {os}")
 }
