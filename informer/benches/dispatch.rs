@@ -197,7 +197,7 @@ fn main() -> Result<()> {
     println!("|---|---|---|---|");
     let parse_us = parse_cpu * 1000.0 / events as f64;
     println!(
-        "| (parse only) | {:.0} | {parse_us:.2} | - |",
+        "| (making and parsing the JSON only) | {:.0} | {parse_us:.2} | - |",
         events as f64 / parse_wall.as_secs_f64()
     );
     let repeats = env_u64("BENCH_REPEATS", 5) as usize;

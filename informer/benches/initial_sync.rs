@@ -2,7 +2,8 @@
 //! on one dev server, each variant measured in a fresh child process so RSS figures are clean.
 //!
 //! `cargo bench -p kubewasm-informer --bench initial_sync`
-//! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3).
+//! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3); `BENCH_WRAPPER=PATH`
+//! runs each child under `perf record -g -o PATH.N` (N = the variant) for profiling.
 
 use std::io::Write;
 use std::process::Command;
@@ -118,10 +119,15 @@ fn parent() -> Result<()> {
                 let out = tokio::task::spawn_blocking({
                     let exe = exe.clone();
                     let url = server.url();
-                    move || {
-                        Command::new(exe)
+                    move || match std::env::var("BENCH_WRAPPER") {
+                        Ok(w) => Command::new("perf")
+                            .args(["record", "-g", "-o", &format!("{w}.{v}"), "--"])
+                            .arg(exe)
                             .args(["--child", &v.to_string(), &url])
-                            .output()
+                            .output(),
+                        Err(_) => Command::new(exe)
+                            .args(["--child", &v.to_string(), &url])
+                            .output(),
                     }
                 })
                 .await??;

@@ -1,11 +1,12 @@
 //! DeltaFIFO: per-key queues of changes, popped in key order of first arrival.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::key_hash::{KeyMap, KeySet};
 use crate::object::ObjectRef;
 use crate::store::{ByKey, Store};
 
@@ -52,7 +53,7 @@ pub(crate) struct DeltaFifo {
 }
 
 struct State {
-    items: HashMap<ByKey, Deltas>,
+    items: KeyMap<ByKey, Deltas>,
     queue: VecDeque<ObjectRef>,
     /// A replace happened or an item was added.
     populated: bool,
@@ -64,7 +65,7 @@ impl DeltaFifo {
     pub(crate) fn new(known: Arc<Store>) -> DeltaFifo {
         DeltaFifo {
             state: Mutex::new(State {
-                items: HashMap::new(),
+                items: KeyMap::default(),
                 queue: VecDeque::new(),
                 populated: false,
                 initial_population_count: 0,
@@ -102,7 +103,7 @@ impl DeltaFifo {
     /// the store or the queue has that the list lacks.
     pub(crate) fn replace(&self, list: Vec<ObjectRef>) {
         let mut state = self.state.lock();
-        let keys: HashSet<ByKey> = list.iter().cloned().map(ByKey).collect();
+        let keys: KeySet<ByKey> = list.iter().cloned().map(ByKey).collect();
         for object in list {
             self.queue_action(&mut state, DeltaType::Replaced, object, false);
         }

@@ -29,6 +29,7 @@ mod error;
 mod factory;
 pub mod index_funcs;
 mod key;
+mod key_hash;
 mod lister;
 mod lister_watcher;
 mod object;

@@ -1,6 +1,5 @@
 //! The reflector: list (streaming or paginated), then watch from there, into the DeltaFIFO.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::{Backoff, BackoffOptions};
 use crate::delta_fifo::DeltaFifo;
 use crate::error::{Error, Result};
+use crate::key_hash::KeySet;
 use crate::lister_watcher::{ListerWatcher, WatchEvent, WatchStream};
 use crate::object::{Object, ObjectRef};
 use crate::store::ByKey;
@@ -245,7 +245,7 @@ impl Reflector {
 
     async fn streaming_list(&mut self) -> Result<(String, WatchStream)> {
         let mut stream = self.lw.watch(String::new(), true).await?;
-        let mut objects: HashSet<ByKey> = HashSet::new();
+        let mut objects: KeySet<ByKey> = KeySet::default();
         while let Some(event) = stream.next().await {
             match event? {
                 WatchEvent::Added(o) | WatchEvent::Modified(o) => {

@@ -1,7 +1,7 @@
 //! The thread-safe store and its indexes; [`Indexer`] is the read-only view handed out.
 
 use std::borrow::Borrow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
 use crate::index_funcs::{IndexFunc, NAMESPACE_INDEX};
+use crate::key_hash::{KeyMap, KeySet};
 use crate::object::{Object, ObjectRef};
 
 /// An object that hashes and compares by its key, so sets of objects are maps by key without
@@ -38,7 +39,7 @@ impl Borrow<str> for ByKey {
 }
 
 /// Index value -> the objects filed under it.
-type Index = HashMap<Box<str>, HashSet<ByKey>>;
+type Index = KeyMap<Box<str>, KeySet<ByKey>>;
 
 /// The cache: objects by key plus one index per index function.
 ///
@@ -49,7 +50,7 @@ pub(crate) struct Store {
 }
 
 struct Inner {
-    items: HashSet<ByKey>,
+    items: KeySet<ByKey>,
     indexers: Vec<(String, IndexSource)>,
     indices: HashMap<String, Index>,
 }
@@ -74,10 +75,10 @@ impl Store {
     /// An empty store with the built-in `namespace` index.
     pub(crate) fn new() -> Store {
         let mut indices = HashMap::new();
-        indices.insert(NAMESPACE_INDEX.to_string(), Index::new());
+        indices.insert(NAMESPACE_INDEX.to_string(), Index::default());
         Store {
             inner: RwLock::new(Inner {
-                items: HashSet::new(),
+                items: KeySet::default(),
                 indexers: vec![(NAMESPACE_INDEX.to_string(), IndexSource::Namespace)],
                 indices,
             }),
@@ -121,14 +122,14 @@ impl Store {
 
     pub(crate) fn add_indexers(&self, indexers: Vec<(String, IndexFunc)>) -> Result<()> {
         let mut inner = self.inner.write();
-        let mut seen = HashSet::new();
+        let mut seen = KeySet::default();
         for (name, _) in &indexers {
             if inner.indices.contains_key(name) || !seen.insert(name.as_str()) {
                 return Err(Error::IndexExists(name.clone()));
             }
         }
         for (name, func) in indexers {
-            let mut index = Index::new();
+            let mut index = Index::default();
             for item in &inner.items {
                 for value in func(&item.0) {
                     index
@@ -151,7 +152,7 @@ impl Store {
         &self,
         index: &str,
         value: &str,
-        f: impl FnOnce(Option<&HashSet<ByKey>>) -> T,
+        f: impl FnOnce(Option<&KeySet<ByKey>>) -> T,
     ) -> Result<T> {
         let inner = self.inner.read();
         let index = inner
@@ -178,7 +179,7 @@ impl Inner {
                             bucket.replace(ByKey(new.clone()));
                         }
                         None => {
-                            index.insert(ns.into(), HashSet::from([ByKey(new.clone())]));
+                            index.insert(ns.into(), KeySet::from_iter([ByKey(new.clone())]));
                         }
                     },
                     None => {
@@ -213,7 +214,7 @@ impl Inner {
                         None => {
                             index.insert(
                                 value.into_boxed_str(),
-                                HashSet::from([ByKey(new.clone())]),
+                                KeySet::from_iter([ByKey(new.clone())]),
                             );
                         }
                     }
@@ -313,7 +314,7 @@ impl Indexer {
             .map(|(_, source)| source)
             .ok_or_else(|| Error::IndexNotFound(index.to_string()))?;
         let idx = &inner.indices[index];
-        let mut found: HashSet<ByKey> = HashSet::new();
+        let mut found: KeySet<ByKey> = KeySet::default();
         for value in source.values(object) {
             if let Some(bucket) = idx.get(value.as_str()) {
                 found.extend(bucket.iter().cloned());
