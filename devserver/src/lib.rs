@@ -19,8 +19,8 @@
 //!   fields (`spec.nodeName`, `status.phase`, a Secret's `type`, ...) and a CRD's
 //!   `selectableFields`.
 //! - CRD versions are not converted: an object keeps the apiVersion it was written with.
-//! - Responses are JSON; kubectl's Tables have a few columns per built-in kind (NAME and AGE
-//!   for the others, CRD printer columns are ignored); protobuf is decoded only for the create
+//! - Responses are JSON; kubectl's Tables have a few columns per built-in kind and a CRD's
+//!   `additionalPrinterColumns` (simple `.a.b` paths only); protobuf is decoded only for the create
 //!   bodies of kubectl's generators for ConfigMap, Secret, Namespace, ServiceAccount,
 //!   Deployment and Job.
 //!

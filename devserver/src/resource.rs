@@ -26,6 +26,18 @@ pub(crate) struct ResourceInfo {
     pub categories: Vec<String>,
     /// Where the replica counts are, if `/scale` is a subresource.
     pub scale: Option<ScalePaths>,
+    /// A CRD's `additionalPrinterColumns`, shown by `kubectl get`.
+    pub printer_columns: Vec<PrinterColumn>,
+}
+
+/// One `additionalPrinterColumns` entry of a CRD version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PrinterColumn {
+    pub name: String,
+    /// OpenAPI type: `string`, `integer`, `number`, `boolean` or `date`.
+    pub kind: String,
+    /// JSON pointer made from the column's simple `jsonPath` (`.spec.size` → `/spec/size`).
+    pub pointer: String,
 }
 
 impl ResourceInfo {
@@ -218,6 +230,7 @@ pub(crate) fn builtins() -> Vec<ResourceInfo> {
             },
             scale: matches!(b.plural, "deployments" | "replicasets" | "statefulsets")
                 .then(ScalePaths::workload),
+            printer_columns: Vec::new(),
         })
         .collect()
 }
@@ -287,6 +300,27 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
         let scale = version
             .pointer("/subresources/scale")
             .and_then(ScalePaths::from_crd);
+        let printer_columns = version
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .map(|columns| {
+                columns
+                    .iter()
+                    .filter_map(|c| {
+                        let path = c.get("jsonPath")?.as_str()?;
+                        Some(PrinterColumn {
+                            name: c.get("name")?.as_str()?.to_owned(),
+                            kind: c
+                                .get("type")
+                                .and_then(Value::as_str)
+                                .unwrap_or("string")
+                                .to_owned(),
+                            pointer: format!("/{}", path.trim_start_matches('.').replace('.', "/")),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let selectable_fields = version
             .get("selectableFields")
             .and_then(Value::as_array)
@@ -310,6 +344,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
             selectable_fields,
             categories: categories.clone(),
             scale,
+            printer_columns,
         });
     }
     Ok(resources)

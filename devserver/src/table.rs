@@ -38,16 +38,43 @@ impl IncludeObject {
 
 type Cell = fn(&Value, u64) -> Value;
 
-/// One column: its name, its OpenAPI type, and how a cell is computed from the object and
-/// the current time.
+/// One column: its name, its OpenAPI type, and how a cell is computed.
 struct Column {
-    name: &'static str,
-    kind: &'static str,
-    cell: Cell,
+    name: String,
+    kind: String,
+    source: Source,
 }
 
-const fn column(name: &'static str, kind: &'static str, cell: Cell) -> Column {
-    Column { name, kind, cell }
+/// Where a cell comes from.
+enum Source {
+    /// Computed from the object and the current time.
+    Computed(Cell),
+    /// A CRD printer column: the value at a JSON pointer; dates are shown as ages.
+    Path { pointer: String, date: bool },
+}
+
+fn column(name: &str, kind: &str, cell: Cell) -> Column {
+    Column {
+        name: name.to_owned(),
+        kind: kind.to_owned(),
+        source: Source::Computed(cell),
+    }
+}
+
+impl Column {
+    fn cell(&self, object: &Value, now: u64) -> Value {
+        match &self.source {
+            Source::Computed(cell) => cell(object, now),
+            Source::Path { pointer, date } => match object.pointer(pointer) {
+                None | Some(Value::Null) => Value::String("<none>".to_owned()),
+                Some(Value::String(t)) if *date => Value::String(parse_rfc3339(t).map_or_else(
+                    || t.clone(),
+                    |then| human_duration(now.saturating_sub(then)),
+                )),
+                Some(value) => value.clone(),
+            },
+        }
+    }
 }
 
 fn text(object: &Value, pointer: &str) -> String {
@@ -189,6 +216,21 @@ fn columns(resource: &ResourceInfo) -> Vec<Column> {
         ("coordination.k8s.io", "Lease") => vec![column("Holder", "string", |o, _| {
             or_none(text(o, "/spec/holderIdentity"))
         })],
+        _ if !resource.printer_columns.is_empty() => {
+            columns.extend(resource.printer_columns.iter().map(|c| Column {
+                name: c.name.clone(),
+                kind: if c.kind == "date" {
+                    "string".to_owned()
+                } else {
+                    c.kind.clone()
+                },
+                source: Source::Path {
+                    pointer: c.pointer.clone(),
+                    date: c.kind == "date",
+                },
+            }));
+            return columns;
+        }
         _ => Vec::new(),
     };
     columns.extend(extra);
@@ -226,7 +268,7 @@ pub(crate) fn table(
     let mut rows = Vec::with_capacity(objects.len());
     for stored in objects {
         let object = stored.to_value()?;
-        let cells: Vec<Value> = columns.iter().map(|c| (c.cell)(&object, now)).collect();
+        let cells: Vec<Value> = columns.iter().map(|c| c.cell(&object, now)).collect();
         let mut row = Map::new();
         row.insert("cells".to_owned(), Value::Array(cells));
         match include {
@@ -316,6 +358,30 @@ mod tests {
         assert_eq!(table["columnDefinitions"], json!([]));
         assert_eq!(table["rows"][0]["cells"][1], 2);
         assert!(table["rows"][0].get("object").is_none());
+    }
+
+    #[test]
+    fn crd_printer_columns_replace_the_default_ones() {
+        let crd = json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true, "additionalPrinterColumns": [
+                         {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                         {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]}]},
+        });
+        let resource = crate::resource::from_crd(&crd).unwrap().remove(0);
+        let widget = json!({"metadata": {"name": "w",
+            "creationTimestamp": crate::time::rfc3339(now_unix() - 30)}, "spec": {"size": 3}});
+        let stored = StoredObject::new(&widget, 1, &[]).unwrap();
+        let table = table(&resource, &[&stored], json!({}), IncludeObject::None, true).unwrap();
+        let cells = &table["rows"][0]["cells"];
+        assert_eq!(cells[0], "w");
+        assert_eq!(cells[1], 3);
+        assert_eq!(cells[2], "<none>");
+        assert!(cells[3].as_str().unwrap().ends_with('s'));
+        assert_eq!(table["columnDefinitions"].as_array().unwrap().len(), 4);
     }
 
     #[test]
