@@ -501,6 +501,14 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
     env.host.shutdown(Duration::from_secs(5)).await;
 }
 
+/// A file, its bytes, the error it must get and a phrase of the reason.
+type BadFile = (
+    &'static str,
+    Vec<u8>,
+    fn(&PluginError) -> bool,
+    &'static str,
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_files_are_refused_with_the_file_and_reason_and_nothing_else_is_affected() {
     let env = Env::new(vec![
@@ -518,7 +526,7 @@ async fn bad_files_are_refused_with_the_file_and_reason_and_nothing_else_is_affe
     ])
     .await;
     env.load("survivor.wasm").await;
-    let cases: Vec<(&str, Vec<u8>, fn(&PluginError) -> bool, &str)> = vec![
+    let cases: Vec<BadFile> = vec![
         (
             "notes.wasm",
             b"just text".to_vec(),
