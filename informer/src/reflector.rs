@@ -320,6 +320,7 @@ impl Reflector {
                 Some(next) => next,
                 None => {
                     if unflushed > 0 {
+                        self.set_last_rv(resource_version);
                         self.processing.flush();
                         unflushed = 0;
                     }
@@ -329,8 +330,13 @@ impl Reflector {
             let Some(event) = next else { break };
             let event = match event {
                 Ok(event) => event,
-                Err(err) if err.is_expired() => return WatchOutcome::Expired,
-                Err(err) => return WatchOutcome::Failed(err),
+                Err(err) => {
+                    self.set_last_rv(resource_version);
+                    if err.is_expired() {
+                        return WatchOutcome::Expired;
+                    }
+                    return WatchOutcome::Failed(err);
+                }
             };
             events += 1;
             match event {
@@ -357,16 +363,17 @@ impl Reflector {
                     ..
                 } => set_string(resource_version, &rv),
             }
-            self.set_last_rv(resource_version);
             while self.processing.process_queued(1024) {
                 tokio::task::yield_now().await;
             }
             unflushed += 1;
             if unflushed >= MAX_UNFLUSHED {
+                self.set_last_rv(resource_version);
                 self.processing.flush();
                 unflushed = 0;
             }
         }
+        self.set_last_rv(resource_version);
         WatchOutcome::Ended { events }
     }
 
