@@ -188,6 +188,17 @@ async fn run() -> anyhow::Result<()> {
     println!("| handler | events/s | us per event |");
     println!("|---|---|---|");
     let mut rates = Vec::new();
+    // KUBEWASM_BENCH_ONLY=wasm-noop runs only that case, many rounds (for profiling).
+    let only_noop = std::env::var("KUBEWASM_BENCH_ONLY").as_deref() == Ok("wasm-noop");
+    if only_noop {
+        for _ in 0..50 {
+            span.reset();
+            let id = host.load(Path::new("noop.wasm"), probe.clone()).await?;
+            span.wait(OBJECTS).await;
+            host.unload(id).await;
+        }
+        return Ok(());
+    }
     for (label, parse) in [
         ("native no-op", false),
         ("native, parses JSON (serde_json::Value)", true),

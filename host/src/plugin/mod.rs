@@ -1,8 +1,9 @@
 //! The plugin runtime: WebAssembly components of the `controller` world as informer listeners.
 //!
-//! One [`engine::PluginEngine`] compiles components (cached on disk by content hash), each loaded
-//! plugin is one instance driven by one [`actor`] fed by its handler registrations, and the
-//! [`host::PluginHost`] manages the set of plugins.
+//! One [`PluginEngine`] compiles components (cached on disk by content hash and shared between
+//! copies), each loaded plugin is one instance driven by one actor (a queue fed by its handler
+//! registrations on the shared informers, guest calls one at a time under a deadline and a
+//! memory cap), and the [`PluginHost`] loads, replaces, unloads and reports on plugins.
 
 mod actor;
 mod bindings;
