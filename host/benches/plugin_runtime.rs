@@ -32,6 +32,8 @@ const NAMESPACE: &str = "bench";
 #[derive(Default)]
 struct Span {
     count: AtomicUsize,
+    /// Time spent inside guest calls, as the observer reports it.
+    call_nanos: std::sync::atomic::AtomicU64,
     times: Mutex<Option<(Instant, Instant)>>,
 }
 
@@ -49,6 +51,7 @@ impl Span {
 
     fn reset(&self) {
         self.count.store(0, Ordering::Release);
+        self.call_nanos.store(0, Ordering::Release);
         *self.times.lock() = None;
     }
 
@@ -81,8 +84,11 @@ impl ResourceEventHandler for Counting {
 struct SpanObserver(Arc<Span>);
 
 impl Observer for SpanObserver {
-    fn event_handled(&self, _: &str, _: &str, _: EventKind, _: Duration, ok: bool) {
+    fn event_handled(&self, _: &str, _: &str, _: EventKind, elapsed: Duration, ok: bool) {
         assert!(ok, "the bench guest failed an event");
+        self.0
+            .call_nanos
+            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
         self.0.hit();
     }
 }
@@ -216,21 +222,28 @@ async fn run() -> anyhow::Result<()> {
         }
         rates.push((label, median(r)));
     }
+    let mut call_us = Vec::new();
     for (label, file) in [
         ("wasm no-op guest", "noop.wasm"),
         ("wasm guest, parses JSON (serde_json::Value)", "parse.wasm"),
     ] {
         let mut r = Vec::new();
+        let mut calls = Vec::new();
         for _ in 0..ROUNDS {
             span.reset();
             let id = host.load(Path::new(file), probe.clone()).await?;
             r.push(span.wait(OBJECTS).await);
+            calls.push(span.call_nanos.load(Ordering::Acquire) as f64 / OBJECTS as f64 / 1e3);
             host.unload(id).await;
         }
+        call_us.push((label, median(calls)));
         rates.push((label, median(r)));
     }
     for (label, rate) in &rates {
         println!("| {label} | {rate:.0} | {:.2} |", 1e6 / rate);
+    }
+    for (label, us) in &call_us {
+        println!("{label}: {us:.2} us per event inside the guest call (instance.deliver)");
     }
     let native = rates[0].1;
     let wasm = rates[2].1;
