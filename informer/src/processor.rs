@@ -86,11 +86,20 @@ pub struct ListenerStats {
 
 /// A listener's unbounded buffer. Pushing does not wake the listener thread; `flush` does,
 /// once per batch, so a burst costs one wake-up per handler rather than one per event.
+///
+/// Handled notifications go back through `spent` and are dropped by the producer at its next
+/// flush, so objects are freed on the thread that allocated them: freeing them on listener
+/// threads made every event contend for the allocator's arena lock.
 #[derive(Default)]
 struct Mailbox {
     state: Mutex<MailboxState>,
     ready: Condvar,
+    spent: Mutex<Vec<Notification>>,
 }
+
+/// Handled notifications a listener keeps for the producer to drop, at most; past this the
+/// listener drops them itself (the producer has gone quiet).
+const MAX_SPENT: usize = 16 * 1024;
 
 #[derive(Default)]
 struct MailboxState {
@@ -104,8 +113,11 @@ impl Mailbox {
         self.state.lock().messages.push_back(message);
     }
 
-    /// Wakes the listener thread if it sleeps while messages wait.
+    /// Wakes the listener thread if it sleeps while messages wait, and drops (on this, the
+    /// producer's thread) the notifications it has handled.
     fn flush(&self) {
+        let spent = std::mem::take(&mut *self.spent.lock());
+        drop(spent);
         let state = self.state.lock();
         if state.waiting && !state.messages.is_empty() {
             self.ready.notify_one();
@@ -306,6 +318,7 @@ impl Processor {
 
 fn run_listener(shared: &ListenerShared, handler: &dyn ResourceEventHandler, mailbox: &Mailbox) {
     let mut batch = VecDeque::new();
+    let mut spent = Vec::new();
     loop {
         mailbox.take_all(&mut batch);
         // Time is taken per batch, not per call: the sum (what latency metrics need) is the
@@ -321,10 +334,18 @@ fn run_listener(shared: &ListenerShared, handler: &dyn ResourceEventHandler, mai
                 stop = true;
                 break;
             }
-            deliver(shared, handler, notification);
+            deliver(shared, handler, &notification);
+            spent.push(notification);
         }
         let nanos = started.elapsed().as_nanos() as u64;
         shared.handler_nanos.fetch_add(nanos, Ordering::Relaxed);
+        {
+            let mut returned = mailbox.spent.lock();
+            if returned.len() < MAX_SPENT {
+                returned.append(&mut spent);
+            }
+        }
+        spent.clear();
         if stop {
             return;
         }
@@ -334,10 +355,10 @@ fn run_listener(shared: &ListenerShared, handler: &dyn ResourceEventHandler, mai
 fn deliver(
     shared: &ListenerShared,
     handler: &dyn ResourceEventHandler,
-    notification: Notification,
+    notification: &Notification,
 ) {
     let initial = matches!(notification, Notification::Add { initial: true, .. });
-    let outcome = catch_unwind(AssertUnwindSafe(|| match &notification {
+    let outcome = catch_unwind(AssertUnwindSafe(|| match notification {
         Notification::Add { obj, initial } => handler.on_add(obj, *initial),
         Notification::Update { old, new } => handler.on_update(old, new),
         Notification::Delete {
