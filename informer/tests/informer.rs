@@ -595,3 +595,56 @@ async fn handlers_and_stores_converge_under_random_writes_and_faults() {
     factory.shutdown().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolved_keys_with_selectors_get_their_own_filtered_informers() {
+    let server = start_server().await;
+    let (resource, namespaced) = kubewasm_informer::resolve(
+        &server.client(),
+        &kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"),
+    )
+    .await
+    .unwrap();
+    assert!(namespaced);
+    assert_eq!(resource.plural, "configmaps");
+    for (name, app) in [("w1", "web"), ("w2", "web"), ("d1", "db")] {
+        let mut cm = config_map(name, "v");
+        cm["metadata"]["labels"]["app"] = json!(app);
+        server.create(cm).unwrap();
+    }
+    let factory = SharedInformerFactory::new(server.client(), fast_options());
+    let web_key = InformerKey::all(resource.clone()).with_label_selector("app=web");
+    let by_name_key = InformerKey::all(resource.clone()).with_field_selector("metadata.name=d1");
+    let web = factory.informer_for(web_key.clone());
+    let by_name = factory.informer_for(by_name_key);
+    let all = factory.informer_for(InformerKey::all(resource));
+    assert_eq!(
+        factory.informers().len(),
+        3,
+        "different selectors, different informers"
+    );
+    factory.start();
+    assert!(factory.wait_for_cache_sync().await);
+    assert_eq!(web.indexer().len(), 2);
+    assert_eq!(by_name.indexer().len(), 1);
+    assert_eq!(all.indexer().len(), 3);
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.query.contains("labelSelector=app%3Dweb")),
+        "the selector is applied by the server"
+    );
+    // Relabeling an object out of the selector removes it from the filtered cache.
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.patch(
+        "w2",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}})),
+    )
+    .await
+    .unwrap();
+    eventually("w2 to leave the web cache", || web.indexer().len() == 1).await;
+    factory.shutdown().await;
+    server.shutdown().await;
+}
