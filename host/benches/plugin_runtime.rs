@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::GroupVersionKind;
 use kubewasm::plugin::{
-    EngineOptions, EventKind, HostOptions, Observer, PluginEngine, PluginHost, PluginPolicy,
+    EngineOptions, EventKind, HostOptions, Observer, Origin, PluginEngine, PluginHost, PluginPolicy,
 };
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{
@@ -277,7 +277,7 @@ async fn run() -> anyhow::Result<()> {
             .compile(Path::new("probe.wasm"), probe.clone())
             .await?;
         cached.push(t.elapsed().as_secs_f64() * 1e3);
-        assert!(c.from_cache());
+        assert_eq!(c.origin(), Origin::DiskCache);
     }
     println!("| load ({} KB component) | ms |", probe.len() / 1024);
     println!("|---|---|");

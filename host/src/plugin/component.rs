@@ -18,7 +18,7 @@ pub struct CompiledPlugin {
     pub(crate) hash: String,
     /// Shared by every plugin loaded from the same bytes.
     pub(crate) pre: Arc<ControllerPre<HostState>>,
-    pub(crate) from_cache: bool,
+    pub(crate) origin: Origin,
 }
 
 impl CompiledPlugin {
@@ -32,10 +32,27 @@ impl CompiledPlugin {
         &self.hash
     }
 
-    /// Whether the compiled code came from the on-disk compile cache.
+    /// Whether compiling was skipped (the code came from the on-disk cache or from a copy
+    /// already loaded).
     pub fn from_cache(&self) -> bool {
-        self.from_cache
+        self.origin != Origin::Compiled
     }
+
+    /// Where the compiled code came from.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+}
+
+/// Where a [`CompiledPlugin`]'s code came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled now (and written to the on-disk cache when there is one).
+    Compiled,
+    /// Loaded from the on-disk compile cache.
+    DiskCache,
+    /// Shared with a plugin already loaded from the same bytes.
+    Memory,
 }
 
 /// What the first eight bytes say a file is.

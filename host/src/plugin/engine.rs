@@ -14,7 +14,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use super::bindings::{Controller, ControllerPre};
-use super::component::{self, CompiledPlugin};
+use super::component::{self, CompiledPlugin, Origin};
 use super::error::PluginError;
 use super::state::HostState;
 
@@ -116,13 +116,13 @@ impl PluginEngine {
                 file: file.to_owned(),
                 hash,
                 pre,
-                from_cache: true,
+                origin: Origin::Memory,
             });
         }
         let this = self.clone();
         let owned_file = file.to_owned();
         let hash2 = hash.clone();
-        let (component, from_cache) =
+        let (component, origin) =
             tokio::task::spawn_blocking(move || this.compile_blocking(&owned_file, &hash2, &bytes))
                 .await
                 .map_err(|e| PluginError::Engine(format!("compile task: {e}")))??;
@@ -136,7 +136,7 @@ impl PluginEngine {
             file: file.to_owned(),
             hash,
             pre,
-            from_cache,
+            origin,
         })
     }
 
@@ -149,21 +149,24 @@ impl PluginEngine {
         file: &Path,
         hash: &str,
         bytes: &[u8],
-    ) -> Result<(Component, bool), PluginError> {
+    ) -> Result<(Component, Origin), PluginError> {
         let engine = &self.inner.engine;
         let invalid = |e: wasmtime::Error| PluginError::Invalid {
             file: file.to_owned(),
             reason: format!("{e:#}"),
         };
         let Some(dir) = &self.inner.cache_dir else {
-            return Ok((Component::new(engine, bytes).map_err(invalid)?, false));
+            return Ok((
+                Component::new(engine, bytes).map_err(invalid)?,
+                Origin::Compiled,
+            ));
         };
         let cached = dir.join(format!("{hash}-{}.cwasm", self.inner.fingerprint));
         if cached.is_file() {
             // SAFETY: the file was written by `precompile_component` of an engine with the same
             // fingerprint, into a directory only the host writes; wasmtime also checks its header.
             match unsafe { Component::deserialize_file(engine, &cached) } {
-                Ok(c) => return Ok((c, true)),
+                Ok(c) => return Ok((c, Origin::DiskCache)),
                 Err(e) => tracing::warn!(
                     file = %file.display(), cache = %cached.display(),
                     "compile cache entry unusable, recompiling: {e:#}"
@@ -185,7 +188,7 @@ impl PluginEngine {
         std::fs::rename(&tmp, &cached).map_err(io("writing the compile cache"))?;
         // SAFETY: `compiled` was produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)?;
-        Ok((component, false))
+        Ok((component, Origin::Compiled))
     }
 }
 
@@ -225,7 +228,7 @@ mod tests {
             .compile(Path::new("probe.wasm"), probe())
             .await
             .unwrap();
-        assert!(again.from_cache());
+        assert_eq!(again.origin(), Origin::DiskCache);
         assert_eq!(again.content_hash(), compiled.content_hash());
     }
 
@@ -235,7 +238,7 @@ mod tests {
         let a = engine.compile(Path::new("a.wasm"), probe()).await.unwrap();
         assert!(!a.from_cache());
         let b = engine.compile(Path::new("b.wasm"), probe()).await.unwrap();
-        assert!(b.from_cache());
+        assert_eq!(b.origin(), Origin::Memory);
         assert!(Arc::ptr_eq(&a.pre, &b.pre));
         assert_eq!(b.file(), Path::new("b.wasm"));
         drop((a, b));

@@ -27,7 +27,7 @@ pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
 pub use cache_api::{Document, SharedDocument};
-pub use component::CompiledPlugin;
+pub use component::{CompiledPlugin, Origin};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
 pub use grants::{Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy};
