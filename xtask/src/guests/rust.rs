@@ -207,6 +207,28 @@ mod tests {
     }
 
     #[test]
+    fn copy_if_changed_rewrites_only_changed_components() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("xtask-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (from, to) = (dir.join("built.wasm"), dir.join("out.wasm"));
+        std::fs::write(&from, b"v1").unwrap();
+        copy_if_changed(&from, &to).unwrap();
+        let first = std::fs::metadata(&to).unwrap().ino();
+        copy_if_changed(&from, &to).unwrap();
+        assert_eq!(
+            std::fs::metadata(&to).unwrap().ino(),
+            first,
+            "same bytes: untouched"
+        );
+        std::fs::write(&from, b"v2").unwrap();
+        copy_if_changed(&from, &to).unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), b"v2");
+        assert!(!dir.join("out.wasm.partial").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn parse_guest_skips_non_cdylib_crates() {
         assert_eq!(parse_guest("[package]\nname = \"helper\"\n", true), None);
     }
