@@ -176,6 +176,7 @@ async fn run() -> anyhow::Result<()> {
                 let config = match stem.as_str() {
                     "noop" => probe_config("bench-noop", "noop", NAMESPACE),
                     "parse" => probe_config("bench-parse", "parse", NAMESPACE),
+                    many if many.starts_with("many-") => probe_config(many, "noop", NAMESPACE),
                     _ => probe_config(&stem, "noop", "idle"),
                 };
                 PluginPolicy {
@@ -242,6 +243,28 @@ async fn run() -> anyhow::Result<()> {
     for (label, rate) in &rates {
         println!("| {label} | {rate:.0} | {:.2} |", 1e6 / rate);
     }
+    // Ten no-op plugins on the same informer at once (client-go's reference: 10 handlers).
+    const COPIES: usize = 10;
+    let mut r = Vec::new();
+    for _ in 0..ROUNDS {
+        span.reset();
+        let mut ids = Vec::new();
+        for i in 0..COPIES {
+            ids.push(
+                host.load(Path::new(&format!("many-{i}.wasm")), probe.clone())
+                    .await?,
+            );
+        }
+        r.push(span.wait(OBJECTS * COPIES).await);
+        for id in ids {
+            host.unload(id).await;
+        }
+    }
+    let many = median(r);
+    println!(
+        "| {COPIES} wasm no-op guests at once (events x plugins) | {many:.0} | {:.2} (wall, 2 cores) |",
+        1e6 / many
+    );
     for (label, us) in &call_us {
         println!("{label}: {us:.2} us per event inside the guest call (instance.deliver)");
     }
