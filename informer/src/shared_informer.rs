@@ -177,7 +177,8 @@ impl Registration {
         *self.synced.borrow() && self.shared.pending_initial.load(Ordering::Acquire) == 0
     }
 
-    /// Waits until [`has_synced`](Self::has_synced); `false` if the informer stopped first.
+    /// Waits until [`has_synced`](Self::has_synced) (`false` if the informer is dropped
+    /// first). An informer that cannot reach its server never syncs: wrap this in a timeout.
     pub async fn wait_synced(&self) -> bool {
         let mut synced = self.synced.clone();
         if synced.wait_for(|s| *s).await.is_err() {
