@@ -5,6 +5,9 @@ use std::sync::Arc;
 use crate::object::Object;
 
 /// Maps an object to the index values it is filed under (none, one or several).
+///
+/// Called with the store's write lock held, on every add and update: keep it quick, and never
+/// read the same informer's cache from inside it (that would deadlock).
 pub type IndexFunc = Arc<dyn Fn(&Object) -> Vec<String> + Send + Sync>;
 
 /// The name of the index every store has, by `metadata.namespace`.
