@@ -221,6 +221,9 @@ impl crate::plugin::Observer for Metrics {
 
 struct InformerCollector(InformerSource);
 
+/// A counter read from each informer sample: name, help, value.
+type CounterColumn = (&'static str, &'static str, fn(&InformerSample) -> u64);
+
 impl std::fmt::Debug for InformerCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("InformerCollector")
@@ -245,7 +248,7 @@ impl prometheus_client::collector::Collector for InformerCollector {
             ConstGauge::new(i64::try_from(s.objects).unwrap_or(i64::MAX))
                 .encode(family.encode_family(&labels(s))?)?;
         }
-        let counters: [(&str, &str, fn(&InformerSample) -> u64); 2] = [
+        let counters: [CounterColumn; 2] = [
             (
                 "informer_relists",
                 "Full lists an informer made (the first, then one per 410 Gone)",
