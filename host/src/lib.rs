@@ -1,7 +1,7 @@
 //! kubewasm: shared informers feeding controllers written as WebAssembly components.
 
-pub mod cli;
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod inspect;
 pub mod metrics;
