@@ -635,4 +635,113 @@ mod tests {
         assert_eq!(cm.metadata.name.as_deref(), Some("cm1"));
         assert_eq!(cm.data.unwrap()["k"], "v");
     }
+
+    #[test]
+    fn accessors_agree_with_serde_json_on_random_objects() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(42);
+        let alphabet: Vec<char> = "ab-_.z09\"\\/é€\n\t{}:,".chars().collect();
+        let word = |rng: &mut StdRng, max: usize| -> String {
+            let n = rng.random_range(1..=max);
+            (0..n)
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect()
+        };
+        for _ in 0..500 {
+            let labels: serde_json::Map<String, serde_json::Value> = (0..rng.random_range(0..5))
+                .map(|_| (word(&mut rng, 8), word(&mut rng, 8).into()))
+                .collect();
+            let annotations: serde_json::Map<String, serde_json::Value> = (0..rng
+                .random_range(0..4))
+                .map(|_| (word(&mut rng, 8), word(&mut rng, 30).into()))
+                .collect();
+            let owners: Vec<serde_json::Value> = (0..rng.random_range(0..3))
+                .map(|_| serde_json::json!({"uid": word(&mut rng, 6), "kind": "X"}))
+                .collect();
+            let mut meta = serde_json::json!({
+                "name": word(&mut rng, 10),
+                "uid": word(&mut rng, 10),
+                "resourceVersion": rng.random_range(1..1_000_000u64).to_string(),
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": owners,
+            });
+            if rng.random_bool(0.5) {
+                meta["namespace"] = word(&mut rng, 6).into();
+            }
+            if rng.random_bool(0.7) {
+                meta["managedFields"] = serde_json::json!([{"manager": word(&mut rng, 5)}]);
+            }
+            let mut source =
+                serde_json::json!({"metadata": meta, "data": {"k": word(&mut rng, 50)}});
+            let with_type = rng.random_bool(0.5);
+            if with_type {
+                source["kind"] = "Thing".into();
+            }
+            let raw = if rng.random_bool(0.5) {
+                serde_json::to_string_pretty(&source).unwrap()
+            } else {
+                source.to_string()
+            };
+            let o = Object::parse(
+                &raw,
+                &ParseOptions {
+                    strip_managed_fields: true,
+                    type_meta: Some(("v9".into(), "Other".into())),
+                },
+            )
+            .unwrap();
+            let m = &source["metadata"];
+            assert_eq!(o.name(), m["name"]);
+            assert_eq!(o.namespace(), m["namespace"].as_str());
+            assert_eq!(o.uid(), m["uid"]);
+            assert_eq!(o.resource_version(), m["resourceVersion"]);
+            for (k, v) in m["labels"].as_object().unwrap() {
+                assert_eq!(o.label(k), v.as_str(), "label {k:?}");
+            }
+            for (k, v) in m["annotations"].as_object().unwrap() {
+                assert_eq!(o.annotation(k), v.as_str(), "annotation {k:?}");
+            }
+            let owner_uids: Vec<&str> = m["ownerReferences"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["uid"].as_str().unwrap())
+                .collect();
+            assert_eq!(o.owner_uids().collect::<Vec<_>>(), owner_uids);
+            let mut expected = source.clone();
+            if let Some(meta) = expected["metadata"].as_object_mut() {
+                meta.remove("managedFields");
+            }
+            expected["apiVersion"] = "v9".into();
+            if !with_type {
+                expected["kind"] = "Other".into();
+            }
+            let stored: serde_json::Value = serde_json::from_str(o.json()).unwrap();
+            assert_eq!(stored, expected, "{raw}");
+        }
+    }
+
+    #[test]
+    fn a_typical_object_costs_less_than_its_json() {
+        let value = "x".repeat(1000);
+        let raw = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"bench-000001","namespace":"default","uid":"5d3c1f6e-0000-4000-8000-000000000001","resourceVersion":"12345","creationTimestamp":"2026-11-29T12:00:00Z","labels":{{"app.kubernetes.io/name":"bench"}},"annotations":{{"bench.kubewasm.io/note":"object number 1"}},"managedFields":[{{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{{"f:data":{{".":{{}},"f:value":{{}}}}}},"manager":"kubectl","operation":"Update","time":"2026-11-29T12:00:00Z"}}]}},"data":{{"value":"{value}"}}}}"#
+        );
+        let o = Object::parse(
+            &raw,
+            &ParseOptions {
+                strip_managed_fields: true,
+                type_meta: None,
+            },
+        )
+        .unwrap();
+        assert!(
+            o.heap_size() < raw.len(),
+            "{} >= {}",
+            o.heap_size(),
+            raw.len()
+        );
+    }
 }
