@@ -103,6 +103,7 @@ pub async fn run(
             cache_dir: Some(args.cache_dir.clone().unwrap_or_else(default_cache_dir)),
             policy: Arc::new(policy_lookup(config.clone())),
             observer: metrics.clone(),
+            informer_grace: config.reload.informer_grace(),
             ..HostOptions::default()
         },
     )?;

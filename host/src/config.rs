@@ -9,6 +9,7 @@
 //!
 //! [reload]
 //! debounce-ms = 50
+//! informer-grace-seconds = 60  # an informer no plugin uses any more is stopped after this
 //!
 //! [plugins.pod-diff]           # keyed by the file name without `.wasm`
 //! config = "verbose"
@@ -87,17 +88,26 @@ impl Default for Defaults {
 pub struct ReloadConfig {
     /// How long a file must go unmodified before it is loaded (it may still be being written).
     pub debounce_ms: u64,
+    /// How long an informer no plugin uses any more keeps its cache before it is stopped.
+    pub informer_grace_seconds: u64,
 }
 
 impl Default for ReloadConfig {
     fn default() -> Self {
-        ReloadConfig { debounce_ms: 50 }
+        ReloadConfig {
+            debounce_ms: 50,
+            informer_grace_seconds: 60,
+        }
     }
 }
 
 impl ReloadConfig {
     pub fn debounce(&self) -> Duration {
         Duration::from_millis(self.debounce_ms)
+    }
+
+    pub fn informer_grace(&self) -> Duration {
+        Duration::from_secs(self.informer_grace_seconds)
     }
 }
 

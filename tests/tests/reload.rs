@@ -26,6 +26,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 struct Env {
     server: DevServer,
+    informers: SharedInformerFactory,
     host: PluginHost,
     config_maps: Api<ConfigMap>,
     dir: tempfile::TempDir,
@@ -39,9 +40,16 @@ impl Env {
     /// Every (re)load of a file is initialised as the probe named `{stem}-v{N}`, N counting the
     /// policy lookups, subscribed to ConfigMaps in `default`: each version has its own name.
     async fn new() -> Env {
+        Env::with_grace(Duration::ZERO, None).await
+    }
+
+    /// As [`Env::new`], with the informer grace period and optionally a label selector on the
+    /// probe's subscription (so that its informer is not shared with anything else).
+    async fn with_grace(informer_grace: Duration, selector: Option<&'static str>) -> Env {
         guest_logs();
         let (server, client) = devserver().await;
         let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+        let informers = factory.clone();
         let versions = Arc::new(AtomicUsize::new(0));
         let policy = move |path: &Path| {
             let n = versions.fetch_add(1, Ordering::SeqCst) + 1;
@@ -49,7 +57,7 @@ impl Env {
             let config = json!({
                 "name": format!("{stem}-v{n}"),
                 "subscriptions": [{"group": "", "version": "v1", "kind": "ConfigMap",
-                                   "namespace": "default"}],
+                                   "namespace": "default", "labelSelector": selector}],
             });
             PluginPolicy {
                 config: config.to_string(),
@@ -61,6 +69,7 @@ impl Env {
             client.clone(),
             HostOptions {
                 policy: Arc::new(policy),
+                informer_grace,
                 ..HostOptions::default()
             },
         )
@@ -78,6 +87,7 @@ impl Env {
         }));
         Env {
             server,
+            informers,
             host,
             config_maps: Api::namespaced(client, "default"),
             dir,
@@ -422,5 +432,48 @@ async fn fifty_reloads_under_writes_lose_nothing_and_leak_nothing() {
         "RSS grew by {} MiB over 50 reloads",
         grown >> 20
     );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_informer_keeps_its_cache_for_the_grace_period_then_stops() {
+    let mut env = Env::with_grace(Duration::from_secs(2), Some("tier=grace")).await;
+    let probe = guest_bytes("probe");
+    let running = |env: &Env| {
+        env.informers
+            .informers()
+            .iter()
+            .any(|(k, _)| k.label_selector.as_deref() == Some("tier=grace"))
+    };
+    env.install("g.wasm", &probe);
+    assert_eq!(env.next_report().await.result, Ok(()));
+    let synced = wait_until(PATIENCE, || {
+        env.informers
+            .informers()
+            .iter()
+            .any(|(k, i)| k.label_selector.as_deref() == Some("tier=grace") && i.has_synced())
+    })
+    .await;
+    assert!(synced, "the informer never synced");
+    env.server.clear_requests();
+
+    // Deleted and dropped in again within the grace period: the cache is still there.
+    std::fs::remove_file(env.dir.path().join("g.wasm")).expect("delete");
+    assert_eq!(env.next_report().await.action, Action::Unload);
+    assert!(running(&env), "stopped before the grace period ended");
+    env.install("g.wasm", &probe);
+    assert_eq!(env.next_report().await.result, Ok(()));
+    assert_eq!(
+        env.config_map_list_watches(),
+        0,
+        "{:?}",
+        env.server.requests()
+    );
+
+    // Deleted for good: stopped once the grace period is over.
+    std::fs::remove_file(env.dir.path().join("g.wasm")).expect("delete");
+    assert_eq!(env.next_report().await.action, Action::Unload);
+    let stopped = wait_until(PATIENCE, || !running(&env)).await;
+    assert!(stopped, "the unused informer was never stopped");
     env.stop().await;
 }

@@ -43,6 +43,9 @@ pub struct HostOptions {
     pub policy: Arc<dyn PolicyLookup>,
     /// Receives per-event and per-fault measurements.
     pub observer: Arc<dyn Observer>,
+    /// How long an informer no plugin uses any more keeps running (and its cache warm) before
+    /// it is stopped and its memory returned. Zero stops it at once.
+    pub informer_grace: Duration,
 }
 
 impl Default for HostOptions {
@@ -52,6 +55,7 @@ impl Default for HostOptions {
             limits: Limits::default(),
             policy: Arc::new(StaticPolicy::default()),
             observer: Arc::new(NoopObserver),
+            informer_grace: Duration::ZERO,
         }
     }
 }
@@ -122,7 +126,9 @@ struct HostInner {
     options: HostOptions,
     plugins: Mutex<BTreeMap<PluginId, Entry>>,
     /// How many plugins use each informer the host asked the factory for.
-    informer_users: Mutex<HashMap<InformerKey, usize>>,
+    informer_users: Mutex<HashMap<InformerKey, Users>>,
+    /// Numbers each release, so a grace timer only stops an informer nobody took up since.
+    releases: AtomicU64,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
 }
@@ -146,6 +152,7 @@ impl PluginHost {
                 options,
                 plugins: Mutex::new(BTreeMap::new()),
                 informer_users: Mutex::new(HashMap::new()),
+                releases: AtomicU64::new(0),
                 next_id: AtomicU64::new(1),
                 shutting_down: AtomicBool::new(false),
             }),
@@ -402,7 +409,7 @@ impl PluginHost {
         {
             let mut users = self.inner.informer_users.lock();
             for key in &keys {
-                *users.entry(key.clone()).or_default() += 1;
+                users.entry(key.clone()).or_default().plugins += 1;
             }
         }
         Ok(Prepared {
@@ -445,32 +452,68 @@ impl PluginHost {
     }
 
     /// Forgets one use of each informer; stops those no plugin uses and no other handler
-    /// listens to.
+    /// listens to, after `informer_grace` (a plugin reloaded or loaded meanwhile that wants the
+    /// same informer finds its cache warm: no new LIST).
     async fn release(&self, keys: &[InformerKey]) {
         let mut unused = Vec::new();
         {
             let mut users = self.inner.informer_users.lock();
             for key in keys {
-                if let Some(n) = users.get_mut(key) {
-                    *n -= 1;
-                    if *n == 0 {
-                        users.remove(key);
-                        unused.push(key.clone());
+                if let Some(u) = users.get_mut(key) {
+                    u.plugins = u.plugins.saturating_sub(1);
+                    if u.plugins == 0 {
+                        u.released = self.inner.releases.fetch_add(1, Ordering::Relaxed) + 1;
+                        unused.push((key.clone(), u.released));
                     }
                 }
             }
         }
-        let informers = self.inner.factory.informers();
-        for key in unused {
-            let idle = informers
-                .iter()
-                .find(|(k, _)| *k == key)
-                .is_some_and(|(_, i)| i.handler_count() == 0);
-            if idle {
-                self.inner.factory.stop_informer(&key).await;
+        let grace = self.inner.options.informer_grace;
+        if grace.is_zero() {
+            for (key, release) in unused {
+                self.stop_if_unused(&key, release).await;
             }
+            return;
+        }
+        for (key, release) in unused {
+            let host = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(grace).await;
+                host.stop_if_unused(&key, release).await;
+            });
         }
     }
+
+    /// Stops the informer if no plugin took it up since `release` and no handler listens.
+    async fn stop_if_unused(&self, key: &InformerKey, release: u64) {
+        {
+            let mut users = self.inner.informer_users.lock();
+            match users.get(key) {
+                Some(u) if u.plugins == 0 && u.released == release => {
+                    users.remove(key);
+                }
+                _ => return,
+            }
+        }
+        let idle = self
+            .inner
+            .factory
+            .informers()
+            .iter()
+            .find(|(k, _)| k == key)
+            .is_some_and(|(_, i)| i.handler_count() == 0);
+        if idle {
+            tracing::debug!(resource = %key.resource.plural, "stopping an informer no plugin uses");
+            self.inner.factory.stop_informer(key).await;
+        }
+    }
+}
+
+/// The plugins using one informer, and the last time that number fell to zero.
+#[derive(Debug, Default)]
+struct Users {
+    plugins: usize,
+    released: u64,
 }
 
 fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginError {
