@@ -17,6 +17,7 @@ use kubewasm::plugin::{EventKind, HostOptions, Observer, PluginHost, PluginPolic
 use kubewasm::reload::Reloader;
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::variant;
 use parking_lot::Mutex;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -42,19 +43,6 @@ impl Handled {
             tokio::time::sleep(Duration::from_micros(200)).await;
         }
     }
-}
-
-/// The component with a custom section appended: new content (a compile-cache miss), same code.
-fn variant(component: &[u8], n: u32) -> Vec<u8> {
-    let name = b"kubewasm-bench-variant";
-    let mut payload = vec![name.len() as u8];
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(&n.to_le_bytes());
-    let mut out = component.to_vec();
-    out.push(0);
-    out.push(payload.len() as u8);
-    out.extend_from_slice(&payload);
-    out
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

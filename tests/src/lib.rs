@@ -221,3 +221,17 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
         target.lock().unwrap_or_else(|e| e.into_inner()).push(line);
     }
 }
+
+/// The component with a custom section appended: new content (a different hash, a compile-cache
+/// miss) with the same code, for reload tests and benchmarks.
+pub fn variant(component: &[u8], n: u32) -> Vec<u8> {
+    let name = b"kubewasm-variant";
+    let mut payload = vec![name.len() as u8];
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(&n.to_le_bytes());
+    let mut out = component.to_vec();
+    out.push(0); // custom section id
+    out.push(payload.len() as u8); // < 128: one LEB128 byte
+    out.extend_from_slice(&payload);
+    out
+}

@@ -16,7 +16,7 @@ use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
 use kubewasm::reload::{Action, ReloadEvent, Reloader};
 use kubewasm_devserver::{DevServer, Verb};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
-use kubewasm_tests::{devserver, guest_bytes, guest_logs, wait_until};
+use kubewasm_tests::{devserver, guest_bytes, guest_logs, variant, wait_until};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -157,6 +157,47 @@ impl Env {
     }
 }
 
+/// Creates ConfigMaps `{prefix}0`, `{prefix}1`, ... one after another until stopped.
+struct Writer {
+    writing: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl Writer {
+    fn start(api: &Api<ConfigMap>, prefix: &'static str, pause: Duration) -> Writer {
+        let writing = Arc::new(AtomicBool::new(true));
+        let (api, flag) = (api.clone(), writing.clone());
+        let task = tokio::spawn(async move {
+            let mut names = Vec::new();
+            while flag.load(Ordering::Acquire) {
+                let name = format!("{prefix}{}", names.len());
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    ..ConfigMap::default()
+                };
+                api.create(&PostParams::default(), &cm)
+                    .await
+                    .expect("create while reloading");
+                names.push(name);
+                tokio::time::sleep(pause).await;
+            }
+            names
+        });
+        Writer { writing, task }
+    }
+
+    /// Stops writing; the names of every ConfigMap created.
+    async fn stop(self) -> BTreeSet<String> {
+        self.writing.store(false, Ordering::Release);
+        let names = self.task.await.expect("writer task");
+        assert!(!names.is_empty(), "the writer created nothing");
+        names.into_iter().collect()
+    }
+}
+
 fn write_settled(path: &Path, bytes: &[u8]) {
     std::fs::write(path, bytes).expect("write plugin file");
     let settled = SystemTime::now() - Duration::from_secs(10);
@@ -165,19 +206,6 @@ fn write_settled(path: &Path, bytes: &[u8]) {
         .open(path)
         .and_then(|f| f.set_modified(settled))
         .expect("set mtime");
-}
-
-/// The same component with a custom section appended: new content, same behaviour.
-fn variant(component: &[u8], n: u32) -> Vec<u8> {
-    let name = b"kubewasm-test-variant";
-    let mut payload = vec![u8::try_from(name.len()).expect("short name")];
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(&n.to_le_bytes());
-    let mut out = component.to_vec();
-    out.push(0); // custom section id
-    out.push(u8::try_from(payload.len()).expect("short section"));
-    out.extend_from_slice(&payload);
-    out
 }
 
 fn events(plugin: &str) -> Vec<String> {
@@ -220,29 +248,7 @@ async fn drop_change_break_fix_delete_keeps_the_informer_warm() {
 
     // Change, while a writer keeps creating objects: the new version is replayed the cache,
     // then hears of everything created during and after the swap.
-    let writing = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let (api, writing) = (env.config_maps.clone(), writing.clone());
-        tokio::spawn(async move {
-            let mut names = Vec::new();
-            while writing.load(Ordering::Acquire) {
-                let name = format!("w{}", names.len());
-                let cm = ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some(name.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    ..ConfigMap::default()
-                };
-                api.create(&PostParams::default(), &cm)
-                    .await
-                    .expect("create during the swap");
-                names.push(name);
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            names
-        })
-    };
+    let writer = Writer::start(&env.config_maps, "w", Duration::from_millis(5));
     env.install("hot.wasm", &variant(&probe, 2));
     let report = env.next_report().await;
     assert_eq!((report.action, report.result), (Action::Replace, Ok(())));
@@ -250,9 +256,7 @@ async fn drop_change_break_fix_delete_keeps_the_informer_warm() {
     assert_ne!(v1, v2);
     wait_event(&v2, &format!("EVENT add default/a1 rv={rv1} flag=true")).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    writing.store(false, Ordering::Release);
-    let written: BTreeSet<String> = writer.await.expect("writer").into_iter().collect();
-    assert!(!written.is_empty());
+    let written = writer.stop().await;
     let rv2 = env.create("a2").await;
     wait_event(&v2, &format!("EVENT add default/a2 rv={rv2} flag=false")).await;
     let seen = added(&v2);
@@ -368,29 +372,7 @@ async fn fifty_reloads_under_writes_lose_nothing_and_leak_nothing() {
     let rss_before = rss_bytes();
     env.server.clear_requests();
 
-    let writing = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let (api, writing) = (env.config_maps.clone(), writing.clone());
-        tokio::spawn(async move {
-            let mut names = Vec::new();
-            while writing.load(Ordering::Acquire) {
-                let name = format!("m{}", names.len());
-                let cm = ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some(name.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    ..ConfigMap::default()
-                };
-                api.create(&PostParams::default(), &cm)
-                    .await
-                    .expect("create");
-                names.push(name);
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            names
-        })
-    };
+    let writer = Writer::start(&env.config_maps, "m", Duration::from_millis(2));
     for n in 2..52 {
         env.install("many.wasm", &variant(&probe, n));
         let report = env.next_report().await;
@@ -400,8 +382,7 @@ async fn fifty_reloads_under_writes_lose_nothing_and_leak_nothing() {
             "reload {n}"
         );
     }
-    writing.store(false, Ordering::Release);
-    let written: BTreeSet<String> = writer.await.expect("writer").into_iter().collect();
+    let written = writer.stop().await;
     let last = env.running();
     let rv = env.create("final").await;
     wait_event(
