@@ -58,7 +58,7 @@ commands:
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)
   test           what CI runs: cargo fmt --check, clippy -D warnings, build-guests, the test suite
-                 (cargo nextest when installed, else cargo test)
+                 (doc tests + cargo nextest when installed, else cargo test)
   dev [ARGS..]   build-guests, then `kubewasm dev --plugins target/plugins --manifests
                  examples/manifests ARGS..` (the example plugins on the embedded API server)
   bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md";
