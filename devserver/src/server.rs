@@ -1,5 +1,6 @@
 //! The running server: start, clients and kubeconfig, in-process writes, test hooks, shutdown.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use tokio::task::JoinHandle;
 
 use crate::core::Core;
 use crate::hooks::{RequestRecord, Verb};
-use crate::writes::Target;
+use crate::patch::PatchType;
+use crate::writes::{Part, Target};
 use crate::{Options, Status, handler, manifests};
 
 /// Namespaces every server starts with, as a fresh cluster has them.
@@ -131,16 +133,58 @@ impl DevServer {
     pub fn load_manifests(&self, dir: &Path) -> anyhow::Result<usize> {
         let objects = manifests::read_dir(dir)?;
         let count = objects.len();
-        for (file, object) in objects {
-            let name = object
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("<unnamed>")
-                .to_owned();
-            self.create(object)
+        // (namespace, kind, name) -> uid of what was created so far.
+        let mut uids: HashMap<(String, String, String), String> = HashMap::new();
+        for (file, mut object) in objects {
+            let field =
+                |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_owned);
+            let name = field(&object, "/metadata/name").unwrap_or_else(|| "<unnamed>".into());
+            let namespace = field(&object, "/metadata/namespace").unwrap_or_default();
+            fill_owner_uids(&mut object, &namespace, &uids);
+            let status = object.get("status").cloned();
+            let created = self
+                .create(object)
                 .with_context(|| format!("creating {name} from {}", file.display()))?;
+            let kind = field(&created, "/kind").unwrap_or_default();
+            if let Some(uid) = field(&created, "/metadata/uid") {
+                uids.insert((namespace.clone(), kind, name.clone()), uid);
+            }
+            if let Some(status) = status {
+                self.seed_status(&created, &name, status).with_context(|| {
+                    format!("setting the status of {name} from {}", file.display())
+                })?;
+            }
         }
         Ok(count)
+    }
+
+    /// A manifest's `status` is kept when seeding (a real server would drop it on create), so
+    /// that a dev cluster can show ready pods and rolled-out deployments.
+    fn seed_status(&self, created: &Value, name: &str, status: Value) -> Result<(), Status> {
+        let core = &self.inner.core;
+        let api_version = created
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let kind = created.get("kind").and_then(Value::as_str).unwrap_or("");
+        let Some(resource) = core.registry.find_kind(api_version, kind) else {
+            return Ok(());
+        };
+        if !resource.has_status || created.get("status") == Some(&status) {
+            return Ok(());
+        }
+        let namespace = created
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let body = json!({ "status": status }).to_string();
+        core.patch(
+            &Target::new(&resource, namespace),
+            name,
+            Part::Status,
+            PatchType::Merge,
+            body.as_bytes(),
+        )
+        .map(drop)
     }
 
     /// Test hook: ends every open watch stream now (clients see the stream close).
@@ -189,6 +233,43 @@ impl DevServer {
                 .is_err()
         {
             task.abort();
+        }
+    }
+}
+
+/// Manifests cannot know the uids the server will give: an owner reference without a uid gets
+/// the uid of the object of that kind and name created earlier in the same namespace.
+fn fill_owner_uids(
+    object: &mut Value,
+    namespace: &str,
+    uids: &HashMap<(String, String, String), String>,
+) {
+    let Some(owners) = object
+        .pointer_mut("/metadata/ownerReferences")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for owner in owners {
+        let missing = owner
+            .get("uid")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        let key = (
+            namespace.to_owned(),
+            owner
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            owner
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        );
+        if missing && let Some(uid) = uids.get(&key) {
+            owner["uid"] = Value::String(uid.clone());
         }
     }
 }

@@ -1105,6 +1105,46 @@ async fn initial_namespaces_exist_and_manifests_load() {
 }
 
 #[tokio::test]
+async fn manifests_get_owner_uids_filled_in_and_keep_their_status() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rs.yaml"),
+        [
+            "apiVersion: apps/v1",
+            "kind: ReplicaSet",
+            "metadata: {name: web, namespace: default}",
+            "spec:",
+            "  selector: {matchLabels: {app: web}}",
+            "  template:",
+            "    metadata: {labels: {app: web}}",
+            "    spec: {containers: [{name: c, image: nginx}]}",
+            "---",
+            "apiVersion: v1",
+            "kind: Pod",
+            "metadata:",
+            "  name: web-1",
+            "  namespace: default",
+            "  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: ''}]",
+            "spec: {containers: [{name: c, image: nginx}]}",
+            "status: {phase: Running, conditions: [{type: Ready, status: 'True'}]}",
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    assert_eq!(server.load_manifests(dir.path()).unwrap(), 2);
+    let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(server.client(), "default");
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let uid = rs.get("web").await.unwrap().metadata.uid.unwrap();
+    let pod = pods.get("web-1").await.unwrap();
+    assert_eq!(pod.metadata.owner_references.unwrap()[0].uid, uid);
+    let status = pod.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    assert_eq!(status.conditions.unwrap()[0].type_, "Ready");
+}
+
+#[tokio::test]
 async fn kubeconfig_yaml_configures_a_working_client() {
     let server = server().await;
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&server.kubeconfig_yaml()).unwrap();
