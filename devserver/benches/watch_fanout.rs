@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
     let elapsed = last - started;
     let delivered = (EVENTS * WATCHERS) as f64;
     println!(
-        "watch fan-out: {EVENTS} events x {WATCHERS} watchers (kube Api::watch, typed ConfigMap) \
+        "- watch fan-out: {EVENTS} events x {WATCHERS} watchers (kube Api::watch, typed ConfigMap) \
          in {:.2} s = {:.0} events/s delivered ({:.0} events/s per watcher); creates alone took \
          {:.2} s",
         elapsed.as_secs_f64(),
@@ -91,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let seeded = seeding.elapsed();
     println!(
-        "seeding: {} ConfigMaps of ~1.6 KB through DevServer::create in {:.2} s = {:.0} creates/s",
+        "- seeding: {} ConfigMaps of ~1.6 KB through DevServer::create in {:.2} s = {:.0} creates/s",
         SEED - EVENTS,
         seeded.as_secs_f64(),
         (SEED - EVENTS) as f64 / seeded.as_secs_f64()
@@ -114,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let list_time = listing.elapsed();
     println!(
-        "paged list: {listed} ConfigMaps, 500 per page, typed kube client, in {:.2} s = {:.0} \
+        "- paged list: {listed} ConfigMaps, 500 per page, typed kube client, in {:.2} s = {:.0} \
          objects/s (client decoding included)",
         list_time.as_secs_f64(),
         listed as f64 / list_time.as_secs_f64()
@@ -131,7 +131,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let stream_time = streaming.elapsed();
     println!(
-        "streaming list (kube watcher, sendInitialEvents): {initial} ConfigMaps in {:.2} s = \
+        "- streaming list (kube watcher, sendInitialEvents): {initial} ConfigMaps in {:.2} s = \
          {:.0} objects/s (client decoding included)",
         stream_time.as_secs_f64(),
         initial as f64 / stream_time.as_secs_f64()

@@ -12,18 +12,30 @@ use anyhow::Context as _;
 use crate::cmd;
 use crate::guests;
 
-/// (package, bench target), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 5] = [
-    ("kubewasm-devserver", "watch_fanout"),
-    ("kubewasm-informer", "initial_sync"),
-    ("kubewasm-informer", "dispatch"),
-    ("kubewasm", "plugin_runtime"),
-    ("kubewasm", "reload"),
+/// (package, bench target, title), in the order of the data flow: API server, informer, plugins.
+const BENCHES: [(&str, &str, &str); 5] = [
+    (
+        "kubewasm-devserver",
+        "watch_fanout",
+        "Development API server: watch fan-out and lists",
+    ),
+    (
+        "kubewasm-informer",
+        "initial_sync",
+        "Informer: initial sync and memory, against kube-runtime",
+    ),
+    ("kubewasm-informer", "dispatch", "Informer: event dispatch"),
+    (
+        "kubewasm",
+        "plugin_runtime",
+        "Plugins: wasm guests against native handlers",
+    ),
+    ("kubewasm", "reload", "Plugins: hot reload"),
 ];
 
 pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
     let mut sections = Vec::new();
-    for (package, bench) in BENCHES {
+    for (package, bench, title) in BENCHES {
         if !only.is_empty() && !only.iter().any(|o| o == bench) {
             continue;
         }
@@ -38,7 +50,11 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
             "bench {bench} failed: {}",
             output.status
         );
-        sections.push(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+        let body = String::from_utf8_lossy(&output.stdout);
+        sections.push(format!(
+            "## {title}\n\n`cargo bench -p {package} --bench {bench}`\n\n{}",
+            demote_headings(body.trim())
+        ));
     }
     let doc = format!(
         "# Benchmarks\n\n\
@@ -54,6 +70,34 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
     std::fs::write(&path, doc).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("xtask: wrote {}", path.display());
     Ok(())
+}
+
+/// A benchmark's own headings sit below the section heading this file gives it; its plain lines
+/// are separate paragraphs.
+fn demote_headings(text: &str) -> String {
+    let mut out = String::new();
+    let mut previous: Option<&str> = None;
+    for line in text.lines() {
+        let table = |l: &str| l.starts_with('|');
+        let list = |l: &str| l.starts_with("- ");
+        if let Some(prev) = previous
+            && !prev.is_empty()
+            && !line.is_empty()
+            && (table(prev) != table(line) || (!table(line) && (!list(prev) || !list(line))))
+        {
+            out.push('\n');
+        }
+        match line.strip_prefix('#') {
+            Some(heading) => {
+                out.push_str("###");
+                out.push_str(heading.trim_start_matches('#'));
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+        previous = Some(line);
+    }
+    out
 }
 
 fn shell(script: &str) -> String {
@@ -90,4 +134,16 @@ fn machine() -> String {
         "Linux".into()
     };
     format!("{cores} cores ({cpu}), {mem} GiB, {os}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bench_output_becomes_markdown_below_the_section_heading() {
+        let text = "# Title\nfirst\nsecond\n| a |\n|---|\n| 1 |\nafter\n- x\n- y";
+        assert_eq!(
+            super::demote_headings(text),
+            "### Title\n\nfirst\n\nsecond\n\n| a |\n|---|\n| 1 |\n\nafter\n\n- x\n- y\n"
+        );
+    }
 }
