@@ -67,7 +67,6 @@ pub async fn run(
     config: Config,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
-    check_plugins_dir(&args.plugins)?;
     let config = Arc::new(config);
     let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
     factory.start();

@@ -126,7 +126,7 @@ pub struct RbacArgs {
     pub plugins: PathBuf,
 
     /// Name of the ClusterRole.
-    #[arg(long, default_value = "kubewasm")]
+    #[arg(long, default_value = "kubewasm", env = "KUBEWASM_RBAC_NAME")]
     pub name: String,
 }
 
