@@ -235,3 +235,24 @@ pub fn variant(component: &[u8], n: u32) -> Vec<u8> {
     out.extend_from_slice(&payload);
     out
 }
+
+/// The probe guest's `EVENT ...` lines logged by `plugin`, oldest first.
+pub fn probe_events(plugin: &str) -> Vec<String> {
+    guest_logs().lines_starting(plugin, "EVENT")
+}
+
+/// Waits (up to 30 s) until `plugin` has logged exactly `line` among its `EVENT` lines.
+///
+/// # Panics
+/// When it never does, listing what it logged instead.
+pub async fn wait_probe_event(plugin: &str, line: &str) {
+    let found = wait_until(Duration::from_secs(30), || {
+        probe_events(plugin).iter().any(|e| e == line)
+    })
+    .await;
+    assert!(
+        found,
+        "{plugin} never logged {line:?}; it logged {:?}",
+        probe_events(plugin)
+    );
+}

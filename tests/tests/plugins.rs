@@ -17,7 +17,10 @@ use kubewasm::plugin::{
 };
 use kubewasm_devserver::{DevServer, Verb};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
-use kubewasm_tests::{devserver, guest_bytes, guest_logs, wait_until};
+use kubewasm_tests::{
+    devserver, guest_bytes, guest_logs, probe_events as events, wait_probe_event as wait_event,
+    wait_until,
+};
 use serde_json::{Value, json};
 
 /// Bounds every wait; nothing here is timed.
@@ -149,19 +152,6 @@ fn probe(name: &str, extra: Value) -> PluginPolicy {
         config: config.to_string(),
         ..PluginPolicy::default()
     }
-}
-
-fn events(plugin: &str) -> Vec<String> {
-    guest_logs().lines_starting(plugin, "EVENT")
-}
-
-async fn wait_event(plugin: &str, line: &str) {
-    let found = wait_until(PATIENCE, || events(plugin).iter().any(|e| e == line)).await;
-    assert!(
-        found,
-        "{plugin} never logged {line:?}; it logged {:?}",
-        events(plugin)
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,10 @@ use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
 use kubewasm::reload::{Action, ReloadEvent, Reloader};
 use kubewasm_devserver::{DevServer, Verb};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
-use kubewasm_tests::{devserver, guest_bytes, guest_logs, variant, wait_until};
+use kubewasm_tests::{
+    devserver, guest_bytes, guest_logs, probe_events as events, variant,
+    wait_probe_event as wait_event, wait_until,
+};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -208,10 +211,6 @@ fn write_settled(path: &Path, bytes: &[u8]) {
         .expect("set mtime");
 }
 
-fn events(plugin: &str) -> Vec<String> {
-    guest_logs().lines_starting(plugin, "EVENT")
-}
-
 /// The ConfigMap names `plugin` has heard of through adds (replayed or live).
 fn added(plugin: &str) -> BTreeSet<String> {
     events(plugin)
@@ -220,15 +219,6 @@ fn added(plugin: &str) -> BTreeSet<String> {
         .filter_map(|rest| rest.split_whitespace().next())
         .map(str::to_owned)
         .collect()
-}
-
-async fn wait_event(plugin: &str, line: &str) {
-    let found = wait_until(PATIENCE, || events(plugin).iter().any(|e| e == line)).await;
-    assert!(
-        found,
-        "{plugin} never logged {line:?}; it logged {:?}",
-        events(plugin)
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
