@@ -4,14 +4,16 @@
 //! development API server, all four log the same line for every ConfigMap event, with answers
 //! from the host's cache (`list-objects` per namespace, `by-index` on the label `app`).
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kubewasm::plugin::{EngineOptions, HostOptions, PluginEngine, PluginHost};
+use kubewasm::plugin::{HostOptions, PluginHost};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use kubewasm_tests::{GuestLogs, guest_logs, wait_until, workspace_root};
@@ -44,43 +46,14 @@ fn example(name: &str) -> (PathBuf, Vec<u8>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_polyglot_example_compiles_and_links_against_the_host() {
-    let cache_dir = std::env::temp_dir().join(format!("kubewasm-polyglot-{}", std::process::id()));
-    let engine = PluginEngine::new(EngineOptions {
-        cache_dir: Some(cache_dir.clone()),
-    })
-    .expect("engine");
-    for name in EXAMPLES {
-        let (path, bytes) = example(name);
-        let size = bytes.len();
-
-        let started = Instant::now();
-        let compiled = engine
-            .compile(&path, bytes.clone())
-            .await
-            .unwrap_or_else(|e| panic!("{name} does not load: {e}"));
-        let compile_time = started.elapsed();
-        assert!(!compiled.from_cache(), "{name}: the first load compiles");
-
-        let started = Instant::now();
-        let cached = engine
-            .compile(&path, bytes)
-            .await
-            .unwrap_or_else(|e| panic!("{name} does not load from the compile cache: {e}"));
-        let cached_time = started.elapsed();
-        assert!(
-            cached.from_cache(),
-            "{name}: the second load comes from the compile cache"
-        );
-
-        // Reported, never asserted: the figures for the closing note and BENCHMARKS.md.
-        println!(
-            "{name}: {} KB, compile {:.0} ms, load from cache {:.1} ms",
-            size / 1024,
-            compile_time.as_secs_f64() * 1e3,
-            cached_time.as_secs_f64() * 1e3
-        );
-    }
-    let _ = std::fs::remove_dir_all(cache_dir);
+    let examples = EXAMPLES
+        .iter()
+        .map(|name| {
+            let (path, bytes) = example(name);
+            (name.to_string(), path, bytes)
+        })
+        .collect();
+    common::compiles_then_loads_from_the_cache(examples).await;
 }
 
 /// How long any one expectation may take to come true; only bounds a wait (the Python and

@@ -2,6 +2,8 @@
 //! loads into the host's engine, and run as a plugin over the shared informers against the
 //! development API server it does what its README says (asserted on its log lines).
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,9 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kubewasm::plugin::{
-    EngineOptions, HostOptions, PluginEngine, PluginHost, PluginPolicy, StaticPolicy,
-};
+use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy, StaticPolicy};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use kubewasm_tests::{GuestLogs, build_guest, guest_logs, wait_until, workspace_root};
@@ -26,46 +26,15 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rust_example_compiles_and_loads_from_the_compile_cache() {
-    let cache_dir =
-        std::env::temp_dir().join(format!("kubewasm-rust-examples-{}", std::process::id()));
-    let engine = PluginEngine::new(EngineOptions {
-        cache_dir: Some(cache_dir.clone()),
-    })
-    .expect("engine");
-    for name in EXAMPLES {
-        let path = build_guest(name);
-        let bytes = std::fs::read(&path).expect("reading the built guest");
-        let size = bytes.len();
-
-        let started = Instant::now();
-        let compiled = engine
-            .compile(&path, bytes.clone())
-            .await
-            .unwrap_or_else(|e| panic!("{name} does not load: {e}"));
-        let compile_time = started.elapsed();
-        assert!(!compiled.from_cache(), "{name}: the first load compiles");
-
-        let started = Instant::now();
-        let cached = engine
-            .compile(&path, bytes)
-            .await
-            .unwrap_or_else(|e| panic!("{name} does not load from the compile cache: {e}"));
-        let cached_time = started.elapsed();
-        assert!(
-            cached.from_cache(),
-            "{name}: the second load comes from the compile cache"
-        );
-        assert_eq!(compiled.content_hash(), cached.content_hash());
-
-        // Reported, never asserted: the figures for the closing note and BENCHMARKS.md.
-        println!(
-            "{name}: {} KB, compile {:.0} ms, load from cache {:.1} ms",
-            size / 1024,
-            compile_time.as_secs_f64() * 1e3,
-            cached_time.as_secs_f64() * 1e3
-        );
-    }
-    let _ = std::fs::remove_dir_all(cache_dir);
+    let examples = EXAMPLES
+        .iter()
+        .map(|name| {
+            let path = build_guest(name);
+            let bytes = std::fs::read(&path).expect("reading the built guest");
+            (name.to_string(), path, bytes)
+        })
+        .collect();
+    common::compiles_then_loads_from_the_cache(examples).await;
 }
 
 /// A development API server with a plugin host over it, and the guest log record.
