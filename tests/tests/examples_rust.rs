@@ -337,7 +337,7 @@ async fn ready_pods_counts_ready_pods_through_the_owner_index() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_example_manifests_seed_what_pod_diff_reports() {
+async fn the_example_manifests_seed_what_the_rust_examples_report() {
     let rig = Rig::start().await;
     let created = rig
         .server
@@ -373,6 +373,13 @@ async fn the_example_manifests_seed_what_pod_diff_reports() {
         9,
         "one line per seeded ConfigMap and Pod: {seeded:#?}"
     );
+    // Owner uids filled in and pod status kept by the seeding: ready-pods sees 2 of 3 ready.
+    rig.load("ready-pods").await;
+    rig.expect_line(
+        "ready-pods",
+        "ReplicaSet shop/web-5d8f7c9b4: 2/3 pods ready (want 3)",
+    )
+    .await;
     rig.stop().await;
 }
 
