@@ -46,11 +46,79 @@ pub fn build_all(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(&ctx.test_out_dir)?;
     let mut built = Vec::new();
     built.extend(rust::build(ctx)?);
-    built.extend(c::build(ctx)?);
-    built.extend(python::build(ctx)?);
-    built.extend(js::build(ctx)?);
-    built.extend(go::build(ctx)?);
+    built.extend(unless_unchanged(ctx, "c", c::build)?);
+    built.extend(unless_unchanged(ctx, "python", python::build)?);
+    built.extend(unless_unchanged(ctx, "js", js::build)?);
+    built.extend(unless_unchanged(ctx, "go", go::build)?);
     Ok(built)
+}
+
+/// Runs a language's build unless nothing it reads changed since its components were written:
+/// the example's sources, the WIT, and this xtask itself (which holds the build steps). Python,
+/// JavaScript and Go builds are not byte-for-byte reproducible, so rebuilding unchanged sources
+/// would hand a running `kubewasm dev` a "new" version of each to compile and reload.
+fn unless_unchanged(
+    ctx: &Ctx,
+    language: &str,
+    build: fn(&Ctx) -> anyhow::Result<Vec<PathBuf>>,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let stamp_path = ctx.tools_dir.join("stamps").join(language);
+    let stamp = inputs_hash(ctx, language)?;
+    if let Ok(previous) = std::fs::read_to_string(&stamp_path) {
+        let mut lines = previous.lines();
+        let outputs: Vec<PathBuf> = lines.clone().skip(1).map(PathBuf::from).collect();
+        if lines.next() == Some(stamp.as_str()) && outputs.iter().all(|p| p.is_file()) {
+            eprintln!("xtask: {language} examples unchanged, not rebuilt");
+            return Ok(outputs);
+        }
+    }
+    let built = build(ctx)?;
+    let mut record = stamp;
+    for path in &built {
+        record.push('\n');
+        record.push_str(&path.to_string_lossy());
+    }
+    if let Some(dir) = stamp_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&stamp_path, record)?;
+    Ok(built)
+}
+
+/// A hash of every file under `examples-guests/LANGUAGE/` and `wit/`, and of the running xtask.
+fn inputs_hash(ctx: &Ctx, language: &str) -> anyhow::Result<String> {
+    use std::hash::{Hash, Hasher};
+    let mut files = Vec::new();
+    for dir in [
+        ctx.root.join("examples-guests").join(language),
+        ctx.wit_dir.clone(),
+    ] {
+        collect_files(&dir, &mut files)?;
+    }
+    files.sort();
+    let mut hasher = std::hash::DefaultHasher::new();
+    for file in &files {
+        file.hash(&mut hasher);
+        std::fs::read(file)?.hash(&mut hasher);
+    }
+    std::fs::read(std::env::current_exe()?)?.hash(&mut hasher);
+    Ok(format!("{:016x}", hasher.finish()))
+}
+
+fn collect_files(dir: &std::path::Path, into: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if matches!(name.as_deref(), Some("node_modules" | "__pycache__")) {
+            continue;
+        }
+        if path.is_dir() {
+            collect_files(&path, into)?;
+        } else {
+            into.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Prints one line per component: its path and size.

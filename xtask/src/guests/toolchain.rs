@@ -245,7 +245,10 @@ pub fn write_component(
     check_controller_component(bytes).with_context(|| format!("checking {name}"))?;
     std::fs::create_dir_all(&ctx.out_dir)?;
     let path = ctx.out_dir.join(format!("{name}.wasm"));
-    std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    // Written beside and renamed into place: a watching host never sees half a file.
+    let partial = ctx.out_dir.join(format!(".{name}.wasm.partial"));
+    std::fs::write(&partial, bytes).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
     eprintln!(
         "xtask: {name}: built in {:.1} s",
         started.elapsed().as_secs_f64()
