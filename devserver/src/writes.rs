@@ -34,6 +34,14 @@ pub(crate) struct Target<'a> {
 }
 
 impl<'a> Target<'a> {
+    /// The namespace the addressed object lives in: the URL's (`default` when a namespaced
+    /// resource is addressed without one), none for a cluster-scoped resource.
+    fn object_namespace(&self) -> Option<&'a str> {
+        self.resource
+            .namespaced
+            .then(|| self.namespace.unwrap_or("default"))
+    }
+
     /// A real (not dry-run) write.
     pub fn new(resource: &'a ResourceInfo, namespace: Option<&'a str>) -> Target<'a> {
         Target {
@@ -171,12 +179,8 @@ impl Core {
         part: Part,
         change: impl FnOnce(Value) -> Result<Value, Status>,
     ) -> Result<Arc<StoredObject>, Status> {
-        let (resource, namespace) = (target.resource, target.namespace);
-        let namespace = if resource.namespaced {
-            Some(namespace.unwrap_or("default"))
-        } else {
-            None
-        };
+        let resource = target.resource;
+        let namespace = target.object_namespace();
         let key = store_key(namespace, name);
         let plural = resource.qualified_plural();
         let mut crd = None;
@@ -248,13 +252,8 @@ impl Core {
         name: &str,
         options: &Value,
     ) -> Result<Arc<StoredObject>, Status> {
-        let (resource, namespace) = (target.resource, target.namespace);
-        let namespace = if resource.namespaced {
-            Some(namespace.unwrap_or("default"))
-        } else {
-            None
-        };
-        let key = store_key(namespace, name);
+        let resource = target.resource;
+        let key = store_key(target.object_namespace(), name);
         let plural = resource.qualified_plural();
         let mut removed = false;
         let stored = self.store.write(
