@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::Gvk;
-use super::cache_api::Access;
+use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
 use super::grants::{Limits, describe};
 use super::instance::{Event, Instance, Outcome};
@@ -114,6 +114,8 @@ impl ActorHandle {
             tx,
             instance: Some(instance),
             consecutive_failures: 0,
+            suspects: Quarantine::default(),
+            poisoned: Quarantine::default(),
         };
         actor.subscribe(1);
         let task = tokio::spawn(actor.run(rx, stop_rx));
@@ -152,6 +154,41 @@ struct Actor {
     tx: mpsc::UnboundedSender<Queued>,
     instance: Option<Instance>,
     consecutive_failures: u32,
+    /// Object versions whose event made an instance fail once: the replay after the restart
+    /// offers them again (the failure may have been the guest's state, not the object).
+    suspects: Quarantine,
+    /// Object versions that made an instance fail twice: never delivered again, so a replay
+    /// cannot fault on them forever. A changed object is a new version and is delivered.
+    poisoned: Quarantine,
+}
+
+/// Cached object versions, held by reference (cached objects are immutable and shared, so the
+/// same version is the same allocation), the oldest forgotten past `QUARANTINE_LIMIT`.
+#[derive(Default)]
+struct Quarantine(std::collections::VecDeque<SharedDocument>);
+
+const QUARANTINE_LIMIT: usize = 64;
+
+impl Quarantine {
+    fn contains(&self, object: &SharedDocument) -> bool {
+        self.0
+            .iter()
+            .any(|o| std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(object)))
+    }
+
+    fn remove(&mut self, object: &SharedDocument) -> bool {
+        let before = self.0.len();
+        self.0
+            .retain(|o| !std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(object)));
+        self.0.len() != before
+    }
+
+    fn insert(&mut self, object: SharedDocument) {
+        if self.0.len() == QUARANTINE_LIMIT {
+            self.0.pop_front();
+        }
+        self.0.push_back(object);
+    }
 }
 
 impl Actor {
@@ -205,6 +242,17 @@ impl Actor {
         let Some(resource) = self.config.resources.get(queued.subscription) else {
             return;
         };
+        if self.poisoned.contains(queued.event.object()) {
+            if initial {
+                self.shared.replay_handled.fetch_add(1, Ordering::AcqRel);
+            }
+            tracing::warn!(
+                plugin = &*self.config.name,
+                object = %object_key(queued.event.object().json()),
+                "event skipped: this object version made the plugin fail twice"
+            );
+            return;
+        }
         let kind = queued.event.kind();
         let started = Instant::now();
         let outcome = instance.deliver(resource, &queued.event).await;
@@ -244,6 +292,12 @@ impl Actor {
                 self.config
                     .observer
                     .event_handled(name, &resource.kind, kind, elapsed, false);
+                let version = queued.event.object().clone();
+                if self.suspects.remove(&version) {
+                    self.poisoned.insert(version);
+                } else {
+                    self.suspects.insert(version);
+                }
                 let object = object_key(queued.event.object().json());
                 self.fail(
                     failure,
@@ -455,6 +509,46 @@ mod tests {
                 .iter()
                 .any(|l| l.contains("instance dropped"))
         );
+        handle.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_object_that_fails_twice_is_not_replayed_again() {
+        let feed = Arc::new(FakeFeed::default());
+        feed.seed(config_map("a", "seed", 1, &[]));
+        let handle = spawn_probe(
+            "poisoned",
+            json!({"mode": "trap", "trigger": "bad", "alsoInitial": true}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+        )
+        .await;
+        assert!(wait_until(WAIT, || events("poisoned").len() == 1).await);
+        // Traps live, then again when the fresh instance is replayed it: quarantined.
+        feed.upsert(config_map("a", "bad", 2, &[]));
+        assert!(
+            wait_until(WAIT, || handle.shared.replay_done()
+                && handle.shared.restarts.load(Ordering::Relaxed) == 2)
+            .await
+        );
+        feed.upsert(config_map("a", "good", 3, &[]));
+        assert!(
+            wait_until(WAIT, || events("poisoned")
+                .contains(&"EVENT add a/good rv=3 flag=false".to_owned()))
+            .await
+        );
+        assert_eq!(handle.shared.traps.load(Ordering::Relaxed), 2);
+        assert_eq!(*handle.shared.state.lock(), PluginState::Running);
+        assert!(
+            guest_logs()
+                .host_lines("poisoned")
+                .iter()
+                .any(|l| l.contains("made the plugin fail twice"))
+        );
+        // A new version of the object is delivered (and traps: the guest still dislikes it).
+        feed.upsert(config_map("a", "bad", 4, &[]));
+        assert!(wait_until(WAIT, || handle.shared.traps.load(Ordering::Relaxed) == 3).await);
         handle.stop(Duration::from_secs(5)).await;
     }
 

@@ -37,6 +37,8 @@ struct Config {
     mode: String,
     /// Misbehave only for objects whose name starts with this.
     trigger: String,
+    /// Misbehave on replayed (initial-list) adds too, not only on live events.
+    also_initial: bool,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -182,7 +184,7 @@ fn event(kind: &str, object: &str, flag: Option<bool>, live: bool) -> Result<(),
     if obj.metadata.labels.contains_key("probe-query") && kind != "delete" {
         answer(&obj);
     }
-    if !live || !obj.metadata.name.starts_with(&cfg.trigger) {
+    if !(live || cfg.also_initial) || !obj.metadata.name.starts_with(&cfg.trigger) {
         return Ok(());
     }
     match cfg.mode.as_str() {
