@@ -154,25 +154,22 @@ pub async fn run(
             if event.action != Action::Unload {
                 metrics.reloaded(&event.plugin, ok, event.elapsed);
             }
-            match &event.result {
-                Ok(()) => tracing::info!(
+            // The plugin host logs every load, replacement and unload (and a refused
+            // replacement); only what it cannot know is logged here.
+            match (&event.result, event.action) {
+                (Ok(()), _) => tracing::debug!(
                     plugin = %event.plugin,
                     file = %event.path.display(),
-                    action = ?event.action,
                     elapsed_ms = event.elapsed.as_millis() as u64,
-                    "plugin {}", match event.action {
-                        Action::Load => "loaded",
-                        Action::Replace => "reloaded",
-                        Action::Unload => "unloaded",
-                    }
+                    "plugin file applied"
                 ),
-                Err(reason) => tracing::error!(
+                (Err(reason), Action::Load) => tracing::error!(
                     plugin = %event.plugin,
                     file = %event.path.display(),
-                    action = ?event.action,
                     %reason,
-                    "plugin file rejected; a running version keeps running"
+                    "plugin file rejected"
                 ),
+                (Err(_), _) => {}
             }
         }
     };
