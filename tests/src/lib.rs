@@ -1,7 +1,10 @@
 //! Shared helpers of the end-to-end tests: building test guests on demand, starting a dev API
-//! server with a client, capturing what guests log, and bounded polling.
+//! server with a client, capturing what guests log, and bounded polling; [`envtest`] starts a
+//! real kube-apiserver for the same tests.
 //!
 //! This crate must not depend on `kubewasm` (the host's own tests use these helpers).
+
+pub mod envtest;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
