@@ -48,10 +48,7 @@ impl AuditEvent {
             group: field("apiGroup").unwrap_or_default(),
             resource: field("resource").unwrap_or_default(),
             namespace: field("namespace"),
-            request_uri: event
-                .get("requestURI")
-                .and_then(text)
-                .unwrap_or_default(),
+            request_uri: event.get("requestURI").and_then(text).unwrap_or_default(),
         })
     }
 }

@@ -106,7 +106,7 @@ impl User {
 pub struct Envtest {
     /// `None` while stopped ([`Envtest::stop_api_server`]).
     api_server: Mutex<Option<Process>>,
-    _etcd: Process,
+    etcd_process: Process,
     etcd: etcd::Gateway,
     assets: PathBuf,
     api_port: u16,
@@ -180,7 +180,7 @@ impl Envtest {
         }
         let server = Envtest {
             api_server: Mutex::new(None),
-            _etcd: etcd,
+            etcd_process: etcd,
             etcd: etcd::Gateway { port: etcd_port },
             assets: assets.to_owned(),
             api_port,
@@ -226,7 +226,8 @@ impl Envtest {
     }
 
     /// Starts the API server again on the same port and waits until it is ready. Its watch
-    /// cache starts afresh: watches from a resourceVersion handed out before answer 410 Gone.
+    /// cache starts afresh at the latest write: a watch from an older resourceVersion answers
+    /// 410 Gone.
     pub async fn start_api_server(&self) -> Result<(), Error> {
         let process = self.spawn_api_server(self.api_port, "audit.log", "kube-apiserver.log")?;
         *self.lock_api_server() = Some(process);
@@ -283,6 +284,15 @@ impl Envtest {
     /// etcd's current revision (what the API server hands out as resourceVersions).
     pub async fn etcd_revision(&self) -> Result<i64, Error> {
         self.etcd.revision().await
+    }
+
+    /// The ids of the running etcd and kube-apiserver processes (each leads its own process
+    /// group), for checking that nothing outlives the harness.
+    pub fn process_ids(&self) -> Vec<u32> {
+        let api_server = self.lock_api_server().as_ref().map(Process::id);
+        std::iter::once(self.etcd_process.id())
+            .chain(api_server)
+            .collect()
     }
 
     fn lock_api_server(&self) -> std::sync::MutexGuard<'_, Option<Process>> {

@@ -50,6 +50,11 @@ impl Process {
         Ok(Process { name, child, log })
     }
 
+    /// The process's id, also its process group's.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `Some(description)` when the process has exited.
     pub fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {

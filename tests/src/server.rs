@@ -1,0 +1,166 @@
+//! The API server an end-to-end scenario runs against: the in-process dev server or a real
+//! kube-apiserver ([`crate::envtest`]). A scenario is written once against [`TestServer`] and run
+//! on both; where their outcomes differ, the dev server is wrong.
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use kubewasm_devserver::{DevServer, Verb};
+use tokio::sync::Mutex;
+
+use crate::envtest::{Envtest, SecondApiServer};
+
+/// One of the two servers, with the faults and the request count both can give.
+pub enum TestServer {
+    Dev(DevServer),
+    Real {
+        server: Envtest,
+        /// The API server that takes writes during an outage of the main one.
+        outage: Mutex<Option<SecondApiServer>>,
+    },
+}
+
+impl TestServer {
+    /// A dev server on a free port.
+    pub async fn dev() -> TestServer {
+        let (server, _) = crate::devserver().await;
+        TestServer::Dev(server)
+    }
+
+    /// A real kube-apiserver and etcd from `KUBEBUILDER_ASSETS`.
+    ///
+    /// # Panics
+    /// When the variable is unset or the servers do not start: a real-server test must never
+    /// pass without a real server (`cargo xtask test` leaves these tests out, and says so, when
+    /// there are no assets).
+    pub async fn real() -> TestServer {
+        let server = Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        TestServer::Real {
+            server,
+            outage: Mutex::new(None),
+        }
+    }
+
+    /// `dev` or `real`, for names and messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TestServer::Dev(_) => "dev",
+            TestServer::Real { .. } => "real",
+        }
+    }
+
+    /// A client allowed everything.
+    pub fn client(&self) -> kube::Client {
+        match self {
+            TestServer::Dev(server) => server.client(),
+            TestServer::Real { server, .. } => server.admin(),
+        }
+    }
+
+    /// Creates namespace `name` (the real server refuses objects in a namespace that does not
+    /// exist) and returns it.
+    pub async fn namespace(&self, name: &str) -> String {
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(self.client())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "creating namespace {name} on the {} server: {e}",
+                    self.name()
+                )
+            });
+        name.to_owned()
+    }
+
+    /// Ends every open watch. Dev server: its streams close and clients re-watch. Real server:
+    /// the API server is restarted, so watches also find their resourceVersion expired (410)
+    /// and relist.
+    pub async fn drop_watches(&self) {
+        match self {
+            TestServer::Dev(server) => server.close_watches(),
+            TestServer::Real { server, .. } => server
+                .restart_api_server()
+                .await
+                .unwrap_or_else(|e| panic!("restarting kube-apiserver: {e}")),
+        }
+    }
+
+    /// Starts an outage of the watches: they end and cannot resume until
+    /// [`TestServer::end_outage`]. Returns a client whose writes land meanwhile, unseen by any
+    /// watcher. Dev server: every watch request fails with 500. Real server: the API server
+    /// stops and a second one on the same etcd takes the writes.
+    pub async fn begin_outage(&self) -> kube::Client {
+        match self {
+            TestServer::Dev(server) => {
+                server.fail_next(Verb::Watch, usize::MAX, 500);
+                server.close_watches();
+                server.client()
+            }
+            TestServer::Real { server, outage } => {
+                server.stop_api_server();
+                let second = server
+                    .second_api_server()
+                    .await
+                    .unwrap_or_else(|e| panic!("starting a second kube-apiserver: {e}"));
+                let client = second.client();
+                *outage.lock().await = Some(second);
+                client
+            }
+        }
+    }
+
+    /// Ends the outage with the history compacted, so a watch from any resourceVersion handed
+    /// out before answers 410 Gone and watchers must relist. Dev server: compaction, then
+    /// watches succeed again. Real server: the second API server stops, etcd is compacted and
+    /// the main API server starts again.
+    pub async fn end_outage(&self) {
+        match self {
+            TestServer::Dev(server) => {
+                server.compact();
+                server.fail_next(Verb::Watch, 0, 0);
+            }
+            TestServer::Real { server, outage } => {
+                drop(outage.lock().await.take());
+                server
+                    .compact_etcd()
+                    .await
+                    .unwrap_or_else(|e| panic!("compacting etcd: {e}"));
+                server
+                    .start_api_server()
+                    .await
+                    .unwrap_or_else(|e| panic!("starting kube-apiserver again: {e}"));
+            }
+        }
+    }
+
+    /// How many LISTs and WATCHes of `resource` (lower-case plural) in `namespace` the server
+    /// has received so far. Dev server: its request log. Real server: its audit log.
+    pub fn list_watches(&self, resource: &str, namespace: &str) -> usize {
+        match self {
+            TestServer::Dev(server) => server
+                .requests()
+                .iter()
+                .filter(|r| {
+                    matches!(r.verb, Verb::List | Verb::Watch)
+                        && r.resource == resource
+                        && r.namespace.as_deref() == Some(namespace)
+                })
+                .count(),
+            TestServer::Real { server, .. } => server
+                .audit_events()
+                .unwrap_or_else(|e| panic!("reading the audit log: {e}"))
+                .iter()
+                .filter(|e| e.resource == resource && e.namespace.as_deref() == Some(namespace))
+                .count(),
+        }
+    }
+}

@@ -1,0 +1,508 @@
+//! Differential end-to-end tests: each scenario is written once against a [`TestServer`] and run
+//! on the dev server (`dev::NAME`) and on a real kube-apiserver (`real::NAME`, the real-server
+//! tier: it needs `KUBEBUILDER_ASSETS`). Both must give the same outcome; a difference is a dev
+//! server bug.
+//!
+//! The real tests start their own etcd and kube-apiserver (about 3 s): nextest runs every test
+//! in its own process, so a server shared by a test binary would still be one per test.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch,
+    PatchParams, PostParams,
+};
+use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::server::TestServer;
+use kubewasm_tests::{guest_bytes, guest_logs, probe_events, variant, wait_until};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+/// Bounds every wait (a real API server restart and a reflector's backoff fit in it); nothing
+/// here is timed.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs each scenario as `dev::NAME` and `real::NAME`.
+macro_rules! on_both_servers {
+    ($($scenario:ident),* $(,)?) => {
+        mod dev {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(kubewasm_tests::server::TestServer::dev().await).await;
+                }
+            )*
+        }
+        mod real {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(kubewasm_tests::server::TestServer::real().await).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_servers!(
+    informers_and_guests_converge_under_random_writes_and_dropped_watches,
+    a_relist_after_expired_history_delivers_missed_changes_and_tombstones,
+    hot_reload_makes_no_new_list_or_watch,
+    a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
+);
+
+/// A plugin host over shared informers on `server`, loading the probe with per-file policies.
+struct Env {
+    server: TestServer,
+    factory: SharedInformerFactory,
+    host: PluginHost,
+}
+
+impl Env {
+    /// `policy` maps a plugin file to its policy; each call is a (re)load.
+    fn new(
+        server: TestServer,
+        policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static,
+    ) -> Env {
+        guest_logs();
+        let client = server.client();
+        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+        let host = PluginHost::new(
+            factory.clone(),
+            client,
+            HostOptions {
+                policy: Arc::new(policy),
+                ..HostOptions::default()
+            },
+        )
+        .expect("plugin host");
+        Env {
+            server,
+            factory,
+            host,
+        }
+    }
+
+    /// Loads the probe from `file` and waits until every plugin has handled its replay.
+    async fn load(&self, file: &str, bytes: Vec<u8>) -> kubewasm::plugin::PluginId {
+        let id = self
+            .host
+            .load(Path::new(file), bytes)
+            .await
+            .unwrap_or_else(|e| panic!("loading {file} on the {} server: {e}", self.server.name()));
+        assert!(
+            wait_until(PATIENCE, || self.host.ready()).await,
+            "{file} never got ready"
+        );
+        id
+    }
+
+    /// `key -> resourceVersion` of what the informer for `resource` in `namespace` (no
+    /// selector) holds.
+    fn informer_view(&self, kind: &str, namespace: &str) -> BTreeMap<String, String> {
+        let informers = self.factory.informers();
+        let (_, informer) = informers
+            .iter()
+            .find(|(k, _)| {
+                k.resource.kind == kind
+                    && k.namespace.as_deref() == Some(namespace)
+                    && k.label_selector.is_none()
+            })
+            .unwrap_or_else(|| panic!("no {kind} informer for {namespace}"));
+        informer
+            .indexer()
+            .list()
+            .iter()
+            .map(|o| (o.key().to_owned(), o.resource_version().to_owned()))
+            .collect()
+    }
+
+    async fn stop(self) {
+        self.host.shutdown(Duration::from_secs(5)).await;
+        self.factory.shutdown().await;
+    }
+}
+
+/// The probe as plugin `name`, subscribed to `subscriptions`.
+fn probe(name: &str, subscriptions: Value) -> PluginPolicy {
+    PluginPolicy {
+        config: json!({"name": name, "subscriptions": subscriptions}).to_string(),
+        ..PluginPolicy::default()
+    }
+}
+
+fn config_maps_in(namespace: &str, selector: Option<&str>) -> Value {
+    json!({"group": "", "version": "v1", "kind": "ConfigMap", "namespace": namespace,
+           "labelSelector": selector})
+}
+
+/// What `plugin` believes exists, `key -> resourceVersion`, folded from its `EVENT` lines: adds
+/// and updates set a key, deletes remove it.
+fn guest_view(plugin: &str) -> BTreeMap<String, String> {
+    let mut view = BTreeMap::new();
+    for line in probe_events(plugin) {
+        let mut words = line.split_whitespace().skip(1);
+        let (Some(kind), Some(key), Some(rv)) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        let rv = rv.trim_start_matches("rv=").to_owned();
+        match kind {
+            "delete" => view.remove(key),
+            _ => view.insert(key.to_owned(), rv),
+        };
+    }
+    view
+}
+
+/// `key -> resourceVersion` of the objects the server lists.
+async fn server_view(api: &Api<DynamicObject>, selector: Option<&str>) -> BTreeMap<String, String> {
+    let params = match selector {
+        Some(s) => ListParams::default().labels(s),
+        None => ListParams::default(),
+    };
+    api.list(&params)
+        .await
+        .expect("list from the server")
+        .items
+        .into_iter()
+        .map(|o| {
+            let key = format!(
+                "{}/{}",
+                o.metadata.namespace.unwrap_or_default(),
+                o.metadata.name.unwrap_or_default()
+            );
+            (key, o.metadata.resource_version.unwrap_or_default())
+        })
+        .collect()
+}
+
+fn dynamic_config_maps(client: kube::Client, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource::erase::<ConfigMap>(&());
+    Api::namespaced_with(client, namespace, &resource)
+}
+
+/// Waits until `plugin`'s view equals `expected`.
+async fn assert_guest_sees(plugin: &str, expected: &BTreeMap<String, String>, server: &str) {
+    let converged = wait_until(PATIENCE, || guest_view(plugin) == *expected).await;
+    assert!(
+        converged,
+        "{server} server: {plugin}'s view never matched the server's\nguest:  {:?}\nserver: {expected:?}\nevents: {:?}",
+        guest_view(plugin),
+        probe_events(plugin)
+    );
+}
+
+async fn wait_event(plugin: &str, line: &str) {
+    let found = wait_until(PATIENCE, || probe_events(plugin).iter().any(|e| e == line)).await;
+    assert!(
+        found,
+        "{plugin} never logged {line:?}; it logged {:?}",
+        probe_events(plugin)
+    );
+}
+
+fn config_map(name: &str, color: &str, value: u32) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some([("color".to_owned(), color.to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("v".to_owned(), value.to_string())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+/// 160 random creates, updates (which may change the `color` label) and deletes over 20 names,
+/// with every watch dropped halfway: the informer's store, a guest seeing every ConfigMap and a
+/// guest seeing only `color=red` ones (so objects move in and out of its selector) all end equal
+/// to what the server lists.
+async fn informers_and_guests_converge_under_random_writes_and_dropped_watches(server: TestServer) {
+    let ns = server.namespace("converge").await;
+    let (all, red) = (
+        format!("converge-all-{}", server.name()),
+        format!("converge-red-{}", server.name()),
+    );
+    let policies = [
+        ("all", probe(&all, json!([config_maps_in(&ns, None)]))),
+        (
+            "red",
+            probe(&red, json!([config_maps_in(&ns, Some("color=red"))])),
+        ),
+    ];
+    let env = Env::new(server, move |p: &Path| {
+        let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+        policies
+            .iter()
+            .find(|(s, _)| *s == stem)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_default()
+    });
+    env.load("all.wasm", guest_bytes("probe")).await;
+    env.load("red.wasm", guest_bytes("probe")).await;
+
+    let seed = 16;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let api: Api<ConfigMap> = Api::namespaced(env.server.client(), &ns);
+    let mut exists = [false; 20];
+    for op in 0..160u32 {
+        if op == 80 {
+            env.server.drop_watches().await;
+        }
+        let i = rng.random_range(0..exists.len());
+        let name = format!("cm{i}");
+        let color = if rng.random_bool(0.5) { "red" } else { "blue" };
+        if !exists[i] {
+            api.create(&PostParams::default(), &config_map(&name, color, op))
+                .await
+                .unwrap_or_else(|e| panic!("op {op} (seed {seed}): create {name}: {e}"));
+            exists[i] = true;
+        } else if rng.random_bool(0.25) {
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("op {op} (seed {seed}): delete {name}: {e}"));
+            exists[i] = false;
+        } else {
+            let patch =
+                json!({"metadata": {"labels": {"color": color}}, "data": {"v": op.to_string()}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap_or_else(|e| panic!("op {op} (seed {seed}): patch {name}: {e}"));
+        }
+    }
+
+    let objects = dynamic_config_maps(env.server.client(), &ns);
+    let everything = server_view(&objects, None).await;
+    let reds = server_view(&objects, Some("color=red")).await;
+    assert!(!everything.is_empty() && !reds.is_empty() && reds.len() < everything.len());
+    let name = env.server.name();
+    assert_guest_sees(&all, &everything, name).await;
+    assert_guest_sees(&red, &reds, name).await;
+    assert_eq!(
+        env.informer_view("ConfigMap", &ns),
+        everything,
+        "{name} server: the informer's store"
+    );
+    env.stop().await;
+}
+
+/// Objects deleted, changed and created while no watch could run, with history expired
+/// meanwhile: after the relist the guest hears the deletion as a tombstone (last known state,
+/// final state unknown), the change as an update and the creation as an add.
+async fn a_relist_after_expired_history_delivers_missed_changes_and_tombstones(server: TestServer) {
+    let ns = server.namespace("relist").await;
+    let plugin = format!("relist-{}", server.name());
+    let policy = probe(&plugin, json!([config_maps_in(&ns, None)]));
+    let env = Env::new(server, move |_: &Path| policy.clone());
+    let api: Api<ConfigMap> = Api::namespaced(env.server.client(), &ns);
+    let mut versions = BTreeMap::new();
+    for name in ["gone", "changed", "kept"] {
+        let created = api
+            .create(&PostParams::default(), &config_map(name, "red", 0))
+            .await
+            .expect("create");
+        versions.insert(name, created.metadata.resource_version.expect("rv"));
+    }
+    env.load("relist.wasm", guest_bytes("probe")).await;
+    for (name, rv) in &versions {
+        wait_event(&plugin, &format!("EVENT add {ns}/{name} rv={rv} flag=true")).await;
+    }
+
+    let unseen: Api<ConfigMap> = Api::namespaced(env.server.begin_outage().await, &ns);
+    unseen
+        .delete("gone", &DeleteParams::default())
+        .await
+        .expect("delete during the outage");
+    let patch = json!({"data": {"v": "1"}});
+    let changed = unseen
+        .patch("changed", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch during the outage");
+    let born = unseen
+        .create(&PostParams::default(), &config_map("born", "red", 0))
+        .await
+        .expect("create during the outage");
+    env.server.end_outage().await;
+
+    let rv = |o: &ConfigMap| o.metadata.resource_version.clone().expect("rv");
+    wait_event(
+        &plugin,
+        &format!("EVENT delete {ns}/gone rv={} flag=true", versions["gone"]),
+    )
+    .await;
+    wait_event(
+        &plugin,
+        &format!("EVENT update {ns}/changed rv={}", rv(&changed)),
+    )
+    .await;
+    wait_event(
+        &plugin,
+        &format!("EVENT add {ns}/born rv={} flag=false", rv(&born)),
+    )
+    .await;
+    let everything = server_view(&dynamic_config_maps(env.server.client(), &ns), None).await;
+    assert_guest_sees(&plugin, &everything, env.server.name()).await;
+    assert!(
+        !probe_events(&plugin)
+            .iter()
+            .any(|e| e.contains("/kept") && !e.contains("flag=true")),
+        "an unchanged object was delivered again: {:?}",
+        probe_events(&plugin)
+    );
+    env.stop().await;
+}
+
+/// A plugin replaced by a new version while objects are written: the new version is replayed
+/// the cache and hears what follows, and the server records no new LIST or WATCH of the
+/// resource (dev server: request log; real server: audit log).
+async fn hot_reload_makes_no_new_list_or_watch(server: TestServer) {
+    let ns = server.namespace("reload").await;
+    let prefix = format!("reload-{}", server.name());
+    let loads = Arc::new(AtomicUsize::new(0));
+    let (subscription, counter, name) = (config_maps_in(&ns, None), loads.clone(), prefix.clone());
+    let env = Env::new(server, move |_: &Path| {
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        probe(&format!("{name}-v{n}"), json!([subscription]))
+    });
+    let api: Api<ConfigMap> = Api::namespaced(env.server.client(), &ns);
+    let create = |name: &'static str| {
+        let api = api.clone();
+        async move {
+            let created = api
+                .create(&PostParams::default(), &config_map(name, "red", 0))
+                .await
+                .expect("create");
+            created.metadata.resource_version.expect("rv")
+        }
+    };
+    let rv1 = create("before").await;
+    let probe_wasm = guest_bytes("probe");
+    let id = env.load("hot.wasm", probe_wasm.clone()).await;
+    let v1 = format!("{prefix}-v1");
+    wait_event(&v1, &format!("EVENT add {ns}/before rv={rv1} flag=true")).await;
+    let before = env.server.list_watches("configmaps", &ns);
+    assert!(
+        before >= 2,
+        "{} server: the informer's LIST and WATCH were not counted ({before})",
+        env.server.name()
+    );
+
+    env.host
+        .replace(id, variant(&probe_wasm, 2))
+        .await
+        .expect("replace");
+    let v2 = format!("{prefix}-v2");
+    wait_event(&v2, &format!("EVENT add {ns}/before rv={rv1} flag=true")).await;
+    let rv2 = create("after").await;
+    wait_event(&v2, &format!("EVENT add {ns}/after rv={rv2} flag=false")).await;
+    assert!(!probe_events(&v1).iter().any(|e| e.contains("/after")));
+    assert_eq!(
+        env.server.list_watches("configmaps", &ns),
+        before,
+        "{} server: the reload listed or watched ConfigMaps again",
+        env.server.name()
+    );
+    env.stop().await;
+}
+
+/// A CustomResourceDefinition created through the API, a plugin subscribed to its kind, and
+/// objects of it created, changed and deleted: the plugin is replayed, hears each change and
+/// ends with the server's view.
+async fn a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end(server: TestServer) {
+    let ns = server.namespace("crd").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    let crd = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.e2e.kubewasm.dev"},
+        "spec": {
+            "group": "e2e.kubewasm.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    }))
+    .expect("a CustomResourceDefinition");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create the CRD");
+    let gvk = GroupVersionKind::gvk("e2e.kubewasm.dev", "v1", "Gadget");
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(
+        server.client(),
+        &ns,
+        &ApiResource::from_gvk_with_plural(&gvk, "gadgets"),
+    );
+    // Established (served) shortly after creation on a real server.
+    let mut served = false;
+    for _ in 0..300 {
+        if gadgets.list(&ListParams::default()).await.is_ok() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "{} server never served gadgets", server.name());
+
+    let plugin = format!("crd-{}", server.name());
+    let subscription =
+        json!([{"group": "e2e.kubewasm.dev", "version": "v1", "kind": "Gadget", "namespace": ns}]);
+    let policy = probe(&plugin, subscription);
+    let env = Env::new(server, move |_: &Path| policy.clone());
+    let gadget = |name: &str| {
+        let mut object =
+            DynamicObject::new(name, &ApiResource::from_gvk_with_plural(&gvk, "gadgets"));
+        object.data = json!({"spec": {"size": 1}});
+        object
+    };
+    let rv = |o: &DynamicObject| o.metadata.resource_version.clone().expect("rv");
+    let first = gadgets
+        .create(&PostParams::default(), &gadget("first"))
+        .await
+        .expect("create a gadget");
+    env.load("crd.wasm", guest_bytes("probe")).await;
+    wait_event(
+        &plugin,
+        &format!("EVENT add {ns}/first rv={} flag=true", rv(&first)),
+    )
+    .await;
+
+    let second = gadgets
+        .create(&PostParams::default(), &gadget("second"))
+        .await
+        .expect("create a gadget");
+    wait_event(
+        &plugin,
+        &format!("EVENT add {ns}/second rv={} flag=false", rv(&second)),
+    )
+    .await;
+    let patch = json!({"spec": {"size": 2}});
+    let first = gadgets
+        .patch("first", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch a gadget");
+    wait_event(
+        &plugin,
+        &format!("EVENT update {ns}/first rv={}", rv(&first)),
+    )
+    .await;
+    gadgets
+        .delete("second", &DeleteParams::default())
+        .await
+        .expect("delete a gadget");
+    let expected = server_view(&gadgets, None).await;
+    assert_eq!(expected.len(), 1);
+    assert_guest_sees(&plugin, &expected, env.server.name()).await;
+    env.stop().await;
+}
