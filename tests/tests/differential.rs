@@ -389,10 +389,12 @@ async fn hot_reload_makes_no_new_list_or_watch(server: TestServer) {
     let id = env.load("hot.wasm", probe_wasm.clone()).await;
     let v1 = format!("{prefix}-v1");
     wait_event(&v1, &format!("EVENT add {ns}/before rv={rv1} flag=true")).await;
+    // The informer's streaming list (a WATCH sending initial events) was counted: the count
+    // below can fail.
     let before = env.server.list_watches("configmaps", &ns);
     assert!(
-        before >= 2,
-        "{} server: the informer's LIST and WATCH were not counted ({before})",
+        before >= 1,
+        "{} server: the informer's list and watch were not counted",
         env.server.name()
     );
 
