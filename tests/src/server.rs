@@ -13,11 +13,14 @@ use crate::envtest::{Envtest, SecondApiServer};
 /// One of the two servers, with the faults and the request count both can give.
 pub enum TestServer {
     Dev(DevServer),
-    Real {
-        server: Envtest,
-        /// The API server that takes writes during an outage of the main one.
-        outage: Mutex<Option<SecondApiServer>>,
-    },
+    Real(Box<RealServer>),
+}
+
+/// A real API server and what stands in for it during an outage.
+pub struct RealServer {
+    pub server: Envtest,
+    /// The API server that takes writes during an outage of the main one.
+    outage: Mutex<Option<SecondApiServer>>,
 }
 
 impl TestServer {
@@ -37,17 +40,17 @@ impl TestServer {
         let server = Envtest::start()
             .await
             .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
-        TestServer::Real {
+        TestServer::Real(Box::new(RealServer {
             server,
             outage: Mutex::new(None),
-        }
+        }))
     }
 
     /// `dev` or `real`, for names and messages.
     pub fn name(&self) -> &'static str {
         match self {
             TestServer::Dev(_) => "dev",
-            TestServer::Real { .. } => "real",
+            TestServer::Real(_) => "real",
         }
     }
 
@@ -55,7 +58,7 @@ impl TestServer {
     pub fn client(&self) -> kube::Client {
         match self {
             TestServer::Dev(server) => server.client(),
-            TestServer::Real { server, .. } => server.admin(),
+            TestServer::Real(real) => real.server.admin(),
         }
     }
 
@@ -87,7 +90,8 @@ impl TestServer {
     pub async fn drop_watches(&self) {
         match self {
             TestServer::Dev(server) => server.close_watches(),
-            TestServer::Real { server, .. } => server
+            TestServer::Real(real) => real
+                .server
                 .restart_api_server()
                 .await
                 .unwrap_or_else(|e| panic!("restarting kube-apiserver: {e}")),
@@ -105,14 +109,15 @@ impl TestServer {
                 server.close_watches();
                 server.client()
             }
-            TestServer::Real { server, outage } => {
-                server.stop_api_server();
-                let second = server
+            TestServer::Real(real) => {
+                real.server.stop_api_server();
+                let second = real
+                    .server
                     .second_api_server()
                     .await
                     .unwrap_or_else(|e| panic!("starting a second kube-apiserver: {e}"));
                 let client = second.client();
-                *outage.lock().await = Some(second);
+                *real.outage.lock().await = Some(second);
                 client
             }
         }
@@ -128,13 +133,13 @@ impl TestServer {
                 server.compact();
                 server.fail_next(Verb::Watch, 0, 0);
             }
-            TestServer::Real { server, outage } => {
-                drop(outage.lock().await.take());
-                server
+            TestServer::Real(real) => {
+                drop(real.outage.lock().await.take());
+                real.server
                     .compact_etcd()
                     .await
                     .unwrap_or_else(|e| panic!("compacting etcd: {e}"));
-                server
+                real.server
                     .start_api_server()
                     .await
                     .unwrap_or_else(|e| panic!("starting kube-apiserver again: {e}"));
@@ -155,7 +160,8 @@ impl TestServer {
                         && r.namespace.as_deref() == Some(namespace)
                 })
                 .count(),
-            TestServer::Real { server, .. } => server
+            TestServer::Real(real) => real
+                .server
                 .audit_events()
                 .unwrap_or_else(|e| panic!("reading the audit log: {e}"))
                 .iter()

@@ -3,7 +3,8 @@
 //! - `build-guests`: build every example and test guest (Rust, C, Go, Python, JavaScript) into
 //!   `target/plugins/` (test guests into `target/test-plugins/`), installing missing language
 //!   toolchains from the registries first.
-//! - `test`: what CI runs: fmt check, clippy with warnings denied, guests, the whole test suite.
+//! - `test`: what CI runs: fmt check, clippy with warnings denied, guests, the whole test suite
+//!   (with the real-server tier when `KUBEBUILDER_ASSETS` names kube-apiserver and etcd).
 //! - `dev`: the main job: the example plugins on the embedded development API server.
 //! - `bench`: every benchmark in release, gathered into BENCHMARKS.md.
 
@@ -11,6 +12,7 @@ mod bench;
 mod cmd;
 mod dev;
 mod guests;
+mod real_tier;
 mod test;
 
 use std::path::PathBuf;
@@ -58,7 +60,9 @@ commands:
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)
   test           what CI runs: cargo fmt --check, clippy -D warnings, build-guests, the test suite
-                 (doc tests + cargo nextest when installed, else cargo test)
+                 (doc tests + cargo nextest when installed, else cargo test); the real-server
+                 tier (tests in `real` modules) runs when KUBEBUILDER_ASSETS names a folder with
+                 kube-apiserver and etcd, and is reported as skipped otherwise
   dev [ARGS..]   build-guests, then `kubewasm dev --plugins target/plugins --manifests
                  examples/manifests ARGS..` (the example plugins on the embedded API server)
   bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md";

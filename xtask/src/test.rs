@@ -1,18 +1,22 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
 //! Order: kubectl, `cargo fmt --check`, clippy (warnings denied), every guest, then the test
-//! suite: the doc tests (which nextest skips), then cargo-nextest, or `cargo test` alone. The run
-//! ends with the test runner's summary line, which CI reads.
+//! suite: the doc tests (which nextest skips), the real-server tier (tests in modules named
+//! `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`; skipped, and said so, without it),
+//! then the rest with cargo-nextest, or everything with `cargo test` alone. The run ends with the
+//! test runner's summary line, which CI reads.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
+use crate::real_tier::{self, Tier};
 use crate::{cmd, guests};
 
 /// Installs missing tools, checks formatting and lints, builds every guest, runs every test.
 pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
     ensure_kubectl()?;
+    let tier = Tier::from_env(&ctx.root)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     cmd::run(cmd::command(&cargo, &ctx.root).args(["fmt", "--all", "--", "--check"]))?;
     cmd::run(cmd::command(&cargo, &ctx.root).args([
@@ -30,16 +34,66 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
         // They go first so the run closes with nextest's summary of the whole suite.
         // A doc test failure still lets the suite run: both are reported.
         let doc = cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]));
+        let real = run_real_tier(&cargo, ctx, &tier);
         let suite = cmd::run(cmd::command(&cargo, &ctx.root).args([
             "nextest",
             "run",
             "--workspace",
             "--no-fail-fast",
+            "-E",
+            &format!("not {}", real_tier::FILTER),
         ]));
-        doc.and(suite)
+        doc.and(real).and(suite)
     } else {
-        cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--no-fail-fast"]))
+        let mut command = cmd::command(&cargo, &ctx.root);
+        command.args(["test", "--workspace", "--no-fail-fast"]);
+        match &tier {
+            Tier::Run { assets } => eprintln!(
+                "xtask: real-server tier: runs inside cargo test against {}",
+                assets.display()
+            ),
+            Tier::Skip { reason } => {
+                eprintln!("xtask: real-server tier SKIPPED, no real-server test runs: {reason}");
+                command.args(["--", "--skip", "real::"]);
+            }
+        }
+        cmd::run(&mut command)
     }
+}
+
+/// Runs the real-server tier on its own and prints how many of its tests ran and passed, or
+/// that it was skipped and why.
+fn run_real_tier(cargo: &str, ctx: &guests::Ctx, tier: &Tier) -> anyhow::Result<()> {
+    let assets = match tier {
+        Tier::Run { assets } => assets,
+        Tier::Skip { reason } => {
+            eprintln!("xtask: real-server tier SKIPPED, 0 real-server tests ran: {reason}");
+            return Ok(());
+        }
+    };
+    let outcome = real_tier::run_reporting(cmd::command(cargo, &ctx.root).args([
+        "nextest",
+        "run",
+        "--workspace",
+        "--no-fail-fast",
+        "-E",
+        real_tier::FILTER,
+    ]))?;
+    // "Summary [ 40.1s] 11 tests run: 11 passed, 130 skipped": the skipped are the other tiers.
+    let counts = outcome
+        .summary
+        .split_once("] ")
+        .map(|(_, counts)| match counts.rsplit_once(", ") {
+            Some((kept, skipped)) if skipped.ends_with("skipped") => kept,
+            _ => counts,
+        })
+        .unwrap_or("no summary from nextest");
+    eprintln!(
+        "xtask: real-server tier against kube-apiserver and etcd from {}: {counts}",
+        assets.display()
+    );
+    anyhow::ensure!(outcome.passed, "the real-server tier failed");
+    Ok(())
 }
 
 /// Makes sure `kubectl` is on PATH for the tests that drive the dev server with it: when it is
