@@ -18,7 +18,7 @@ pub enum TestServer {
 
 /// A real API server and what stands in for it during an outage.
 pub struct RealServer {
-    pub server: Envtest,
+    server: Envtest,
     /// The API server that takes writes during an outage of the main one.
     outage: Mutex<Option<SecondApiServer>>,
 }
@@ -51,6 +51,15 @@ impl TestServer {
         match self {
             TestServer::Dev(_) => "dev",
             TestServer::Real(_) => "real",
+        }
+    }
+
+    /// The real server's harness (its restricted user, kubeconfigs, audit log); `None` on the
+    /// dev server, which has no authentication.
+    pub fn envtest(&self) -> Option<&Envtest> {
+        match self {
+            TestServer::Dev(_) => None,
+            TestServer::Real(real) => Some(&real.server),
         }
     }
 

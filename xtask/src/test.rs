@@ -79,18 +79,10 @@ fn run_real_tier(cargo: &str, ctx: &guests::Ctx, tier: &Tier) -> anyhow::Result<
         "-E",
         real_tier::FILTER,
     ]))?;
-    // "Summary [ 40.1s] 11 tests run: 11 passed, 130 skipped": the skipped are the other tiers.
-    let counts = outcome
-        .summary
-        .split_once("] ")
-        .map(|(_, counts)| match counts.rsplit_once(", ") {
-            Some((kept, skipped)) if skipped.ends_with("skipped") => kept,
-            _ => counts,
-        })
-        .unwrap_or("no summary from nextest");
     eprintln!(
-        "xtask: real-server tier against kube-apiserver and etcd from {}: {counts}",
-        assets.display()
+        "xtask: real-server tier against kube-apiserver and etcd from {}: {}",
+        assets.display(),
+        real_tier::counts(&outcome.summary)
     );
     anyhow::ensure!(outcome.passed, "the real-server tier failed");
     Ok(())
