@@ -58,6 +58,7 @@ on_both_servers!(
     a_relist_after_expired_history_delivers_missed_changes_and_tombstones,
     hot_reload_makes_no_new_list_or_watch,
     a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
+    refused_writes_answer_the_same_status,
 );
 
 /// A plugin host over shared informers on `server`, loading the probe with per-file policies.
@@ -507,4 +508,62 @@ async fn a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end(server: Tes
     assert_eq!(expected.len(), 1);
     assert_guest_sees(&plugin, &expected, env.server.name()).await;
     env.stop().await;
+}
+
+/// The status code and reason of a refused request, or `ok`.
+fn outcome<T>(result: Result<T, kube::Error>) -> String {
+    match result {
+        Ok(_) => "ok".to_owned(),
+        Err(kube::Error::Api(status)) => format!("{} {}", status.code, status.reason),
+        Err(other) => format!("client error: {other}"),
+    }
+}
+
+/// Writes a client must handle being refused get the same status code and reason from both
+/// servers: a duplicate create, a stale update, a missing object, an invalid name.
+async fn refused_writes_answer_the_same_status(server: TestServer) {
+    let ns = server.namespace("refusals").await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), &ns);
+    let post = PostParams::default();
+    let first = api
+        .create(&post, &config_map("one", "red", 0))
+        .await
+        .expect("create");
+    let mut stale = first.clone();
+    api.patch(
+        "one",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"data": {"v": "1"}})),
+    )
+    .await
+    .expect("patch");
+    stale.data = Some([("v".to_owned(), "stale".to_owned())].into());
+    let outcomes = [
+        outcome(api.create(&post, &config_map("one", "red", 0)).await),
+        outcome(api.replace("one", &post, &stale).await),
+        outcome(api.get("missing").await),
+        outcome(api.delete("missing", &DeleteParams::default()).await),
+        outcome(
+            api.patch(
+                "missing",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"data": {}})),
+            )
+            .await,
+        ),
+        outcome(api.create(&post, &config_map("Not_A_Name", "red", 0)).await),
+    ];
+    assert_eq!(
+        outcomes,
+        [
+            "409 AlreadyExists",
+            "409 Conflict",
+            "404 NotFound",
+            "404 NotFound",
+            "404 NotFound",
+            "422 Invalid",
+        ],
+        "{} server",
+        server.name()
+    );
 }
