@@ -225,12 +225,18 @@ impl Envtest {
         drop(self.lock_api_server().take());
     }
 
-    /// Starts the API server again on the same port and waits until it is ready. Its watch
-    /// cache starts afresh at the latest write: a watch from an older resourceVersion answers
-    /// 410 Gone.
+    /// Starts the API server again on the same port, if it is stopped, and waits until it is
+    /// ready. Its watch cache starts afresh at the latest write: a watch from an older
+    /// resourceVersion answers 410 Gone.
     pub async fn start_api_server(&self) -> Result<(), Error> {
-        let process = self.spawn_api_server(self.api_port, "audit.log", "kube-apiserver.log")?;
-        *self.lock_api_server() = Some(process);
+        {
+            let mut running = self.lock_api_server();
+            if running.is_some() {
+                return Ok(());
+            }
+            *running =
+                Some(self.spawn_api_server(self.api_port, "audit.log", "kube-apiserver.log")?);
+        }
         self.wait_ready(&self.admin, || {
             let mut guard = self.lock_api_server();
             let process = guard.as_mut()?;
@@ -255,10 +261,10 @@ impl Envtest {
         let port = free_ports::<1>()?[0];
         let mut process =
             self.spawn_api_server(port, "audit-second.log", "kube-apiserver-second.log")?;
-        let token = std::fs::read_to_string(self.kubeconfig(User::Admin))
+        let admin = std::fs::read_to_string(self.kubeconfig(User::Admin))
             .map_err(io("reading the admin kubeconfig"))?;
         let config = self.dir.path().join("second.kubeconfig");
-        let text = token.replace(&self.url(), &format!("https://127.0.0.1:{port}"));
+        let text = admin.replace(&self.url(), &format!("https://127.0.0.1:{port}"));
         std::fs::write(&config, text).map_err(io("writing second.kubeconfig"))?;
         let client = client_from(&config).await?;
         self.wait_ready(&client, || {
