@@ -1,14 +1,14 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
-//! Order: kubectl, `cargo fmt --check`, clippy (warnings denied), every guest, then the test
-//! suite: the doc tests (which nextest skips), then cargo-nextest, or `cargo test` alone. The run
-//! ends with the test runner's summary line, which CI reads.
+//! Order: kubectl, `cargo fmt --check`, clippy (warnings denied), every guest, the container
+//! image (as root), then the test suite: the doc tests (which nextest skips), then cargo-nextest,
+//! or `cargo test` alone. The run ends with the test runner's summary line, which CI reads.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::{cmd, guests};
+use crate::{cmd, guests, image, install};
 
 /// Installs missing tools, checks formatting and lints, builds every guest, runs every test.
 pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
@@ -25,20 +25,34 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
     ]))?;
     let built = guests::build_all(ctx)?;
     guests::print_summary(&built);
+    // The image test needs the image, and building it needs root (buildah mounts its root
+    // filesystem). Where it cannot be built the test is left out, and the run says so.
+    let image_test = if install::is_root() {
+        image::build(&ctx.root)?;
+        true
+    } else {
+        eprintln!("xtask: image test skipped: building the image needs root (`cargo xtask image`)");
+        false
+    };
     if cmd::succeeds(&cargo, &["nextest", "--version"]) {
         // nextest does not run doc tests: the documented examples must compile and pass too.
         // They go first so the run closes with nextest's summary of the whole suite.
         // A doc test failure still lets the suite run: both are reported.
         let doc = cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]));
-        let suite = cmd::run(cmd::command(&cargo, &ctx.root).args([
-            "nextest",
-            "run",
-            "--workspace",
-            "--no-fail-fast",
-        ]));
+        let mut nextest = cmd::command(&cargo, &ctx.root);
+        nextest.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        if !image_test {
+            nextest.args(["-E", "not binary(image)"]);
+        }
+        let suite = cmd::run(&mut nextest);
         doc.and(suite)
     } else {
-        cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--no-fail-fast"]))
+        let mut test = cmd::command(&cargo, &ctx.root);
+        test.args(["test", "--workspace", "--no-fail-fast"]);
+        if !image_test {
+            test.args(["--", "--skip", "image_"]);
+        }
+        cmd::run(&mut test)
     }
 }
 
