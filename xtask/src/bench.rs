@@ -9,8 +9,7 @@ use std::process::Stdio;
 
 use anyhow::Context as _;
 
-use crate::cmd;
-use crate::guests;
+use crate::{cmd, guests, image};
 
 /// (package, bench target, title), in the order of the data flow: API server, informer, plugins.
 const BENCHES: [(&str, &str, &str); 5] = [
@@ -54,6 +53,17 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
         sections.push(format!(
             "## {title}\n\n`cargo bench -p {package} --bench {bench}`\n\n{}",
             demote_headings(body.trim())
+        ));
+    }
+    if only.is_empty() || only.iter().any(|o| o == "image") {
+        let built = image::build(&ctx.root)?;
+        sections.push(format!(
+            "## Container image\n\n`cargo xtask image`\n\n\
+             | what | size |\n|---|---|\n\
+             | `target/image/kubewasm.oci.tar` (one gzip layer, from scratch) | {:.1} MiB |\n\
+             | `kubewasm`, static (`x86_64-unknown-linux-musl`, release, symbols kept) | {:.1} MiB |",
+            image::mib(&built.archive),
+            image::mib(&built.binary)
         ));
     }
     let doc = format!(

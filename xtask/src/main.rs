@@ -7,11 +7,14 @@
 //!   (with the real-server tier when `KUBEBUILDER_ASSETS` names kube-apiserver and etcd).
 //! - `dev`: the main job: the example plugins on the embedded development API server.
 //! - `bench`: every benchmark in release, gathered into BENCHMARKS.md.
+//! - `image`: the container image (static binary, from scratch) as an OCI archive.
 
 mod bench;
 mod cmd;
 mod dev;
 mod guests;
+mod image;
+mod install;
 mod real_tier;
 mod test;
 
@@ -29,6 +32,7 @@ fn main() -> ExitCode {
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
         "bench" => bench::run(&guests::Ctx::new(), rest),
+        "image" => image::build(&workspace_root()).map(drop),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -65,7 +69,9 @@ commands:
                  kube-apiserver and etcd, and is reported as skipped otherwise
   dev [ARGS..]   build-guests, then `kubewasm dev --plugins target/plugins --manifests
                  examples/manifests ARGS..` (the example plugins on the embedded API server)
-  bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md";
+  bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md
+  image          build the container image offline with buildah (static musl binary, from
+                 scratch) into target/image/kubewasm.oci.tar (needs root)";
 
 /// The workspace root (the parent of this crate's directory).
 fn workspace_root() -> PathBuf {

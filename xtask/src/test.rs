@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
-//! Order: kubectl, `cargo fmt --check`, clippy (warnings denied), every guest, then the test
-//! suite: the doc tests (which nextest skips), the real-server tier (tests in modules named
+//! Order: kubectl, `cargo fmt --check`, clippy (warnings denied), every guest, the container
+//! image (as root), then the test suite: the doc tests (which nextest skips), the real-server tier (tests in modules named
 //! `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`; skipped, and said so, without it),
 //! then the rest with cargo-nextest, or everything with `cargo test` alone. The run ends with the
 //! test runner's summary line, which CI reads.
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::real_tier::{self, Tier};
-use crate::{cmd, guests};
+use crate::{cmd, guests, image, install};
 
 /// Installs missing tools, checks formatting and lints, builds every guest, runs every test.
 pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
@@ -29,24 +29,37 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
     ]))?;
     let built = guests::build_all(ctx)?;
     guests::print_summary(&built);
+    // The image test needs the image, and building it needs root (buildah mounts its root
+    // filesystem). Where it cannot be built the test is left out, and the run says so.
+    let image_test = if install::is_root() {
+        image::build(&ctx.root)?;
+        true
+    } else {
+        eprintln!("xtask: image test skipped: building the image needs root (`cargo xtask image`)");
+        false
+    };
     if cmd::succeeds(&cargo, &["nextest", "--version"]) {
         // nextest does not run doc tests: the documented examples must compile and pass too.
         // They go first so the run closes with nextest's summary of the whole suite.
         // A doc test failure still lets the suite run: both are reported.
         let doc = cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]));
         let real = run_real_tier(&cargo, ctx, &tier);
+        let mut filter = format!("not {}", real_tier::FILTER);
+        if !image_test {
+            filter.push_str(" and not binary(image)");
+        }
         let suite = cmd::run(cmd::command(&cargo, &ctx.root).args([
             "nextest",
             "run",
             "--workspace",
             "--no-fail-fast",
             "-E",
-            &format!("not {}", real_tier::FILTER),
+            &filter,
         ]));
         doc.and(real).and(suite)
     } else {
         let mut command = cmd::command(&cargo, &ctx.root);
-        command.args(["test", "--workspace", "--no-fail-fast"]);
+        command.args(["test", "--workspace", "--no-fail-fast", "--"]);
         match &tier {
             Tier::Run { assets } => eprintln!(
                 "xtask: real-server tier: runs inside cargo test against {}",
@@ -54,8 +67,11 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
             ),
             Tier::Skip { reason } => {
                 eprintln!("xtask: real-server tier SKIPPED, no real-server test runs: {reason}");
-                command.args(["--", "--skip", "real::"]);
+                command.args(["--skip", "real::"]);
             }
+        }
+        if !image_test {
+            command.args(["--skip", "image_"]);
         }
         cmd::run(&mut command)
     }

