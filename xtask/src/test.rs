@@ -1,10 +1,10 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
 //! Order: kubectl, `cargo fmt --check`, clippy (warnings denied), every guest, the container
-//! image (as root), then the test suite: the doc tests (which nextest skips), the real-server tier (tests in modules named
-//! `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`; skipped, and said so, without it),
-//! then the rest with cargo-nextest, or everything with `cargo test` alone. The run ends with the
-//! test runner's summary line, which CI reads.
+//! image (as root), then the test suite: the doc tests (which nextest skips), the real-server
+//! tier (tests in modules named `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`;
+//! skipped, and said so, without it), then the rest with cargo-nextest, or everything with
+//! `cargo test` alone. The run ends with the test runner's summary line, which CI reads.
 
 use std::path::PathBuf;
 
