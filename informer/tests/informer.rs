@@ -462,6 +462,70 @@ async fn a_slow_handler_does_not_delay_a_fast_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_index_through_the_containers_list_files_pods_under_each_image() {
+    let server = start_server().await;
+    let pod = |name: &str, images: &[&str]| {
+        let containers: Vec<_> = images
+            .iter()
+            .enumerate()
+            .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
+            .collect();
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": containers},
+        })
+    };
+    server.create(pod("web", &["nginx:1", "envoy:2"])).unwrap();
+    server
+        .create(pod("db", &["postgres:16", "envoy:2"]))
+        .unwrap();
+    let factory = SharedInformerFactory::new(server.client(), fast_options());
+    let pods = factory.informer_for(InformerKey::all(kube::discovery::ApiResource::erase::<
+        k8s_openapi::api::core::v1::Pod,
+    >(&())));
+    pods.add_indexers(vec![(
+        "image".into(),
+        index_funcs::field_path("spec.containers.image"),
+    )])
+    .unwrap();
+    factory.start();
+    wait_synced(&pods).await;
+    let keys = |image: &str| {
+        let mut keys = pods.indexer().index_keys("image", image).unwrap();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys("envoy:2"), ["default/db", "default/web"]);
+    assert_eq!(keys("nginx:1"), ["default/web"]);
+    let mut images = pods.indexer().list_index_func_values("image").unwrap();
+    images.sort();
+    assert_eq!(images, ["envoy:2", "nginx:1", "postgres:16"]);
+    // An update that changes one image moves the pod between values.
+    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(server.client(), "default");
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(
+                json!([{"op": "replace", "path": "/spec/containers/0/image", "value": "nginx:2"}]),
+            )
+            .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    eventually("the new image indexed", || {
+        keys("nginx:2") == ["default/web"]
+    })
+    .await;
+    assert!(keys("nginx:1").is_empty());
+    assert_eq!(keys("envoy:2"), ["default/db", "default/web"]);
+    factory.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexes_listers_and_typed_informers_share_one_cache() {
     let server = start_server().await;
     for (name, app, ns) in [
