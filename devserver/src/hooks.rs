@@ -39,9 +39,22 @@ pub(crate) struct Hooks {
     failures: Mutex<HashMap<Verb, (usize, u16)>>,
     latency: Mutex<Duration>,
     log: Mutex<Vec<RequestRecord>>,
+    /// Bumped by each stall: a watch opened before the bump goes silent.
+    stalls: tokio::sync::watch::Sender<u64>,
 }
 
 impl Hooks {
+    /// Makes every watch open now silent for good (see [`Hooks::stall_signal`]).
+    pub fn stall_watches(&self) {
+        self.stalls.send_modify(|n| *n += 1);
+    }
+
+    /// What a new watch holds to learn that it must go silent: the signal changes when
+    /// [`Hooks::stall_watches`] is called after it was taken.
+    pub fn stall_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.stalls.subscribe()
+    }
+
     pub fn fail_next(&self, verb: Verb, n: usize, code: u16) {
         let mut failures = self.failures.lock();
         if n == 0 {

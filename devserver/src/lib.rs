@@ -4,7 +4,7 @@
 //! patch / delete, selectors, pagination, resourceVersion semantics, bookmarks, 410 Gone after
 //! compaction, finalizers, the status and scale subresources, CRDs, dry runs) that
 //! `kube::Client` and `kubectl` work against it unchanged, and it adds test hooks: close
-//! watches, compact history, inject failures and latency, and log requests.
+//! or silence watches, compact history, inject failures and latency, and log requests.
 //!
 //! # Differences from a real API server
 //!

@@ -22,6 +22,18 @@ pub(crate) struct ListRequest {
     pub resource_version_match: Option<String>,
 }
 
+impl ListRequest {
+    /// The page size honoured. A LIST at `resourceVersion=0` (without `continue` or
+    /// `resourceVersionMatch=Exact`) is answered as the API server's watch cache answers it:
+    /// everything in one response, `limit` ignored, no continue token.
+    fn page_size(&self) -> Option<usize> {
+        let any_version = self.resource_version.as_deref() == Some("0")
+            && self.continue_token.is_none()
+            && self.resource_version_match.as_deref() != Some("Exact");
+        self.limit.filter(|l| *l > 0 && !any_version)
+    }
+}
+
 /// One page of results.
 pub(crate) struct Page {
     pub items: Vec<Arc<StoredObject>>,
@@ -161,7 +173,7 @@ fn page(
     .flatten()
     .filter(|o| filter.matches(o));
 
-    let limit = request.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let limit = request.page_size().unwrap_or(usize::MAX);
     let mut items = Vec::new();
     let mut more = false;
     for object in merged {
@@ -353,6 +365,27 @@ mod tests {
             names(&list(&store, "/configmaps", &request).unwrap()),
             ["ns/a"]
         );
+    }
+
+    #[test]
+    fn a_list_at_resource_version_zero_ignores_limit_as_the_watch_cache_does() {
+        let store = Store::new(100);
+        for name in ["a", "b", "c"] {
+            put(&store, "ns", name, "1");
+        }
+        let mut request = ListRequest {
+            resource_version: Some("0".into()),
+            limit: Some(2),
+            ..ListRequest::default()
+        };
+        let page = list(&store, "/configmaps", &request).unwrap();
+        assert_eq!(names(&page), ["ns/a", "ns/b", "ns/c"]);
+        assert!(page.continue_token.is_none());
+        assert_eq!(page.resource_version, store.resource_version());
+        request.resource_version = None;
+        let first = list(&store, "/configmaps", &request).unwrap();
+        assert_eq!(names(&first).len(), 2, "without a version the limit holds");
+        assert!(first.continue_token.is_some());
     }
 
     #[test]

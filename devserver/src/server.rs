@@ -192,6 +192,14 @@ impl DevServer {
         self.inner.core.store.close_watches();
     }
 
+    /// Test hook: every watch open now stays open but goes silent (no events, no bookmarks,
+    /// no end at its timeout), as behind a proxy that stopped forwarding its connections;
+    /// watches opened later and every other request work as usual. `close_watches` and
+    /// `shutdown` still end the silent watches.
+    pub fn stall_watches(&self) {
+        self.inner.core.hooks.stall_watches();
+    }
+
     /// Test hook: drops all event history, so every resourceVersion handed out so far answers
     /// 410 Gone to a watch or to a list at that exact version.
     pub fn compact(&self) {

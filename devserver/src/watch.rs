@@ -78,6 +78,7 @@ pub(crate) fn watch(
         held: None,
         bookmarks: None,
         deadline: request.timeout.map(|t| Instant::now() + t),
+        stall: core.hooks.stall_signal(),
         table: request.table.map(|include| TableWatch {
             resource: resource.clone(),
             include,
@@ -129,6 +130,8 @@ struct WatchState {
     held: Option<Arc<Event>>,
     bookmarks: Option<Interval>,
     deadline: Option<Instant>,
+    /// Changes when a test stalls the watches open now (see [`WatchState::stalled`]).
+    stall: tokio::sync::watch::Receiver<u64>,
     /// Set when the client asked for Tables instead of objects.
     table: Option<TableWatch>,
 }
@@ -150,6 +153,9 @@ impl WatchState {
 
     /// The next chunk of one or more lines; `None` ends the stream.
     async fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.stall.has_changed().unwrap_or(false) {
+            return self.stalled().await;
+        }
         let mut chunk = BytesMut::new();
         while let Some(line) = self.queued.pop_front() {
             chunk.put_slice(&line);
@@ -192,6 +198,7 @@ impl WatchState {
             let has_bookmarks = self.bookmarks.is_some();
             let receiver = self.receiver.as_mut()?;
             let bookmarks = self.bookmarks.as_mut();
+            let stall = &mut self.stall;
             tokio::select! {
                 event = receiver.recv() => {
                     let event = event?;
@@ -204,8 +211,18 @@ impl WatchState {
                     if deadline.is_some() => {
                     return None;
                 }
+                _ = stall.changed() => return self.stalled().await,
             }
         }
+    }
+
+    /// The fault of a connection that stopped forwarding: nothing more is sent (no event, no
+    /// bookmark, no end at the timeout) until the watches are closed or the server stops.
+    async fn stalled(&mut self) -> Option<Bytes> {
+        self.bookmarks = None;
+        let receiver = self.receiver.as_mut()?;
+        while receiver.recv().await.is_some() {}
+        None
     }
 
     /// Appends every event already waiting, up to the chunk target.

@@ -868,6 +868,58 @@ async fn close_watches_ends_streams_and_watcher_recovers() {
 }
 
 #[tokio::test]
+async fn stalled_watches_stay_open_and_silent_while_new_requests_work() {
+    let server = DevServer::start(Options {
+        bookmark_interval: Duration::from_millis(20),
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let params = WatchParams::default().timeout(1);
+    let mut stalled = api.watch(&params, "0").await.unwrap().boxed();
+    // Live before the stall: bookmarks flow.
+    assert!(matches!(
+        next(&mut stalled).await.unwrap(),
+        WatchEvent::Bookmark(_)
+    ));
+    server.stall_watches();
+    api.create(&PostParams::default(), &config_map("after", &[], "1"))
+        .await
+        .unwrap();
+    let mut fresh = api.watch(&params, "0").await.unwrap().boxed();
+    let mut saw_after = false;
+    while !saw_after {
+        if let WatchEvent::Added(cm) = next(&mut fresh).await.unwrap() {
+            saw_after = cm.metadata.name.as_deref() == Some("after");
+        }
+    }
+    // The stalled watch sent nothing more: no event, no bookmark, and no end at its 1 s
+    // timeout (bookmarks it had already buffered may still be read at once).
+    let silent = async {
+        while let Some(event) = stalled.next().await {
+            assert!(
+                matches!(event, Ok(WatchEvent::Bookmark(_))),
+                "only earlier bookmarks: {event:?}"
+            );
+        }
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), silent)
+            .await
+            .is_err(),
+        "the stalled watch ended or kept talking"
+    );
+    server.close_watches();
+    assert!(
+        tokio::time::timeout(WAIT, stalled.next())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn watcher_relists_after_compaction() {
     let server = server().await;
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_informer::{FactoryOptions, ReflectorOptions, SharedInformerFactory};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -68,7 +68,16 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     let config = Arc::new(config);
-    let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+    let factory = SharedInformerFactory::new(
+        client.clone(),
+        FactoryOptions {
+            reflector: ReflectorOptions {
+                list: config.informers.list,
+                ..ReflectorOptions::default()
+            },
+            ..FactoryOptions::default()
+        },
+    );
     factory.start();
 
     let informers = factory.clone();

@@ -11,6 +11,9 @@
 //! debounce-ms = 50
 //! informer-grace-seconds = 60  # an informer no plugin uses any more is stopped after this
 //!
+//! [informers]
+//! list = "any-version"         # or "streaming", "paginated": how informers list
+//!
 //! [plugins.pod-diff]           # keyed by the file name without `.wasm`
 //! config = "verbose"
 //! grants = ["Pod", "ConfigMap", "apps/*"]
@@ -25,6 +28,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kubewasm_informer::ListStrategy;
 use serde::Deserialize;
 
 use crate::plugin::{Grants, Limits, PluginPolicy, ResourcePattern};
@@ -55,6 +59,8 @@ pub struct Config {
     pub defaults: Defaults,
     #[serde(default)]
     pub reload: ReloadConfig,
+    #[serde(default)]
+    pub informers: InformersConfig,
     /// Per-plugin settings, keyed by the plugin file's name without `.wasm`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -109,6 +115,24 @@ impl ReloadConfig {
     pub fn informer_grace(&self) -> Duration {
         Duration::from_secs(self.informer_grace_seconds)
     }
+}
+
+/// How the shared informers list.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct InformersConfig {
+    /// `any-version` (the default: one LIST at resourceVersion=0, answered from the API
+    /// server's watch cache), `streaming` (a watch with sendInitialEvents) or `paginated`
+    /// (consistent LISTs of 500); see [`ListStrategy`].
+    #[serde(deserialize_with = "list_strategy")]
+    pub list: ListStrategy,
+}
+
+fn list_strategy<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ListStrategy, D::Error> {
+    let s = String::deserialize(deserializer)?;
+    s.parse().map_err(serde::de::Error::custom)
 }
 
 /// One plugin's own settings; unset fields fall back to [`Defaults`].
@@ -279,6 +303,20 @@ mod tests {
         assert_eq!(limits.call_deadline, Duration::from_secs(2));
         assert_eq!(limits.memory, 16 << 20);
         assert_eq!(config.policy_for("other").config, "");
+    }
+
+    #[test]
+    fn informers_list_strategy_defaults_to_any_version_and_names_the_choices() {
+        assert_eq!(parse("").unwrap().informers.list, ListStrategy::AnyVersion);
+        let config = parse("[informers]\nlist = \"streaming\"\n").unwrap();
+        assert_eq!(config.informers.list, ListStrategy::Streaming);
+        let err = parse("[informers]\nlist = \"fast\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("kubewasm.toml") && err.contains("paginated"),
+            "{err}"
+        );
     }
 
     #[test]

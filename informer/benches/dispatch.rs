@@ -86,6 +86,7 @@ impl ListerWatcher for Feed {
         &self,
         _rv: String,
         _initial: bool,
+        _timeout: std::time::Duration,
     ) -> BoxFuture<'_, kubewasm_informer::Result<WatchStream>> {
         let (cached, events) = (self.cached, self.events);
         let mut go = self.go.clone();
@@ -146,7 +147,7 @@ async fn run(handlers: usize, cached: u64, events: u64) -> Figures {
         }),
         InformerOptions {
             reflector: ReflectorOptions {
-                streaming_list: false,
+                list: kubewasm_informer::ListStrategy::Paginated,
                 ..ReflectorOptions::default()
             },
             default_resync: None,

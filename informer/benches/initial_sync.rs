@@ -1,5 +1,10 @@
-//! Initial sync of many ConfigMaps: kubewasm-informer against kube-runtime's reflector Store,
-//! on one dev server, each variant measured in a fresh child process so RSS figures are clean.
+//! Initial sync of many ConfigMaps: kubewasm-informer with each of its list strategies against
+//! kube-runtime's reflector Store, on one dev server, each variant measured in a fresh child
+//! process so RSS figures are clean. The dev server runs in this (parent) process, so the
+//! parent's CPU time during a child's sync is what serving that list cost.
+//!
+//! Bytes per object are set against the JSON each client keeps: kubewasm drops managedFields, so
+//! its divisor is the JSON without them; kube-runtime keeps them unless told to strip them.
 //!
 //! `cargo bench -p kubewasm-informer --bench initial_sync`
 //! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3); `BENCH_WRAPPER=PATH`
@@ -14,15 +19,26 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kubewasm_informer::{FactoryOptions, InformerKey, ReflectorOptions, SharedInformerFactory};
+use kubewasm_informer::{
+    FactoryOptions, InformerKey, ListStrategy, ReflectorOptions, SharedInformerFactory,
+};
 use serde_json::json;
 
-const VARIANTS: &[&str] = &[
-    "kubewasm (streaming list)",
-    "kubewasm (paged LIST)",
-    "kube-runtime (paged LIST)",
-    "kube-runtime (streaming list)",
-    "kube-runtime, managedFields stripped",
+/// (name, keeps managedFields).
+const VARIANTS: &[(&str, bool)] = &[
+    ("kubewasm, one LIST at resourceVersion=0 (default)", false),
+    ("kubewasm, streaming list", false),
+    ("kubewasm, paginated LISTs of 500", false),
+    ("kube-runtime, paginated LISTs of 500 (default)", true),
+    ("kube-runtime, streaming list", true),
+    ("kube-runtime, paginated, managedFields stripped", false),
+];
+
+/// The list strategy of the kubewasm variants, by variant number.
+const KUBEWASM: [ListStrategy; 3] = [
+    ListStrategy::AnyVersion,
+    ListStrategy::Streaming,
+    ListStrategy::Paginated,
 ];
 
 fn main() -> Result<()> {
@@ -110,12 +126,16 @@ fn parent() -> Result<()> {
             started.elapsed().as_secs_f64()
         );
         let json_bytes = average_json_size(&server).await?;
-        eprintln!("average object JSON: {json_bytes:.0} bytes (as the server sends it)");
+        eprintln!(
+            "average object JSON: {:.0} bytes as the server sends it, {:.0} without managedFields",
+            json_bytes.full, json_bytes.stripped
+        );
 
         let exe = std::env::current_exe()?;
         let mut results: Vec<Vec<Sample>> = vec![Vec::new(); VARIANTS.len()];
         for run in 0..runs {
-            for (v, name) in VARIANTS.iter().enumerate() {
+            for (v, (name, _)) in VARIANTS.iter().enumerate() {
+                let server_cpu0 = cpu_ms();
                 let out = tokio::task::spawn_blocking({
                     let exe = exe.clone();
                     let url = server.url();
@@ -134,8 +154,10 @@ fn parent() -> Result<()> {
                 if !out.status.success() {
                     bail!("{name} failed: {}", String::from_utf8_lossy(&out.stderr));
                 }
-                let sample: Sample = serde_json::from_slice(&out.stdout)
+                let server_cpu_ms = cpu_ms() - server_cpu0;
+                let mut sample: Sample = serde_json::from_slice(&out.stdout)
                     .with_context(|| String::from_utf8_lossy(&out.stdout).to_string())?;
+                sample.server_cpu_ms = server_cpu_ms;
                 if sample.objects != objects {
                     bail!(
                         "{name} cached {} objects, expected {objects}",
@@ -146,16 +168,23 @@ fn parent() -> Result<()> {
                 results[v].push(sample);
             }
         }
-        print_table(objects, json_bytes, &results);
+        print_table(objects, &json_bytes, &results);
         server.shutdown().await;
         Ok(())
     })
 }
 
-async fn average_json_size(server: &kubewasm_devserver::DevServer) -> Result<f64> {
+/// Average JSON size of an object, with and without `metadata.managedFields`.
+struct JsonSize {
+    full: f64,
+    stripped: f64,
+}
+
+async fn average_json_size(server: &kubewasm_devserver::DevServer) -> Result<JsonSize> {
     let client = server.client();
     let request = kube::core::Request::new("/api/v1/namespaces/default/configmaps");
     let mut total = 0usize;
+    let mut stripped = 0usize;
     let mut count = 0usize;
     let mut token: Option<String> = None;
     loop {
@@ -169,6 +198,10 @@ async fn average_json_size(server: &kubewasm_devserver::DevServer) -> Result<f64
             item["apiVersion"] = json!("v1");
             item["kind"] = json!("ConfigMap");
             total += serde_json::to_string(&item)?.len();
+            if let Some(meta) = item["metadata"].as_object_mut() {
+                meta.remove("managedFields");
+            }
+            stripped += serde_json::to_string(&item)?.len();
             count += 1;
         }
         match list["metadata"]["continue"].as_str() {
@@ -176,7 +209,11 @@ async fn average_json_size(server: &kubewasm_devserver::DevServer) -> Result<f64
             _ => break,
         }
     }
-    Ok(total as f64 / count.max(1) as f64)
+    let count = count.max(1) as f64;
+    Ok(JsonSize {
+        full: total as f64 / count,
+        stripped: stripped as f64 / count,
+    })
 }
 
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
@@ -186,6 +223,9 @@ struct Sample {
     cpu_ms: f64,
     idle_rss: u64,
     synced_rss: u64,
+    /// CPU the dev server (the parent process) spent while this child synced.
+    #[serde(default)]
+    server_cpu_ms: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -193,19 +233,27 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn print_table(objects: usize, json_bytes: f64, results: &[Vec<Sample>]) {
+fn print_table(objects: usize, json: &JsonSize, results: &[Vec<Sample>]) {
     println!();
     println!(
-        "Initial sync of {objects} ConfigMaps ({json_bytes:.0} B of JSON each), medians of {} fresh processes",
+        "Initial sync of {objects} ConfigMaps ({:.0} B of JSON each as served, {:.0} B without \
+         managedFields), medians of {} fresh processes. CPU = user + system time of the client \
+         process; server CPU = the dev server's (parent process) over the same sync; bytes per \
+         object = (RSS after sync - the same process's idle RSS) / objects, set against the JSON \
+         the client keeps.",
+        json.full,
+        json.stripped,
         results[0].len()
     );
+    println!();
     println!(
-        "| client | sync (ms) | CPU (ms) | RSS after sync (MiB) | RSS - idle (MiB) | bytes per object | / JSON size |"
+        "| client | sync, wall (ms) | client CPU (ms) | server CPU (ms) | RSS after sync (MiB) | bytes per object | JSON kept (B) | / JSON kept |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for (name, samples) in VARIANTS.iter().zip(results) {
+    println!("|---|---|---|---|---|---|---|---|");
+    for ((name, keeps_managed_fields), samples) in VARIANTS.iter().zip(results) {
         let sync = median(samples.iter().map(|s| s.sync_ms).collect());
         let cpu = median(samples.iter().map(|s| s.cpu_ms).collect());
+        let server_cpu = median(samples.iter().map(|s| s.server_cpu_ms).collect());
         let rss = median(samples.iter().map(|s| s.synced_rss as f64).collect());
         let delta = median(
             samples
@@ -214,11 +262,15 @@ fn print_table(objects: usize, json_bytes: f64, results: &[Vec<Sample>]) {
                 .collect(),
         );
         let per_object = delta / objects as f64;
+        let kept = if *keeps_managed_fields {
+            json.full
+        } else {
+            json.stripped
+        };
         println!(
-            "| {name} | {sync:.0} | {cpu:.0} | {:.1} | {:.1} | {per_object:.0} | {:.2}x |",
+            "| {name} | {sync:.0} | {cpu:.0} | {server_cpu:.0} | {:.1} | {per_object:.0} | {kept:.0} | {:.2}x |",
             rss / 1048576.0,
-            delta / 1048576.0,
-            per_object / json_bytes
+            per_object / kept
         );
     }
 }
@@ -264,10 +316,10 @@ fn child(variant: usize, url: &str) -> Result<()> {
         let cpu0 = cpu_ms();
         let started = Instant::now();
         let objects = match variant {
-            0 | 1 => {
+            0..=2 => {
                 let options = FactoryOptions {
                     reflector: ReflectorOptions {
-                        streaming_list: variant == 0,
+                        list: KUBEWASM[variant],
                         ..ReflectorOptions::default()
                     },
                     ..FactoryOptions::default()
@@ -286,12 +338,12 @@ fn child(variant: usize, url: &str) -> Result<()> {
             _ => {
                 let (reader, writer) = reflector::store::<ConfigMap>();
                 let api: Api<ConfigMap> = Api::all(client);
-                let config = if variant == 3 {
+                let config = if variant == 4 {
                     watcher::Config::default().streaming_lists()
                 } else {
                     watcher::Config::default()
                 };
-                let strip = variant == 4;
+                let strip = variant == 5;
                 let stream = watcher(api, config).modify(move |cm: &mut ConfigMap| {
                     if strip {
                         cm.metadata.managed_fields = None;
@@ -313,6 +365,7 @@ fn child(variant: usize, url: &str) -> Result<()> {
             cpu_ms: cpu,
             idle_rss,
             synced_rss: rss(),
+            server_cpu_ms: 0.0,
         })
     })?;
     let mut stdout = std::io::stdout();

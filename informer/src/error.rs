@@ -37,6 +37,10 @@ pub enum Error {
     /// The HTTP client failed (connection, TLS, body).
     #[error("request to the API server failed: {0}")]
     Client(#[source] kube::Error),
+    /// A watch sent nothing (no event, no bookmark), or did not answer, within its idle limit
+    /// (its server-side timeout plus a margin): the connection is presumed dead.
+    #[error("the watch sent nothing for {0:?} (its timeout plus margin); presumed dead")]
+    WatchIdle(std::time::Duration),
     /// A response body could not be read or parsed.
     #[error("malformed response from the API server: {0}")]
     Response(String),

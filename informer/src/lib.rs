@@ -30,6 +30,7 @@ mod factory;
 pub mod index_funcs;
 mod key;
 mod key_hash;
+mod list_body;
 mod lister;
 mod lister_watcher;
 mod object;
@@ -52,7 +53,7 @@ pub use lister_watcher::{
 };
 pub use object::{Object, ObjectRef, ParseOptions};
 pub use processor::{ListenerStats, ResourceEventHandler};
-pub use reflector::{ReflectorOptions, TransformFunc, WatchErrorHandler};
+pub use reflector::{ListStrategy, ReflectorOptions, TransformFunc, WatchErrorHandler};
 pub use shared_informer::{InformerOptions, InformerStats, Registration, SharedIndexInformer};
 pub use store::Indexer;
 pub use typed::{TypedEventHandler, TypedInformer, TypedLister};

@@ -1,18 +1,19 @@
 //! The source of lists and watches: the API server through kube's client, parsed compactly.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::io::AsyncBufReadExt;
 use futures::stream::{self, BoxStream};
 use kube::api::{ListParams, WatchParams};
 use kube::core::Request;
-use rand::Rng;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::key::InformerKey;
+use crate::list_body::ListBody;
 use crate::object::{Object, ParseOptions};
 
 /// The annotation on the bookmark that ends a streaming list's initial events.
@@ -54,13 +55,23 @@ pub type WatchStream = BoxStream<'static, Result<WatchEvent>>;
 pub trait ListerWatcher: Send + Sync + 'static {
     /// One page of a consistent LIST, starting at `continue_token` (`None` for the first page).
     fn list(&self, continue_token: Option<String>) -> BoxFuture<'_, Result<ListPage>>;
-    /// A watch from `resource_version` (bookmarks on). With `send_initial_events` and an empty
-    /// version it is a streaming list: the current objects as `Added`, then a bookmark with
+    /// A LIST at any recent version (`resourceVersion=0`, no limit), which the API server
+    /// answers from its watch cache in one response: the cheapest list for the server and the
+    /// fastest for the client, but possibly a little stale (a watch from its version catches
+    /// up). A page with a continue token is followed with [`ListerWatcher::list`]. The default
+    /// makes a consistent list, which satisfies "any version" too.
+    fn list_any(&self) -> BoxFuture<'_, Result<ListPage>> {
+        self.list(None)
+    }
+    /// A watch from `resource_version` (bookmarks on) that the server ends after `timeout`
+    /// (`timeoutSeconds`, whole seconds). With `send_initial_events` and an empty version it is
+    /// a streaming list: the current objects as `Added`, then a bookmark with
     /// `initial_events_end`, then live events.
     fn watch(
         &self,
         resource_version: String,
         send_initial_events: bool,
+        timeout: Duration,
     ) -> BoxFuture<'_, Result<WatchStream>>;
 }
 
@@ -69,9 +80,6 @@ pub trait ListerWatcher: Send + Sync + 'static {
 pub struct ListWatchOptions {
     /// Objects per LIST page (client-go and kube-runtime use 500).
     pub page_size: u32,
-    /// Watches ask the server to end after a random time in `[min, 2 * min]` seconds, as
-    /// client-go does, so that load spreads when many clients reconnect.
-    pub min_watch_timeout_secs: u32,
     /// Drop `metadata.managedFields` from every object (the default transform).
     pub strip_managed_fields: bool,
 }
@@ -80,7 +88,6 @@ impl Default for ListWatchOptions {
     fn default() -> Self {
         ListWatchOptions {
             page_size: 500,
-            min_watch_timeout_secs: 300,
             strip_managed_fields: true,
         }
     }
@@ -115,31 +122,59 @@ impl KubeListerWatcher {
     }
 
     async fn list_page(&self, continue_token: Option<String>) -> Result<ListPage> {
-        let params = ListParams {
+        self.fetch_list(ListParams {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
             limit: Some(self.options.page_size),
             continue_token,
             ..ListParams::default()
-        };
+        })
+        .await
+    }
+
+    async fn list_any_version(&self) -> Result<ListPage> {
+        self.fetch_list(ListParams {
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            resource_version: Some("0".into()),
+            ..ListParams::default()
+        })
+        .await
+    }
+
+    /// Makes the LIST and parses its body as it arrives.
+    async fn fetch_list(&self, params: ListParams) -> Result<ListPage> {
         let request = self
             .request
             .list(&params)
             .map_err(|e| Error::Client(kube::Error::BuildRequest(e)))?;
-        let text = self.client.request_text(request).await?;
-        parse_list(&text, &self.parse)
+        let mut reader = Box::pin(self.client.request_stream(request).await?);
+        let mut body = ListBody::new(&self.parse);
+        loop {
+            let chunk = reader
+                .fill_buf()
+                .await
+                .map_err(|e| Error::Response(format!("reading LIST body: {e}")))?;
+            if chunk.is_empty() {
+                return body.finish();
+            }
+            body.feed(chunk)?;
+            let n = chunk.len();
+            reader.consume_unpin(n);
+        }
     }
 
     async fn open_watch(
         &self,
         resource_version: String,
         send_initial_events: bool,
+        timeout: Duration,
     ) -> Result<WatchStream> {
-        let min = self.options.min_watch_timeout_secs.max(1);
+        let timeout_secs = u32::try_from(timeout.as_secs()).unwrap_or(u32::MAX).max(1);
         let params = WatchParams {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
-            timeout: Some(rand::rng().random_range(min..=2 * min)),
+            timeout: Some(timeout_secs),
             bookmarks: true,
             send_initial_events,
         };
@@ -194,47 +229,25 @@ impl ListerWatcher for KubeListerWatcher {
         Box::pin(self.list_page(continue_token))
     }
 
+    fn list_any(&self) -> BoxFuture<'_, Result<ListPage>> {
+        Box::pin(self.list_any_version())
+    }
+
     fn watch(
         &self,
         resource_version: String,
         send_initial_events: bool,
+        timeout: Duration,
     ) -> BoxFuture<'_, Result<WatchStream>> {
-        Box::pin(self.open_watch(resource_version, send_initial_events))
+        Box::pin(self.open_watch(resource_version, send_initial_events, timeout))
     }
-}
-
-#[derive(Deserialize)]
-struct RawList<'a> {
-    #[serde(default)]
-    metadata: RawListMeta,
-    #[serde(borrow, default)]
-    items: Option<Vec<&'a RawValue>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct RawListMeta {
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default, rename = "continue")]
-    continue_token: Option<String>,
 }
 
 /// Parses a LIST response body into compact objects.
 pub fn parse_list(text: &str, parse: &ParseOptions) -> Result<ListPage> {
-    let list: RawList<'_> =
-        serde_json::from_str(text).map_err(|e| Error::Response(format!("LIST body: {e}")))?;
-    let items = list
-        .items
-        .unwrap_or_default()
-        .into_iter()
-        .map(|raw| Object::parse(raw.get(), parse))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(ListPage {
-        items,
-        resource_version: list.metadata.resource_version.unwrap_or_default(),
-        continue_token: list.metadata.continue_token.filter(|t| !t.is_empty()),
-    })
+    let mut body = ListBody::new(parse);
+    body.feed(text.as_bytes())?;
+    body.finish()
 }
 
 #[derive(Deserialize)]

@@ -293,6 +293,21 @@ impl Object {
         }
     }
 
+    /// Every value a dotted field path reaches, as a `field` index files the object: a string,
+    /// number or bool as its text (as [`Object::field`]), a list of those as each element, and
+    /// a path through a list of objects as each element's value (`spec.containers.image` is
+    /// every container's image). Objects and nulls give nothing; duplicates are dropped.
+    pub fn field_values(&self, path: &str) -> Vec<String> {
+        let mut values = Vec::new();
+        if let Ok(root) = serde_json::from_str::<&RawValue>(&self.json) {
+            let segments: Vec<&str> = path.split('.').collect();
+            collect_field_values(root, &segments, &mut values);
+        }
+        let mut seen = std::collections::HashSet::new();
+        values.retain(|v| seen.insert(v.clone()));
+        values
+    }
+
     /// Bytes of heap and header this object holds (for memory accounting and metrics).
     pub fn heap_size(&self) -> usize {
         std::mem::size_of::<Object>()
@@ -408,6 +423,35 @@ fn managed_fields_cut(raw: &str, value: &RawValue) -> Option<(usize, usize)> {
             }
         }
         _ => None,
+    }
+}
+
+/// Appends the values `path` reaches from `value` (see [`Object::field_values`]); a list met on
+/// the way, or at the end, is walked element by element.
+fn collect_field_values(value: &RawValue, path: &[&str], out: &mut Vec<String>) {
+    let text = value.get();
+    match text.as_bytes().first() {
+        Some(b'[') => {
+            if let Ok(elements) = serde_json::from_str::<Vec<&RawValue>>(text) {
+                for element in elements {
+                    collect_field_values(element, path, out);
+                }
+            }
+        }
+        Some(b'{') => {
+            let Some((segment, rest)) = path.split_first() else {
+                return;
+            };
+            if let Ok(members) = serde_json::from_str::<Members<'_>>(text)
+                && let Some((_, next)) = members.0.into_iter().find(|(k, _)| k.0 == *segment)
+            {
+                collect_field_values(next, rest, out);
+            }
+        }
+        Some(b'"') if path.is_empty() => out.extend(serde_json::from_str::<String>(text).ok()),
+        Some(b'n') | None => {}
+        Some(_) if path.is_empty() => out.push(text.to_string()),
+        Some(_) => {}
     }
 }
 

@@ -1,4 +1,5 @@
-//! The reflector: list (streaming or paginated), then watch from there, into the DeltaFIFO.
+//! The reflector: list (one LIST at any version, streaming or paginated), then watch from
+//! there, into the DeltaFIFO.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -6,6 +7,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use parking_lot::{Mutex, RwLock};
+use rand::Rng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -24,25 +26,77 @@ pub type TransformFunc = Arc<dyn Fn(Object) -> Result<Object> + Send + Sync>;
 /// Called with every list or watch failure (after which the reflector backs off and retries).
 pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
 
+/// How the reflector lists: at start, and again after 410 Gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListStrategy {
+    /// client-go's LIST when its WatchList gate is off: one LIST at `resourceVersion=0` with no
+    /// limit, which the API server answers from its watch cache in one response (no etcd read,
+    /// no paging), parsed as it arrives. The fastest initial sync for the client and the
+    /// cheapest for the server (client-go, 100,000 ConfigMaps: 1.4 s against 2.3 s streaming).
+    /// The answer may be a little stale; the watch from its resourceVersion brings the cache up
+    /// to date, as client-go relies on. A relist after 410 Gone is a consistent paginated LIST,
+    /// as in client-go, so the cache never goes back in time.
+    #[default]
+    AnyVersion,
+    /// A streaming list (a watch with `sendInitialEvents`): consistent, and the server never
+    /// holds the whole list; falls back to paginated LISTs when the server rejects it.
+    Streaming,
+    /// Consistent paginated LISTs (`limit` + `continue`, no resourceVersion): quorum reads
+    /// from etcd, the slowest and the most costly for the server.
+    Paginated,
+}
+
+impl ListStrategy {
+    /// The names [`ListStrategy::from_str`](std::str::FromStr) accepts.
+    pub const NAMES: [&'static str; 3] = ["any-version", "streaming", "paginated"];
+}
+
+impl std::str::FromStr for ListStrategy {
+    type Err = String;
+
+    /// `any-version` (resourceVersion=0), `streaming` or `paginated`.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "any-version" => Ok(ListStrategy::AnyVersion),
+            "streaming" => Ok(ListStrategy::Streaming),
+            "paginated" => Ok(ListStrategy::Paginated),
+            other => Err(format!(
+                "unknown list strategy {other:?}; expected one of {}",
+                ListStrategy::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
 /// How the reflector lists and retries.
 #[derive(Debug, Clone)]
 pub struct ReflectorOptions {
-    /// Try a streaming list (watch with sendInitialEvents) first; fall back to a paginated
-    /// LIST when the server rejects it.
-    pub streaming_list: bool,
+    /// How to list (see [`ListStrategy`]).
+    pub list: ListStrategy,
     /// Retry spacing after failures.
     pub backoff: BackoffOptions,
     /// A watch that ends sooner than this without delivering anything counts as a failure
     /// (backoff), so a server that closes watches at once is not hammered.
     pub min_healthy_watch: Duration,
+    /// Each watch asks the server to end it (`timeoutSeconds`) after a random time in
+    /// `[min, 2 * min]`, whole seconds, as client-go does, so load spreads when many clients
+    /// reconnect.
+    pub min_watch_timeout: Duration,
+    /// A watch that sends nothing (no event, no bookmark) for its timeout plus this margin is
+    /// presumed dead (half-open TCP, a stopped server, a proxy that stopped forwarding) and
+    /// treated as dropped: re-watched from the last resourceVersion. The same limit bounds the
+    /// wait for a watch's response headers.
+    pub watch_idle_margin: Duration,
 }
 
 impl Default for ReflectorOptions {
     fn default() -> Self {
         ReflectorOptions {
-            streaming_list: true,
+            list: ListStrategy::default(),
             backoff: BackoffOptions::default(),
             min_healthy_watch: Duration::from_secs(1),
+            min_watch_timeout: Duration::from_secs(300),
+            watch_idle_margin: Duration::from_secs(30),
         }
     }
 }
@@ -87,16 +141,24 @@ enum State {
     /// Watch from `resource_version`, on `stream` if a streaming list left one open.
     Watch {
         resource_version: String,
-        stream: Option<WatchStream>,
+        stream: Option<OpenWatch>,
     },
     /// Wait out a backoff delay, then go on with `then`.
     Wait { delay: Duration, then: Box<State> },
+}
+
+/// A watch stream and how long it may stay silent before it is presumed dead.
+struct OpenWatch {
+    stream: WatchStream,
+    idle_limit: Duration,
 }
 
 /// How a watch ended.
 enum WatchOutcome {
     /// The server closed it (timeout, restart): re-watch from the last version.
     Ended { events: usize },
+    /// Nothing arrived within the idle limit: dropped, re-watch from the last version.
+    Idle(Duration),
     /// The version is too old: relist.
     Expired,
     /// Anything else: back off, then re-watch from the last version.
@@ -111,6 +173,8 @@ pub(crate) struct Reflector {
     status: Arc<ReflectorStatus>,
     options: ReflectorOptions,
     backoff: Backoff,
+    /// The last watch answered 410 Gone: the next list must be consistent, not "any version".
+    expired: bool,
 }
 
 impl Reflector {
@@ -130,6 +194,7 @@ impl Reflector {
             hooks,
             status,
             options,
+            expired: false,
         }
     }
 
@@ -148,6 +213,7 @@ impl Reflector {
         match state {
             State::NeedList => match self.list().await {
                 Ok((resource_version, stream)) => {
+                    self.expired = false;
                     self.status.lists.fetch_add(1, Ordering::Relaxed);
                     self.set_last_rv(&resource_version);
                     State::Watch {
@@ -173,11 +239,12 @@ impl Reflector {
             } => {
                 let stream = match stream {
                     Some(stream) => stream,
-                    None => match self.lw.watch(resource_version.clone(), false).await {
+                    None => match self.open_watch(resource_version.clone(), false).await {
                         Ok(stream) => stream,
                         Err(err) => {
                             self.report(&err);
                             if err.is_expired() {
+                                self.expired = true;
                                 return State::NeedList;
                             }
                             return self.wait(State::Watch {
@@ -204,8 +271,13 @@ impl Reflector {
                             again
                         }
                     }
+                    WatchOutcome::Idle(limit) => {
+                        self.report(&Error::WatchIdle(limit));
+                        again
+                    }
                     WatchOutcome::Expired => {
                         tracing::info!("resourceVersion expired; relisting");
+                        self.expired = true;
                         State::NeedList
                     }
                     WatchOutcome::Failed(err) => {
@@ -229,24 +301,53 @@ impl Reflector {
     }
 
     fn use_streaming(&self) -> bool {
-        self.options.streaming_list && !self.status.streaming_unsupported.load(Ordering::Relaxed)
+        self.options.list == ListStrategy::Streaming
+            && !self.status.streaming_unsupported.load(Ordering::Relaxed)
+    }
+
+    /// Opens a watch with a fresh random server-side timeout; the idle limit is that timeout
+    /// plus the margin, and bounds the wait for the response too.
+    async fn open_watch(
+        &self,
+        resource_version: String,
+        send_initial_events: bool,
+    ) -> Result<OpenWatch> {
+        let min = self.options.min_watch_timeout.as_secs().max(1);
+        let timeout = Duration::from_secs(rand::rng().random_range(min..=2 * min));
+        let idle_limit = timeout + self.options.watch_idle_margin;
+        let opening = self
+            .lw
+            .watch(resource_version, send_initial_events, timeout);
+        match tokio::time::timeout(idle_limit, opening).await {
+            Ok(stream) => Ok(OpenWatch {
+                stream: stream?,
+                idle_limit,
+            }),
+            Err(_) => Err(Error::WatchIdle(idle_limit)),
+        }
     }
 
     /// Lists everything into the FIFO as one `replace`; returns the version to watch from and,
     /// after a streaming list, the watch that is already open.
-    async fn list(&mut self) -> Result<(String, Option<WatchStream>)> {
+    async fn list(&mut self) -> Result<(String, Option<OpenWatch>)> {
         if self.use_streaming() {
             let (rv, stream) = self.streaming_list().await?;
             Ok((rv, Some(stream)))
         } else {
-            Ok((self.paginated_list().await?, None))
+            let any_version = self.options.list == ListStrategy::AnyVersion && !self.expired;
+            Ok((self.paginated_list(any_version).await?, None))
         }
     }
 
-    async fn streaming_list(&mut self) -> Result<(String, WatchStream)> {
-        let mut stream = self.lw.watch(String::new(), true).await?;
+    async fn streaming_list(&mut self) -> Result<(String, OpenWatch)> {
+        let mut watch = self.open_watch(String::new(), true).await?;
         let mut objects: KeySet<ByKey> = KeySet::default();
-        while let Some(event) = stream.next().await {
+        loop {
+            let Ok(event) = tokio::time::timeout(watch.idle_limit, watch.stream.next()).await
+            else {
+                return Err(Error::WatchIdle(watch.idle_limit));
+            };
+            let Some(event) = event else { break };
             match event? {
                 WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                     if let Some(o) = self.transform(o) {
@@ -263,7 +364,7 @@ impl Reflector {
                     self.fifo
                         .replace(objects.into_iter().map(|b| b.0).collect());
                     self.drain().await;
-                    return Ok((resource_version, stream));
+                    return Ok((resource_version, watch));
                 }
                 WatchEvent::Bookmark { .. } => {}
             }
@@ -273,14 +374,19 @@ impl Reflector {
         ))
     }
 
-    async fn paginated_list(&mut self) -> Result<String> {
+    /// A LIST in pages; with `any_version`, the first request is the one-answer LIST at
+    /// `resourceVersion=0` (followed by pages only if the server paginated it anyway).
+    async fn paginated_list(&mut self, any_version: bool) -> Result<String> {
         let mut objects = Vec::new();
-        let mut token = None;
+        let mut page = if any_version {
+            self.lw.list_any().await?
+        } else {
+            self.lw.list(None).await?
+        };
         loop {
-            let page = self.lw.list(token.take()).await?;
             objects.extend(page.items.into_iter().filter_map(|o| self.transform(o)));
             match page.continue_token {
-                Some(next) => token = Some(next),
+                Some(next) => page = self.lw.list(Some(next)).await?,
                 None => {
                     self.fifo.replace(objects);
                     self.drain().await;
@@ -299,20 +405,25 @@ impl Reflector {
         self.processing.flush();
     }
 
-    async fn watch(&mut self, stream: WatchStream, resource_version: &mut String) -> WatchOutcome {
-        let outcome = self.watch_events(stream, resource_version).await;
+    async fn watch(&mut self, watch: OpenWatch, resource_version: &mut String) -> WatchOutcome {
+        let outcome = self.watch_events(watch, resource_version).await;
         self.processing.flush();
         outcome
     }
 
     /// Feeds watch events into the FIFO and processes them at once. Handlers are woken when the
     /// stream has nothing more ready (or every `MAX_UNFLUSHED` events), so a burst costs one
-    /// wake-up per handler, and a lone event is delivered without delay.
+    /// wake-up per handler, and a lone event is delivered without delay. Every event and
+    /// bookmark restarts the idle limit.
     async fn watch_events(
         &mut self,
-        mut stream: WatchStream,
+        watch: OpenWatch,
         resource_version: &mut String,
     ) -> WatchOutcome {
+        let OpenWatch {
+            mut stream,
+            idle_limit,
+        } = watch;
         let mut events = 0;
         let mut unflushed = 0;
         loop {
@@ -324,7 +435,13 @@ impl Reflector {
                         self.processing.flush();
                         unflushed = 0;
                     }
-                    stream.next().await
+                    match tokio::time::timeout(idle_limit, stream.next()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            self.set_last_rv(resource_version);
+                            return WatchOutcome::Idle(idle_limit);
+                        }
+                    }
                 }
             };
             let Some(event) = next else { break };
@@ -435,9 +552,11 @@ mod tests {
     /// Answers watches from a script (then watches forever without events) and records each
     /// call's time and resourceVersion.
     struct Scripted {
-        watches: Mutex<VecDeque<Result<Vec<Result<WatchEvent>>>>>,
+        watches: Mutex<VecDeque<Result<WatchStream>>>,
         calls: Mutex<Vec<(Instant, String)>>,
         lists: AtomicU64,
+        /// Of `lists`, those made at any version (`list_any`).
+        any_version_lists: AtomicU64,
     }
 
     fn obj(name: &str, rv: u64) -> Object {
@@ -466,18 +585,33 @@ mod tests {
                 })
             })
         }
-        fn watch(&self, rv: String, _: bool) -> BoxFuture<'_, Result<WatchStream>> {
+        fn list_any(&self) -> BoxFuture<'_, Result<ListPage>> {
+            self.any_version_lists.fetch_add(1, Ordering::Relaxed);
+            self.list(None)
+        }
+        fn watch(&self, rv: String, _: bool, _: Duration) -> BoxFuture<'_, Result<WatchStream>> {
             self.calls.lock().push((Instant::now(), rv));
             let next = self.watches.lock().pop_front();
-            Box::pin(async move {
-                let stream: WatchStream = match next {
-                    Some(Err(err)) => return Err(err),
-                    Some(Ok(events)) => Box::pin(stream::iter(events)),
-                    None => Box::pin(stream::pending()),
-                };
-                Ok(stream)
-            })
+            Box::pin(async move { next.unwrap_or_else(|| Ok(Box::pin(stream::pending()))) })
         }
+    }
+
+    /// A watch that sends `events` at once, then ends.
+    fn events(events: Vec<Result<WatchEvent>>) -> Result<WatchStream> {
+        Ok(Box::pin(stream::iter(events)))
+    }
+
+    /// A watch that sends a bookmark at version 11, 12, ... every `every`, `count` times, then
+    /// goes silent without ending.
+    fn bookmarks_then_silence(every: Duration, count: u64) -> Result<WatchStream> {
+        let marks = stream::iter(0..count).then(move |i| async move {
+            tokio::time::sleep(every).await;
+            Ok(WatchEvent::Bookmark {
+                resource_version: (11 + i).to_string(),
+                initial_events_end: false,
+            })
+        });
+        Ok(Box::pin(marks.chain(stream::pending())))
     }
 
     /// Applies popped deltas straight to the store.
@@ -507,13 +641,19 @@ mod tests {
         fn flush(&self) {}
     }
 
-    fn run(
-        script: Vec<Result<Vec<Result<WatchEvent>>>>,
+    fn run(script: Vec<Result<WatchStream>>) -> (Arc<Scripted>, Arc<Store>, CancellationToken) {
+        run_listing(ListStrategy::Paginated, script)
+    }
+
+    fn run_listing(
+        list: ListStrategy,
+        script: Vec<Result<WatchStream>>,
     ) -> (Arc<Scripted>, Arc<Store>, CancellationToken) {
         let lw = Arc::new(Scripted {
             watches: Mutex::new(script.into()),
             calls: Mutex::new(Vec::new()),
             lists: AtomicU64::new(0),
+            any_version_lists: AtomicU64::new(0),
         });
         let store = Arc::new(Store::new());
         let fifo = Arc::new(DeltaFifo::new(store.clone()));
@@ -527,12 +667,14 @@ mod tests {
             Arc::new(Hooks::default()),
             Arc::new(ReflectorStatus::default()),
             ReflectorOptions {
-                streaming_list: false,
+                list,
                 backoff: BackoffOptions {
                     jitter: 0.0,
                     ..BackoffOptions::default()
                 },
                 min_healthy_watch: Duration::ZERO,
+                min_watch_timeout: Duration::from_secs(10),
+                watch_idle_margin: Duration::from_secs(5),
             },
         );
         let cancel = CancellationToken::new();
@@ -555,7 +697,7 @@ mod tests {
         let (lw, store, cancel) = run(vec![
             Err(server_error(500)),
             Err(server_error(503)),
-            Ok(vec![Ok(WatchEvent::Added(obj("b", 11)))]),
+            events(vec![Ok(WatchEvent::Added(obj("b", 11)))]),
         ]);
         wait_for_calls(&lw, 4).await;
         cancel.cancel();
@@ -581,7 +723,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_expired_version_relists_at_once() {
-        let (lw, store, cancel) = run(vec![Ok(vec![Err(server_error(410))])]);
+        let (lw, store, cancel) = run(vec![events(vec![Err(server_error(410))])]);
         wait_for_calls(&lw, 2).await;
         cancel.cancel();
         let calls = lw.calls.lock().clone();
@@ -589,5 +731,60 @@ mod tests {
         assert_eq!(calls[1].1, "11", "watches from the relist's version");
         assert_eq!(lw.lists.load(Ordering::Relaxed), 2);
         assert_eq!(store.get("ns/a").unwrap().resource_version(), "11");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_watch_is_dropped_after_its_timeout_plus_margin_and_resumed() {
+        // Bookmarks every 8 s keep the watch alive past its limit (10 to 20 s + 5 s); then it
+        // goes silent and is dropped within the limit, re-watched from the last bookmark.
+        let (lw, store, cancel) = run(vec![bookmarks_then_silence(Duration::from_secs(8), 5)]);
+        wait_for_calls(&lw, 2).await;
+        cancel.cancel();
+        let calls = lw.calls.lock().clone();
+        let gap = calls[1].0.duration_since(calls[0].0);
+        let silent = gap - Duration::from_secs(40);
+        assert!(
+            (Duration::from_secs(15)..=Duration::from_secs(25)).contains(&silent),
+            "dropped after {silent:?} of silence"
+        );
+        assert_eq!(calls[1].1, "15", "resumes from the last bookmark");
+        assert_eq!(lw.lists.load(Ordering::Relaxed), 1, "no relist");
+        assert!(store.get("ns/a").is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_list_is_at_any_version_and_a_relist_after_410_is_consistent() {
+        let (lw, store, cancel) = run_listing(
+            ListStrategy::AnyVersion,
+            vec![events(vec![Err(server_error(410))])],
+        );
+        wait_for_calls(&lw, 2).await;
+        cancel.cancel();
+        assert_eq!(lw.lists.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            lw.any_version_lists.load(Ordering::Relaxed),
+            1,
+            "only the first list may be stale; the relist must not go back in time"
+        );
+        assert_eq!(
+            lw.calls.lock()[0].1,
+            "10",
+            "watches from the list's version"
+        );
+        assert_eq!(store.get("ns/a").unwrap().resource_version(), "11");
+    }
+
+    #[test]
+    fn list_strategies_parse_from_their_names() {
+        for name in ListStrategy::NAMES {
+            assert!(name.parse::<ListStrategy>().is_ok(), "{name}");
+        }
+        assert_eq!("any-version".parse(), Ok(ListStrategy::AnyVersion));
+        assert!(
+            "rv0"
+                .parse::<ListStrategy>()
+                .unwrap_err()
+                .contains("any-version")
+        );
     }
 }

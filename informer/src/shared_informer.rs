@@ -18,8 +18,8 @@ use crate::processor::{
     ListenerShared, ListenerStats, Notification, Processor, ResourceEventHandler,
 };
 use crate::reflector::{
-    DeltaProcessor, Hooks, Reflector, ReflectorOptions, ReflectorStatus, TransformFunc,
-    WatchErrorHandler,
+    DeltaProcessor, Hooks, ListStrategy, Reflector, ReflectorOptions, ReflectorStatus,
+    TransformFunc, WatchErrorHandler,
 };
 use crate::store::{Indexer, Store};
 
@@ -322,7 +322,7 @@ impl SharedIndexInformer {
             errors: status.errors.load(Ordering::Relaxed),
             events: self.inner.pipeline.events.load(Ordering::Relaxed),
             queued: self.inner.fifo.len(),
-            streaming_list: self.inner.options.reflector.streaming_list
+            streaming_list: self.inner.options.reflector.list == ListStrategy::Streaming
                 && !status.streaming_unsupported.load(Ordering::Relaxed),
             listeners: self.inner.pipeline.processor.stats(),
         }
@@ -427,7 +427,7 @@ mod tests {
                 })
             })
         }
-        fn watch(&self, _: String, _: bool) -> BoxFuture<'_, Result<WatchStream>> {
+        fn watch(&self, _: String, _: bool, _: Duration) -> BoxFuture<'_, Result<WatchStream>> {
             Box::pin(async move {
                 let events: WatchStream = Box::pin(stream::pending::<Result<WatchEvent>>());
                 Ok(events)
@@ -448,7 +448,7 @@ mod tests {
             Arc::new(Fixed { objects }),
             InformerOptions {
                 reflector: ReflectorOptions {
-                    streaming_list: false,
+                    list: ListStrategy::Paginated,
                     ..ReflectorOptions::default()
                 },
                 default_resync: None,

@@ -8,8 +8,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubewasm_devserver::{DevServer, Options, Verb};
 use kubewasm_informer::{
-    BackoffOptions, FactoryOptions, InformerKey, ListWatchOptions, ObjectRef, ReflectorOptions,
-    ResourceEventHandler, SharedIndexInformer, SharedInformerFactory, index_funcs,
+    BackoffOptions, FactoryOptions, InformerKey, ListStrategy, ListWatchOptions, ObjectRef,
+    ReflectorOptions, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+    index_funcs,
 };
 use kubewasm_labels::Selector;
 use parking_lot::Mutex;
@@ -152,6 +153,16 @@ fn store_view(informer: &SharedIndexInformer) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Waits until the informer's watch is open: an object created now reaches its cache. (After a
+/// LIST, the watch opens a moment after the informer reports synced.)
+async fn wait_watching(server: &DevServer, informer: &SharedIndexInformer) {
+    server.create(config_map("watching", "v")).unwrap();
+    eventually("the watch to deliver an object", || {
+        informer.indexer().get("default/watching").is_some()
+    })
+    .await;
+}
+
 async fn wait_synced(informer: &SharedIndexInformer) {
     tokio::time::timeout(Duration::from_secs(30), informer.wait_synced())
         .await
@@ -183,10 +194,11 @@ async fn initial_sync_then_live_add_update_delete_in_order() {
     assert!(reg.has_synced());
     assert_eq!(rec.count("add cm-"), 5);
     assert!(rec.events().iter().all(|e| e.ends_with("initial=true")));
-    // The streaming list was used: one WATCH with sendInitialEvents, no LIST.
+    // The default list: one LIST at resourceVersion=0, then a watch from its version.
     let requests = server.requests();
-    assert!(requests.iter().all(|r| r.verb != Verb::List));
-    assert!(requests[0].query.contains("sendInitialEvents=true"));
+    assert_eq!(requests[0].verb, Verb::List);
+    assert!(requests[0].query.contains("resourceVersion=0"));
+    assert!(requests[1..].iter().all(|r| r.verb == Verb::Watch));
 
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     api.create(
@@ -232,6 +244,7 @@ async fn falls_back_to_a_paginated_list_when_streaming_is_rejected() {
     }
     server.fail_next(Verb::Watch, 1, 422);
     let mut options = fast_options();
+    options.reflector.list = ListStrategy::Streaming;
     options.list_watch.page_size = 3;
     let factory = SharedInformerFactory::new(server.client(), options);
     let informer = factory.informer_for(config_maps_key());
@@ -258,6 +271,69 @@ async fn falls_back_to_a_paginated_list_when_streaming_is_rejected() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_list_strategy_syncs_then_watches_from_the_lists_version() {
+    let server = start_server().await;
+    for i in 0..7 {
+        server.create(config_map(&format!("cm-{i}"), "v")).unwrap();
+    }
+    for (round, strategy) in [
+        ListStrategy::AnyVersion,
+        ListStrategy::Streaming,
+        ListStrategy::Paginated,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        server.clear_requests();
+        let mut options = fast_options();
+        options.reflector.list = strategy;
+        options.list_watch.page_size = 3;
+        let factory = SharedInformerFactory::new(server.client(), options);
+        let informer = factory.informer_for(config_maps_key());
+        factory.start();
+        wait_synced(&informer).await;
+        // 7, plus one created after each earlier round's sync.
+        assert_eq!(informer.indexer().len(), 7 + round, "{strategy:?}");
+        let name = format!("after-{strategy:?}").to_lowercase();
+        server.create(config_map(&name, "v")).unwrap();
+        eventually("the object created after the sync", || {
+            informer.indexer().get(&format!("default/{name}")).is_some()
+        })
+        .await;
+        let requests = server.requests();
+        let lists: Vec<&str> = requests
+            .iter()
+            .filter(|r| r.verb == Verb::List)
+            .map(|r| r.query.as_str())
+            .collect();
+        match strategy {
+            ListStrategy::AnyVersion => {
+                assert_eq!(lists.len(), 1, "one answer: {lists:?}");
+                assert!(lists[0].contains("resourceVersion=0") && !lists[0].contains("limit"));
+            }
+            ListStrategy::Streaming => {
+                assert!(lists.is_empty());
+                assert!(requests[0].query.contains("sendInitialEvents=true"));
+            }
+            ListStrategy::Paginated => {
+                assert_eq!(lists.len(), 3, "9 objects in pages of 3");
+                assert!(lists.iter().all(|q| !q.contains("resourceVersion=0")));
+            }
+        }
+        assert!(
+            requests
+                .iter()
+                .filter(|r| r.verb == Verb::Watch)
+                .all(|r| r.query.contains("resourceVersion=")
+                    || r.query.contains("sendInitialEvents")),
+            "{strategy:?}: watches resume from a version"
+        );
+        factory.shutdown().await;
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_watch_resumes_without_relist_or_lost_events() {
     let server = start_server().await;
     server.create(config_map("first", "v")).unwrap();
@@ -267,6 +343,7 @@ async fn a_dropped_watch_resumes_without_relist_or_lost_events() {
     informer.add_event_handler(rec.clone(), None);
     factory.start();
     wait_synced(&informer).await;
+    wait_watching(&server, &informer).await;
     server.clear_requests();
     for round in 0..3 {
         server.close_watches();
@@ -291,6 +368,52 @@ async fn a_dropped_watch_resumes_without_relist_or_lost_events() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_watch_is_dropped_at_its_idle_limit_and_resumed_without_relist() {
+    let server = start_server().await;
+    server.create(config_map("first", "v")).unwrap();
+    let mut options = fast_options();
+    // Watches ask for 1 to 2 s; silence longer than that plus 0.5 s drops them.
+    options.reflector.min_watch_timeout = Duration::from_secs(1);
+    options.reflector.watch_idle_margin = Duration::from_millis(500);
+    let factory = SharedInformerFactory::new(server.client(), options);
+    let informer = factory.informer_for(config_maps_key());
+    let idle_errors = Arc::new(Mutex::new(0));
+    informer.set_watch_error_handler({
+        let idle_errors = idle_errors.clone();
+        Arc::new(move |err| {
+            if matches!(err, kubewasm_informer::Error::WatchIdle(_)) {
+                *idle_errors.lock() += 1;
+            }
+        })
+    });
+    factory.start();
+    wait_synced(&informer).await;
+    wait_watching(&server, &informer).await;
+    let before = informer.stats();
+    server.clear_requests();
+    server.stall_watches();
+    server.create(config_map("after-stall", "v")).unwrap();
+    eventually("the object created after the stall", || {
+        informer.indexer().get("default/after-stall").is_some()
+    })
+    .await;
+    let stats = informer.stats();
+    assert_eq!(*idle_errors.lock(), 1, "the silent watch was dropped once");
+    assert!(stats.watch_restarts > before.watch_restarts, "counted");
+    assert_eq!(stats.lists, 1, "no relist");
+    let requests = server.requests();
+    assert!(requests.iter().all(|r| r.verb == Verb::Watch));
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.query.contains("resourceVersion=") && !r.query.contains("sendInitialEvents")),
+        "re-watched from the last resourceVersion: {requests:?}"
+    );
+    factory.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_while_disconnected_relists_with_tombstones_and_updates() {
     let server = start_server().await;
     for name in ["stays", "changes", "goes"] {
@@ -303,6 +426,7 @@ async fn compaction_while_disconnected_relists_with_tombstones_and_updates() {
     factory.start();
     wait_synced(&informer).await;
     eventually("the initial adds", || rec.count("add ") == 3).await;
+    server.clear_requests();
 
     // Disconnect: the watch ends and the next re-watches fail while the world changes.
     server.fail_next(Verb::Watch, 6, 500);
@@ -335,6 +459,17 @@ async fn compaction_while_disconnected_relists_with_tombstones_and_updates() {
     let stats = informer.stats();
     assert_eq!(stats.relists, 1);
     assert!(stats.errors >= 6);
+    let relists: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Verb::List)
+        .collect();
+    assert!(
+        relists
+            .iter()
+            .all(|r| !r.query.contains("resourceVersion=0") && r.query.contains("limit=")),
+        "a relist after 410 is consistent and paginated, never at any version: {relists:?}"
+    );
     assert_eq!(store_view(&informer), server_view(&api).await);
     assert_eq!(rec.view(), server_view(&api).await);
     factory.shutdown().await;
@@ -364,7 +499,10 @@ async fn throttled_and_failing_answers_back_off_and_recover() {
             .filter(|r| r.verb == Verb::Watch)
             .count()
     };
-    assert_eq!(watches(&server), 3);
+    eventually("the throttled watch retried by the client", || {
+        watches(&server) == 3
+    })
+    .await;
     assert!(codes.lock().is_empty());
 
     server.fail_next(Verb::Watch, 3, 500);
@@ -457,6 +595,70 @@ async fn a_slow_handler_does_not_delay_a_fast_one() {
     assert!(slow.count("add ") < 20);
     assert!(slow_reg.pending() > 0);
     informer.remove_event_handler(&slow_reg);
+    factory.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_index_through_the_containers_list_files_pods_under_each_image() {
+    let server = start_server().await;
+    let pod = |name: &str, images: &[&str]| {
+        let containers: Vec<_> = images
+            .iter()
+            .enumerate()
+            .map(|(i, image)| json!({"name": format!("c{i}"), "image": image}))
+            .collect();
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": containers},
+        })
+    };
+    server.create(pod("web", &["nginx:1", "envoy:2"])).unwrap();
+    server
+        .create(pod("db", &["postgres:16", "envoy:2"]))
+        .unwrap();
+    let factory = SharedInformerFactory::new(server.client(), fast_options());
+    let pods = factory.informer_for(InformerKey::all(kube::discovery::ApiResource::erase::<
+        k8s_openapi::api::core::v1::Pod,
+    >(&())));
+    pods.add_indexers(vec![(
+        "image".into(),
+        index_funcs::field_path("spec.containers.image"),
+    )])
+    .unwrap();
+    factory.start();
+    wait_synced(&pods).await;
+    let keys = |image: &str| {
+        let mut keys = pods.indexer().index_keys("image", image).unwrap();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys("envoy:2"), ["default/db", "default/web"]);
+    assert_eq!(keys("nginx:1"), ["default/web"]);
+    let mut images = pods.indexer().list_index_func_values("image").unwrap();
+    images.sort();
+    assert_eq!(images, ["envoy:2", "nginx:1", "postgres:16"]);
+    // An update that changes one image moves the pod between values.
+    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(server.client(), "default");
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(
+                json!([{"op": "replace", "path": "/spec/containers/0/image", "value": "nginx:2"}]),
+            )
+            .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    eventually("the new image indexed", || {
+        keys("nginx:2") == ["default/web"]
+    })
+    .await;
+    assert!(keys("nginx:1").is_empty());
+    assert_eq!(keys("envoy:2"), ["default/db", "default/web"]);
     factory.shutdown().await;
     server.shutdown().await;
 }
