@@ -119,7 +119,10 @@ async fn handle(
                 .get(header::ACCEPT)
                 .and_then(|a| a.to_str().ok())
                 .unwrap_or_default();
-            Ok(if accept.contains(openapi::V2_PROTOBUF) {
+            let protobuf = openapi::V2_PROTOBUF_ACCEPTED
+                .iter()
+                .any(|media| accept.contains(media));
+            Ok(if protobuf {
                 let mut response =
                     bytes_response(StatusCode::OK, Bytes::from(openapi::v2_protobuf()));
                 response.headers_mut().insert(

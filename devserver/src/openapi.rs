@@ -68,8 +68,16 @@ pub(crate) fn document(registry: &Registry, path: &str) -> Option<Value> {
     }))
 }
 
-/// The media type kubectl asks `/openapi/v2` for.
-pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// The media types a client asks `/openapi/v2` in protobuf with: kubectl sends the first (an `@`
+/// that is not valid in a media type), newer clients the second.
+pub(crate) const V2_PROTOBUF_ACCEPTED: [&str; 2] = [
+    "com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+
+/// The content type of the protobuf answer, as the API server sends it (Go's media type parser
+/// refuses the `@` form).
+pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 const TITLE: &str = "Kubernetes (kubewasm development server)";
 const VERSION: &str = "v1.35.0";
