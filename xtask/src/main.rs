@@ -60,7 +60,8 @@ commands:
   test           what CI runs: cargo fmt --check, clippy -D warnings, build-guests, the test suite
                  (doc tests + cargo nextest when installed, else cargo test)
   dev [ARGS..]   build-guests, then `kubewasm dev --plugins target/plugins --manifests
-                 examples/manifests ARGS..` (the example plugins on the embedded API server)
+                 examples/manifests --config examples/kubewasm-dev.toml ARGS..` (the example
+                 plugins on the embedded API server; a --config in ARGS replaces the example one)
   bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md";
 
 /// The workspace root (the parent of this crate's directory).
