@@ -113,6 +113,27 @@ async fn handle(
             StatusCode::OK,
             &openapi::index(&core.registry),
         )),
+        Route::OpenApi if uri.path().trim_end_matches('/') == "/openapi/v2" => {
+            let accept = request
+                .headers
+                .get(header::ACCEPT)
+                .and_then(|a| a.to_str().ok())
+                .unwrap_or_default();
+            let protobuf = openapi::V2_PROTOBUF_ACCEPTED
+                .iter()
+                .any(|media| accept.contains(media));
+            Ok(if protobuf {
+                let mut response =
+                    bytes_response(StatusCode::OK, Bytes::from(openapi::v2_protobuf()));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(openapi::V2_PROTOBUF),
+                );
+                response
+            } else {
+                json_response(StatusCode::OK, &openapi::v2_json(&core.registry))
+            })
+        }
         Route::OpenApi => openapi::document(&core.registry, uri.path())
             .map(|doc| json_response(StatusCode::OK, &doc))
             .ok_or_else(Status::unknown_resource),

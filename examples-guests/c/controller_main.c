@@ -1,6 +1,12 @@
 // configmap-counter (C): on every ConfigMap event, logs how many ConfigMaps the event's namespace
-// holds and how many ConfigMaps share the object's `app` label, both answered by the host's
-// shared cache (`list-objects` and `by-index` on the declared index `app`).
+// holds and how many ConfigMaps share the object's `app` label.
+//
+// Both counts are kept from the events themselves (counts.c), so each event costs O(1) whatever
+// the number of ConfigMaps: asking the host's cache (`list-objects`, `by-index`) on every event
+// would copy every matching object into the guest each time, O(n) per event and O(n^2) for the
+// initial list. The replay of the initial list arrives as adds (a fresh instance starts from
+// zero and counts them), a delete (also one whose final state is unknown, after a relist)
+// subtracts, and an update moves the object between `app` counts when its label changed.
 //
 // Ownership follows wit-bindgen's C conventions: exported functions own their arguments and free
 // them; what they return is freed by the generated post-return glue, so it is malloc'ed; results
@@ -10,10 +16,14 @@
 #include <string.h>
 
 #include "controller.h"
+#include "counts.h"
 #include "json.h"
 
 #define PLUGIN_NAME "configmap-counter-c"
-#define APP_INDEX "app"
+
+// ConfigMaps per namespace and per `app` label value, from the events seen so far.
+static counts_t per_namespace = COUNTS_INIT;
+static counts_t per_app = COUNTS_INIT;
 
 static void gvk_configmap(kubewasm_controller_types_gvk_t *out) {
     controller_string_dup(&out->group, "");
@@ -37,27 +47,13 @@ static bool fail(controller_string_t *err, const char *reason) {
     return false;
 }
 
-static const char *cache_error_text(const kubewasm_controller_types_cache_error_t *error) {
-    switch (error->tag) {
-        case KUBEWASM_CONTROLLER_TYPES_CACHE_ERROR_NOT_GRANTED: return "not granted";
-        case KUBEWASM_CONTROLLER_TYPES_CACHE_ERROR_NOT_SUBSCRIBED: return "not subscribed";
-        case KUBEWASM_CONTROLLER_TYPES_CACHE_ERROR_UNKNOWN_INDEX: return "unknown index";
-        default: return "invalid request";
-    }
-}
-
 bool exports_kubewasm_controller_handler_init(controller_string_t *config,
                                               exports_kubewasm_controller_handler_plugin_info_t *ret,
                                               controller_string_t *err) {
     controller_string_free(config);
 
     kubewasm_controller_types_subscription_t *subscription = calloc(1, sizeof(*subscription));
-    kubewasm_controller_types_index_decl_t *index = calloc(1, sizeof(*index));
-    if (subscription == NULL || index == NULL) {
-        free(subscription);
-        free(index);
-        return fail(err, "out of memory");
-    }
+    if (subscription == NULL) return fail(err, "out of memory");
     gvk_configmap(&subscription->gvk);
     subscription->namespace_.is_some = false;
     subscription->label_selector.is_some = false;
@@ -65,90 +61,82 @@ bool exports_kubewasm_controller_handler_init(controller_string_t *config,
     subscription->resync_seconds.is_some = false;
     subscription->delivery = KUBEWASM_CONTROLLER_TYPES_DELIVERY_EVENTS;
 
-    controller_string_dup(&index->name, APP_INDEX);
-    gvk_configmap(&index->gvk);
-    index->source.tag = KUBEWASM_CONTROLLER_TYPES_INDEX_SOURCE_LABEL;
-    controller_string_dup(&index->source.val.label, "app");
-
     controller_string_dup(&ret->name, PLUGIN_NAME);
     ret->subscriptions.ptr = subscription;
     ret->subscriptions.len = 1;
-    ret->indexes.ptr = index;
-    ret->indexes.len = 1;
+    ret->indexes.ptr = NULL;
+    ret->indexes.len = 0;
     return true;
 }
 
-// Logs one line for `object`: event=EVENT ns=NS name=NAME ns_count=N app=APP app_peers=M
-// (`app=- app_peers=0` when the object has no `app` label).
-static bool report(const char *event, const controller_string_t *object, controller_string_t *err) {
+// The fields of an object the counts and the log line need; NULL when absent.
+typedef struct {
+    char *ns;
+    char *name;
+    char *app;
+} identity_t;
+
+static void identity_free(identity_t *id) {
+    free(id->ns);
+    free(id->name);
+    free(id->app);
+}
+
+// Reads the namespace, name and `app` label of `object`; false (with `err` set) without a
+// namespace or name.
+static bool identity_of(const controller_string_t *object, identity_t *id, controller_string_t *err) {
     static const char *const namespace_path[] = {"metadata", "namespace"};
     static const char *const name_path[] = {"metadata", "name"};
     static const char *const app_path[] = {"metadata", "labels", "app"};
     const char *json = (const char *)object->ptr;
-    char *ns = json_get_string(json, object->len, namespace_path, 2);
-    char *name = json_get_string(json, object->len, name_path, 2);
-    char *app = json_get_string(json, object->len, app_path, 3);
-    bool ok = false;
-    char reason[160];
-    if (ns == NULL || name == NULL) {
-        snprintf(reason, sizeof reason, "object without metadata.namespace or metadata.name");
-        goto done;
+    id->ns = json_get_string(json, object->len, namespace_path, 2);
+    id->name = json_get_string(json, object->len, name_path, 2);
+    id->app = json_get_string(json, object->len, app_path, 3);
+    if (id->ns == NULL || id->name == NULL) {
+        identity_free(id);
+        return fail(err, "object without metadata.namespace or metadata.name");
     }
+    return true;
+}
 
-    kubewasm_controller_types_gvk_t configmaps;
-    configmaps.group = borrowed("");
-    configmaps.version = borrowed("v1");
-    configmaps.kind = borrowed("ConfigMap");
+// Adds `delta` to the object's namespace and `app` counts.
+static bool count(const identity_t *id, long delta, controller_string_t *err) {
+    bool ok;
+    counts_add(&per_namespace, id->ns, delta, &ok);
+    if (ok && id->app != NULL) counts_add(&per_app, id->app, delta, &ok);
+    return ok ? true : fail(err, "out of memory");
+}
 
-    controller_string_t ns_arg = borrowed(ns);
-    controller_list_string_t in_namespace;
-    kubewasm_controller_types_cache_error_t cache_err;
-    if (!kubewasm_controller_cache_list_objects(&configmaps, &ns_arg, NULL, &in_namespace, &cache_err)) {
-        snprintf(reason, sizeof reason, "list-objects: %s", cache_error_text(&cache_err));
-        kubewasm_controller_types_cache_error_free(&cache_err);
-        goto done;
-    }
-    size_t ns_count = in_namespace.len;
-    controller_list_string_free(&in_namespace);
-
-    size_t app_peers = 0;
-    if (app != NULL) {
-        controller_string_t index_arg = borrowed(APP_INDEX);
-        controller_string_t value_arg = borrowed(app);
-        controller_list_string_t peers;
-        if (!kubewasm_controller_cache_by_index(&configmaps, &index_arg, &value_arg, &peers, &cache_err)) {
-            snprintf(reason, sizeof reason, "by-index: %s", cache_error_text(&cache_err));
-            kubewasm_controller_types_cache_error_free(&cache_err);
-            goto done;
-        }
-        app_peers = peers.len;
-        controller_list_string_free(&peers);
-    }
-
-    size_t size = strlen(event) + strlen(ns) + strlen(name) + (app ? strlen(app) : 1) + 96;
+// Logs one line for the object: event=EVENT ns=NS name=NAME ns_count=N app=APP app_peers=M
+// (`app=- app_peers=0` when the object has no `app` label).
+static bool report(const char *event, const identity_t *id, controller_string_t *err) {
+    long ns_count = counts_get(&per_namespace, id->ns);
+    long app_peers = id->app != NULL ? counts_get(&per_app, id->app) : 0;
+    size_t size = strlen(event) + strlen(id->ns) + strlen(id->name) +
+                  (id->app ? strlen(id->app) : 1) + 96;
     char *line = malloc(size);
-    if (line == NULL) {
-        snprintf(reason, sizeof reason, "out of memory");
-        goto done;
-    }
-    snprintf(line, size, "event=%s ns=%s name=%s ns_count=%zu app=%s app_peers=%zu", event, ns,
-             name, ns_count, app ? app : "-", app_peers);
+    if (line == NULL) return fail(err, "out of memory");
+    snprintf(line, size, "event=%s ns=%s name=%s ns_count=%ld app=%s app_peers=%ld", event,
+             id->ns, id->name, ns_count, id->app ? id->app : "-", app_peers);
     log_line(KUBEWASM_CONTROLLER_LOG_LEVEL_INFO, line);
     free(line);
-    ok = true;
+    return true;
+}
 
-done:
-    if (!ok) controller_string_dup(err, reason);
-    free(ns);
-    free(name);
-    free(app);
+// Counts `object` with `delta` (+1 added, -1 deleted) and reports it.
+static bool handle(const char *event, const controller_string_t *object, long delta,
+                   controller_string_t *err) {
+    identity_t id;
+    if (!identity_of(object, &id, err)) return false;
+    bool ok = count(&id, delta, err) && report(event, &id, err);
+    identity_free(&id);
     return ok;
 }
 
 bool exports_kubewasm_controller_handler_on_add(exports_kubewasm_controller_handler_gvk_t *gvk,
                                                 controller_string_t *object, bool in_initial_list,
                                                 controller_string_t *err) {
-    bool ok = report("add", object, err);
+    bool ok = handle("add", object, 1, err);
     exports_kubewasm_controller_handler_gvk_free(gvk);
     controller_string_free(object);
     return ok;
@@ -157,7 +145,13 @@ bool exports_kubewasm_controller_handler_on_add(exports_kubewasm_controller_hand
 bool exports_kubewasm_controller_handler_on_update(exports_kubewasm_controller_handler_gvk_t *gvk,
                                                    controller_string_t *old, controller_string_t *new_,
                                                    controller_string_t *err) {
-    bool ok = report("update", new_, err);
+    // The old state leaves its counts, the new one enters them: a changed label moves it.
+    identity_t before;
+    bool ok = identity_of(old, &before, err);
+    if (ok) {
+        ok = count(&before, -1, err) && handle("update", new_, 1, err);
+        identity_free(&before);
+    }
     exports_kubewasm_controller_handler_gvk_free(gvk);
     controller_string_free(old);
     controller_string_free(new_);
@@ -167,7 +161,7 @@ bool exports_kubewasm_controller_handler_on_update(exports_kubewasm_controller_h
 bool exports_kubewasm_controller_handler_on_delete(exports_kubewasm_controller_handler_gvk_t *gvk,
                                                    controller_string_t *object, bool final_state_unknown,
                                                    controller_string_t *err) {
-    bool ok = report("delete", object, err);
+    bool ok = handle("delete", object, -1, err);
     exports_kubewasm_controller_handler_gvk_free(gvk);
     controller_string_free(object);
     return ok;

@@ -39,6 +39,42 @@ pub fn check_plugins_dir(dir: &Path) -> Result<(), UsageError> {
         .map_err(UsageError)
 }
 
+/// The cluster `kubewasm run` talks to: the kubeconfig file given (`--kubeconfig`), else the
+/// one kubectl would use (`KUBECONFIG`, then `~/.kube/config`), else the in-cluster config;
+/// `context` picks a context other than the file's current one.
+pub async fn cluster_config(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> anyhow::Result<kube::Config> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let options = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..KubeConfigOptions::default()
+    };
+    let chosen = match context {
+        Some(context) => format!("context `{context}` of "),
+        None => String::new(),
+    };
+    match (kubeconfig, context) {
+        (Some(path), _) => {
+            let file = Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))
+                .map_err(UsageError)?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .with_context(|| format!("cannot use {chosen}kubeconfig {}", path.display()))
+        }
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .with_context(|| {
+                format!("cannot use {chosen}the kubeconfig (KUBECONFIG or ~/.kube/config)")
+            }),
+        (None, None) => kube::Config::infer()
+            .await
+            .context("cannot find a cluster: no kubeconfig and not in a cluster"),
+    }
+}
+
 /// Where compiled plugins are cached when no `--cache-dir` is given.
 pub fn default_cache_dir() -> PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
@@ -275,4 +311,44 @@ pub fn cancel_on_signals(cancel: CancellationToken) -> anyhow::Result<()> {
         cancel.cancel();
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kubeconfig named on the command line is used as it is, and its context can be chosen.
+    #[tokio::test]
+    async fn cluster_config_reads_the_kubeconfig_given() {
+        let (server, _) = kubewasm_tests::devserver().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("dev.kubeconfig");
+        std::fs::write(&path, server.kubeconfig_yaml()).expect("writing the kubeconfig");
+
+        let config = cluster_config(Some(&path), None).await.expect("config");
+        assert_eq!(
+            config.cluster_url.to_string().trim_end_matches('/'),
+            server.url().trim_end_matches('/')
+        );
+        let client = kube::Client::try_from(config).expect("client");
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        namespaces
+            .list(&Default::default())
+            .await
+            .expect("the dev server answers through the kubeconfig given");
+
+        assert!(
+            cluster_config(Some(&path), Some("kubewasm-dev"))
+                .await
+                .is_ok()
+        );
+        let err = cluster_config(Some(&path), Some("nope")).await.unwrap_err();
+        assert!(format!("{err:#}").contains("context `nope`"), "{err:#}");
+        let err = cluster_config(Some(&dir.path().join("missing")), None)
+            .await
+            .unwrap_err();
+        assert!(err.downcast_ref::<UsageError>().is_some(), "{err:#}");
+
+        server.shutdown().await;
+    }
 }

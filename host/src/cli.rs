@@ -42,7 +42,11 @@ pub enum Command {
     Dev(DevArgs),
     /// Validate plugin files without a cluster: world, subscriptions, indexes and grants.
     Check(CheckArgs),
-    /// Print the RBAC rules (ClusterRole) the plugins' subscriptions need: get, list, watch.
+    /// Print what `kubectl apply -f -` needs so the plugins can run: the namespace, the service
+    /// account, and the (Cluster)Roles their subscriptions need with their bindings.
+    ///
+    /// Each plugin's `init` is called with its config string from `--config`, so kinds a plugin
+    /// takes from it are included. A file that would not load is reported and skipped.
     Rbac(RbacArgs),
 }
 
@@ -80,6 +84,11 @@ pub struct HostArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub host: HostArgs,
+
+    /// Kubeconfig file to use (default: `KUBECONFIG`, then `~/.kube/config`, then the
+    /// in-cluster config).
+    #[arg(long, env = "KUBEWASM_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
 
     /// Kubeconfig context to use (default: the current context).
     #[arg(long, env = "KUBEWASM_CONTEXT")]
@@ -125,7 +134,20 @@ pub struct RbacArgs {
     #[arg(long, env = "KUBEWASM_PLUGINS")]
     pub plugins: PathBuf,
 
-    /// Name of the ClusterRole.
+    /// Config file, as given to `run`: config strings and grants.
+    #[arg(long, env = "KUBEWASM_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Namespace of the service account kubewasm runs as (created unless it is `default` or a
+    /// `kube-*` namespace).
+    #[arg(long, default_value = "kubewasm", env = "KUBEWASM_NAMESPACE")]
+    pub namespace: String,
+
+    /// Service account kubewasm runs as.
+    #[arg(long, default_value = "kubewasm", env = "KUBEWASM_SERVICE_ACCOUNT")]
+    pub service_account: String,
+
+    /// Name of the ClusterRole, the Roles and their bindings.
     #[arg(long, default_value = "kubewasm", env = "KUBEWASM_RBAC_NAME")]
     pub name: String,
 }
@@ -138,6 +160,26 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_a_kubeconfig_beside_the_context() {
+        let cli = Cli::try_parse_from([
+            "kubewasm",
+            "run",
+            "--plugins",
+            "p",
+            "--kubeconfig",
+            "/tmp/k.yaml",
+            "--context",
+            "staging",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.kubeconfig, Some(PathBuf::from("/tmp/k.yaml")));
+        assert_eq!(run.context.as_deref(), Some("staging"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use crate::app::{default_cache_dir, policy_lookup};
 use crate::config::Config;
 use crate::plugin::{Delivery, HostOptions, IndexSource, PluginHost, PluginInfo};
-use crate::rbac::Need;
+use crate::rbac::{Access, Need};
 
 /// A plugin host that never talks to an API server: `check` only compiles and calls `init`.
 fn offline_host(config: Config) -> anyhow::Result<PluginHost> {
@@ -83,35 +83,43 @@ fn describe(path: &Path, info: &PluginInfo) -> String {
     out
 }
 
-/// What every plugin in `dir` subscribes to, for RBAC. Every file must load.
-pub async fn needs_of_dir(dir: &Path) -> anyhow::Result<Vec<Need>> {
+/// What the plugins of a directory need, for RBAC.
+#[derive(Debug, Default)]
+pub struct DirNeeds {
+    /// Every resource some loadable plugin subscribes to.
+    pub needs: Vec<Need>,
+    /// The files that would not load, with the reason: left out of `needs`, as `run` leaves
+    /// them out of the running set.
+    pub rejected: Vec<(PathBuf, anyhow::Error)>,
+}
+
+/// What every plugin in `dir` needs, each one's `init` called with its configured config string
+/// (a plugin may take the kinds it watches from it) and checked against its grants as `run`
+/// checks it. A file that does not load is set apart in [`DirNeeds::rejected`].
+pub async fn needs_of_dir(dir: &Path, config: &Config) -> anyhow::Result<DirNeeds> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read plugins directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
         .collect();
     files.sort();
-    // RBAC describes what the plugins ask for, whatever the config grants them.
-    let mut config = Config::default();
-    config.defaults.grants = vec![
-        "*".parse().map_err(anyhow::Error::msg)?,
-        "Secret".parse().map_err(anyhow::Error::msg)?,
-    ];
-    let host = offline_host(config)?;
-    let mut needs = Vec::new();
+    let host = offline_host(config.clone())?;
+    let mut out = DirNeeds::default();
     for path in files {
-        let bytes =
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let info = host
-            .check(&path, &bytes)
-            .await
-            .with_context(|| format!("{}", path.display()))?;
-        needs.extend(info.subscriptions.iter().map(|s| Need {
-            group: s.gvk.group.clone(),
-            version: s.gvk.version.clone(),
-            kind: s.gvk.kind.clone(),
-            namespace: s.namespace.clone(),
-        }));
+        let info = match std::fs::read(&path) {
+            Ok(bytes) => host.check(&path, &bytes).await.map_err(anyhow::Error::from),
+            Err(err) => Err(anyhow::Error::new(err).context("cannot read the file")),
+        };
+        match info {
+            Ok(info) => out.needs.extend(info.subscriptions.iter().map(|s| Need {
+                group: s.gvk.group.clone(),
+                version: s.gvk.version.clone(),
+                kind: s.gvk.kind.clone(),
+                namespace: s.namespace.clone(),
+                access: Access::Read,
+            })),
+            Err(err) => out.rejected.push((path, err)),
+        }
     }
-    Ok(needs)
+    Ok(out)
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser as _;
 use kubewasm::app::{self, UsageError};
-use kubewasm::cli::{CheckArgs, Cli, Command, DevArgs, LogFormat, RbacArgs, RunArgs};
+use kubewasm::cli::{CheckArgs, Cli, Command, DevArgs, RbacArgs, RunArgs};
 use kubewasm::inspect;
 use tokio_util::sync::CancellationToken;
 
@@ -17,7 +17,7 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
         }
     };
-    if let Err(err) = init_logging(cli.log_format, &cli.log) {
+    if let Err(err) = kubewasm::logging::init(cli.log_format, &cli.log) {
         eprintln!("kubewasm: {err:#}");
         return ExitCode::from(2);
     }
@@ -42,19 +42,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .with_context(|| format!("bad log filter `{filter}`"))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-    Ok(())
-}
-
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run(args) => run_cluster(args).await.map(|()| ExitCode::SUCCESS),
@@ -67,17 +54,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 async fn run_cluster(args: RunArgs) -> anyhow::Result<()> {
     let config = app::load_config(args.host.config.as_deref())?;
     app::check_plugins_dir(&args.host.plugins)?;
-    let kube_config = match &args.context {
-        None => kube::Config::infer()
-            .await
-            .context("cannot find a cluster: no kubeconfig and not in a cluster")?,
-        Some(context) => kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions {
-            context: Some(context.clone()),
-            ..Default::default()
-        })
-        .await
-        .with_context(|| format!("cannot use kubeconfig context `{context}`"))?,
-    };
+    let kube_config =
+        app::cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let client = kube::Client::try_from(kube_config).context("cannot create a kube client")?;
     let cancel = CancellationToken::new();
     app::cancel_on_signals(cancel.clone())?;
@@ -140,8 +118,20 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
+    let config = app::load_config(args.config.as_deref())?;
     app::check_plugins_dir(&args.plugins)?;
-    let needs = inspect::needs_of_dir(&args.plugins).await?;
-    print!("{}", kubewasm::rbac::manifests(&args.name, &needs)?);
+    let found = inspect::needs_of_dir(&args.plugins, &config).await?;
+    for (path, err) in &found.rejected {
+        eprintln!(
+            "kubewasm: {}: skipped, it would not load: {err:#}",
+            path.display()
+        );
+    }
+    let identity = kubewasm::rbac::Identity {
+        name: args.name,
+        namespace: args.namespace,
+        service_account: args.service_account,
+    };
+    print!("{}", kubewasm::rbac::manifests(&identity, &found.needs)?);
     Ok(())
 }

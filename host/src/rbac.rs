@@ -1,28 +1,70 @@
-//! The RBAC rules a set of plugins needs: get, list and watch on exactly what they subscribe to.
+//! The RBAC a set of plugins needs, as the objects `kubectl apply -f -` takes: the namespace and
+//! service account kubewasm runs as, a ClusterRole for cluster-wide access and a Role per
+//! namespace for the rest, each bound to that service account.
+//!
+//! Every object is built as a k8s-openapi struct and serialised through serde (never by string
+//! concatenation), gathered in one `v1` `List`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
 use kube::api::{GroupVersionKind, ObjectMeta};
 use kube::discovery::ApiResource;
+use serde_json::{Value, json};
 
-/// One resource a plugin reads, cluster-wide (`namespace: None`) or in one namespace.
+/// How a plugin uses a resource; each maps to the verbs it needs.
+///
+/// Subscriptions (events and cache reads) are [`Access::Read`]. Write access granted per plugin
+/// adds a variant here with its verbs; nothing else in this module changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    /// The informer's list and watch, and a get for a single object.
+    Read,
+}
+
+impl Access {
+    /// The RBAC verbs this access needs.
+    pub fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Access::Read => &["get", "list", "watch"],
+        }
+    }
+}
+
+/// One resource a plugin uses, cluster-wide (`namespace: None`) or in one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Need {
     pub group: String,
     pub version: String,
     pub kind: String,
     pub namespace: Option<String>,
+    pub access: Access,
 }
 
-const VERBS: [&str; 3] = ["get", "list", "watch"];
+/// Who the RBAC is for: the service account kubewasm runs as, and the name of the roles and
+/// bindings.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Name of the ClusterRole, Roles and their bindings.
+    pub name: String,
+    /// Namespace of the service account.
+    pub namespace: String,
+    pub service_account: String,
+}
 
-/// A ClusterRole for cluster-wide needs and one Role per namespace for the rest, as YAML
-/// documents. Plural names come from the kind (`Deployment` -> `deployments`), as kubectl does
-/// without discovery.
-pub fn manifests(name: &str, needs: &[Need]) -> anyhow::Result<String> {
-    // namespace (None = cluster) -> api group -> plurals
-    let mut scopes: BTreeMap<Option<&str>, BTreeMap<&str, BTreeSet<String>>> = BTreeMap::new();
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// The objects `needs` call for, in the order `kubectl apply` must create them: the namespace
+/// (unless it is `default` or a `kube-*` namespace, which exist already), the service account,
+/// then each role followed by its binding. Plural names come from the kind
+/// (`Deployment` -> `deployments`), as kubectl guesses them without discovery.
+pub fn objects(identity: &Identity, needs: &[Need]) -> anyhow::Result<Vec<Value>> {
+    // scope (None = cluster) -> api group -> plural -> verbs
+    type Resources<'a> = BTreeMap<&'a str, BTreeMap<String, BTreeSet<&'static str>>>;
+    let mut scopes: BTreeMap<Option<&str>, Resources> = BTreeMap::new();
     for need in needs {
         let gvk = GroupVersionKind::gvk(&need.group, &need.version, &need.kind);
         let plural = ApiResource::from_gvk(&gvk).plural;
@@ -31,46 +73,102 @@ pub fn manifests(name: &str, needs: &[Need]) -> anyhow::Result<String> {
             .or_default()
             .entry(need.group.as_str())
             .or_default()
-            .insert(plural);
+            .entry(plural)
+            .or_default()
+            .extend(need.access.verbs());
     }
-    let rules = |groups: &BTreeMap<&str, BTreeSet<String>>| -> Vec<PolicyRule> {
-        groups
-            .iter()
-            .map(|(group, plurals)| PolicyRule {
-                api_groups: Some(vec![(*group).to_string()]),
-                resources: Some(plurals.iter().cloned().collect()),
-                verbs: VERBS.iter().map(|v| (*v).to_string()).collect(),
-                ..Default::default()
-            })
-            .collect()
-    };
-    let mut docs = Vec::new();
-    for (namespace, groups) in &scopes {
-        let metadata = ObjectMeta {
-            name: Some(name.to_string()),
-            namespace: namespace.map(str::to_string),
+
+    let mut out = Vec::new();
+    let ns = identity.namespace.as_str();
+    if ns != "default" && !ns.starts_with("kube-") {
+        out.push(serde_json::to_value(Namespace {
+            metadata: named(ns, None),
             ..Default::default()
-        };
-        let doc = match namespace {
-            None => serde_norway::to_string(&ClusterRole {
-                metadata,
-                rules: Some(rules(groups)),
-                ..Default::default()
-            })?,
-            Some(_) => serde_norway::to_string(&Role {
-                metadata,
-                rules: Some(rules(groups)),
-            })?,
-        };
-        docs.push(with_type_meta(&doc, namespace.is_none()));
+        })?);
     }
-    Ok(docs.join("---\n"))
+    out.push(serde_json::to_value(ServiceAccount {
+        metadata: named(&identity.service_account, Some(ns)),
+        ..Default::default()
+    })?);
+    let subject = Subject {
+        kind: "ServiceAccount".into(),
+        name: identity.service_account.clone(),
+        namespace: Some(ns.to_owned()),
+        ..Default::default()
+    };
+    for (scope, groups) in &scopes {
+        let rules = Some(rules(groups));
+        let metadata = named(&identity.name, *scope);
+        let role_ref = |kind: &str| RoleRef {
+            api_group: RBAC_GROUP.into(),
+            kind: kind.into(),
+            name: identity.name.clone(),
+        };
+        match scope {
+            None => {
+                out.push(serde_json::to_value(ClusterRole {
+                    metadata: metadata.clone(),
+                    rules,
+                    ..Default::default()
+                })?);
+                out.push(serde_json::to_value(ClusterRoleBinding {
+                    metadata,
+                    role_ref: role_ref("ClusterRole"),
+                    subjects: Some(vec![subject.clone()]),
+                })?);
+            }
+            Some(_) => {
+                out.push(serde_json::to_value(Role {
+                    metadata: metadata.clone(),
+                    rules,
+                })?);
+                out.push(serde_json::to_value(RoleBinding {
+                    metadata,
+                    role_ref: role_ref("Role"),
+                    subjects: Some(vec![subject.clone()]),
+                })?);
+            }
+        }
+    }
+    Ok(out)
 }
 
-/// k8s-openapi leaves apiVersion/kind out of the serialised struct; put them first.
-fn with_type_meta(doc: &str, cluster: bool) -> String {
-    let kind = if cluster { "ClusterRole" } else { "Role" };
-    format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: {kind}\n{doc}")
+/// [`objects`] as one YAML document: a `v1` `List`, which `kubectl apply -f` takes whole.
+pub fn manifests(identity: &Identity, needs: &[Need]) -> anyhow::Result<String> {
+    let list = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": objects(identity, needs)?,
+    });
+    Ok(serde_norway::to_string(&list)?)
+}
+
+/// One rule per API group and set of verbs, naming every resource that needs exactly those.
+fn rules(groups: &BTreeMap<&str, BTreeMap<String, BTreeSet<&'static str>>>) -> Vec<PolicyRule> {
+    let mut rules = Vec::new();
+    for (group, plurals) in groups {
+        let mut by_verbs: BTreeMap<&BTreeSet<&str>, Vec<String>> = BTreeMap::new();
+        for (plural, verbs) in plurals {
+            by_verbs.entry(verbs).or_default().push(plural.clone());
+        }
+        for (verbs, resources) in by_verbs {
+            rules.push(PolicyRule {
+                api_groups: Some(vec![(*group).to_owned()]),
+                resources: Some(resources),
+                verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+                ..Default::default()
+            });
+        }
+    }
+    rules
+}
+
+fn named(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
@@ -83,13 +181,30 @@ mod tests {
             version: "v1".into(),
             kind: kind.into(),
             namespace: namespace.map(Into::into),
+            access: Access::Read,
         }
     }
 
+    fn identity(namespace: &str) -> Identity {
+        Identity {
+            name: "kubewasm".into(),
+            namespace: namespace.into(),
+            service_account: "runner".into(),
+        }
+    }
+
+    /// The YAML parsed back: every item, by kind and name.
+    fn parse(yaml: &str) -> Vec<Value> {
+        let list: Value = serde_norway::from_str(yaml).expect("valid YAML");
+        assert_eq!(list["kind"], "List");
+        assert_eq!(list["apiVersion"], "v1");
+        list["items"].as_array().expect("items").clone()
+    }
+
     #[test]
-    fn groups_resources_per_api_group_and_scope() {
+    fn roles_per_scope_bound_to_the_service_account() {
         let yaml = manifests(
-            "kubewasm",
+            &identity("ops"),
             &[
                 need("", "Pod", None),
                 need("", "ConfigMap", None),
@@ -99,30 +214,84 @@ mod tests {
             ],
         )
         .unwrap();
-        let docs: Vec<serde_json::Value> = yaml
-            .split("---\n")
-            .map(|d| serde_norway::from_str(d).unwrap())
-            .collect();
-        assert_eq!(docs.len(), 2);
-        assert_eq!(docs[0]["kind"], "ClusterRole");
-        assert_eq!(docs[0]["rules"][0]["apiGroups"][0], "");
+        let items = parse(&yaml);
+        let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
         assert_eq!(
-            docs[0]["rules"][0]["resources"],
-            serde_json::json!(["configmaps", "pods"])
+            kinds,
+            [
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding"
+            ]
+        );
+        assert_eq!(items[0]["metadata"]["name"], "ops");
+        assert_eq!(
+            items[1]["metadata"],
+            json!({"name": "runner", "namespace": "ops"})
+        );
+        let cluster_role = &items[2];
+        assert_eq!(cluster_role["apiVersion"], "rbac.authorization.k8s.io/v1");
+        assert_eq!(
+            cluster_role["rules"],
+            json!([
+                {"apiGroups": [""], "resources": ["configmaps", "pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
+            ])
+        );
+        let subject = json!([{"kind": "ServiceAccount", "name": "runner", "namespace": "ops"}]);
+        assert_eq!(items[3]["subjects"], subject);
+        assert_eq!(
+            items[3]["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kubewasm"})
+        );
+        assert_eq!(items[4]["metadata"]["namespace"], "team-a");
+        assert_eq!(items[4]["rules"][0]["resources"], json!(["secrets"]));
+        assert_eq!(items[5]["metadata"]["namespace"], "team-a");
+        assert_eq!(items[5]["roleRef"]["kind"], "Role");
+        assert_eq!(items[5]["subjects"], subject);
+    }
+
+    #[test]
+    fn no_key_is_written_twice_in_an_object() {
+        let yaml = manifests(&identity("ops"), &[need("", "Pod", None)]).unwrap();
+        // An item starts with `- `: its first key follows, the others are indented by two.
+        for item in yaml.split("\n- ").skip(1) {
+            let keys: Vec<&str> = item
+                .lines()
+                .enumerate()
+                .filter(|(at, l)| *at == 0 || (l.starts_with("  ") && !l.starts_with("   ")))
+                .filter_map(|(_, l)| l.trim().split(':').next())
+                .collect();
+            assert!(
+                keys.contains(&"kind") && keys.contains(&"apiVersion"),
+                "{item}"
+            );
+            let unique: BTreeSet<&&str> = keys.iter().collect();
+            assert_eq!(keys.len(), unique.len(), "repeated key in {item}");
+        }
+    }
+
+    #[test]
+    fn an_existing_namespace_is_not_created() {
+        for ns in ["default", "kube-system"] {
+            let items = parse(&manifests(&identity(ns), &[]).unwrap());
+            let kinds: Vec<&str> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+            assert_eq!(kinds, ["ServiceAccount"], "{ns}");
+        }
+    }
+
+    #[test]
+    fn each_access_brings_its_verbs() {
+        assert_eq!(Access::Read.verbs(), ["get", "list", "watch"]);
+        let items = parse(
+            &manifests(&identity("default"), &[need("example.com", "Backup", None)]).unwrap(),
         );
         assert_eq!(
-            docs[0]["rules"][1]["resources"],
-            serde_json::json!(["deployments"])
-        );
-        assert_eq!(
-            docs[0]["rules"][1]["verbs"],
-            serde_json::json!(["get", "list", "watch"])
-        );
-        assert_eq!(docs[1]["kind"], "Role");
-        assert_eq!(docs[1]["metadata"]["namespace"], "team-a");
-        assert_eq!(
-            docs[1]["rules"][0]["resources"],
-            serde_json::json!(["secrets"])
+            items[1]["rules"],
+            json!([{"apiGroups": ["example.com"], "resources": ["backups"], "verbs": ["get", "list", "watch"]}])
         );
     }
 }

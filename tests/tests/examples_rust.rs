@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy, StaticPolicy};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
@@ -19,7 +19,10 @@ use kubewasm_tests::{GuestLogs, build_guest, guest_logs, wait_until, workspace_r
 use serde_json::{Value, json};
 
 /// The Rust examples, by package (= component) name.
-const EXAMPLES: [&str; 2] = ["pod-diff", "ready-pods"];
+const EXAMPLES: [&str; 3] = ["pod-diff", "ready-pods", "custom-resource-log"];
+
+/// The config string `cargo xtask dev` gives custom-resource-log (examples/kubewasm-dev.toml).
+const BACKUP_KIND: &str = "demo.kubewasm.io/v1/Backup";
 
 /// How long any one expectation may take to come true; only bounds a wait.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -344,8 +347,8 @@ async fn the_example_manifests_seed_what_the_rust_examples_report() {
         .load_manifests(&workspace_root().join("examples/manifests"))
         .expect("the example manifests load");
     assert_eq!(
-        created, 13,
-        "2 namespaces, 5 ConfigMaps, 1 Deployment, 1 ReplicaSet, 4 pods"
+        created, 16,
+        "2 namespaces, 5 ConfigMaps, 1 Deployment, 1 ReplicaSet, 4 pods, 1 CRD, 2 Backups"
     );
     rig.load("pod-diff").await;
     for line in [
@@ -380,6 +383,123 @@ async fn the_example_manifests_seed_what_the_rust_examples_report() {
         "ReplicaSet shop/web-5d8f7c9b4: 2/3 pods ready (want 3)",
     )
     .await;
+    rig.stop().await;
+}
+
+/// Loads custom-resource-log with `config` as its config string.
+async fn custom_resource_rig(config: &str) -> Rig {
+    let policy = PluginPolicy {
+        config: config.into(),
+        ..PluginPolicy::default()
+    };
+    Rig::with_options(HostOptions {
+        policy: Arc::new(StaticPolicy(policy)),
+        ..HostOptions::default()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_log_watches_the_kind_its_config_names() {
+    let rig = custom_resource_rig(BACKUP_KIND).await;
+    // The example manifests hold the Backup CRD and two Backups, as in `cargo xtask dev`.
+    rig.server
+        .load_manifests(&workspace_root().join("examples/manifests"))
+        .expect("the example manifests load");
+    rig.load("custom-resource-log").await;
+    let plugin = "custom-resource-log";
+    rig.expect_line(
+        plugin,
+        "Backup shop/web-config-nightly added (initial list): keep=7 schedule=0 3 * * * \
+         target=configmap/web-config; 1 in shop",
+    )
+    .await;
+    rig.expect_line(
+        plugin,
+        "Backup tools/tools-weekly added (initial list): keep=4 schedule=0 4 * * 0 \
+         target=configmap/ci-settings; 1 in tools",
+    )
+    .await;
+
+    let gvk = GroupVersionKind::gvk("demo.kubewasm.io", "v1", "Backup");
+    let backups: Api<DynamicObject> = Api::namespaced_with(
+        rig.server.client(),
+        "shop",
+        &ApiResource::from_gvk_with_plural(&gvk, "backups"),
+    );
+    let backup: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.kubewasm.io/v1", "kind": "Backup",
+        "metadata": {"name": "cart-hourly"},
+        "spec": {"target": "configmap/cart-config", "schedule": "0 * * * *", "keep": 24}
+    }))
+    .expect("a Backup");
+    backups
+        .create(&Default::default(), &backup)
+        .await
+        .expect("creating a Backup");
+    rig.expect_line(
+        plugin,
+        "Backup shop/cart-hourly added: keep=24 schedule=0 * * * * target=configmap/cart-config; \
+         2 in shop",
+    )
+    .await;
+    // A label is not the spec: nothing to report.
+    let label = json!({"metadata": {"labels": {"tier": "gold"}}});
+    backups
+        .patch(
+            "cart-hourly",
+            &PatchParams::default(),
+            &Patch::Merge(&label),
+        )
+        .await
+        .expect("labelling the Backup");
+    let keep = json!({"spec": {"keep": 3}});
+    backups
+        .patch("cart-hourly", &PatchParams::default(), &Patch::Merge(&keep))
+        .await
+        .expect("changing the Backup's spec");
+    rig.expect_line(
+        plugin,
+        "Backup shop/cart-hourly changed: keep=3 schedule=0 * * * * target=configmap/cart-config; \
+         2 in shop",
+    )
+    .await;
+    backups
+        .delete("cart-hourly", &DeleteParams::default())
+        .await
+        .expect("deleting the Backup");
+    rig.expect_line(
+        plugin,
+        "Backup shop/cart-hourly deleted: keep=3 schedule=0 * * * * target=configmap/cart-config; \
+         1 in shop",
+    )
+    .await;
+    let lines: Vec<_> = rig
+        .logs
+        .lines(plugin)
+        .into_iter()
+        .filter(|line| line.contains(" shop/cart-hourly "))
+        .collect();
+    assert_eq!(lines.len(), 3, "added, changed, deleted: {lines:#?}");
+    let status = &rig.host.plugins()[0];
+    assert_eq!(status.errors, 0, "handler errors: {:?}", status.last_error);
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_log_without_a_kind_in_its_config_does_not_load() {
+    let rig = custom_resource_rig("").await;
+    let path = build_guest("custom-resource-log");
+    let bytes = std::fs::read(&path).expect("reading the built guest");
+    let err = rig
+        .host
+        .load(&path, bytes)
+        .await
+        .expect_err("no kind, no plugin");
+    assert!(
+        format!("{err:#}").contains("group/version/Kind"),
+        "the error says what the config must hold: {err:#}"
+    );
     rig.stop().await;
 }
 

@@ -68,7 +68,8 @@ commands:
                  tier (tests in `real` modules) runs when KUBEBUILDER_ASSETS names a folder with
                  kube-apiserver and etcd, and is reported as skipped otherwise
   dev [ARGS..]   build-guests, then `kubewasm dev --plugins target/plugins --manifests
-                 examples/manifests ARGS..` (the example plugins on the embedded API server)
+                 examples/manifests --config examples/kubewasm-dev.toml ARGS..` (the example
+                 plugins on the embedded API server; a --config in ARGS replaces the example one)
   bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md
   image          build the container image offline with buildah (static musl binary, from
                  scratch) into target/image/kubewasm.oci.tar (needs root)";

@@ -49,6 +49,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
             .arg(&scratch)
             .arg(source.join("controller_main.c"))
             .arg(source.join("json.c"))
+            .arg(source.join("counts.c"))
             .arg(scratch.join("controller.c"))
             .arg(scratch.join("controller_component_type.o"))
             .arg("-o")
@@ -65,26 +66,37 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
 mod tests {
     use std::process::Command;
 
-    /// The example's JSON reader (`examples-guests/c/json.c`), compiled natively with the host's
-    /// C compiler and run against `json_test.c`.
-    #[test]
-    fn the_c_examples_json_reader_passes_its_native_tests() {
+    /// Compiles `test` with `sources` from `examples-guests/c/` natively (the host's cc) and
+    /// runs it.
+    fn run_native_test(test: &str, sources: &[&str]) {
         let source = crate::workspace_root().join("examples-guests/c");
-        let out = std::env::temp_dir().join(format!("kubewasm-json-test-{}", std::process::id()));
+        let out = std::env::temp_dir().join(format!("kubewasm-{test}-{}", std::process::id()));
         let status = Command::new("cc")
             .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
             .arg(&out)
-            .arg(source.join("json_test.c"))
-            .arg(source.join("json.c"))
+            .arg(source.join(test))
+            .args(sources.iter().map(|s| source.join(s)))
             .status()
-            .expect("running cc (gcc or clang) to compile json_test.c");
-        assert!(status.success(), "compiling json_test.c: {status}");
-        let run = Command::new(&out).output().expect("running json_test");
+            .unwrap_or_else(|e| panic!("running cc (gcc or clang) to compile {test}: {e}"));
+        assert!(status.success(), "compiling {test}: {status}");
+        let run = Command::new(&out).output().expect("running the test");
         let _ = std::fs::remove_file(&out);
         assert!(
             run.status.success(),
-            "json_test failed:\n{}",
+            "{test} failed:\n{}",
             String::from_utf8_lossy(&run.stderr)
         );
+    }
+
+    /// The example's JSON reader (`examples-guests/c/json.c`) against `json_test.c`.
+    #[test]
+    fn the_c_examples_json_reader_passes_its_native_tests() {
+        run_native_test("json_test.c", &["json.c"]);
+    }
+
+    /// The example's counts table (`examples-guests/c/counts.c`) against `counts_test.c`.
+    #[test]
+    fn the_c_examples_counts_pass_their_native_tests() {
+        run_native_test("counts_test.c", &["counts.c"]);
     }
 }

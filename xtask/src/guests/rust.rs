@@ -99,9 +99,14 @@ fn copy_if_changed(from: &Path, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The quoted entries of the root manifest's `[workspace] members = [ .. ]` list.
+/// The quoted entries of the root manifest's `[workspace] members = [ .. ]` list (not
+/// `default-members`, which leaves the guests out).
 fn workspace_members(manifest: &str) -> Vec<String> {
-    let Some(start) = manifest.find("members") else {
+    let start = manifest.match_indices("members").find(|(at, _)| {
+        let line_start = manifest[..*at].rfind('\n').map_or(0, |n| n + 1);
+        manifest[line_start..*at].trim().is_empty()
+    });
+    let Some((start, _)) = start else {
         return Vec::new();
     };
     let rest = &manifest[start..];
@@ -166,6 +171,12 @@ mod tests {
             workspace_members(manifest),
             ["host", "examples-guests/rust/pod-diff", "tests/guests/trap"]
         );
+    }
+
+    #[test]
+    fn workspace_members_skips_default_members() {
+        let manifest = "[workspace]\ndefault-members = [\"host\"]\nmembers = [\"host\", \"tests/guests/probe\"]\n";
+        assert_eq!(workspace_members(manifest), ["host", "tests/guests/probe"]);
     }
 
     #[test]
