@@ -22,7 +22,7 @@ mod wiring;
 #[cfg(test)]
 mod testing;
 
-pub use actor::PluginState;
+pub use actor::{DropReason, PluginState, RestartPolicy};
 pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
@@ -32,4 +32,4 @@ pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
 pub use grants::{Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy};
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
-pub use observer::{EventKind, FailureKind, NoopObserver, Observer};
+pub use observer::{EventKind, FailureKind, NoopObserver, Observer, PluginObserver};

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
+
 use tokio::io::AsyncWrite;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -23,8 +25,65 @@ pub(crate) struct HostState {
     pub(crate) plugin: Arc<str>,
     /// The resources the guest may read; replaced once `init` has declared its subscriptions.
     pub(crate) access: Arc<Access>,
-    /// When the call in progress started and how long it may take; `None` between calls.
-    pub(crate) call: Option<(Instant, Duration)>,
+    /// The running time of the call in progress.
+    pub(crate) clock: Arc<CallClock>,
+}
+
+/// Measures a guest call's own running time against its deadline: the time spent inside polls
+/// of the call (the guest's code and the synchronous host functions it calls), not the time
+/// between polls, when the call waits for a worker thread after yielding it (other plugins'
+/// work on a busy machine) or waits on an asynchronous host call (a WASI sleep).
+#[derive(Debug, Default)]
+pub(crate) struct CallClock(Mutex<ClockState>);
+
+#[derive(Debug, Default)]
+struct ClockState {
+    /// `None` between calls.
+    deadline: Option<Duration>,
+    /// Running time of the finished polls of this call.
+    used: Duration,
+    /// When the poll in progress started.
+    polling_since: Option<Instant>,
+}
+
+impl CallClock {
+    /// Starts measuring a call that may run for `deadline`.
+    pub(crate) fn start(&self, deadline: Duration) {
+        *self.0.lock() = ClockState {
+            deadline: Some(deadline),
+            ..ClockState::default()
+        };
+    }
+
+    /// Stops measuring (between calls nothing is past its deadline).
+    pub(crate) fn stop(&self) {
+        *self.0.lock() = ClockState::default();
+    }
+
+    /// The call is being polled from now.
+    pub(crate) fn resume(&self) {
+        self.0.lock().polling_since = Some(Instant::now());
+    }
+
+    /// The poll that started at the last `resume` returned.
+    pub(crate) fn pause(&self) {
+        let mut state = self.0.lock();
+        if let Some(since) = state.polling_since.take() {
+            state.used += since.elapsed();
+        }
+    }
+
+    /// The running time of the call so far.
+    pub(crate) fn used(&self) -> Duration {
+        let state = self.0.lock();
+        state.used + state.polling_since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// Whether the call has run for its whole deadline.
+    pub(crate) fn exceeded(&self) -> bool {
+        let deadline = self.0.lock().deadline;
+        deadline.is_some_and(|d| self.used() >= d)
+    }
 }
 
 impl HostState {
@@ -50,14 +109,13 @@ impl HostState {
             limiter: MemoryLimiter::new(memory),
             plugin,
             access,
-            call: None,
+            clock: Arc::default(),
         }
     }
 
-    /// Whether the call in progress is past its deadline.
+    /// Whether the call in progress has run for its whole deadline.
     pub(crate) fn past_deadline(&self) -> bool {
-        self.call
-            .is_some_and(|(started, deadline)| started.elapsed() >= deadline)
+        self.clock.exceeded()
     }
 }
 
@@ -197,6 +255,29 @@ mod tests {
         assert!(!l.exceeded);
         assert!(!l.memory_growing(1 << 20, (1 << 20) + 65536, None).unwrap());
         assert!(l.exceeded);
+    }
+
+    #[test]
+    fn the_call_clock_counts_polls_not_the_waits_between_them() {
+        let clock = CallClock::default();
+        assert!(!clock.exceeded(), "no call, no deadline");
+        clock.start(Duration::from_millis(30));
+        clock.resume();
+        std::thread::sleep(Duration::from_millis(10));
+        clock.pause();
+        // Waiting to be polled again does not count.
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!clock.exceeded());
+        let used = clock.used();
+        assert!(
+            used >= Duration::from_millis(10) && used < Duration::from_millis(40),
+            "{used:?}"
+        );
+        clock.resume();
+        std::thread::sleep(Duration::from_millis(25));
+        assert!(clock.exceeded());
+        clock.stop();
+        assert!(!clock.exceeded());
     }
 
     #[test]

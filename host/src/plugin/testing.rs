@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use super::actor::{ActorConfig, ActorHandle};
+use super::actor::{ActorConfig, ActorHandle, RestartPolicy};
 use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, SharedDocument};
 use super::engine::{EngineOptions, PluginEngine};
 use super::grants::{Grants, Limits};
@@ -247,6 +247,18 @@ pub(crate) async fn spawn_probe(
     grants: Grants,
     feed: Arc<FakeFeed>,
 ) -> ActorHandle {
+    spawn_probe_with(name, extra, limits, grants, feed, RestartPolicy::default()).await
+}
+
+/// [`spawn_probe`] with a restart policy.
+pub(crate) async fn spawn_probe_with(
+    name: &str,
+    extra: serde_json::Value,
+    limits: Limits,
+    grants: Grants,
+    feed: Arc<FakeFeed>,
+    restart: RestartPolicy,
+) -> ActorHandle {
     kubewasm_tests::guest_logs();
     let compiled = engine()
         .compile(
@@ -303,6 +315,7 @@ pub(crate) async fn spawn_probe(
             resources: vec![config_map_gvk()],
             subscriber: Box::new(feed),
             observer: Arc::new(NoopObserver),
+            restart,
         },
         instance,
     )
