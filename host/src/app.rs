@@ -102,6 +102,9 @@ pub async fn run(
             policy: Arc::new(policy_lookup(config.clone())),
             observer: metrics.clone(),
             informer_grace: config.reload.informer_grace(),
+            restart: config.limits.restart(),
+            declarations: config.limits.declarations(),
+            logs: config.limits.logs(),
             ..HostOptions::default()
         },
     )?;

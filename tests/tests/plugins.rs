@@ -849,3 +849,65 @@ async fn a_stuck_plugin_shows_its_queue_live_and_an_unloaded_one_leaves_no_serie
     assert!(!text.contains(r#"plugin="live-q""#), "{text}");
     env.host.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_answering_more_than_the_plugin_can_take_is_an_error_value_not_a_fault() {
+    let small = PluginPolicy {
+        limits: Some(Limits {
+            memory: 8 << 20,
+            ..Limits::default()
+        }),
+        ..probe("big-answer", json!({}))
+    };
+    let env = Env::new(vec![("big", small)]).await;
+    // 10 objects of 900 KB: more than the plugin's whole 8 MiB memory.
+    let blob = "x".repeat(900 << 10);
+    for i in 0..10 {
+        env.create(
+            &format!("blob-{i}"),
+            &[("size", "big")],
+            json!({"blob": blob}),
+        )
+        .await;
+    }
+    env.load("big.wasm").await;
+    ask(
+        &env,
+        "q-list",
+        json!({"op": "list", "namespace": "default"}),
+    )
+    .await;
+    ask(
+        &env,
+        "q-index",
+        json!({"op": "by-index", "index": "namespace", "value": "default"}),
+    )
+    .await;
+    ask(
+        &env,
+        "q-small",
+        json!({"op": "list", "namespace": "default", "selector": "probe-query"}),
+    )
+    .await;
+    let answers = || guest_logs().lines_starting("big-answer", "ANSWER");
+    assert!(
+        wait_until(PATIENCE, || answers().len() == 3).await,
+        "{:?}",
+        answers()
+    );
+    let answers = answers();
+    for answer in &answers[..2] {
+        assert!(
+            answer.contains("err invalid answer too large") && answer.contains("memory cap"),
+            "{answer}"
+        );
+    }
+    assert!(
+        answers[2].starts_with("ANSWER q-small ok "),
+        "{}",
+        answers[2]
+    );
+    let status = env.status("big-answer");
+    assert_eq!(status.memory_faults + status.traps, 0, "{status:?}");
+    env.host.shutdown(Duration::from_secs(5)).await;
+}

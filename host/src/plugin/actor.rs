@@ -14,6 +14,7 @@ use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
 use super::grants::{Limits, describe};
 use super::instance::{Event, Instance, Outcome};
+use super::log_gate::LogGate;
 use super::observer::{FailureKind, PluginObserver};
 use super::wiring::{EventSink, Queued, Subscribed, Subscriber};
 
@@ -168,6 +169,8 @@ pub(crate) struct ActorConfig {
     pub(crate) subscriber: Box<dyn Subscriber>,
     pub(crate) observer: Arc<dyn PluginObserver>,
     pub(crate) restart: RestartPolicy,
+    /// The plugin's log cap, shared by every instance.
+    pub(crate) log_gate: Arc<LogGate>,
 }
 
 /// The host's handle on a running actor.
@@ -534,9 +537,15 @@ impl Actor {
 /// Instantiates and initialises a replacement instance.
 async fn fresh_instance(c: &ActorConfig) -> Result<Instance, String> {
     {
-        let mut instance = Instance::new(&c.compiled, c.name.clone(), c.limits, c.access.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut instance = Instance::new(
+            &c.compiled,
+            c.name.clone(),
+            c.limits,
+            c.access.clone(),
+            c.log_gate.clone(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         match instance.init(&c.config).await {
             Outcome::Ok(_) => Ok(instance),
             Outcome::GuestError(reason) => Err(format!("init failed: {reason}")),
@@ -991,6 +1000,51 @@ mod tests {
         );
         assert!(!s.failed.load(Ordering::Acquire));
         handle.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_guest_flooding_the_log_is_capped_in_rate_and_line_length() {
+        let feed = Arc::new(FakeFeed::default());
+        let h = spawn_probe(
+            "spammer",
+            json!({"mode": "spam", "trigger": "flood", "spamLines": 300, "spamBytes": 20000}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+        )
+        .await;
+        feed.upsert(config_map("a", "flood", 1, &[]));
+        assert!(wait_until(WAIT, || h.shared.delivered.load(Ordering::Relaxed) == 1).await);
+        // 600 lines (log import and stdout) at once: about a burst of 100 gets through. Past a
+        // second, the next line is admitted with a notice of what was dropped.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        feed.upsert(config_map("a", "calm", 2, &[]));
+        assert!(
+            wait_until(WAIT, || guest_logs()
+                .lines("spammer")
+                .iter()
+                .any(|l| l.starts_with("EVENT add a/calm")))
+            .await
+        );
+        let lines = guest_logs().lines("spammer");
+        let long: Vec<&String> = lines.iter().filter(|l| l.starts_with("xxx")).collect();
+        assert!(
+            (90..=200).contains(&long.len()),
+            "{} of 600 flood lines logged",
+            long.len()
+        );
+        // Lines through the log import are cut; stdout arrives in chunks of at most 8 KiB.
+        assert!(long.iter().all(|l| l.len() < 8300));
+        assert!(long.iter().any(|l| l.contains("[cut: 20000 bytes")));
+        assert!(
+            guest_logs()
+                .host_lines("spammer")
+                .iter()
+                .any(|l| l.contains("log lines dropped")),
+            "{:?}",
+            guest_logs().host_lines("spammer")
+        );
+        h.stop(Duration::from_secs(5)).await;
     }
 
     #[test]

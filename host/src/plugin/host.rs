@@ -16,9 +16,12 @@ use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess};
 use super::component::CompiledPlugin;
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
-use super::grants::{Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type};
+use super::grants::{
+    DeclarationLimits, Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type,
+};
 use super::informers::{EventSource, InformerCache, InformerSubscriber, ensure_index};
 use super::instance::{Instance, Outcome};
+use super::log_gate::{LogGate, LogLimits};
 use super::observer::{NoopObserver, Observer};
 use super::{Delivery, PluginInfo};
 
@@ -48,6 +51,10 @@ pub struct HostOptions {
     pub informer_grace: Duration,
     /// How plugins whose instances keep faulting are restarted.
     pub restart: RestartPolicy,
+    /// How much a plugin's `init` may declare.
+    pub declarations: DeclarationLimits,
+    /// How much a plugin may log.
+    pub logs: LogLimits,
 }
 
 impl Default for HostOptions {
@@ -59,6 +66,8 @@ impl Default for HostOptions {
             observer: Arc::new(NoopObserver),
             informer_grace: Duration::ZERO,
             restart: RestartPolicy::default(),
+            declarations: DeclarationLimits::default(),
+            logs: LogLimits::default(),
         }
     }
 }
@@ -353,6 +362,7 @@ impl PluginHost {
             label,
             limits,
             Arc::new(Access::empty(policy.grants.clone())),
+            Arc::new(LogGate::new(self.inner.options.logs)),
         )
         .await?;
         let info = match instance.init(&policy.config).await {
@@ -365,7 +375,7 @@ impl PluginHost {
                 });
             }
         };
-        validate(&file, &info, policy)?;
+        validate(&file, &info, policy, &self.inner.options.declarations)?;
         instance.set_label(info.name.as_str().into());
         Ok((instance, info))
     }
@@ -389,6 +399,14 @@ impl PluginHost {
             }
         };
         instance.set_access(access.clone());
+        let kinds: Vec<String> = info
+            .subscriptions
+            .iter()
+            .map(|s| s.gvk.kind.clone())
+            .collect();
+        let observer = self.inner.options.observer.plugin(&info.name, &kinds);
+        let log_gate = instance.log_gate();
+        log_gate.set_observer(observer.clone());
         {
             let mut users = self.inner.informer_users.lock();
             for key in &claims.keys {
@@ -415,15 +433,9 @@ impl PluginHost {
                 access,
                 resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
                 subscriber: Box::new(InformerSubscriber { sources }),
-                observer: self.inner.options.observer.plugin(
-                    &info.name,
-                    &info
-                        .subscriptions
-                        .iter()
-                        .map(|s| s.gvk.kind.clone())
-                        .collect::<Vec<_>>(),
-                ),
+                observer,
                 restart: self.inner.options.restart,
+                log_gate,
             },
         })
     }
@@ -670,11 +682,53 @@ fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginError {
     }
 }
 
-/// Checks `init`'s declarations: every subscription granted and unique, every index on a
-/// subscribed resource with a fresh name.
-fn validate(file: &Path, info: &PluginInfo, policy: &PluginPolicy) -> Result<(), PluginError> {
+/// Checks `init`'s declarations: within `limits`, every subscription granted and unique,
+/// every index on a subscribed resource with a fresh name.
+fn validate(
+    file: &Path,
+    info: &PluginInfo,
+    policy: &PluginPolicy,
+    limits: &DeclarationLimits,
+) -> Result<(), PluginError> {
+    let too_many = |what: &str, n: usize, max: usize, key: &str| PluginError::OverLimit {
+        file: file.to_owned(),
+        what: format!(
+            "{n} {what}, more than the limit of {max} (`{key}` in the config's [limits])"
+        ),
+    };
+    if info.name.len() > limits.max_name_bytes {
+        return Err(too_many(
+            "bytes of plugin name",
+            info.name.len(),
+            limits.max_name_bytes,
+            "max-name-bytes",
+        ));
+    }
+    if info.subscriptions.len() > limits.max_subscriptions {
+        return Err(too_many(
+            "subscriptions",
+            info.subscriptions.len(),
+            limits.max_subscriptions,
+            "max-subscriptions",
+        ));
+    }
+    if info.indexes.len() > limits.max_indexes {
+        return Err(too_many(
+            "indexes",
+            info.indexes.len(),
+            limits.max_indexes,
+            "max-indexes",
+        ));
+    }
     if info.name.trim().is_empty() {
         return Err(invalid(file, info, "name: it is empty".into()));
+    }
+    if info.name.chars().any(char::is_control) {
+        return Err(invalid(
+            file,
+            info,
+            "name: it holds control characters".into(),
+        ));
     }
     for (i, sub) in info.subscriptions.iter().enumerate() {
         if !policy.grants.allows(&sub.gvk) {
@@ -781,7 +835,12 @@ mod tests {
             grants,
             ..PluginPolicy::default()
         };
-        validate(Path::new("p.wasm"), info, &policy)
+        validate(
+            Path::new("p.wasm"),
+            info,
+            &policy,
+            &DeclarationLimits::default(),
+        )
     }
 
     #[test]
@@ -816,6 +875,49 @@ mod tests {
         );
         assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
         assert!(check(&info(vec![sub("Pod")], vec![decl]), Grants::default()).is_ok());
+    }
+
+    #[test]
+    fn declarations_over_the_limits_are_refused_with_the_limit_and_its_key() {
+        let limits = DeclarationLimits {
+            max_name_bytes: 10,
+            max_subscriptions: 2,
+            max_indexes: 1,
+        };
+        let policy = PluginPolicy::default();
+        let run = |info: &PluginInfo| validate(Path::new("p.wasm"), info, &policy, &limits);
+        let mut long = info(vec![sub("Pod")], vec![]);
+        long.name = "n".repeat(10 << 20);
+        let msg = run(&long).unwrap_err().to_string();
+        assert!(
+            msg.starts_with("p.wasm: ")
+                && msg.contains("10485760 bytes of plugin name")
+                && msg.contains("max-name-bytes"),
+            "{}",
+            &msg[..msg.len().min(300)]
+        );
+        assert!(msg.len() < 300, "the refusal does not repeat the name");
+        let subs = info(vec![sub("Pod"), sub("ConfigMap"), sub("Secret")], vec![]);
+        let msg = run(&subs).unwrap_err().to_string();
+        assert!(
+            msg.contains("3 subscriptions") && msg.contains("limit of 2"),
+            "{msg}"
+        );
+        let decl = |n: usize| IndexDecl {
+            name: format!("i{n}"),
+            gvk: gvk("Pod"),
+            source: IndexSource::Label(format!("l{n}")),
+        };
+        let many = info(vec![sub("Pod")], (0..100_000).map(decl).collect());
+        let msg = run(&many).unwrap_err().to_string();
+        assert!(
+            msg.contains("100000 indexes") && msg.contains("max-indexes"),
+            "{msg}"
+        );
+        assert!(run(&info(vec![sub("Pod")], vec![decl(0)])).is_ok());
+        let mut control = info(vec![sub("Pod")], vec![]);
+        control.name = "a\nb".into();
+        assert!(run(&control).is_err());
     }
 
     #[test]

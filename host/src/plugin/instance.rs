@@ -12,6 +12,7 @@ use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
 use super::error::PluginError;
 use super::grants::Limits;
+use super::log_gate::LogGate;
 use super::observer::{EventKind, FailureKind};
 use super::state::{CallClock, HostState};
 use super::{Gvk, PluginInfo};
@@ -100,9 +101,10 @@ impl Instance {
         label: Arc<str>,
         limits: Limits,
         access: Arc<Access>,
+        log_gate: Arc<LogGate>,
     ) -> Result<Self, PluginError> {
         let engine = compiled.pre.engine();
-        let mut store = Store::new(engine, HostState::new(label, limits.memory, access));
+        let mut store = Store::new(engine, HostState::new(label, &limits, access, log_gate));
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_callback(|ctx| {
             if ctx.data().past_deadline() {
@@ -146,6 +148,11 @@ impl Instance {
     /// Gives the guest its view of the cache.
     pub(crate) fn set_access(&mut self, access: Arc<Access>) {
         self.store.data_mut().access = access;
+    }
+
+    /// The cap on what the guest logs (shared with the plugin's later instances).
+    pub(crate) fn log_gate(&self) -> Arc<LogGate> {
+        self.store.data().log_gate.clone()
     }
 
     /// Renames the instance in its log lines.
@@ -268,6 +275,7 @@ mod tests {
             "probe".into(),
             Limits::default(),
             Arc::new(Access::empty(Grants::default())),
+            Arc::new(LogGate::new(Default::default())),
         )
         .await
         .unwrap()
@@ -320,6 +328,7 @@ mod tests {
             "survivor".into(),
             limits,
             Arc::new(Access::empty(Grants::default())),
+            Arc::new(LogGate::new(Default::default())),
         )
         .await
         .unwrap();

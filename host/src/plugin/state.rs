@@ -15,6 +15,8 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::cache_api::Access;
+use super::grants::Limits;
+use super::log_gate::LogGate;
 
 /// Everything a plugin instance's host functions can reach.
 pub(crate) struct HostState {
@@ -25,6 +27,12 @@ pub(crate) struct HostState {
     pub(crate) plugin: Arc<str>,
     /// The resources the guest may read; replaced once `init` has declared its subscriptions.
     pub(crate) access: Arc<Access>,
+    /// The most JSON one cache query may answer with.
+    pub(crate) answer_budget: usize,
+    /// The memory cap, for messages.
+    pub(crate) memory: usize,
+    /// Caps what the guest logs (shared by the plugin's instances).
+    pub(crate) log_gate: Arc<LogGate>,
     /// The running time of the call in progress.
     pub(crate) clock: Arc<CallClock>,
 }
@@ -89,15 +97,23 @@ impl CallClock {
 impl HostState {
     /// A state with no preopened directories, no sockets, no environment, stdin closed and
     /// stdout / stderr going to the log tagged with `plugin`.
-    pub(crate) fn new(plugin: Arc<str>, memory: usize, access: Arc<Access>) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        limits: &Limits,
+        access: Arc<Access>,
+        log_gate: Arc<LogGate>,
+    ) -> Self {
+        let memory = limits.memory;
         let wasi = WasiCtx::builder()
             .stdout(GuestOutput {
                 plugin: plugin.clone(),
                 stream: "stdout",
+                gate: log_gate.clone(),
             })
             .stderr(GuestOutput {
                 plugin: plugin.clone(),
                 stream: "stderr",
+                gate: log_gate.clone(),
             })
             .allow_tcp(false)
             .allow_udp(false)
@@ -109,6 +125,9 @@ impl HostState {
             limiter: MemoryLimiter::new(memory),
             plugin,
             access,
+            answer_budget: limits.answer_budget(),
+            log_gate,
+            memory,
             clock: Arc::default(),
         }
     }
@@ -175,6 +194,7 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
 struct GuestOutput {
     plugin: Arc<str>,
     stream: &'static str,
+    gate: Arc<LogGate>,
 }
 
 impl IsTerminal for GuestOutput {
@@ -189,6 +209,7 @@ impl StdoutStream for GuestOutput {
             plugin: self.plugin.clone(),
             stream: self.stream,
             buf: Vec::new(),
+            gate: self.gate.clone(),
         })
     }
 }
@@ -201,13 +222,16 @@ struct LineLogger {
     plugin: Arc<str>,
     stream: &'static str,
     buf: Vec<u8>,
+    gate: Arc<LogGate>,
 }
 
 impl LineLogger {
     fn emit(&mut self, end: usize) {
         let line = String::from_utf8_lossy(&self.buf[..end]);
         let line = line.trim_end_matches(['\n', '\r']);
-        tracing::info!(target: "kubewasm::guest", plugin = %self.plugin, stream = self.stream, "{line}");
+        if let Some(line) = self.gate.admit(&self.plugin, line) {
+            tracing::info!(target: "kubewasm::guest", plugin = %self.plugin, stream = self.stream, "{line}");
+        }
         self.buf.drain(..end);
     }
 }
@@ -286,6 +310,7 @@ mod tests {
             plugin: "p".into(),
             stream: "stdout",
             buf: Vec::new(),
+            gate: Arc::new(LogGate::new(Default::default())),
         };
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);

@@ -12,6 +12,7 @@ use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, S
 use super::engine::{EngineOptions, PluginEngine};
 use super::grants::{Grants, Limits};
 use super::instance::{Event, Instance, Outcome};
+use super::log_gate::{LogGate, LogLimits};
 use super::observer::NoopObserver;
 use super::wiring::{EventSink, Subscribed, Subscriber};
 use super::{Gvk, IndexSource};
@@ -276,11 +277,13 @@ pub(crate) async fn spawn_probe_with(
     }
     let config = config.to_string();
     let label: Arc<str> = name.into();
+    let log_gate = Arc::new(LogGate::new(LogLimits::default()));
     let mut instance = Instance::new(
         &compiled,
         label.clone(),
         limits,
         Arc::new(Access::empty(grants.clone())),
+        log_gate.clone(),
     )
     .await
     .expect("probe instantiates");
@@ -316,6 +319,7 @@ pub(crate) async fn spawn_probe_with(
             subscriber: Box::new(feed),
             observer: Arc::new(NoopObserver),
             restart,
+            log_gate,
         },
         instance,
     )
