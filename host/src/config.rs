@@ -15,7 +15,8 @@
 //! max-name-bytes = 253         # what `init` may declare
 //! max-subscriptions = 64
 //! max-indexes = 128
-//! log-lines-per-second = 100   # per plugin (burst: as many at once); the rest dropped, counted
+//! log-lines-per-second = 1000  # per plugin, once its burst is used; the rest dropped, counted
+//! log-burst-lines = 10000
 //! log-line-bytes = 8192        # longer guest log lines are cut
 //! restarts-before-failed = 5   # restarts in a row that never complete the replay
 //! failed-retry-seconds = 300   # how often a failed plugin is tried again
@@ -138,9 +139,11 @@ pub struct LimitsConfig {
     pub max_subscriptions: usize,
     /// Most indexes one plugin may declare.
     pub max_indexes: usize,
-    /// Guest log lines (log import, stdout, stderr) one plugin may emit per second; more are
-    /// dropped and counted.
+    /// Guest log lines (log import, stdout, stderr) one plugin may emit per second once its
+    /// burst is used up; more are dropped and counted.
     pub log_lines_per_second: u32,
+    /// Guest log lines one plugin may emit at once.
+    pub log_burst_lines: u32,
     /// Longest guest log line kept, in bytes; longer ones are cut and counted.
     pub log_line_bytes: usize,
     /// Restarts in a row that do not complete the replay before a plugin is failed.
@@ -159,6 +162,7 @@ impl Default for LimitsConfig {
             max_subscriptions: declarations.max_subscriptions,
             max_indexes: declarations.max_indexes,
             log_lines_per_second: logs.lines_per_second,
+            log_burst_lines: logs.burst_lines,
             log_line_bytes: logs.line_bytes,
             restarts_before_failed: restart.max_restarts_without_progress,
             failed_retry_seconds: restart.failed_retry.as_secs(),
@@ -178,6 +182,7 @@ impl LimitsConfig {
     pub fn logs(&self) -> LogLimits {
         LogLimits {
             lines_per_second: self.log_lines_per_second,
+            burst_lines: self.log_burst_lines,
             line_bytes: self.log_line_bytes,
         }
     }

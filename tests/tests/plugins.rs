@@ -815,7 +815,9 @@ async fn a_stuck_plugin_shows_its_queue_live_and_an_unloaded_one_leaves_no_serie
     let metrics = Arc::new(kubewasm::metrics::Metrics::new(Arc::new(Vec::new)));
     let stuck = PluginPolicy {
         limits: Some(Limits {
-            call_deadline: Duration::from_secs(4),
+            // A sleeping guest is waiting on the host: only the wall limit (10 times the
+            // deadline) ends its call, after 10 s.
+            call_deadline: Duration::from_secs(1),
             ..Limits::default()
         }),
         ..probe("live-q", json!({"mode": "sleep", "trigger": "bad"}))

@@ -475,7 +475,9 @@ impl App {
             shutdown_grace: 5,
         };
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(kubewasm::app::run(client, &args, config, cancel.clone()));
+        let stop = cancel.clone();
+        let task =
+            tokio::spawn(async move { kubewasm::app::run(client, &args, config, stop).await });
         App {
             port,
             cancel,

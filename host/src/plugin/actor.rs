@@ -593,6 +593,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::grants::{Grants, Limits};
+    use super::super::log_gate::LogLimits;
     use super::super::testing::{FakeFeed, config_map, spawn_probe, spawn_probe_with};
     use super::*;
 
@@ -953,6 +954,7 @@ mod tests {
             Grants::default(),
             feed.clone(),
             policy,
+            LogLimits::default(),
         )
         .await;
         let s = handle.shared.clone();
@@ -1005,12 +1007,19 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_guest_flooding_the_log_is_capped_in_rate_and_line_length() {
         let feed = Arc::new(FakeFeed::default());
-        let h = spawn_probe(
+        let logs = LogLimits {
+            lines_per_second: 100,
+            burst_lines: 100,
+            line_bytes: 8 << 10,
+        };
+        let h = spawn_probe_with(
             "spammer",
             json!({"mode": "spam", "trigger": "flood", "spamLines": 300, "spamBytes": 20000}),
             Limits::default(),
             Grants::default(),
             feed.clone(),
+            RestartPolicy::default(),
+            logs,
         )
         .await;
         feed.upsert(config_map("a", "flood", 1, &[]));

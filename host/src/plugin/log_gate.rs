@@ -10,12 +10,16 @@ use parking_lot::Mutex;
 
 use super::observer::PluginObserver;
 
-/// How much a plugin may log.
+/// How much a plugin may log: with the defaults, a plugin that logs a line per event keeps
+/// every line of a 10,000-object replay, and one that floods the log passes at most about
+/// 8 MB per second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogLimits {
-    /// Lines per second, through the `log` import, stdout and stderr together; a burst of as
-    /// many is allowed at once. More are dropped and counted.
+    /// Lines per second, through the `log` import, stdout and stderr together, once a burst
+    /// is used up. More are dropped and counted.
     pub lines_per_second: u32,
+    /// Lines that may come at once (the bucket's size; at least `lines_per_second`).
+    pub burst_lines: u32,
     /// Longest line kept, in bytes; a longer one is cut and counted.
     pub line_bytes: usize,
 }
@@ -23,9 +27,16 @@ pub struct LogLimits {
 impl Default for LogLimits {
     fn default() -> Self {
         LogLimits {
-            lines_per_second: 100,
+            lines_per_second: 1000,
+            burst_lines: 10_000,
             line_bytes: 8 << 10,
         }
+    }
+}
+
+impl LogLimits {
+    fn capacity(&self) -> f64 {
+        f64::from(self.burst_lines.max(self.lines_per_second))
     }
 }
 
@@ -52,7 +63,7 @@ impl LogGate {
         LogGate {
             limits,
             bucket: Mutex::new(Bucket {
-                tokens: f64::from(limits.lines_per_second),
+                tokens: limits.capacity(),
                 refilled: Instant::now(),
                 dropped: 0,
                 noticed: Instant::now(),
@@ -81,7 +92,7 @@ impl LogGate {
             let now = Instant::now();
             let rate = f64::from(self.limits.lines_per_second);
             let elapsed = now.duration_since(b.refilled);
-            b.tokens = (b.tokens + elapsed.as_secs_f64() * rate).min(rate);
+            b.tokens = (b.tokens + elapsed.as_secs_f64() * rate).min(self.limits.capacity());
             b.refilled = now;
             if b.tokens < 1.0 {
                 b.dropped += 1;
@@ -136,6 +147,7 @@ mod tests {
     fn lines_over_the_rate_are_dropped_and_long_lines_cut_and_both_counted() {
         let gate = LogGate::new(LogLimits {
             lines_per_second: 5,
+            burst_lines: 5,
             line_bytes: 4,
         });
         let counted = Arc::new(Counted::default());

@@ -248,10 +248,19 @@ pub(crate) async fn spawn_probe(
     grants: Grants,
     feed: Arc<FakeFeed>,
 ) -> ActorHandle {
-    spawn_probe_with(name, extra, limits, grants, feed, RestartPolicy::default()).await
+    spawn_probe_with(
+        name,
+        extra,
+        limits,
+        grants,
+        feed,
+        RestartPolicy::default(),
+        LogLimits::default(),
+    )
+    .await
 }
 
-/// [`spawn_probe`] with a restart policy.
+/// [`spawn_probe`] with a restart policy and log limits.
 pub(crate) async fn spawn_probe_with(
     name: &str,
     extra: serde_json::Value,
@@ -259,6 +268,7 @@ pub(crate) async fn spawn_probe_with(
     grants: Grants,
     feed: Arc<FakeFeed>,
     restart: RestartPolicy,
+    logs: LogLimits,
 ) -> ActorHandle {
     kubewasm_tests::guest_logs();
     let compiled = engine()
@@ -277,7 +287,7 @@ pub(crate) async fn spawn_probe_with(
     }
     let config = config.to_string();
     let label: Arc<str> = name.into();
-    let log_gate = Arc::new(LogGate::new(LogLimits::default()));
+    let log_gate = Arc::new(LogGate::new(logs));
     let mut instance = Instance::new(
         &compiled,
         label.clone(),
