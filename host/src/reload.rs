@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::StreamExt as _;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -112,6 +113,31 @@ pub fn settle_period(debounce: Duration) -> Duration {
     (debounce * 10).max(Duration::from_secs(1))
 }
 
+/// A new or changed file to load, or to replace its running version with.
+struct Job<Id> {
+    path: PathBuf,
+    stamp: Stamp,
+    hash: [u8; 32],
+    /// Taken by the load.
+    bytes: Vec<u8>,
+    young: bool,
+    running: Option<Loaded<Id>>,
+}
+
+type Outcome<Id> = anyhow::Result<(Id, String)>;
+
+/// Loads `job`'s file, or replaces its running version: the id and name of what runs now.
+async fn apply<L: Loader>(loader: &L, job: &mut Job<L::Id>) -> Outcome<L::Id> {
+    let bytes = std::mem::take(&mut job.bytes);
+    match &job.running {
+        Some(l) => loader
+            .replace(&l.id, bytes)
+            .await
+            .map(|name| (l.id.clone(), name)),
+        None => loader.load(&job.path, bytes).await,
+    }
+}
+
 /// Keeps the loaded plugins in step with a directory.
 pub struct Reloader<L: Loader> {
     dir: PathBuf,
@@ -177,6 +203,7 @@ impl<L: Loader> Reloader<L> {
         let mut events = Vec::new();
         let mut deferred = false;
         let mut present = BTreeSet::new();
+        let mut jobs = Vec::new();
         self.fresh.clear();
         let settle = settle_period(self.debounce);
         for path in wasm_files(&self.dir)? {
@@ -235,7 +262,34 @@ impl<L: Loader> Reloader<L> {
             let Some((bytes, hash)) = read else {
                 continue;
             };
-            let event = self.apply(&path, stamp, hash, bytes, Instant::now()).await;
+            let running = self.entries.remove(&path).and_then(|e| e.loaded);
+            jobs.push(Job {
+                path,
+                stamp,
+                hash,
+                bytes,
+                young,
+                running,
+            });
+        }
+        // Compile and start the new and changed files in parallel, bounded by the cores: each
+        // plugin is registered as soon as it is ready, a slow compile delays no other.
+        let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+        let loader = &self.loader;
+        let mut done: Vec<(Job<L::Id>, Outcome<L::Id>, Duration)> = futures::stream::iter(jobs)
+            .map(|mut job| async move {
+                let started = Instant::now();
+                let outcome = apply(loader, &mut job).await;
+                (job, outcome, started.elapsed())
+            })
+            .buffer_unordered(parallel)
+            .collect()
+            .await;
+        done.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+        for (job, outcome, elapsed) in done {
+            let young = job.young;
+            let path = job.path.clone();
+            let event = self.record(job, outcome, elapsed);
             if event.result.is_err() && young {
                 // Possibly still being written: retried when it changes, reported if it
                 // settles as it is.
@@ -272,35 +326,29 @@ impl<L: Loader> Reloader<L> {
         Ok((events, deferred))
     }
 
-    async fn apply(
+    /// Records what loading or replacing `job` came to, and the event to report.
+    fn record(
         &mut self,
-        path: &Path,
-        stamp: Stamp,
-        hash: [u8; 32],
-        bytes: Vec<u8>,
-        started: Instant,
+        job: Job<L::Id>,
+        outcome: Outcome<L::Id>,
+        elapsed: Duration,
     ) -> ReloadEvent {
-        let stem = path
+        let stem = job
+            .path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let running = self.entries.remove(path).and_then(|e| e.loaded);
-        let (action, outcome) = match &running {
-            Some(l) => (
-                Action::Replace,
-                self.loader
-                    .replace(&l.id, bytes)
-                    .await
-                    .map(|name| (l.id.clone(), name)),
-            ),
-            None => (Action::Load, self.loader.load(path, bytes).await),
+        let action = if job.running.is_some() {
+            Action::Replace
+        } else {
+            Action::Load
         };
         let (loaded, error, plugin, result) = match outcome {
             Ok((id, name)) => (
                 Some(Loaded {
                     id,
                     name: name.clone(),
-                    hash,
+                    hash: job.hash,
                 }),
                 None,
                 name,
@@ -308,26 +356,26 @@ impl<L: Loader> Reloader<L> {
             ),
             Err(err) => {
                 let reason = format!("{err:#}");
-                let plugin = running.as_ref().map_or(stem, |l| l.name.clone());
-                (running, Some(reason.clone()), plugin, Err(reason))
+                let plugin = job.running.as_ref().map_or(stem, |l| l.name.clone());
+                (job.running, Some(reason.clone()), plugin, Err(reason))
             }
         };
         self.entries.insert(
-            path.to_path_buf(),
+            job.path.clone(),
             Entry {
-                stamp,
-                hash,
+                stamp: job.stamp,
+                hash: job.hash,
                 loaded,
                 error,
                 unreported: None,
             },
         );
         ReloadEvent {
-            path: path.to_path_buf(),
+            path: job.path,
             plugin,
             action,
             result,
-            elapsed: started.elapsed(),
+            elapsed,
         }
     }
 
@@ -450,10 +498,12 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    /// Records calls; content starting with "bad" fails to load.
+    /// Records calls; content starting with "bad" fails to load. With a barrier, each load
+    /// waits at it (so loads that must meet there only finish when run in parallel).
     #[derive(Clone, Default)]
     struct FakeLoader {
         calls: Arc<Mutex<Vec<String>>>,
+        barrier: Option<Arc<tokio::sync::Barrier>>,
     }
 
     impl Loader for FakeLoader {
@@ -461,6 +511,9 @@ mod tests {
 
         async fn load(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<(String, String)> {
             let text = String::from_utf8(bytes)?;
+            if let Some(barrier) = &self.barrier {
+                barrier.wait().await;
+            }
             self.calls.lock().unwrap().push(format!("load {text}"));
             anyhow::ensure!(!text.starts_with("bad"), "not a component");
             let id = path.display().to_string();
@@ -536,6 +589,29 @@ mod tests {
         r.scan().await.unwrap();
         assert_eq!(take(&calls), ["unload a.wasm"]);
         assert!(r.status().is_empty());
+    }
+
+    #[tokio::test]
+    async fn files_load_in_parallel() {
+        let dir = tempfile::tempdir().unwrap();
+        let loader = FakeLoader {
+            barrier: Some(Arc::new(tokio::sync::Barrier::new(2))),
+            ..FakeLoader::default()
+        };
+        let calls = loader.calls.clone();
+        let mut r = Reloader::new(dir.path().to_path_buf(), loader, Duration::from_millis(100));
+        write_settled(&dir.path().join("a.wasm"), "va");
+        write_settled(&dir.path().join("b.wasm"), "vb");
+        // One after the other, the first load would wait at the barrier for ever.
+        let (events, _) = tokio::time::timeout(Duration::from_secs(20), r.scan())
+            .await
+            .expect("both loads ran at once")
+            .unwrap();
+        assert_eq!(events.len(), 2);
+        let mut calls = take(&calls);
+        calls.sort();
+        assert_eq!(calls, ["load va", "load vb"]);
+        assert_eq!(r.status().len(), 2);
     }
 
     #[tokio::test]
