@@ -333,6 +333,9 @@ impl Observer for Metrics {
 
 struct PluginCollector(Arc<OnceLock<PluginSource>>);
 
+/// A gauge read from each plugin sample: name, help, value.
+type GaugeColumn = (&'static str, &'static str, fn(&PluginSample) -> i64);
+
 impl std::fmt::Debug for PluginCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PluginCollector")
@@ -342,7 +345,7 @@ impl std::fmt::Debug for PluginCollector {
 impl prometheus_client::collector::Collector for PluginCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let samples = self.0.get().map(|source| source()).unwrap_or_default();
-        let gauges: [(&str, &str, fn(&PluginSample) -> i64); 2] = [
+        let gauges: [GaugeColumn; 2] = [
             (
                 "plugin_queue_depth",
                 "Events waiting in a plugin's queue, read when scraped",

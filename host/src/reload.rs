@@ -126,6 +126,9 @@ struct Job<Id> {
 
 type Outcome<Id> = anyhow::Result<(Id, String)>;
 
+/// A job, how it came out and how long it took.
+type Done<Id> = (Job<Id>, Outcome<Id>, Duration);
+
 /// Loads `job`'s file, or replaces its running version: the id and name of what runs now.
 async fn apply<L: Loader>(loader: &L, job: &mut Job<L::Id>) -> Outcome<L::Id> {
     let bytes = std::mem::take(&mut job.bytes);
@@ -276,7 +279,7 @@ impl<L: Loader> Reloader<L> {
         // plugin is registered as soon as it is ready, a slow compile delays no other.
         let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let loader = &self.loader;
-        let mut done: Vec<(Job<L::Id>, Outcome<L::Id>, Duration)> = futures::stream::iter(jobs)
+        let mut done: Vec<Done<L::Id>> = futures::stream::iter(jobs)
             .map(|mut job| async move {
                 let started = Instant::now();
                 let outcome = apply(loader, &mut job).await;
