@@ -10,6 +10,7 @@ use wasmtime::{Store, UpdateDeadline};
 use super::bindings::Controller;
 use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
+use super::engine::CallInFlight;
 use super::error::PluginError;
 use super::grants::Limits;
 use super::log_gate::LogGate;
@@ -117,6 +118,7 @@ impl Instance {
         store.set_epoch_deadline(1);
         let clock = store.data().clock.clone();
         clock.start(limits.call_deadline);
+        let _in_flight = CallInFlight::start();
         let instantiated = tokio::time::timeout(
             wall_limit(limits.call_deadline),
             timed(&clock, compiled.pre.instantiate_async(&mut store)),
@@ -216,6 +218,7 @@ impl Instance {
         self.store.data_mut().limiter.exceeded = false;
         let clock = self.store.data().clock.clone();
         clock.start(deadline);
+        let _in_flight = CallInFlight::start();
         self.store.set_epoch_deadline(1);
         let result = {
             let mut call = std::pin::pin!(timed(&clock, call(&mut self.store)));
