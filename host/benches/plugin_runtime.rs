@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use kube::api::GroupVersionKind;
 use kubewasm::plugin::{
-    EngineOptions, EventKind, HostOptions, Observer, Origin, PluginEngine, PluginHost, PluginPolicy,
+    EngineOptions, EventKind, HostOptions, Observer, Origin, PluginEngine, PluginHost,
+    PluginObserver, PluginPolicy,
 };
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{
@@ -84,7 +85,13 @@ impl ResourceEventHandler for Counting {
 struct SpanObserver(Arc<Span>);
 
 impl Observer for SpanObserver {
-    fn event_handled(&self, _: &str, _: &str, _: EventKind, elapsed: Duration, ok: bool) {
+    fn plugin(&self, _: &str, _: &[String]) -> Arc<dyn PluginObserver> {
+        Arc::new(SpanObserver(self.0.clone()))
+    }
+}
+
+impl PluginObserver for SpanObserver {
+    fn event_handled(&self, _: usize, _: EventKind, elapsed: Duration, ok: bool) {
         assert!(ok, "the bench guest failed an event");
         self.0
             .call_nanos

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant, SystemTime};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kubewasm::app::HostLoader;
-use kubewasm::plugin::{EventKind, HostOptions, Observer, PluginHost, PluginPolicy};
+use kubewasm::plugin::{
+    EventKind, HostOptions, Observer, PluginHost, PluginObserver, PluginPolicy,
+};
 use kubewasm::reload::Reloader;
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
@@ -29,11 +31,20 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 
 /// Events handled per plugin name (each version gets its own name).
 #[derive(Default)]
-struct Handled(Mutex<HashMap<String, usize>>);
+struct Handled(Arc<Mutex<HashMap<String, usize>>>);
 
 impl Observer for Handled {
-    fn event_handled(&self, plugin: &str, _: &str, _: EventKind, _: Duration, _: bool) {
-        *self.0.lock().entry(plugin.to_owned()).or_default() += 1;
+    fn plugin(&self, name: &str, _: &[String]) -> Arc<dyn PluginObserver> {
+        Arc::new(HandledBy(name.to_owned(), self.0.clone()))
+    }
+}
+
+/// One plugin's handle on [`Handled`].
+struct HandledBy(String, Arc<Mutex<HashMap<String, usize>>>);
+
+impl PluginObserver for HandledBy {
+    fn event_handled(&self, _: usize, _: EventKind, _: Duration, _: bool) {
+        *self.1.lock().entry(self.0.clone()).or_default() += 1;
     }
 }
 

@@ -1,9 +1,9 @@
 //! The running host: shared informers, the plugins, the directory watcher and the HTTP endpoint,
 //! wired together and shut down in order.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::HostArgs;
 use crate::config::Config;
-use crate::metrics::{InformerSample, Metrics};
+use crate::metrics::{InformerSample, Metrics, PluginSample, PluginSource};
 use crate::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PluginStatus};
-use crate::reload::{Action, FileStatus, Loader, Reloader};
+use crate::reload::{Action, FileStatus, Loader, Reloader, SharedStatus};
 use crate::server::{self, Probes};
 
 /// An error in what the user gave us (config file, plugins dir): exit code 2.
@@ -148,18 +148,31 @@ pub async fn run(
             policy: Arc::new(policy_lookup(config.clone())),
             observer: metrics.clone(),
             informer_grace: config.reload.informer_grace(),
+            restart: config.limits.restart(),
+            declarations: config.limits.declarations(),
+            logs: config.limits.logs(),
             ..HostOptions::default()
         },
     )?;
 
-    let files: Arc<Mutex<Vec<FileStatus>>> = Arc::default();
-    let scanned = Arc::new(AtomicBool::new(false));
+    let mut reloader = Reloader::new(
+        args.plugins.clone(),
+        HostLoader(plugins.clone()),
+        config.reload.debounce(),
+    );
+    metrics.set_plugin_source(plugin_source(plugins.clone()));
+    let files = reloader.shared_status();
+    // The plugin files found by the first scan: readiness waits for each of them.
+    let initial: Arc<OnceLock<BTreeSet<PathBuf>>> = Arc::default();
     let probes = Probes {
         metrics: metrics.clone(),
         ready: {
-            let (factory, plugins, scanned) = (factory.clone(), plugins.clone(), scanned.clone());
+            let (factory, plugins) = (factory.clone(), plugins.clone());
+            let (files, initial) = (files.clone(), initial.clone());
             Arc::new(move || {
-                scanned.load(Ordering::Acquire)
+                initial
+                    .get()
+                    .is_some_and(|initial| initial_files_settled(initial, &files))
                     && factory.informers().iter().all(|(_, i)| i.has_synced())
                     && plugins.ready()
             })
@@ -167,12 +180,14 @@ pub async fn run(
         plugins: {
             let (plugins, files) = (plugins.clone(), files.clone());
             Arc::new(move || {
+                let files = files.lock().clone().unwrap_or_default();
                 serde_json::json!({
                     "plugins": plugins.plugins().iter().map(status_json).collect::<Vec<_>>(),
-                    "files": files.lock().iter().map(|f| serde_json::json!({
+                    "files": files.iter().map(|f| serde_json::json!({
                         "path": f.path,
                         "plugin": f.plugin,
                         "error": f.error,
+                        "pending": f.pending,
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -182,25 +197,19 @@ pub async fn run(
     let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
 
-    let mut reloader = Reloader::new(
-        args.plugins.clone(),
-        HostLoader(plugins.clone()),
-        config.reload.debounce(),
-    );
-    let (initial, _) = reloader
+    let (initial_events, _) = reloader
         .scan()
         .await
         .with_context(|| format!("cannot scan plugins directory {}", args.plugins.display()))?;
     let report = {
-        let (metrics, files) = (metrics.clone(), files.clone());
-        move |event: &crate::reload::ReloadEvent, status: &[FileStatus]| {
-            *files.lock() = status.to_vec();
+        let metrics = metrics.clone();
+        move |event: &crate::reload::ReloadEvent, _: &[FileStatus]| {
             let ok = event.result.is_ok();
             if event.action != Action::Unload {
                 metrics.reloaded(&event.plugin, ok, event.elapsed);
             }
-            // The plugin host logs every load, replacement and unload (and a refused
-            // replacement); only what it cannot know is logged here.
+            // The plugin host logs every load, replacement and unload; a refusal is logged
+            // here, once the reloader knows the file is not merely half written.
             match (&event.result, event.action) {
                 (Ok(()), _) => tracing::debug!(
                     plugin = %event.plugin,
@@ -214,16 +223,20 @@ pub async fn run(
                     %reason,
                     "plugin file rejected"
                 ),
-                (Err(_), _) => {}
+                (Err(reason), _) => tracing::warn!(
+                    plugin = %event.plugin,
+                    file = %event.path.display(),
+                    %reason,
+                    "replacement refused, the old version keeps running"
+                ),
             }
         }
     };
     let status = reloader.status();
-    for event in &initial {
+    for event in &initial_events {
         report(event, &status);
     }
-    *files.lock() = status;
-    scanned.store(true, Ordering::Release);
+    let _ = initial.set(status.into_iter().map(|f| f.path).collect());
     let watch_cancel = CancellationToken::new();
     let watcher = tokio::spawn(reloader.run(watch_cancel.clone(), report));
 
@@ -245,6 +258,34 @@ pub async fn run(
     Ok(())
 }
 
+/// The live plugin figures the metrics read on each scrape.
+pub fn plugin_source(plugins: PluginHost) -> PluginSource {
+    Arc::new(move || {
+        plugins
+            .plugins()
+            .into_iter()
+            .map(|p| PluginSample {
+                plugin: p.name,
+                queue_depth: p.queue_depth as u64,
+                failed: p.failed,
+            })
+            .collect()
+    })
+}
+
+/// Whether every file the first scan found has been dealt with: loaded, or refused for a reason
+/// that is shown (a file deleted since does not count).
+fn initial_files_settled(initial: &BTreeSet<PathBuf>, files: &SharedStatus) -> bool {
+    let files = files.lock();
+    let Some(files) = files.as_ref() else {
+        return false;
+    };
+    files
+        .iter()
+        .filter(|f| initial.contains(&f.path))
+        .all(|f| !f.pending && (f.plugin.is_some() || f.error.is_some()))
+}
+
 fn status_json(p: &PluginStatus) -> serde_json::Value {
     serde_json::json!({
         "id": p.id.0,
@@ -252,6 +293,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "source": p.source,
         "content_hash": p.content_hash,
         "state": format!("{:?}", p.state).to_lowercase(),
+        "failed": p.failed,
         "subscriptions": p.subscriptions,
         "events_delivered": p.events_delivered,
         "errors": p.errors,
@@ -259,6 +301,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "timeouts": p.timeouts,
         "memory_faults": p.memory_faults,
         "restarts": p.restarts,
+        "events_dropped": p.events_dropped.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "queue_depth": p.queue_depth,
         "replay_done": p.replay_done,
         "last_error": p.last_error,

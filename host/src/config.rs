@@ -13,6 +13,15 @@
 //!
 //! [informers]
 //! list = "any-version"         # or "streaming", "paginated": how informers list
+//! [limits]                     # host-wide; the defaults shown
+//! max-name-bytes = 253         # what `init` may declare
+//! max-subscriptions = 64
+//! max-indexes = 128
+//! log-lines-per-second = 1000  # per plugin, once its burst is used; the rest dropped, counted
+//! log-burst-lines = 10000
+//! log-line-bytes = 8192        # longer guest log lines are cut
+//! restarts-before-failed = 5   # restarts in a row that never complete the replay
+//! failed-retry-seconds = 300   # how often a failed plugin is tried again
 //!
 //! [plugins.pod-diff]           # keyed by the file name without `.wasm`
 //! config = "verbose"
@@ -31,7 +40,9 @@ use std::time::Duration;
 use kubewasm_informer::ListStrategy;
 use serde::Deserialize;
 
-use crate::plugin::{Grants, Limits, PluginPolicy, ResourcePattern};
+use crate::plugin::{
+    DeclarationLimits, Grants, Limits, LogLimits, PluginPolicy, ResourcePattern, RestartPolicy,
+};
 
 /// Why the config could not be used. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +72,8 @@ pub struct Config {
     pub reload: ReloadConfig,
     #[serde(default)]
     pub informers: InformersConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
     /// Per-plugin settings, keyed by the plugin file's name without `.wasm`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -74,6 +87,9 @@ pub struct Defaults {
     pub call_deadline_ms: u64,
     /// Most linear memory a plugin instance may grow to.
     pub memory_mib: u64,
+    /// Most JSON one `list-objects` / `by-index` answer may carry (default: a quarter of the
+    /// memory cap).
+    pub max_answer_mib: Option<u64>,
     /// What a plugin with no entry of its own may subscribe to and query.
     pub grants: Vec<Grant>,
 }
@@ -83,6 +99,7 @@ impl Default for Defaults {
         Defaults {
             call_deadline_ms: 1000,
             memory_mib: 64,
+            max_answer_mib: None,
             grants: vec![Grant(ResourcePattern::new("*", "*"))],
         }
     }
@@ -135,6 +152,72 @@ fn list_strategy<'de, D: serde::Deserializer<'de>>(
     s.parse().map_err(serde::de::Error::custom)
 }
 
+/// Host-wide limits on what plugins may declare, log, and how often they are restarted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LimitsConfig {
+    /// Longest plugin name `init` may return, in bytes.
+    pub max_name_bytes: usize,
+    /// Most subscriptions one plugin may declare.
+    pub max_subscriptions: usize,
+    /// Most indexes one plugin may declare.
+    pub max_indexes: usize,
+    /// Guest log lines (log import, stdout, stderr) one plugin may emit per second once its
+    /// burst is used up; more are dropped and counted.
+    pub log_lines_per_second: u32,
+    /// Guest log lines one plugin may emit at once.
+    pub log_burst_lines: u32,
+    /// Longest guest log line kept, in bytes; longer ones are cut and counted.
+    pub log_line_bytes: usize,
+    /// Restarts in a row that do not complete the replay before a plugin is failed.
+    pub restarts_before_failed: u32,
+    /// How often a failed plugin is tried again.
+    pub failed_retry_seconds: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        let declarations = DeclarationLimits::default();
+        let logs = LogLimits::default();
+        let restart = RestartPolicy::default();
+        LimitsConfig {
+            max_name_bytes: declarations.max_name_bytes,
+            max_subscriptions: declarations.max_subscriptions,
+            max_indexes: declarations.max_indexes,
+            log_lines_per_second: logs.lines_per_second,
+            log_burst_lines: logs.burst_lines,
+            log_line_bytes: logs.line_bytes,
+            restarts_before_failed: restart.max_restarts_without_progress,
+            failed_retry_seconds: restart.failed_retry.as_secs(),
+        }
+    }
+}
+
+impl LimitsConfig {
+    pub fn declarations(&self) -> DeclarationLimits {
+        DeclarationLimits {
+            max_name_bytes: self.max_name_bytes,
+            max_subscriptions: self.max_subscriptions,
+            max_indexes: self.max_indexes,
+        }
+    }
+
+    pub fn logs(&self) -> LogLimits {
+        LogLimits {
+            lines_per_second: self.log_lines_per_second,
+            burst_lines: self.log_burst_lines,
+            line_bytes: self.log_line_bytes,
+        }
+    }
+
+    pub fn restart(&self) -> RestartPolicy {
+        RestartPolicy {
+            max_restarts_without_progress: self.restarts_before_failed,
+            failed_retry: Duration::from_secs(self.failed_retry_seconds),
+        }
+    }
+}
+
 /// One plugin's own settings; unset fields fall back to [`Defaults`].
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -144,6 +227,7 @@ pub struct PluginConfig {
     pub grants: Option<Vec<Grant>>,
     pub call_deadline_ms: Option<u64>,
     pub memory_mib: Option<u64>,
+    pub max_answer_mib: Option<u64>,
 }
 
 /// One grant from the config file, as `Kind` (core group), `group/Kind`, `group/*` or `*`.
@@ -219,6 +303,27 @@ impl Config {
                 .iter()
                 .map(|(name, p)| (name.as_str(), p.call_deadline_ms, p.memory_mib)),
         );
+        let answers = std::iter::once(("defaults", self.defaults.max_answer_mib)).chain(
+            self.plugins
+                .iter()
+                .map(|(name, p)| (name.as_str(), p.max_answer_mib)),
+        );
+        let l = &self.limits;
+        let zero = [
+            ("max-name-bytes", l.max_name_bytes == 0),
+            ("log-lines-per-second", l.log_lines_per_second == 0),
+            ("log-line-bytes", l.log_line_bytes == 0),
+            ("restarts-before-failed", l.restarts_before_failed == 0),
+            ("failed-retry-seconds", l.failed_retry_seconds == 0),
+        ];
+        if let Some((key, _)) = zero.iter().find(|(_, z)| *z) {
+            return Err(invalid(format!("[limits] {key} must be > 0")));
+        }
+        for (section, mib) in answers {
+            if mib == Some(0) {
+                return Err(invalid(format!("[{section}] max-answer-mib must be > 0")));
+            }
+        }
         for (section, deadline, memory) in limits {
             if deadline == Some(0) {
                 return Err(invalid(format!("[{section}] call-deadline-ms must be > 0")));
@@ -248,6 +353,10 @@ impl Config {
                 ),
                 memory: usize::try_from(own.memory_mib.unwrap_or(d.memory_mib) << 20)
                     .unwrap_or(usize::MAX),
+                max_answer: own
+                    .max_answer_mib
+                    .or(d.max_answer_mib)
+                    .map(|mib| usize::try_from(mib << 20).unwrap_or(usize::MAX)),
             }),
         }
     }
@@ -337,6 +446,19 @@ mod tests {
             .to_string();
         assert!(err.contains("kubewasm.toml"), "{err}");
         assert!(err.contains("call-deadline"), "{err}");
+    }
+
+    #[test]
+    fn limits_section_overrides_the_defaults() {
+        let config =
+            parse("[limits]\nmax-indexes = 3\nlog-line-bytes = 100\nfailed-retry-seconds = 9\n")
+                .unwrap();
+        assert_eq!(config.limits.declarations().max_indexes, 3);
+        assert_eq!(config.limits.declarations().max_subscriptions, 64);
+        assert_eq!(config.limits.logs().line_bytes, 100);
+        assert_eq!(config.limits.restart().failed_retry, Duration::from_secs(9));
+        assert!(parse("[limits]\nlog-lines-per-second = 0\n").is_err());
+        assert!(parse("[limits]\nmax-plugins = 3\n").is_err());
     }
 
     #[test]

@@ -1,18 +1,26 @@
 //! Prometheus metrics: what the plugins and informers did, in the text exposition format.
 //!
-//! Plugin counters are pushed as events happen; informer figures (objects cached, relists, watch
-//! restarts) are read from the informers on each scrape through [`InformerSource`].
+//! Plugin counters are pushed as events happen, through handles made once per plugin version
+//! ([`PluginMetrics`]: no label strings on the hot path); a plugin's queue depth and whether it
+//! has failed, and the informer figures (objects cached, relists, watch restarts), are read live
+//! on each scrape through [`PluginSource`] and [`InformerSource`]. The series of a plugin that is
+//! unloaded are removed.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::plugin::{DropReason, EventKind, FailureKind, Observer, PluginObserver};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
@@ -40,6 +48,12 @@ struct ReloadLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DropLabels {
+    plugin: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InformerLabels {
     resource: String,
     namespace: String,
@@ -63,15 +77,66 @@ pub struct InformerSample {
 /// Reads the informers' figures at scrape time.
 pub type InformerSource = Arc<dyn Fn() -> Vec<InformerSample> + Send + Sync>;
 
+/// What one loaded plugin reports on a scrape.
+#[derive(Debug, Clone, Default)]
+pub struct PluginSample {
+    pub plugin: String,
+    /// Events queued and not yet handed to the guest, now.
+    pub queue_depth: u64,
+    /// Whether the plugin is in the failed state.
+    pub failed: bool,
+}
+
+/// Reads the plugins' live figures at scrape time.
+pub type PluginSource = Arc<dyn Fn() -> Vec<PluginSample> + Send + Sync>;
+
 /// Every metric kubewasm exports.
 pub struct Metrics {
     registry: Registry,
     events: Family<EventLabels, Counter>,
     handler_seconds: Family<PluginLabels, Histogram>,
-    queue_depth: Family<PluginLabels, Gauge>,
     failures: Family<FailureLabels, Counter>,
+    dropped: Family<DropLabels, Counter>,
+    log_dropped: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     reload_seconds: Histogram,
+    plugins: Arc<OnceLock<PluginSource>>,
+    /// The event label sets made for each plugin name, to remove them with the plugin.
+    series: Mutex<HashMap<String, Vec<EventLabels>>>,
+}
+
+const EVENT_KINDS: [EventKind; 3] = [EventKind::Add, EventKind::Update, EventKind::Delete];
+const FAILURES: [FailureKind; 3] = [FailureKind::Trap, FailureKind::Timeout, FailureKind::Memory];
+
+/// One plugin version's metric handles: every series it can touch, made when it loads.
+pub struct PluginMetrics {
+    /// Per subscription, per event kind, per outcome (ok, error).
+    events: Vec<[[Counter; 2]; 3]>,
+    handler_seconds: Histogram,
+    failures: [Counter; 3],
+    dropped: [Counter; 3],
+    log_dropped: Counter,
+}
+
+impl PluginObserver for PluginMetrics {
+    fn event_handled(&self, resource: usize, kind: EventKind, elapsed: Duration, ok: bool) {
+        if let Some(by_kind) = self.events.get(resource) {
+            by_kind[kind as usize][usize::from(!ok)].inc();
+        }
+        self.handler_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    fn instance_failed(&self, failure: FailureKind) {
+        self.failures[failure as usize].inc();
+    }
+
+    fn events_dropped(&self, reason: DropReason, n: u64) {
+        self.dropped[reason as usize].inc_by(n);
+    }
+
+    fn log_dropped(&self, n: u64) {
+        self.log_dropped.inc_by(n);
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -98,17 +163,25 @@ impl Metrics {
             "Time a plugin took to handle one event",
             handler_seconds.clone(),
         );
-        let queue_depth = Family::<PluginLabels, Gauge>::default();
-        registry.register(
-            "plugin_queue_depth",
-            "Events waiting in a plugin's queue",
-            queue_depth.clone(),
-        );
         let failures = Family::<FailureLabels, Counter>::default();
         registry.register(
             "plugin_failures",
             "Plugin instances replaced after a trap, a timeout or a memory blow-up",
             failures.clone(),
+        );
+        let dropped = Family::<DropLabels, Counter>::default();
+        registry.register(
+            "plugin_events_dropped",
+            "Events a plugin did not receive: the one it faulted on, those queued for an instance \
+             replaced after a fault (the fresh one is replayed the cache instead), and \
+             quarantined object versions",
+            dropped.clone(),
+        );
+        let log_dropped = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_log_lines_dropped",
+            "Guest log lines dropped over the plugin's rate limit or cut at the length limit",
+            log_dropped.clone(),
         );
         let reloads = Family::<ReloadLabels, Counter>::default();
         registry.register(
@@ -123,57 +196,107 @@ impl Metrics {
             reload_seconds.clone(),
         );
         registry.register_collector(Box::new(InformerCollector(informers)));
+        let plugins: Arc<OnceLock<PluginSource>> = Arc::default();
+        registry.register_collector(Box::new(PluginCollector(plugins.clone())));
         Metrics {
             registry,
             events,
             handler_seconds,
-            queue_depth,
             failures,
+            dropped,
+            log_dropped,
             reloads,
             reload_seconds,
+            plugins,
+            series: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Records one handled event.
-    pub fn event_handled(
-        &self,
-        plugin: &str,
-        resource: &str,
-        event: &str,
-        elapsed: Duration,
-        ok: bool,
-    ) {
-        self.events
-            .get_or_create(&EventLabels {
-                plugin: plugin.to_string(),
-                resource: resource.to_string(),
-                event: event.to_string(),
-                outcome: if ok { "ok" } else { "error" }.to_string(),
-            })
-            .inc();
-        self.handler_seconds
-            .get_or_create(&PluginLabels {
-                plugin: plugin.to_string(),
-            })
-            .observe(elapsed.as_secs_f64());
+    /// Where the live plugin figures are read from on each scrape (set once; the plugin host
+    /// is made after the metrics it reports to).
+    pub fn set_plugin_source(&self, source: PluginSource) {
+        let _ = self.plugins.set(source);
     }
 
-    /// Records that a plugin instance was replaced; `kind` is `trap`, `timeout` or `memory`.
-    pub fn instance_failed(&self, plugin: &str, kind: &str) {
-        self.failures
-            .get_or_create(&FailureLabels {
-                plugin: plugin.to_string(),
-                kind: kind.to_string(),
+    /// The handles of one plugin version.
+    pub fn plugin_metrics(&self, plugin: &str, resources: &[String]) -> PluginMetrics {
+        let mut made = Vec::new();
+        let events = resources
+            .iter()
+            .map(|resource| {
+                EVENT_KINDS.map(|kind| {
+                    ["ok", "error"].map(|outcome| {
+                        let labels = EventLabels {
+                            plugin: plugin.to_owned(),
+                            resource: resource.clone(),
+                            event: kind.as_str().to_owned(),
+                            outcome: outcome.to_owned(),
+                        };
+                        let counter = self.events.get_or_create_owned(&labels);
+                        made.push(labels);
+                        counter
+                    })
+                })
             })
-            .inc();
+            .collect();
+        let mut series = self.series.lock();
+        let known = series.entry(plugin.to_owned()).or_default();
+        for labels in made {
+            if !known.contains(&labels) {
+                known.push(labels);
+            }
+        }
+        PluginMetrics {
+            events,
+            handler_seconds: self.handler_seconds.get_or_create_owned(&PluginLabels {
+                plugin: plugin.to_owned(),
+            }),
+            failures: FAILURES.map(|f| {
+                self.failures.get_or_create_owned(&FailureLabels {
+                    plugin: plugin.to_owned(),
+                    kind: f.as_str().to_owned(),
+                })
+            }),
+            dropped: DropReason::ALL.map(|r| {
+                self.dropped.get_or_create_owned(&DropLabels {
+                    plugin: plugin.to_owned(),
+                    reason: r.as_str().to_owned(),
+                })
+            }),
+            log_dropped: self.log_dropped.get_or_create_owned(&PluginLabels {
+                plugin: plugin.to_owned(),
+            }),
+        }
     }
 
-    pub fn queue_depth(&self, plugin: &str, depth: usize) {
-        self.queue_depth
-            .get_or_create(&PluginLabels {
-                plugin: plugin.to_string(),
-            })
-            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    /// Removes every series of `plugin`.
+    pub fn remove_plugin(&self, plugin: &str) {
+        for labels in self.series.lock().remove(plugin).unwrap_or_default() {
+            self.events.remove(&labels);
+        }
+        let p = PluginLabels {
+            plugin: plugin.to_owned(),
+        };
+        self.handler_seconds.remove(&p);
+        self.log_dropped.remove(&p);
+        for f in FAILURES {
+            self.failures.remove(&FailureLabels {
+                plugin: plugin.to_owned(),
+                kind: f.as_str().to_owned(),
+            });
+        }
+        for r in DropReason::ALL {
+            self.dropped.remove(&DropLabels {
+                plugin: plugin.to_owned(),
+                reason: r.as_str().to_owned(),
+            });
+        }
+        for result in ["ok", "failed"] {
+            self.reloads.remove(&ReloadLabels {
+                plugin: plugin.to_owned(),
+                result: result.to_owned(),
+            });
+        }
     }
 
     /// Records a load or reload of a plugin file; `elapsed` is only observed for successes.
@@ -198,24 +321,52 @@ impl Metrics {
     }
 }
 
-impl crate::plugin::Observer for Metrics {
-    fn event_handled(
-        &self,
-        plugin: &str,
-        resource: &str,
-        kind: crate::plugin::EventKind,
-        elapsed: Duration,
-        ok: bool,
-    ) {
-        Metrics::event_handled(self, plugin, resource, kind.as_str(), elapsed, ok);
+impl Observer for Metrics {
+    fn plugin(&self, name: &str, resources: &[String]) -> Arc<dyn PluginObserver> {
+        Arc::new(self.plugin_metrics(name, resources))
     }
 
-    fn instance_failed(&self, plugin: &str, failure: crate::plugin::FailureKind) {
-        Metrics::instance_failed(self, plugin, failure.as_str());
+    fn plugin_removed(&self, name: &str) {
+        self.remove_plugin(name);
     }
+}
 
-    fn queue_depth(&self, plugin: &str, depth: usize) {
-        Metrics::queue_depth(self, plugin, depth);
+struct PluginCollector(Arc<OnceLock<PluginSource>>);
+
+/// A gauge read from each plugin sample: name, help, value.
+type GaugeColumn = (&'static str, &'static str, fn(&PluginSample) -> i64);
+
+impl std::fmt::Debug for PluginCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PluginCollector")
+    }
+}
+
+impl prometheus_client::collector::Collector for PluginCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let samples = self.0.get().map(|source| source()).unwrap_or_default();
+        let gauges: [GaugeColumn; 2] = [
+            (
+                "plugin_queue_depth",
+                "Events waiting in a plugin's queue, read when scraped",
+                |s| i64::try_from(s.queue_depth).unwrap_or(i64::MAX),
+            ),
+            (
+                "plugin_failed",
+                "1 while a plugin is in the failed state (restarts kept failing; retried rarely)",
+                |s| i64::from(s.failed),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for s in &samples {
+                let labels = PluginLabels {
+                    plugin: s.plugin.clone(),
+                };
+                ConstGauge::new(value(s)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -284,36 +435,50 @@ mod tests {
                 ..Default::default()
             }]
         }));
-        metrics.event_handled(
-            "diff",
-            "v1/configmaps",
-            "add",
-            Duration::from_micros(40),
-            true,
-        );
-        metrics.event_handled(
-            "diff",
-            "v1/configmaps",
-            "add",
-            Duration::from_micros(40),
-            true,
-        );
-        metrics.instance_failed("diff", "trap");
+        metrics.set_plugin_source(Arc::new(|| {
+            vec![PluginSample {
+                plugin: "diff".into(),
+                queue_depth: 3,
+                failed: true,
+            }]
+        }));
+        let diff = metrics.plugin_metrics("diff", &["ConfigMap".to_owned()]);
+        diff.event_handled(0, EventKind::Add, Duration::from_micros(40), true);
+        diff.event_handled(0, EventKind::Add, Duration::from_micros(40), true);
+        diff.instance_failed(FailureKind::Trap);
+        diff.events_dropped(DropReason::Replaced, 5);
         metrics.reloaded("diff", false, Duration::ZERO);
         let text = metrics.encode();
-        assert!(
-            text.contains(
-                r#"kubewasm_plugin_events_total{plugin="diff",resource="v1/configmaps",event="add",outcome="ok"} 2"#
-            ),
-            "{text}"
-        );
-        assert!(text.contains(r#"kubewasm_plugin_failures_total{plugin="diff",kind="trap"} 1"#));
-        assert!(text.contains(r#"kubewasm_plugin_reloads_total{plugin="diff",result="failed"} 1"#));
+        for line in [
+            r#"kubewasm_plugin_events_total{plugin="diff",resource="ConfigMap",event="add",outcome="ok"} 2"#,
+            r#"kubewasm_plugin_failures_total{plugin="diff",kind="trap"} 1"#,
+            r#"kubewasm_plugin_events_dropped_total{plugin="diff",reason="replaced"} 5"#,
+            r#"kubewasm_plugin_reloads_total{plugin="diff",result="failed"} 1"#,
+            r#"kubewasm_plugin_queue_depth{plugin="diff"} 3"#,
+            r#"kubewasm_plugin_failed{plugin="diff"} 1"#,
+            r#"kubewasm_informer_objects{resource="v1/configmaps",namespace="",selector=""} 7"#,
+            r#"kubewasm_informer_relists_total{resource="v1/configmaps",namespace="",selector=""} 2"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_removed_plugin_leaves_no_series_and_a_reload_shares_them() {
+        let metrics = Metrics::new(Arc::new(Vec::new));
+        let v1 = metrics.plugin_metrics("gone", &["Pod".to_owned()]);
+        let v2 = metrics.plugin_metrics("gone", &["Pod".to_owned()]);
+        v1.event_handled(0, EventKind::Update, Duration::ZERO, false);
+        v2.event_handled(0, EventKind::Update, Duration::ZERO, false);
+        metrics.plugin_metrics("stays", &["Pod".to_owned()]);
+        metrics.reloaded("gone", true, Duration::ZERO);
+        let text = metrics.encode();
         assert!(text.contains(
-            r#"kubewasm_informer_objects{resource="v1/configmaps",namespace="",selector=""} 7"#
-        ));
-        assert!(text.contains(
-            r#"kubewasm_informer_relists_total{resource="v1/configmaps",namespace="",selector=""} 2"#
-        ));
+            r#"kubewasm_plugin_events_total{plugin="gone",resource="Pod",event="update",outcome="error"} 2"#
+        ), "{text}");
+        metrics.remove_plugin("gone");
+        let text = metrics.encode();
+        assert!(!text.contains(r#"plugin="gone""#), "{text}");
+        assert!(text.contains(r#"plugin="stays""#), "{text}");
     }
 }

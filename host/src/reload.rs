@@ -4,8 +4,15 @@
 //! diffed against what is loaded, by path and content hash. This one
 //! rule covers files created, rewritten, `mv`-ed into place, deleted, and the atomic `..data`
 //! symlink swap Kubernetes does for ConfigMap and Secret volumes. A touched but unchanged file
-//! hashes the same and does nothing. A file modified less than one debounce period ago may still be
-//! being written: it is left alone until it has been quiet that long.
+//! hashes the same and does nothing, and so does a file rewritten with the bytes already running
+//! (`cat a > a`). A file modified less than one debounce period ago may still be being written:
+//! it is left alone until it has been quiet that long. A file that fails to load while it is
+//! younger than the settle period ([`settle_period`]) is retried silently once it changes or
+//! settles; only a file that stays invalid is reported.
+//!
+//! Only file-system events that can change a plugin trigger a scan (creation, a write closed,
+//! a rename, a removal): never the open and access events a scan's own reads produce, which
+//! would otherwise keep the watcher rescanning forever.
 //!
 //! Replacing is the loader's job ([`Loader::replace`]): it compiles the new version first and keeps
 //! the old one running if that fails, so this module never leaves a path without a plugin because
@@ -14,8 +21,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::StreamExt as _;
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -71,18 +81,65 @@ pub struct FileStatus {
     pub plugin: Option<String>,
     /// Why the file's current content could not be loaded.
     pub error: Option<String>,
+    /// The file's current content has not been settled yet: it is still being written, or it
+    /// failed to load while young and will be retried or reported once it settles.
+    pub pending: bool,
 }
 
 struct Entry<Id> {
     /// Size and modification time when last hashed: unchanged means not read again.
     stamp: Stamp,
-    /// Content hash of the version running, or of the version that last failed.
+    /// Content hash of the content last looked at (running, or failed).
     hash: [u8; 32],
-    loaded: Option<(Id, String)>,
+    /// The version running and its content hash.
+    loaded: Option<Loaded<Id>>,
     error: Option<String>,
+    /// A failure of a young file not reported yet: reported once the file settles unchanged,
+    /// forgotten if it changes first.
+    unreported: Option<ReloadEvent>,
+}
+
+struct Loaded<Id> {
+    id: Id,
+    name: String,
+    hash: [u8; 32],
 }
 
 type Stamp = (u64, Option<SystemTime>);
+
+/// How long a file that fails to load must stay unmodified before the failure is reported: a
+/// younger file may be half written by a slow writer (a copy over the network, `cat a > a`).
+pub fn settle_period(debounce: Duration) -> Duration {
+    (debounce * 10).max(Duration::from_secs(1))
+}
+
+/// A new or changed file to load, or to replace its running version with.
+struct Job<Id> {
+    path: PathBuf,
+    stamp: Stamp,
+    hash: [u8; 32],
+    /// Taken by the load.
+    bytes: Vec<u8>,
+    young: bool,
+    running: Option<Loaded<Id>>,
+}
+
+type Outcome<Id> = anyhow::Result<(Id, String)>;
+
+/// A job, how it came out and how long it took.
+type Done<Id> = (Job<Id>, Outcome<Id>, Duration);
+
+/// Loads `job`'s file, or replaces its running version: the id and name of what runs now.
+async fn apply<L: Loader>(loader: &L, job: &mut Job<L::Id>) -> Outcome<L::Id> {
+    let bytes = std::mem::take(&mut job.bytes);
+    match &job.running {
+        Some(l) => loader
+            .replace(&l.id, bytes)
+            .await
+            .map(|name| (l.id.clone(), name)),
+        None => loader.load(&job.path, bytes).await,
+    }
+}
 
 /// Keeps the loaded plugins in step with a directory.
 pub struct Reloader<L: Loader> {
@@ -90,7 +147,15 @@ pub struct Reloader<L: Loader> {
     loader: L,
     debounce: Duration,
     entries: BTreeMap<PathBuf, Entry<L::Id>>,
+    /// Files seen but not looked at yet (too fresh): shown as pending.
+    fresh: BTreeSet<PathBuf>,
+    /// [`Reloader::status`] as of the last scan, for readers on other tasks.
+    shared: SharedStatus,
 }
+
+/// The files of the plugins directory and their state as of the reloader's last scan; empty
+/// until the first scan has finished.
+pub type SharedStatus = Arc<Mutex<Option<Vec<FileStatus>>>>;
 
 impl<L: Loader> Reloader<L> {
     pub fn new(dir: PathBuf, loader: L, debounce: Duration) -> Self {
@@ -99,56 +164,145 @@ impl<L: Loader> Reloader<L> {
             loader,
             debounce,
             entries: BTreeMap::new(),
+            fresh: BTreeSet::new(),
+            shared: SharedStatus::default(),
         }
     }
 
-    /// The files seen so far and their state.
+    /// The status as of the last scan (`None` before the first), updated by every scan.
+    pub fn shared_status(&self) -> SharedStatus {
+        self.shared.clone()
+    }
+
+    /// The files seen so far and their state, by path.
     pub fn status(&self) -> Vec<FileStatus> {
-        self.entries
+        let mut files: Vec<FileStatus> = self
+            .entries
             .iter()
+            .filter(|(path, _)| !self.fresh.contains(*path))
             .map(|(path, e)| FileStatus {
                 path: path.clone(),
-                plugin: e.loaded.as_ref().map(|(_, name)| name.clone()),
+                plugin: e.loaded.as_ref().map(|l| l.name.clone()),
                 error: e.error.clone(),
+                pending: e.unreported.is_some(),
             })
-            .collect()
+            .collect();
+        files.extend(self.fresh.iter().map(|path| {
+            let running = self.entries.get(path).and_then(|e| e.loaded.as_ref());
+            FileStatus {
+                path: path.clone(),
+                plugin: running.map(|l| l.name.clone()),
+                error: None,
+                pending: true,
+            }
+        }));
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files
     }
 
     /// Diffs the directory against what is loaded and acts on every difference. Returns what was
-    /// done and whether some file was too fresh to load (the caller should scan again soon).
+    /// done and whether some file is not settled yet (the caller should scan again soon).
     pub async fn scan(&mut self) -> std::io::Result<(Vec<ReloadEvent>, bool)> {
         let mut events = Vec::new();
         let mut deferred = false;
         let mut present = BTreeSet::new();
+        let mut jobs = Vec::new();
+        self.fresh.clear();
+        let settle = settle_period(self.debounce);
         for path in wasm_files(&self.dir)? {
             present.insert(path.clone());
             // Follows symlinks, so a `..data` swap shows the new target's content and time.
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
-            if is_fresh(&meta, self.debounce) {
+            if age(&meta) < self.debounce {
                 deferred = true;
+                self.fresh.insert(path);
                 continue;
             }
             let stamp = (meta.len(), meta.modified().ok());
-            if self.entries.get(&path).is_some_and(|e| e.stamp == stamp) {
-                continue;
-            }
-            let bytes = match std::fs::read(&path) {
-                Ok(bytes) => bytes,
-                Err(err) => {
-                    tracing::warn!(path = %path.display(), error = %err, "cannot read plugin file");
-                    continue;
+            let young = age(&meta) < settle;
+            let known = self.entries.get(&path);
+            let read = if known.is_some_and(|e| e.stamp == stamp) {
+                None
+            } else {
+                match std::fs::read(&path) {
+                    Ok(bytes) => {
+                        let hash: [u8; 32] = Sha256::digest(&bytes).into();
+                        Some((bytes, hash))
+                    }
+                    Err(err) => {
+                        tracing::warn!(path = %path.display(), error = %err, "cannot read plugin file");
+                        continue;
+                    }
                 }
             };
-            let hash: [u8; 32] = Sha256::digest(&bytes).into();
-            if let Some(entry) = self.entries.get_mut(&path)
-                && entry.hash == hash
-            {
-                entry.stamp = stamp;
+            if let Some(entry) = self.entries.get_mut(&path) {
+                let new_hash = read.as_ref().map(|(_, hash)| *hash);
+                if new_hash.is_none_or(|h| h == entry.hash) {
+                    // Content unchanged since it was last looked at: a failure kept quiet while
+                    // the file was young is reported once it has settled.
+                    entry.stamp = stamp;
+                    if entry.unreported.is_some() {
+                        if young {
+                            deferred = true;
+                        } else if let Some(event) = entry.unreported.take() {
+                            events.push(event);
+                        }
+                    }
+                    continue;
+                }
+                if entry.loaded.as_ref().map(|l| l.hash) == new_hash {
+                    // Back to the bytes already running (a rewrite with the same content, or
+                    // a half-written version that never loaded): nothing to reload.
+                    entry.stamp = stamp;
+                    entry.hash = entry.loaded.as_ref().map_or(entry.hash, |l| l.hash);
+                    entry.error = None;
+                    entry.unreported = None;
+                    continue;
+                }
+            }
+            let Some((bytes, hash)) = read else {
+                continue;
+            };
+            let running = self.entries.remove(&path).and_then(|e| e.loaded);
+            jobs.push(Job {
+                path,
+                stamp,
+                hash,
+                bytes,
+                young,
+                running,
+            });
+        }
+        // Compile and start the new and changed files in parallel, bounded by the cores: each
+        // plugin is registered as soon as it is ready, a slow compile delays no other.
+        let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+        let loader = &self.loader;
+        let mut done: Vec<Done<L::Id>> = futures::stream::iter(jobs)
+            .map(|mut job| async move {
+                let started = Instant::now();
+                let outcome = apply(loader, &mut job).await;
+                (job, outcome, started.elapsed())
+            })
+            .buffer_unordered(parallel)
+            .collect()
+            .await;
+        done.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+        for (job, outcome, elapsed) in done {
+            let young = job.young;
+            let path = job.path.clone();
+            let event = self.record(job, outcome, elapsed);
+            if event.result.is_err() && young {
+                // Possibly still being written: retried when it changes, reported if it
+                // settles as it is.
+                deferred = true;
+                if let Some(entry) = self.entries.get_mut(&path) {
+                    entry.unreported = Some(event);
+                }
                 continue;
             }
-            events.push(self.apply(&path, stamp, hash, bytes, Instant::now()).await);
+            events.push(event);
         }
         let gone: Vec<PathBuf> = self
             .entries
@@ -158,72 +312,73 @@ impl<L: Loader> Reloader<L> {
             .collect();
         for path in gone {
             if let Some(entry) = self.entries.remove(&path)
-                && let Some((id, name)) = entry.loaded
+                && let Some(loaded) = entry.loaded
             {
                 let started = Instant::now();
-                self.loader.unload(&id).await;
+                self.loader.unload(&loaded.id).await;
                 events.push(ReloadEvent {
                     path,
-                    plugin: name,
+                    plugin: loaded.name,
                     action: Action::Unload,
                     result: Ok(()),
                     elapsed: started.elapsed(),
                 });
             }
         }
+        *self.shared.lock() = Some(self.status());
         Ok((events, deferred))
     }
 
-    async fn apply(
+    /// Records what loading or replacing `job` came to, and the event to report.
+    fn record(
         &mut self,
-        path: &Path,
-        stamp: Stamp,
-        hash: [u8; 32],
-        bytes: Vec<u8>,
-        started: Instant,
+        job: Job<L::Id>,
+        outcome: Outcome<L::Id>,
+        elapsed: Duration,
     ) -> ReloadEvent {
-        let stem = path
+        let stem = job
+            .path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let running = self
-            .entries
-            .get(path)
-            .and_then(|e| e.loaded.as_ref())
-            .cloned();
-        let (action, outcome) = match &running {
-            Some((id, _)) => (
-                Action::Replace,
-                self.loader
-                    .replace(id, bytes)
-                    .await
-                    .map(|name| (id.clone(), name)),
-            ),
-            None => (Action::Load, self.loader.load(path, bytes).await),
+        let action = if job.running.is_some() {
+            Action::Replace
+        } else {
+            Action::Load
         };
         let (loaded, error, plugin, result) = match outcome {
-            Ok((id, name)) => (Some((id, name.clone())), None, name, Ok(())),
+            Ok((id, name)) => (
+                Some(Loaded {
+                    id,
+                    name: name.clone(),
+                    hash: job.hash,
+                }),
+                None,
+                name,
+                Ok(()),
+            ),
             Err(err) => {
                 let reason = format!("{err:#}");
-                let plugin = running.as_ref().map_or(stem, |(_, n)| n.clone());
-                (running, Some(reason.clone()), plugin, Err(reason))
+                let plugin = job.running.as_ref().map_or(stem, |l| l.name.clone());
+                (job.running, Some(reason.clone()), plugin, Err(reason))
             }
         };
         self.entries.insert(
-            path.to_path_buf(),
+            job.path.clone(),
             Entry {
-                stamp,
-                hash,
+                stamp: job.stamp,
+                hash: job.hash,
                 loaded,
                 error,
+                unreported: None,
             },
         );
         ReloadEvent {
-            path: path.to_path_buf(),
+            path: job.path,
             plugin,
             action,
             result,
-            elapsed: started.elapsed(),
+            elapsed,
         }
     }
 
@@ -240,8 +395,10 @@ impl<L: Loader> Reloader<L> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                // The receiver only goes away on shutdown; nothing to do then.
-                let _ = tx.send(event.is_ok());
+                if event.as_ref().map_or(true, changes_plugins) {
+                    // The receiver only goes away on shutdown; nothing to do then.
+                    let _ = tx.send(());
+                }
             })
             .context("cannot create a file watcher")?;
         watcher
@@ -308,22 +465,48 @@ fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn is_fresh(meta: &std::fs::Metadata, window: Duration) -> bool {
+/// How long ago the file was last modified; unknown or in the future counts as long ago (settled):
+/// a clock skew must not hold a file back forever.
+fn age(meta: &std::fs::Metadata) -> Duration {
     meta.modified()
         .ok()
         .and_then(|m| SystemTime::now().duration_since(m).ok())
-        .is_some_and(|age| age < window)
+        .unwrap_or(Duration::MAX)
+}
+
+/// Whether a file-system event can change a plugin: a file or link created, a write closed, a
+/// rename (including the `..data` link swap of a Kubernetes volume) or a removal. Opens, reads
+/// and closes without writing, which every scan produces itself, do not; nor do writes still in
+/// progress (their closing event follows) or metadata changes (same content). An event the
+/// watcher could not classify, or a queue overflow, does.
+fn changes_plugins(event: &notify::Event) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode, ModifyKind};
+    if event.need_rescan() {
+        return true;
+    }
+    match event.kind {
+        EventKind::Create(_) | EventKind::Remove(_) | EventKind::Any | EventKind::Other => true,
+        EventKind::Modify(ModifyKind::Name(_) | ModifyKind::Any) => true,
+        EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Metadata(_) | ModifyKind::Other) => {
+            false
+        }
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
 
-    /// Records calls; content starting with "bad" fails to load.
+    /// Records calls; content starting with "bad" fails to load. With a barrier, each load
+    /// waits at it (so loads that must meet there only finish when run in parallel).
     #[derive(Clone, Default)]
     struct FakeLoader {
         calls: Arc<Mutex<Vec<String>>>,
+        barrier: Option<Arc<tokio::sync::Barrier>>,
     }
 
     impl Loader for FakeLoader {
@@ -331,6 +514,9 @@ mod tests {
 
         async fn load(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<(String, String)> {
             let text = String::from_utf8(bytes)?;
+            if let Some(barrier) = &self.barrier {
+                barrier.wait().await;
+            }
             self.calls.lock().unwrap().push(format!("load {text}"));
             anyhow::ensure!(!text.starts_with("bad"), "not a component");
             let id = path.display().to_string();
@@ -352,15 +538,22 @@ mod tests {
 
     /// Writes a file whose modification time is old enough to be loaded at once.
     fn write_settled(path: &Path, content: &str) {
+        write_aged(path, content, Duration::from_secs(10));
+    }
+
+    /// Writes a file last modified `age` ago.
+    fn write_aged(path: &Path, content: &str, age: Duration) {
         std::fs::write(path, content).unwrap();
-        let old = SystemTime::now() - Duration::from_secs(10);
         std::fs::File::options()
             .write(true)
             .open(path)
             .unwrap()
-            .set_modified(old)
+            .set_modified(SystemTime::now() - age)
             .unwrap();
     }
+
+    /// Past the test debounce (100 ms), well within the settle period (1 s).
+    const YOUNG: Duration = Duration::from_millis(300);
 
     fn reloader(dir: &Path) -> (Reloader<FakeLoader>, Arc<Mutex<Vec<String>>>) {
         let loader = FakeLoader::default();
@@ -402,6 +595,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn files_load_in_parallel() {
+        let dir = tempfile::tempdir().unwrap();
+        let loader = FakeLoader {
+            barrier: Some(Arc::new(tokio::sync::Barrier::new(2))),
+            ..FakeLoader::default()
+        };
+        let calls = loader.calls.clone();
+        let mut r = Reloader::new(dir.path().to_path_buf(), loader, Duration::from_millis(100));
+        write_settled(&dir.path().join("a.wasm"), "va");
+        write_settled(&dir.path().join("b.wasm"), "vb");
+        // One after the other, the first load would wait at the barrier for ever.
+        let (events, _) = tokio::time::timeout(Duration::from_secs(20), r.scan())
+            .await
+            .expect("both loads ran at once")
+            .unwrap();
+        assert_eq!(events.len(), 2);
+        let mut calls = take(&calls);
+        calls.sort();
+        assert_eq!(calls, ["load va", "load vb"]);
+        assert_eq!(r.status().len(), 2);
+    }
+
+    #[tokio::test]
     async fn failed_replace_keeps_old_version_and_is_not_retried_until_changed() {
         let dir = tempfile::tempdir().unwrap();
         let (mut r, calls) = reloader(dir.path());
@@ -427,6 +643,92 @@ mod tests {
         r.scan().await.unwrap();
         assert_eq!(take(&calls), ["replace v3"]);
         assert!(r.status()[0].error.is_none());
+    }
+
+    #[tokio::test]
+    async fn rewriting_the_running_bytes_reloads_nothing_even_after_a_half_written_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut r, calls) = reloader(dir.path());
+        let a = dir.path().join("a.wasm");
+        write_settled(&a, "v1");
+        r.scan().await.unwrap();
+        assert_eq!(take(&calls), ["load v1"]);
+
+        // `cat a > a`: first a half-written (invalid) file, then the same bytes as before.
+        write_aged(&a, "bad half", YOUNG);
+        let (events, deferred) = r.scan().await.unwrap();
+        assert!(events.is_empty(), "a young failure is not reported");
+        assert!(deferred);
+        assert!(r.status()[0].pending);
+        assert_eq!(take(&calls), ["replace bad half"]);
+        write_aged(&a, "v1", YOUNG);
+        let (events, _) = r.scan().await.unwrap();
+        assert!(events.is_empty());
+        assert!(take(&calls).is_empty(), "same bytes as running: no reload");
+        let status = r.status();
+        assert_eq!(status[0].plugin.as_deref(), Some("v1"));
+        assert!(status[0].error.is_none() && !status[0].pending);
+        write_settled(&a, "v1");
+        r.scan().await.unwrap();
+        assert!(take(&calls).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_young_invalid_file_is_reported_only_once_it_settles_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut r, calls) = reloader(dir.path());
+        let a = dir.path().join("a.wasm");
+        write_aged(&a, "bad", YOUNG);
+        let (events, deferred) = r.scan().await.unwrap();
+        assert!(events.is_empty() && deferred);
+        assert_eq!(take(&calls), ["load bad"]);
+        // Unchanged and still young: neither retried nor reported.
+        let (events, deferred) = r.scan().await.unwrap();
+        assert!(events.is_empty() && deferred);
+        assert!(take(&calls).is_empty());
+        // Settled as it is: reported once, not loaded again.
+        write_settled(&a, "bad");
+        let (events, deferred) = r.scan().await.unwrap();
+        assert!(!deferred);
+        assert_eq!(events.len(), 1);
+        assert!(events[0].result.is_err());
+        assert_eq!(take(&calls), Vec::<String>::new());
+        assert!(r.status()[0].error.is_some());
+        let (events, _) = r.scan().await.unwrap();
+        assert!(events.is_empty());
+    }
+
+    #[test]
+    fn only_events_that_can_change_a_plugin_trigger_a_scan() {
+        use notify::event::{
+            AccessKind, AccessMode, CreateKind, DataChange, MetadataKind, ModifyKind, RemoveKind,
+            RenameMode,
+        };
+        use notify::{Event, EventKind};
+        let triggers = |kind| changes_plugins(&Event::new(kind));
+        assert!(triggers(EventKind::Create(CreateKind::File)));
+        assert!(triggers(EventKind::Remove(RemoveKind::File)));
+        assert!(triggers(EventKind::Modify(ModifyKind::Name(
+            RenameMode::To
+        ))));
+        assert!(triggers(EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        // What a scan itself causes (opening the directory, reading a file), and writes whose
+        // close is still to come, do not.
+        assert!(!triggers(EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!triggers(EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(!triggers(EventKind::Access(AccessKind::Read)));
+        assert!(!triggers(EventKind::Modify(ModifyKind::Data(
+            DataChange::Any
+        ))));
+        assert!(!triggers(EventKind::Modify(ModifyKind::Metadata(
+            MetadataKind::Any
+        ))));
     }
 
     #[tokio::test]

@@ -290,6 +290,13 @@ impl SharedIndexInformer {
         self.inner.pipeline.store.add_indexers(indexers)
     }
 
+    /// Removes an index added with [`SharedIndexInformer::add_indexers`] (its function is no
+    /// longer run on updates); the namespace index cannot be removed. Returns whether the
+    /// index was there.
+    pub fn remove_indexer(&self, name: &str) -> bool {
+        self.inner.pipeline.store.remove_indexer(name)
+    }
+
     /// Sets the transform applied to every object from the server before it is cached
     /// (after the managedFields strip). Only before start, as in client-go.
     pub fn set_transform(&self, transform: TransformFunc) -> Result<()> {

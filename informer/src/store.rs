@@ -148,6 +148,17 @@ impl Store {
         self.inner.read().indices.contains_key(name)
     }
 
+    /// Removes an index added with `add_indexers` and its entries; the namespace index
+    /// stays. Returns whether there was such an index.
+    pub(crate) fn remove_indexer(&self, name: &str) -> bool {
+        if name == NAMESPACE_INDEX {
+            return false;
+        }
+        let mut inner = self.inner.write();
+        inner.indexers.retain(|(n, _)| n != name);
+        inner.indices.remove(name).is_some()
+    }
+
     fn with_bucket<T>(
         &self,
         index: &str,
@@ -438,6 +449,40 @@ mod tests {
         let same = indexer.index("app", &probe).unwrap();
         assert_eq!(same.len(), 1);
         assert_eq!(same[0].key(), "a/x");
+    }
+
+    #[test]
+    fn a_removed_indexer_is_gone_and_its_function_no_longer_runs() {
+        let store = Arc::new(Store::new());
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        let label = index_funcs::label("app");
+        let func: IndexFunc = Arc::new(move |o: &Object| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            label(o)
+        });
+        store.add_indexers(vec![("app".into(), func)]).unwrap();
+        store.upsert(obj("a", "x", 1, "web"));
+        assert!(store.remove_indexer("app"));
+        assert!(!store.remove_indexer("app"));
+        assert!(
+            !store.remove_indexer(NAMESPACE_INDEX),
+            "the namespace index stays"
+        );
+        let runs = calls.load(std::sync::atomic::Ordering::Relaxed);
+        store.upsert(obj("a", "x", 2, "db"));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), runs);
+        let indexer = Indexer::new(store.clone());
+        assert!(!indexer.has_index("app"));
+        assert!(matches!(
+            indexer.by_index("app", "db"),
+            Err(Error::IndexNotFound(_))
+        ));
+        // The name can be declared again, and indexes what is cached.
+        store
+            .add_indexers(vec![("app".into(), index_funcs::label("app"))])
+            .unwrap();
+        assert_eq!(indexer.index_keys("app", "db").unwrap(), vec!["a/x"]);
     }
 
     #[test]

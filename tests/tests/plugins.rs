@@ -48,6 +48,13 @@ impl Env {
     }
 
     async fn with_policy(policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static) -> Env {
+        Env::with_observer(policy, Arc::new(kubewasm::plugin::NoopObserver)).await
+    }
+
+    async fn with_observer(
+        policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static,
+        observer: Arc<dyn kubewasm::plugin::Observer>,
+    ) -> Env {
         guest_logs();
         let (server, client) = devserver().await;
         let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
@@ -56,6 +63,7 @@ impl Env {
             client.clone(),
             HostOptions {
                 policy: Arc::new(policy),
+                observer,
                 ..HostOptions::default()
             },
         )
@@ -715,4 +723,193 @@ async fn unload_removes_the_plugin_and_stops_its_unused_informer() {
         .await
         .unwrap_err();
     assert!(matches!(err, PluginError::ShuttingDown));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_load_releases_the_informers_it_created() {
+    let subs = json!([
+        {"group": "", "version": "v1", "kind": "Pod"},
+        {"group": "example.com", "version": "v1", "kind": "Gadget"},
+    ]);
+    let env = Env::new(vec![(
+        "half",
+        probe(
+            "half-wired",
+            json!({"subscriptions": subs, "indexes": [
+                {"name": "by-node", "group": "", "version": "v1", "kind": "Pod", "field": "spec.nodeName"}
+            ]}),
+        ),
+    )])
+    .await;
+    let err = env
+        .host
+        .load(Path::new("half.wasm"), guest_bytes("probe"))
+        .await
+        .expect_err("Gadget is not served");
+    assert!(matches!(err, PluginError::UnknownResource { .. }), "{err}");
+    let pods = env
+        .factory
+        .informers()
+        .into_iter()
+        .filter(|(k, _)| k.resource.kind == "Pod")
+        .count();
+    assert_eq!(
+        pods, 0,
+        "the Pod informer of the failed load is still running"
+    );
+    assert!(env.host.plugins().is_empty());
+    env.host.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_no_plugin_declares_any_more_is_removed() {
+    let index = json!({"name": "by-app", "group": "", "version": "v1", "kind": "ConfigMap", "label": "app"});
+    let loads = Arc::new(AtomicUsize::new(0));
+    let counter = loads.clone();
+    let env = Env::with_policy(move |p: &Path| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        let stem = p
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        // `keep` always declares the index; `drop` declares it in its first version only.
+        let declares = stem == "keep" || n < 2;
+        let indexes = if declares {
+            json!([index.clone()])
+        } else {
+            json!([])
+        };
+        probe(&format!("idx-{stem}-{n}"), json!({"indexes": indexes}))
+    })
+    .await;
+    let keep = env.load("keep.wasm").await;
+    let dropper = env.load("drop.wasm").await;
+    let names = |env: &Env| {
+        env.factory
+            .informers()
+            .into_iter()
+            .find(|(k, _)| k.resource.kind == "ConfigMap")
+            .map(|(_, i)| i.indexer().index_names())
+            .unwrap_or_default()
+    };
+    assert!(names(&env).contains(&"label:app".to_owned()));
+    // Still declared by `drop`: kept.
+    env.host.unload(keep).await;
+    assert!(names(&env).contains(&"label:app".to_owned()));
+    // Replaced by a version without it: nobody declares it, it is removed.
+    env.host
+        .replace(dropper, guest_bytes("probe"))
+        .await
+        .expect("replace");
+    assert!(
+        !names(&env).contains(&"label:app".to_owned()),
+        "{:?}",
+        names(&env)
+    );
+    env.host.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_plugin_shows_its_queue_live_and_an_unloaded_one_leaves_no_series() {
+    let metrics = Arc::new(kubewasm::metrics::Metrics::new(Arc::new(Vec::new)));
+    let stuck = PluginPolicy {
+        limits: Some(Limits {
+            // A sleeping guest is waiting on the host: only the wall limit (10 times the
+            // deadline) ends its call, after 10 s.
+            call_deadline: Duration::from_secs(1),
+            ..Limits::default()
+        }),
+        ..probe("live-q", json!({"mode": "sleep", "trigger": "bad"}))
+    };
+    let env = Env::with_observer(move |_: &Path| stuck.clone(), metrics.clone()).await;
+    metrics.set_plugin_source(kubewasm::app::plugin_source(env.host.clone()));
+    let id = env.load("stuck.wasm").await;
+    env.create("bad-0", &[], json!({})).await;
+    assert!(
+        wait_until(PATIENCE, || events("live-q")
+            .iter()
+            .any(|e| e.contains("bad-0")))
+        .await
+    );
+    for i in 0..3 {
+        env.create(&format!("later-{i}"), &[], json!({})).await;
+    }
+    // The guest is asleep in its call: nothing is dequeued, yet the depth shows.
+    let depth = r#"kubewasm_plugin_queue_depth{plugin="live-q"} 3"#;
+    assert!(
+        wait_until(PATIENCE, || metrics.encode().contains(depth)).await,
+        "{}",
+        metrics.encode()
+    );
+    assert!(wait_until(PATIENCE, || env.status("live-q").timeouts == 1).await);
+    let handled =
+        r#"kubewasm_plugin_events_total{plugin="live-q",resource="ConfigMap",event="add""#;
+    assert!(metrics.encode().contains(handled));
+    env.host.unload(id).await;
+    let text = metrics.encode();
+    assert!(!text.contains(r#"plugin="live-q""#), "{text}");
+    env.host.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_answering_more_than_the_plugin_can_take_is_an_error_value_not_a_fault() {
+    let small = PluginPolicy {
+        limits: Some(Limits {
+            memory: 8 << 20,
+            ..Limits::default()
+        }),
+        ..probe("big-answer", json!({}))
+    };
+    let env = Env::new(vec![("big", small)]).await;
+    // 10 objects of 900 KB: more than the plugin's whole 8 MiB memory.
+    let blob = "x".repeat(900 << 10);
+    for i in 0..10 {
+        env.create(
+            &format!("blob-{i}"),
+            &[("size", "big")],
+            json!({"blob": blob}),
+        )
+        .await;
+    }
+    env.load("big.wasm").await;
+    ask(
+        &env,
+        "q-list",
+        json!({"op": "list", "namespace": "default"}),
+    )
+    .await;
+    ask(
+        &env,
+        "q-index",
+        json!({"op": "by-index", "index": "namespace", "value": "default"}),
+    )
+    .await;
+    ask(
+        &env,
+        "q-small",
+        json!({"op": "list", "namespace": "default", "selector": "probe-query"}),
+    )
+    .await;
+    let answers = || guest_logs().lines_starting("big-answer", "ANSWER");
+    assert!(
+        wait_until(PATIENCE, || answers().len() == 3).await,
+        "{:?}",
+        answers()
+    );
+    let answers = answers();
+    for answer in &answers[..2] {
+        assert!(
+            answer.contains("err invalid answer too large") && answer.contains("memory cap"),
+            "{answer}"
+        );
+    }
+    assert!(
+        answers[2].starts_with("ANSWER q-small ok "),
+        "{}",
+        answers[2]
+    );
+    let status = env.status("big-answer");
+    assert_eq!(status.memory_faults + status.traps, 0, "{status:?}");
+    env.host.shutdown(Duration::from_secs(5)).await;
 }

@@ -2,7 +2,7 @@
 //! fault the instance is replaced by a fresh one that is replayed the cache.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -14,7 +14,8 @@ use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
 use super::grants::{Limits, describe};
 use super::instance::{Event, Instance, Outcome};
-use super::observer::{FailureKind, Observer};
+use super::log_gate::LogGate;
+use super::observer::{FailureKind, PluginObserver};
 use super::wiring::{EventSink, Queued, Subscribed, Subscriber};
 
 /// Where a plugin is in its life.
@@ -24,8 +25,9 @@ pub enum PluginState {
     Running,
     /// A fault threw the instance away; a fresh one is being started.
     Restarting,
-    /// A fresh instance could not be started; events are dropped until the plugin is
-    /// replaced or unloaded.
+    /// Restart after restart failed to make progress (or a fresh instance could not be
+    /// started): the plugin receives nothing and is retried after a long backoff
+    /// ([`RestartPolicy::failed_retry`]), or when it is replaced.
     Failed,
     /// Unloaded or shut down.
     Stopped,
@@ -45,9 +47,66 @@ pub(crate) struct Shared {
     /// Initial-list adds pushed / handled for the current generation.
     pub(crate) replay_pushed: AtomicU64,
     pub(crate) replay_handled: AtomicU64,
+    /// Events the plugin did not receive, by [`DropReason`].
+    pub(crate) dropped: [AtomicU64; DropReason::ALL.len()],
     pub(crate) state: Mutex<PluginState>,
+    /// Set when the plugin enters [`PluginState::Failed`], cleared once an instance completes
+    /// its replay: a plugin retrying out of the failed state still counts as failed for
+    /// readiness, so it does not flap.
+    pub(crate) failed: AtomicBool,
     pub(crate) last_error: Mutex<Option<String>>,
     pub(crate) subscribed: Mutex<Option<Box<dyn Subscribed>>>,
+}
+
+/// Why a plugin did not receive an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// The event the instance faulted on.
+    Fault,
+    /// Queued for an instance that was then replaced after a fault: the fresh instance is
+    /// replayed the cache's current state instead.
+    Replaced,
+    /// An object version that made the plugin fail twice.
+    Quarantined,
+}
+
+impl DropReason {
+    pub(crate) const ALL: [DropReason; 3] = [
+        DropReason::Fault,
+        DropReason::Replaced,
+        DropReason::Quarantined,
+    ];
+
+    /// A lowercase label for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Fault => "fault",
+            DropReason::Replaced => "replaced",
+            DropReason::Quarantined => "quarantined",
+        }
+    }
+}
+
+/// How a plugin whose instances keep faulting is restarted.
+///
+/// A restart whose instance faults before it has handled its whole replay made no progress:
+/// such restarts back off exponentially (50 ms, doubling, at most 10 s), and after
+/// `max_restarts_without_progress` of them in a row the plugin is put in the
+/// [`PluginState::Failed`] state and tried again only every `failed_retry`. A completed replay
+/// resets the count: live events handled between faults are progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    pub max_restarts_without_progress: u32,
+    pub failed_retry: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            max_restarts_without_progress: 5,
+            failed_retry: Duration::from_secs(300),
+        }
+    }
 }
 
 impl Shared {
@@ -63,7 +122,9 @@ impl Shared {
             restarts: AtomicU64::new(0),
             replay_pushed: AtomicU64::new(0),
             replay_handled: AtomicU64::new(0),
+            dropped: Default::default(),
             state: Mutex::new(PluginState::Running),
+            failed: AtomicBool::new(false),
             last_error: Mutex::new(None),
             subscribed: Mutex::new(None),
         }
@@ -80,6 +141,20 @@ impl Shared {
     fn record_error(&self, message: String) {
         *self.last_error.lock() = Some(message);
     }
+
+    /// Events dropped for `reason` so far.
+    pub(crate) fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped[reason as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether the plugin counts as ready: running with its replay handled, or failed (and
+    /// saying so in its status).
+    pub(crate) fn ready(&self) -> bool {
+        let state = *self.state.lock();
+        state == PluginState::Stopped
+            || self.failed.load(Ordering::Acquire)
+            || (state == PluginState::Running && self.replay_done())
+    }
 }
 
 /// What an actor needs besides its instance.
@@ -92,7 +167,10 @@ pub(crate) struct ActorConfig {
     /// The resource of each subscription, by index, as passed to the guest.
     pub(crate) resources: Vec<Gvk>,
     pub(crate) subscriber: Box<dyn Subscriber>,
-    pub(crate) observer: Arc<dyn Observer>,
+    pub(crate) observer: Arc<dyn PluginObserver>,
+    pub(crate) restart: RestartPolicy,
+    /// The plugin's log cap, shared by every instance.
+    pub(crate) log_gate: Arc<LogGate>,
 }
 
 /// The host's handle on a running actor.
@@ -114,6 +192,8 @@ impl ActorHandle {
             tx,
             instance: Some(instance),
             consecutive_failures: 0,
+            restart_at: None,
+            stale: 0,
             suspects: Quarantine::default(),
             poisoned: Quarantine::default(),
         };
@@ -153,7 +233,12 @@ struct Actor {
     shared: Arc<Shared>,
     tx: mpsc::UnboundedSender<Queued>,
     instance: Option<Instance>,
+    /// Restarts in a row whose instance faulted before completing its replay.
     consecutive_failures: u32,
+    /// When to start a fresh instance; `Some` exactly while there is no instance.
+    restart_at: Option<tokio::time::Instant>,
+    /// Events of dropped generations skipped since the last one was logged.
+    stale: u64,
     /// Object versions whose event made an instance fail once: the replay after the restart
     /// offers them again (the failure may have been the guest's state, not the object).
     suspects: Quarantine,
@@ -210,9 +295,17 @@ impl Actor {
         mut stop: watch::Receiver<bool>,
     ) {
         loop {
+            let restart_at = self.restart_at;
+            let restart = async {
+                match restart_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = stop.changed() => break,
+                _ = restart => self.restart().await,
                 queued = rx.recv() => match queued {
                     Some(q) => self.handle(q).await,
                     None => break,
@@ -222,12 +315,28 @@ impl Actor {
         self.shared.subscribed.lock().take();
     }
 
+    fn drop_events(&self, reason: DropReason, n: u64) {
+        self.shared.dropped[reason as usize].fetch_add(n, Ordering::Relaxed);
+        self.config.observer.events_dropped(reason, n);
+    }
+
     async fn handle(&mut self, queued: Queued) {
-        let depth = self.shared.queue.fetch_sub(1, Ordering::AcqRel) - 1;
-        self.config.observer.queue_depth(&self.config.name, depth);
+        self.shared.queue.fetch_sub(1, Ordering::AcqRel);
         let generation = self.shared.generation.load(Ordering::Acquire);
         if queued.generation != generation {
+            self.stale += 1;
+            self.drop_events(DropReason::Replaced, 1);
             return;
+        }
+        if self.stale > 0 {
+            tracing::warn!(
+                plugin = &*self.config.name,
+                "plugin {}: {} events queued for the instance that faulted were not delivered; \
+                 the fresh instance was replayed the cache's current state instead",
+                self.config.name,
+                self.stale
+            );
+            self.stale = 0;
         }
         let initial = matches!(
             queued.event,
@@ -246,11 +355,13 @@ impl Actor {
             if initial {
                 self.shared.replay_handled.fetch_add(1, Ordering::AcqRel);
             }
+            self.drop_events(DropReason::Quarantined, 1);
             tracing::warn!(
                 plugin = &*self.config.name,
                 object = %object_key(queued.event.object().json()),
                 "event skipped: this object version made the plugin fail twice"
             );
+            self.note_progress();
             return;
         }
         let kind = queued.event.kind();
@@ -263,19 +374,17 @@ impl Actor {
         let name = &*self.config.name;
         match outcome {
             Outcome::Ok(()) => {
-                self.consecutive_failures = 0;
                 self.shared.delivered.fetch_add(1, Ordering::Relaxed);
                 self.config
                     .observer
-                    .event_handled(name, &resource.kind, kind, elapsed, true);
+                    .event_handled(queued.subscription, kind, elapsed, true);
             }
             Outcome::GuestError(reason) => {
-                self.consecutive_failures = 0;
                 self.shared.delivered.fetch_add(1, Ordering::Relaxed);
                 self.shared.errors.fetch_add(1, Ordering::Relaxed);
                 self.config
                     .observer
-                    .event_handled(name, &resource.kind, kind, elapsed, false);
+                    .event_handled(queued.subscription, kind, elapsed, false);
                 tracing::warn!(
                     plugin = name,
                     resource = %describe(resource),
@@ -291,7 +400,8 @@ impl Actor {
             Outcome::Failed(failure, reason) => {
                 self.config
                     .observer
-                    .event_handled(name, &resource.kind, kind, elapsed, false);
+                    .event_handled(queued.subscription, kind, elapsed, false);
+                self.drop_events(DropReason::Fault, 1);
                 let version = queued.event.object().clone();
                 if self.suspects.remove(&version) {
                     self.poisoned.insert(version);
@@ -306,15 +416,35 @@ impl Actor {
                         kind.as_str(),
                         describe(resource)
                     ),
-                )
-                .await;
+                );
+                return;
             }
+        }
+        self.note_progress();
+    }
+
+    /// A completed replay is progress: the restart count starts again, and a plugin that had
+    /// failed has recovered.
+    fn note_progress(&mut self) {
+        if self.consecutive_failures == 0 && !self.shared.failed.load(Ordering::Acquire) {
+            return;
+        }
+        if !self.shared.replay_done() {
+            return;
+        }
+        self.consecutive_failures = 0;
+        if self.shared.failed.swap(false, Ordering::AcqRel) {
+            tracing::info!(
+                plugin = &*self.config.name,
+                "plugin {} recovered: its instance handled the whole replay",
+                self.config.name
+            );
         }
     }
 
-    /// Counts and logs a fault, drops the instance, and starts a fresh one that is replayed
-    /// the cache.
-    async fn fail(&mut self, failure: FailureKind, message: String) {
+    /// Counts and logs a fault, drops the instance and schedules a fresh one, which will be
+    /// replayed the cache.
+    fn fail(&mut self, failure: FailureKind, message: String) {
         let name = self.config.name.clone();
         let counter = match failure {
             FailureKind::Trap => &self.shared.traps,
@@ -322,43 +452,83 @@ impl Actor {
             FailureKind::Memory => &self.shared.memory_faults,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.config.observer.instance_failed(&name, failure);
+        self.config.observer.instance_failed(failure);
+        // One record whose first line names the plugin; a backtrace follows on later lines.
         tracing::error!(
             plugin = &*name,
             failure = failure.as_str(),
-            "instance dropped, event skipped: {message}"
+            "plugin {name}: instance dropped after a {}, event skipped: {message}",
+            failure.as_str()
         );
         self.shared
             .record_error(format!("{}: {message}", failure.as_str()));
+        // A fault before the replay was handled is a restart without progress.
+        if self.shared.replay_done() {
+            self.consecutive_failures = 0;
+        }
         self.instance = None;
-        *self.shared.state.lock() = PluginState::Restarting;
         // Unregister at once so no more events pile up for the dead generation.
         let next = self.shared.generation.load(Ordering::Acquire) + 1;
         self.shared.generation.store(next, Ordering::Release);
         self.shared.subscribed.lock().take();
+        self.schedule_restart();
+    }
 
+    /// Counts a restart without progress and schedules the next attempt: soon while the
+    /// count is under the policy's limit, after the long `failed_retry` once it is not.
+    fn schedule_restart(&mut self) {
         self.consecutive_failures += 1;
-        tokio::time::sleep(restart_backoff(self.consecutive_failures)).await;
+        let policy = self.config.restart;
+        let delay = if self.consecutive_failures >= policy.max_restarts_without_progress {
+            *self.shared.state.lock() = PluginState::Failed;
+            if !self.shared.failed.swap(true, Ordering::AcqRel) {
+                tracing::error!(
+                    plugin = &*self.config.name,
+                    "plugin {} failed: {} restarts in a row did not complete the replay; \
+                     it receives nothing and is tried again every {:?}",
+                    self.config.name,
+                    self.consecutive_failures,
+                    policy.failed_retry
+                );
+            }
+            policy.failed_retry
+        } else {
+            *self.shared.state.lock() = PluginState::Restarting;
+            restart_backoff(self.consecutive_failures)
+        };
+        self.restart_at = Some(tokio::time::Instant::now() + delay);
+    }
 
+    /// Starts a fresh instance and registers it (it is replayed the cache).
+    async fn restart(&mut self) {
+        self.restart_at = None;
+        let name = self.config.name.clone();
         match fresh_instance(&self.config).await {
             Ok(instance) => {
                 self.instance = Some(instance);
                 self.shared.restarts.fetch_add(1, Ordering::Relaxed);
                 *self.shared.state.lock() = PluginState::Running;
+                let next = self.shared.generation.load(Ordering::Acquire);
                 self.subscribe(next);
-                tracing::info!(
-                    plugin = &*name,
-                    "fresh instance started, replaying the cache"
-                );
+                if self.shared.failed.load(Ordering::Acquire) {
+                    tracing::debug!(plugin = &*name, "failed plugin tried again");
+                } else {
+                    tracing::info!(
+                        plugin = &*name,
+                        "fresh instance started, replaying the cache"
+                    );
+                }
             }
             Err(reason) => {
-                *self.shared.state.lock() = PluginState::Failed;
-                tracing::error!(
-                    plugin = &*name,
-                    "could not start a fresh instance: {reason}"
-                );
+                if !self.shared.failed.load(Ordering::Acquire) {
+                    tracing::error!(
+                        plugin = &*name,
+                        "plugin {name}: could not start a fresh instance: {reason}"
+                    );
+                }
                 self.shared
                     .record_error(format!("restart failed: {reason}"));
+                self.schedule_restart();
             }
         }
     }
@@ -367,9 +537,15 @@ impl Actor {
 /// Instantiates and initialises a replacement instance.
 async fn fresh_instance(c: &ActorConfig) -> Result<Instance, String> {
     {
-        let mut instance = Instance::new(&c.compiled, c.name.clone(), c.limits, c.access.clone())
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut instance = Instance::new(
+            &c.compiled,
+            c.name.clone(),
+            c.limits,
+            c.access.clone(),
+            c.log_gate.clone(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         match instance.init(&c.config).await {
             Outcome::Ok(_) => Ok(instance),
             Outcome::GuestError(reason) => Err(format!("init failed: {reason}")),
@@ -417,7 +593,8 @@ mod tests {
     use serde_json::json;
 
     use super::super::grants::{Grants, Limits};
-    use super::super::testing::{FakeFeed, config_map, spawn_probe};
+    use super::super::log_gate::LogLimits;
+    use super::super::testing::{FakeFeed, config_map, spawn_probe, spawn_probe_with};
     use super::*;
 
     const WAIT: Duration = Duration::from_secs(30);
@@ -503,12 +680,16 @@ mod tests {
             last.starts_with("trap: add of v1/ConfigMap a/bad"),
             "{last}"
         );
-        assert!(
-            guest_logs()
-                .host_lines("trapper")
-                .iter()
-                .any(|l| l.contains("instance dropped"))
-        );
+        // One record, whose first line names the plugin (a backtrace may follow).
+        let records: Vec<String> = guest_logs()
+            .host_lines("trapper")
+            .into_iter()
+            .filter(|l| l.contains("instance dropped"))
+            .collect();
+        assert_eq!(records.len(), 1, "{records:?}");
+        let first = records[0].lines().next().unwrap_or_default();
+        assert!(first.contains("plugin trapper"), "{first}");
+        assert_eq!(handle.shared.dropped(DropReason::Fault), 1);
         handle.stop(Duration::from_secs(5)).await;
     }
 
@@ -585,6 +766,16 @@ mod tests {
         let h = fault("looper", "loop", limits).await;
         assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 1);
         assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        // The event it timed out on, and the one queued behind it for the dropped instance
+        // (the fresh instance got it through its replay instead): counted and logged.
+        assert_eq!(h.shared.dropped(DropReason::Fault), 1);
+        assert_eq!(h.shared.dropped(DropReason::Replaced), 1);
+        assert!(
+            guest_logs()
+                .host_lines("looper")
+                .iter()
+                .any(|l| l.contains("1 events queued for the instance that faulted"))
+        );
         h.stop(Duration::from_secs(5)).await;
     }
 
@@ -596,6 +787,33 @@ mod tests {
         };
         let h = fault("sleeper", "sleep", limits).await;
         assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 1);
+        h.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_on_the_host_does_not_count_against_the_deadline() {
+        let feed = Arc::new(FakeFeed::default());
+        let limits = Limits {
+            call_deadline: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let h = spawn_probe(
+            "napper",
+            json!({"mode": "nap", "trigger": "slow", "napMs": 900}),
+            limits,
+            Grants::default(),
+            feed.clone(),
+        )
+        .await;
+        feed.upsert(config_map("a", "slow", 1, &[]));
+        assert!(
+            wait_until(WAIT, || guest_logs()
+                .lines("napper")
+                .contains(&"NAPPED slow".to_owned()))
+            .await
+        );
+        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.delivered.load(Ordering::Relaxed), 1);
         h.stop(Duration::from_secs(5)).await;
     }
 
@@ -715,6 +933,125 @@ mod tests {
             wait_until(WAIT, printed).await,
             "{:?}",
             guest_logs().lines("printer")
+        );
+        h.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_guest_trapping_on_every_third_add_ends_failed_and_is_retried_rarely() {
+        let feed = Arc::new(FakeFeed::default());
+        for i in 0..20 {
+            feed.seed(config_map("a", &format!("o{i:02}"), i + 1, &[]));
+        }
+        let policy = RestartPolicy {
+            max_restarts_without_progress: 5,
+            failed_retry: Duration::from_secs(2),
+        };
+        let handle = spawn_probe_with(
+            "flapper",
+            json!({"mode": "trap-every", "every": 3}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+            policy,
+            LogLimits::default(),
+        )
+        .await;
+        let s = handle.shared.clone();
+        assert!(wait_until(WAIT, || *s.state.lock() == PluginState::Failed).await);
+        // Five restarts in a row never completed the replay: failed, not restarted at once.
+        assert_eq!(s.traps.load(Ordering::Relaxed), 5);
+        assert_eq!(s.restarts.load(Ordering::Relaxed), 4);
+        assert!(s.ready(), "a failed plugin does not hold readiness back");
+        // Retried after the long backoff, it fails again at once: still failed, logged once.
+        assert!(wait_until(WAIT, || s.traps.load(Ordering::Relaxed) >= 6).await);
+        assert!(wait_until(WAIT, || *s.state.lock() == PluginState::Failed).await);
+        let failed_lines = guest_logs()
+            .host_lines("flapper")
+            .iter()
+            .filter(|l| l.contains("plugin flapper failed"))
+            .count();
+        assert_eq!(failed_lines, 1);
+        assert!(s.dropped(DropReason::Fault) >= 6);
+        handle.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fault_after_the_replay_is_progress_and_backs_off_no_further() {
+        let feed = Arc::new(FakeFeed::default());
+        feed.seed(config_map("a", "seed", 1, &[]));
+        let handle = spawn_probe(
+            "progressing",
+            json!({"mode": "trap", "trigger": "bad"}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+        )
+        .await;
+        let s = handle.shared.clone();
+        // Each bad object traps live once; every fresh instance completes its replay first.
+        for i in 0..7 {
+            assert!(wait_until(WAIT, || s.ready() && s.replay_done()).await);
+            feed.upsert(config_map("a", &format!("bad{i}"), 10 + i, &[]));
+            assert!(wait_until(WAIT, || s.traps.load(Ordering::Relaxed) == i + 1).await);
+        }
+        assert!(
+            wait_until(WAIT, || *s.state.lock() == PluginState::Running
+                && s.replay_done())
+            .await
+        );
+        assert!(!s.failed.load(Ordering::Acquire));
+        handle.stop(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_guest_flooding_the_log_is_capped_in_rate_and_line_length() {
+        let feed = Arc::new(FakeFeed::default());
+        let logs = LogLimits {
+            lines_per_second: 100,
+            burst_lines: 100,
+            line_bytes: 8 << 10,
+        };
+        let h = spawn_probe_with(
+            "spammer",
+            json!({"mode": "spam", "trigger": "flood", "spamLines": 300, "spamBytes": 20000}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+            RestartPolicy::default(),
+            logs,
+        )
+        .await;
+        feed.upsert(config_map("a", "flood", 1, &[]));
+        assert!(wait_until(WAIT, || h.shared.delivered.load(Ordering::Relaxed) == 1).await);
+        // 600 lines (log import and stdout) at once: about a burst of 100 gets through. Past a
+        // second, the next line is admitted with a notice of what was dropped.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        feed.upsert(config_map("a", "calm", 2, &[]));
+        assert!(
+            wait_until(WAIT, || guest_logs()
+                .lines("spammer")
+                .iter()
+                .any(|l| l.starts_with("EVENT add a/calm")))
+            .await
+        );
+        let lines = guest_logs().lines("spammer");
+        let long: Vec<&String> = lines.iter().filter(|l| l.starts_with("xxx")).collect();
+        assert!(
+            (90..=200).contains(&long.len()),
+            "{} of 600 flood lines logged",
+            long.len()
+        );
+        // Lines through the log import are cut; stdout arrives in chunks of at most 8 KiB.
+        assert!(long.iter().all(|l| l.len() < 8300));
+        assert!(long.iter().any(|l| l.contains("[cut: 20000 bytes")));
+        assert!(
+            guest_logs()
+                .host_lines("spammer")
+                .iter()
+                .any(|l| l.contains("log lines dropped")),
+            "{:?}",
+            guest_logs().host_lines("spammer")
         );
         h.stop(Duration::from_secs(5)).await;
     }

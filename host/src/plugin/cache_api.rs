@@ -94,8 +94,34 @@ impl Access {
     }
 }
 
-fn to_strings(docs: Vec<SharedDocument>) -> Vec<String> {
-    docs.iter().map(|d| d.json().to_owned()).collect()
+/// Bytes a list of strings takes in guest memory besides the strings: a pointer and a length.
+const PER_ENTRY: usize = 8;
+
+impl HostState {
+    /// The objects as the guest receives them, or `invalid` when they would take more of its
+    /// memory than its answer budget: the guest gets an error it can act on (narrow the
+    /// query), not a memory fault while the host copies the answer in.
+    fn bounded(&self, docs: Vec<SharedDocument>) -> Result<Vec<String>, types::CacheError> {
+        let bytes: usize = docs.iter().map(|d| d.json().len() + PER_ENTRY).sum();
+        if bytes > self.answer_budget {
+            return Err(types::CacheError::Invalid(format!(
+                "answer too large: {} objects, {bytes} bytes, over this plugin's limit of {} \
+                 bytes per answer ({}); narrow the query with a namespace, a label selector or \
+                 an index",
+                docs.len(),
+                self.answer_budget,
+                if self.answer_budget == self.memory / 4 {
+                    format!(
+                        "a quarter of its {} MiB memory cap, `max-answer-mib` in the config",
+                        self.memory >> 20
+                    )
+                } else {
+                    "`max-answer-mib` in the config".to_owned()
+                }
+            )));
+        }
+        Ok(docs.iter().map(|d| d.json().to_owned()).collect())
+    }
 }
 
 impl types::Host for HostState {}
@@ -121,11 +147,11 @@ impl cache::Host for HostState {
         label_selector: Option<String>,
     ) -> Result<Vec<String>, types::CacheError> {
         let access = self.access.lookup(&resource)?;
-        access
+        let docs = access
             .cache
             .list(namespace.as_deref(), label_selector.as_deref())
-            .map(to_strings)
-            .map_err(types::CacheError::Invalid)
+            .map_err(types::CacheError::Invalid)?;
+        self.bounded(docs)
     }
 
     fn by_index(
@@ -136,11 +162,11 @@ impl cache::Host for HostState {
     ) -> Result<Vec<String>, types::CacheError> {
         let access = self.access.lookup(&resource)?;
         let index = self.access.index(access, &index)?;
-        access
+        let docs = access
             .cache
             .by_index(index, &value)
-            .map(to_strings)
-            .map_err(types::CacheError::UnknownIndex)
+            .map_err(types::CacheError::UnknownIndex)?;
+        self.bounded(docs)
     }
 
     fn index_values(
@@ -164,6 +190,9 @@ impl cache::Host for HostState {
 impl log::Host for HostState {
     fn log(&mut self, level: log::Level, message: String) {
         let plugin = &*self.plugin;
+        let Some(message) = self.log_gate.admit(plugin, &message) else {
+            return;
+        };
         match level {
             log::Level::Trace => {
                 tracing::trace!(target: "kubewasm::guest", plugin, "{message}")

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -18,9 +18,32 @@ use super::component::{self, CompiledPlugin, Origin};
 use super::error::PluginError;
 use super::state::HostState;
 
-/// How often the epoch advances: the granularity of call deadlines, and how often a guest in a
-/// long call yields its worker thread to other tasks.
+/// How often the epoch advances while a guest call is in progress: the granularity of call
+/// deadlines, and how often a guest in a long call yields its worker thread to other tasks.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// How often the epoch advances while no guest call is in progress, so an idle host does not
+/// wake 200 times a second. A call that starts meanwhile sees its first tick at most this late.
+const IDLE_TICK: Duration = Duration::from_millis(50);
+
+/// Guest calls in progress in this process (every engine's), for the epoch ticker.
+static CALLS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a guest call as in progress for as long as it is held.
+pub(crate) struct CallInFlight(());
+
+impl CallInFlight {
+    pub(crate) fn start() -> Self {
+        CALLS_IN_FLIGHT.fetch_add(1, Ordering::Relaxed);
+        CallInFlight(())
+    }
+}
+
+impl Drop for CallInFlight {
+    fn drop(&mut self) {
+        CALLS_IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// How the engine is set up.
 #[derive(Debug, Clone, Default)]
@@ -78,7 +101,8 @@ impl PluginEngine {
             .name("kubewasm-epoch".into())
             .spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
+                    let busy = CALLS_IN_FLIGHT.load(Ordering::Relaxed) > 0;
+                    std::thread::sleep(if busy { EPOCH_TICK } else { IDLE_TICK });
                     match weak.upgrade() {
                         Some(engine) => engine.increment_epoch(),
                         None => break,

@@ -50,6 +50,10 @@ pub enum PluginError {
         plugin: String,
         what: String,
     },
+    /// `init` declared more than the host's limits allow (a name, subscriptions, indexes).
+    /// The plugin's name is not repeated: it may be what is too long.
+    #[error("{file}: the plugin declared {what}")]
+    OverLimit { file: PathBuf, what: String },
     /// Resolving a subscribed resource against the API server failed.
     #[error(
         "{file}: plugin `{plugin}` subscribes to {resource}, which the API server does not serve: {reason}"

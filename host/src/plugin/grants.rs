@@ -5,13 +5,17 @@ use std::time::Duration;
 
 use super::Gvk;
 
-/// Gvk limits of one plugin instance.
+/// The limits of one plugin instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// How long one guest call (init or a handler) may run before it is interrupted.
+    /// How much running time one guest call (init or a handler) may use before it is
+    /// interrupted (see the README: time waiting on the host does not count).
     pub call_deadline: Duration,
     /// The most linear memory, in bytes, one instance may hold.
     pub memory: usize,
+    /// The most JSON, in bytes, one `list-objects` or `by-index` answer may carry; `None`: a
+    /// quarter of `memory`. A larger answer is an `invalid` error value, never a fault.
+    pub max_answer: Option<usize>,
 }
 
 impl Default for Limits {
@@ -19,6 +23,35 @@ impl Default for Limits {
         Limits {
             call_deadline: Duration::from_secs(1),
             memory: 64 << 20,
+            max_answer: None,
+        }
+    }
+}
+
+impl Limits {
+    /// The most JSON one cache query may answer with.
+    pub fn answer_budget(&self) -> usize {
+        self.max_answer.unwrap_or(self.memory / 4)
+    }
+}
+
+/// How much a plugin's `init` may declare. The defaults are far above what a sane plugin
+/// declares; they stop a broken or hostile one from making every `/metrics` scrape huge (a
+/// 10 MB name) or every event of an informer slow (100,000 indexes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeclarationLimits {
+    /// Longest plugin name, in bytes.
+    pub max_name_bytes: usize,
+    pub max_subscriptions: usize,
+    pub max_indexes: usize,
+}
+
+impl Default for DeclarationLimits {
+    fn default() -> Self {
+        DeclarationLimits {
+            max_name_bytes: 253,
+            max_subscriptions: 64,
+            max_indexes: 128,
         }
     }
 }

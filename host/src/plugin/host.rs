@@ -11,14 +11,17 @@ use kube::api::GroupVersionKind;
 use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory};
 use parking_lot::Mutex;
 
-use super::actor::{ActorConfig, ActorHandle, PluginState};
+use super::actor::{ActorConfig, ActorHandle, DropReason, PluginState, RestartPolicy};
 use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess};
 use super::component::CompiledPlugin;
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
-use super::grants::{Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type};
+use super::grants::{
+    DeclarationLimits, Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type,
+};
 use super::informers::{EventSource, InformerCache, InformerSubscriber, ensure_index};
 use super::instance::{Instance, Outcome};
+use super::log_gate::{LogGate, LogLimits};
 use super::observer::{NoopObserver, Observer};
 use super::{Delivery, PluginInfo};
 
@@ -46,6 +49,12 @@ pub struct HostOptions {
     /// How long an informer no plugin uses any more keeps running (and its cache warm) before
     /// it is stopped and its memory returned. Zero stops it at once.
     pub informer_grace: Duration,
+    /// How plugins whose instances keep faulting are restarted.
+    pub restart: RestartPolicy,
+    /// How much a plugin's `init` may declare.
+    pub declarations: DeclarationLimits,
+    /// How much a plugin may log.
+    pub logs: LogLimits,
 }
 
 impl Default for HostOptions {
@@ -56,6 +65,9 @@ impl Default for HostOptions {
             policy: Arc::new(StaticPolicy::default()),
             observer: Arc::new(NoopObserver),
             informer_grace: Duration::ZERO,
+            restart: RestartPolicy::default(),
+            declarations: DeclarationLimits::default(),
+            logs: LogLimits::default(),
         }
     }
 }
@@ -84,6 +96,11 @@ pub struct PluginStatus {
     /// Events queued and not yet handed to the guest.
     pub queue_depth: usize,
     pub state: PluginState,
+    /// Whether the plugin is failed: its restarts kept failing to complete a replay, it is
+    /// tried again only rarely (its `state` shows `Running` during such a try).
+    pub failed: bool,
+    /// Events the plugin did not receive, by reason (`fault`, `replaced`, `quarantined`).
+    pub events_dropped: Vec<(&'static str, u64)>,
     /// Whether the current instance has handled its whole replay of the cache.
     pub replay_done: bool,
     /// The last handler error, fault or failed replacement.
@@ -97,6 +114,8 @@ struct Entry {
     hash: String,
     subscriptions: Vec<String>,
     keys: Vec<InformerKey>,
+    /// The shared indexes this plugin declared, by informer.
+    indexes: Vec<(InformerKey, String)>,
     actor: Arc<ActorHandle>,
     call_deadline: Duration,
     /// Why the last `replace` failed (the old version kept running).
@@ -111,6 +130,7 @@ struct Prepared {
     config: ActorConfig,
     subscriptions: Vec<String>,
     keys: Vec<InformerKey>,
+    indexes: Vec<(InformerKey, String)>,
 }
 
 /// Runs plugins as listeners of the shared informers. Cheap to clone.
@@ -127,6 +147,9 @@ struct HostInner {
     plugins: Mutex<BTreeMap<PluginId, Entry>>,
     /// How many plugins use each informer the host asked the factory for.
     informer_users: Mutex<HashMap<InformerKey, Users>>,
+    /// How many plugins declare each shared index, by informer and index name: an index no
+    /// plugin declares any more is removed (its function would run on every event for nobody).
+    index_users: Mutex<HashMap<(InformerKey, String), usize>>,
     /// Numbers each release, so a grace timer only stops an informer nobody took up since.
     releases: AtomicU64,
     next_id: AtomicU64,
@@ -152,6 +175,7 @@ impl PluginHost {
                 options,
                 plugins: Mutex::new(BTreeMap::new()),
                 informer_users: Mutex::new(HashMap::new()),
+                index_users: Mutex::new(HashMap::new()),
                 releases: AtomicU64::new(0),
                 next_id: AtomicU64::new(1),
                 shutting_down: AtomicBool::new(false),
@@ -203,7 +227,8 @@ impl PluginHost {
                 if let Some(entry) = self.inner.plugins.lock().get_mut(&id) {
                     entry.replace_error = Some(e.to_string());
                 }
-                tracing::warn!(id = id.0, file = %source.display(), "replacement refused, the old version keeps running: {e}");
+                // The caller decides whether to warn (a half-written file is retried quietly).
+                tracing::debug!(id = id.0, file = %source.display(), "replacement refused, the old version keeps running: {e}");
                 return Err(e);
             }
         };
@@ -214,7 +239,11 @@ impl PluginHost {
         let entry = self.start(source.clone(), prepared);
         tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), "plugin replaced");
         self.inner.plugins.lock().insert(id, entry);
+        if let Some(old) = &old {
+            self.forget_name(&old.name);
+        }
         if let Some(old) = old {
+            self.release_indexes(&old.indexes);
             self.release(&old.keys).await;
         }
         Ok(())
@@ -227,7 +256,17 @@ impl PluginHost {
         if let Some(entry) = entry {
             entry.actor.stop(entry.call_deadline).await;
             tracing::info!(plugin = %entry.name, id = id.0, "plugin unloaded");
+            self.forget_name(&entry.name);
+            self.release_indexes(&entry.indexes);
             self.release(&entry.keys).await;
+        }
+    }
+
+    /// Tells the observer a plugin name is gone, unless a loaded plugin still has it.
+    fn forget_name(&self, name: &str) {
+        let in_use = self.inner.plugins.lock().values().any(|e| e.name == name);
+        if !in_use {
+            self.inner.options.observer.plugin_removed(name);
         }
     }
 
@@ -253,6 +292,11 @@ impl PluginHost {
                     restarts: load(&s.restarts),
                     queue_depth: s.queue.load(Ordering::Relaxed),
                     state: *s.state.lock(),
+                    failed: s.failed.load(Ordering::Acquire),
+                    events_dropped: DropReason::ALL
+                        .iter()
+                        .map(|r| (r.as_str(), s.dropped(*r)))
+                        .collect(),
                     replay_done: s.replay_done(),
                     last_error: e
                         .replace_error
@@ -263,14 +307,13 @@ impl PluginHost {
             .collect()
     }
 
-    /// Whether every running plugin has handled its replay of the cache. Plugins that could
-    /// not restart after a fault (state `Failed`) have nothing to deliver and do not count.
+    /// Whether every plugin is running with its replay of the cache handled, or has failed
+    /// (state `Failed`, which its status shows). A plugin restarting after a fault is not
+    /// ready; one whose restarts keep failing ends up failed, so it cannot hold readiness
+    /// back for ever.
     pub fn ready(&self) -> bool {
         let plugins = self.inner.plugins.lock();
-        plugins.values().all(|e| {
-            let s = &e.actor.shared;
-            *s.state.lock() != PluginState::Running || s.replay_done()
-        })
+        plugins.values().all(|e| e.actor.shared.ready())
     }
 
     /// Compiles the component and calls `init` in a throw-away instance, checking the result
@@ -319,6 +362,7 @@ impl PluginHost {
             label,
             limits,
             Arc::new(Access::empty(policy.grants.clone())),
+            Arc::new(LogGate::new(self.inner.options.logs)),
         )
         .await?;
         let info = match instance.init(&policy.config).await {
@@ -331,34 +375,95 @@ impl PluginHost {
                 });
             }
         };
-        validate(&file, &info, policy)?;
+        validate(&file, &info, policy, &self.inner.options.declarations)?;
         instance.set_label(info.name.as_str().into());
         Ok((instance, info))
     }
 
-    /// Initialises the plugin and creates (or shares) its informers and indexes.
+    /// Initialises the plugin and creates (or shares) its informers and indexes. On failure,
+    /// informers this call created and indexes it added are released again.
     async fn prepare(&self, compiled: CompiledPlugin) -> Result<Prepared, PluginError> {
         let policy = self.inner.options.policy.policy(&compiled.file);
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
         let (mut instance, info) = self.init(&compiled, &policy).await?;
-        let file = compiled.file.clone();
+        let mut claims = Claims::default();
+        let wired = self.wire(&compiled.file, &info, &policy, &mut claims).await;
+        let (access, sources) = match wired {
+            Ok(wired) => wired,
+            Err(e) => {
+                self.release_indexes(&claims.indexes);
+                for key in &claims.created {
+                    self.stop_if_unclaimed(key).await;
+                }
+                return Err(e);
+            }
+        };
+        instance.set_access(access.clone());
+        let kinds: Vec<String> = info
+            .subscriptions
+            .iter()
+            .map(|s| s.gvk.kind.clone())
+            .collect();
+        let observer = self.inner.options.observer.plugin(&info.name, &kinds);
+        let log_gate = instance.log_gate();
+        log_gate.set_observer(observer.clone());
+        {
+            let mut users = self.inner.informer_users.lock();
+            for key in &claims.keys {
+                users.entry(key.clone()).or_default().plugins += 1;
+            }
+        }
         let name: Arc<str> = info.name.as_str().into();
+        Ok(Prepared {
+            name: name.clone(),
+            hash: compiled.hash.clone(),
+            subscriptions: info
+                .subscriptions
+                .iter()
+                .map(describe_subscription)
+                .collect(),
+            keys: claims.keys,
+            indexes: claims.indexes,
+            instance,
+            config: ActorConfig {
+                name,
+                compiled,
+                config: policy.config,
+                limits,
+                access,
+                resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
+                subscriber: Box::new(InformerSubscriber { sources }),
+                observer,
+                restart: self.inner.options.restart,
+                log_gate,
+            },
+        })
+    }
 
-        let mut informers: Vec<(InformerKey, SharedIndexInformer)> = Vec::new();
+    /// Resolves each subscription to a shared informer and each declared index to a shared
+    /// index, recording in `claims` what it took so a failure can give it back.
+    async fn wire(
+        &self,
+        file: &Path,
+        info: &PluginInfo,
+        policy: &PluginPolicy,
+        claims: &mut Claims,
+    ) -> Result<(Arc<Access>, Vec<EventSource>), PluginError> {
+        let mut informers: Vec<SharedIndexInformer> = Vec::new();
         for sub in &info.subscriptions {
             let gvk = GroupVersionKind::gvk(&sub.gvk.group, &sub.gvk.version, &sub.gvk.kind);
             let (resource, namespaced) = kubewasm_informer::resolve(&self.inner.client, &gvk)
                 .await
                 .map_err(|e| PluginError::UnknownResource {
-                    file: file.clone(),
+                    file: file.to_owned(),
                     plugin: info.name.clone(),
                     resource: describe(&sub.gvk),
                     reason: e.to_string(),
                 })?;
             if !namespaced && sub.namespace.is_some() {
                 return Err(invalid(
-                    &file,
-                    &info,
+                    file,
+                    info,
                     format!(
                         "subscription: {} is cluster-scoped but a namespace was given",
                         describe(&sub.gvk)
@@ -371,17 +476,30 @@ impl PluginHost {
                 label_selector: sub.label_selector.clone(),
                 field_selector: sub.field_selector.clone(),
             };
+            let existed = self
+                .inner
+                .factory
+                .informers()
+                .iter()
+                .any(|(k, _)| *k == key);
             let informer = self.inner.factory.informer_for(key.clone());
-            informers.push((key, informer));
+            if !existed {
+                claims.created.push(key.clone());
+            }
+            claims.keys.push(key);
+            informers.push(informer);
         }
 
         let mut resources = Vec::new();
         let mut sources = Vec::new();
-        for (i, (sub, (_, informer))) in info.subscriptions.iter().zip(&informers).enumerate() {
+        for (i, (sub, informer)) in info.subscriptions.iter().zip(&informers).enumerate() {
+            let key = &claims.keys[i];
             let mut indexes = HashMap::new();
             for decl in info.indexes.iter().filter(|d| same_type(&d.gvk, &sub.gvk)) {
-                let shared = ensure_index(informer, &decl.source)
-                    .map_err(|e| invalid(&file, &info, format!("index {}: {e}", decl.name)))?;
+                let shared = self
+                    .claim_index(key, informer, &decl.source)
+                    .map_err(|e| invalid(file, info, format!("index {}: {e}", decl.name)))?;
+                claims.indexes.push((key.clone(), shared.clone()));
                 indexes.insert(decl.name.clone(), shared);
             }
             resources.push(ResourceAccess {
@@ -404,35 +522,63 @@ impl PluginHost {
             grants: policy.grants.clone(),
             resources,
         });
-        instance.set_access(access.clone());
-        let keys: Vec<InformerKey> = informers.into_iter().map(|(k, _)| k).collect();
-        {
-            let mut users = self.inner.informer_users.lock();
-            for key in &keys {
-                users.entry(key.clone()).or_default().plugins += 1;
+        Ok((access, sources))
+    }
+
+    /// Adds the shared index to the informer if needed and counts one more plugin using it.
+    fn claim_index(
+        &self,
+        key: &InformerKey,
+        informer: &SharedIndexInformer,
+        source: &super::IndexSource,
+    ) -> Result<String, kubewasm_informer::Error> {
+        let mut users = self.inner.index_users.lock();
+        let name = ensure_index(informer, source)?;
+        *users.entry((key.clone(), name.clone())).or_default() += 1;
+        Ok(name)
+    }
+
+    /// Forgets one use of each index; an index no plugin declares any more is removed from
+    /// its informer.
+    fn release_indexes(&self, indexes: &[(InformerKey, String)]) {
+        if indexes.is_empty() {
+            return;
+        }
+        let informers = self.inner.factory.informers();
+        let mut users = self.inner.index_users.lock();
+        for claim in indexes {
+            let Some(count) = users.get_mut(claim) else {
+                continue;
+            };
+            *count = count.saturating_sub(1);
+            if *count > 0 {
+                continue;
+            }
+            users.remove(claim);
+            let (key, name) = claim;
+            if let Some((_, informer)) = informers.iter().find(|(k, _)| k == key) {
+                informer.remove_indexer(name);
+                tracing::debug!(resource = %key.resource.plural, index = %name, "removed an index no plugin declares");
             }
         }
-        Ok(Prepared {
-            name: name.clone(),
-            hash: compiled.hash.clone(),
-            subscriptions: info
-                .subscriptions
-                .iter()
-                .map(describe_subscription)
-                .collect(),
-            keys,
-            instance,
-            config: ActorConfig {
-                name,
-                compiled,
-                config: policy.config,
-                limits,
-                access,
-                resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
-                subscriber: Box::new(InformerSubscriber { sources }),
-                observer: self.inner.options.observer.clone(),
-            },
-        })
+    }
+
+    /// Stops an informer a failed load created, unless a plugin took it up meanwhile.
+    async fn stop_if_unclaimed(&self, key: &InformerKey) {
+        if self.inner.informer_users.lock().contains_key(key) {
+            return;
+        }
+        let idle = self
+            .inner
+            .factory
+            .informers()
+            .iter()
+            .find(|(k, _)| k == key)
+            .is_some_and(|(_, i)| i.handler_count() == 0);
+        if idle {
+            tracing::debug!(resource = %key.resource.plural, "stopping an informer a failed load created");
+            self.inner.factory.stop_informer(key).await;
+        }
     }
 
     fn start(&self, source: PathBuf, prepared: Prepared) -> Entry {
@@ -445,6 +591,7 @@ impl PluginHost {
             hash: prepared.hash,
             subscriptions: prepared.subscriptions,
             keys: prepared.keys,
+            indexes: prepared.indexes,
             actor: Arc::new(actor),
             call_deadline,
             replace_error: None,
@@ -509,6 +656,17 @@ impl PluginHost {
     }
 }
 
+/// What one load took from the shared informers, to give back if it fails.
+#[derive(Default)]
+struct Claims {
+    /// The informer of each subscription, in order.
+    keys: Vec<InformerKey>,
+    /// Of those, the ones this load created.
+    created: Vec<InformerKey>,
+    /// Shared indexes claimed (counted in `index_users`).
+    indexes: Vec<(InformerKey, String)>,
+}
+
 /// The plugins using one informer, and the last time that number fell to zero.
 #[derive(Debug, Default)]
 struct Users {
@@ -524,11 +682,53 @@ fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginError {
     }
 }
 
-/// Checks `init`'s declarations: every subscription granted and unique, every index on a
-/// subscribed resource with a fresh name.
-fn validate(file: &Path, info: &PluginInfo, policy: &PluginPolicy) -> Result<(), PluginError> {
+/// Checks `init`'s declarations: within `limits`, every subscription granted and unique,
+/// every index on a subscribed resource with a fresh name.
+fn validate(
+    file: &Path,
+    info: &PluginInfo,
+    policy: &PluginPolicy,
+    limits: &DeclarationLimits,
+) -> Result<(), PluginError> {
+    let too_many = |what: &str, n: usize, max: usize, key: &str| PluginError::OverLimit {
+        file: file.to_owned(),
+        what: format!(
+            "{n} {what}, more than the limit of {max} (`{key}` in the config's [limits])"
+        ),
+    };
+    if info.name.len() > limits.max_name_bytes {
+        return Err(too_many(
+            "bytes of plugin name",
+            info.name.len(),
+            limits.max_name_bytes,
+            "max-name-bytes",
+        ));
+    }
+    if info.subscriptions.len() > limits.max_subscriptions {
+        return Err(too_many(
+            "subscriptions",
+            info.subscriptions.len(),
+            limits.max_subscriptions,
+            "max-subscriptions",
+        ));
+    }
+    if info.indexes.len() > limits.max_indexes {
+        return Err(too_many(
+            "indexes",
+            info.indexes.len(),
+            limits.max_indexes,
+            "max-indexes",
+        ));
+    }
     if info.name.trim().is_empty() {
         return Err(invalid(file, info, "name: it is empty".into()));
+    }
+    if info.name.chars().any(char::is_control) {
+        return Err(invalid(
+            file,
+            info,
+            "name: it holds control characters".into(),
+        ));
     }
     for (i, sub) in info.subscriptions.iter().enumerate() {
         if !policy.grants.allows(&sub.gvk) {
@@ -635,7 +835,12 @@ mod tests {
             grants,
             ..PluginPolicy::default()
         };
-        validate(Path::new("p.wasm"), info, &policy)
+        validate(
+            Path::new("p.wasm"),
+            info,
+            &policy,
+            &DeclarationLimits::default(),
+        )
     }
 
     #[test]
@@ -670,6 +875,49 @@ mod tests {
         );
         assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
         assert!(check(&info(vec![sub("Pod")], vec![decl]), Grants::default()).is_ok());
+    }
+
+    #[test]
+    fn declarations_over_the_limits_are_refused_with_the_limit_and_its_key() {
+        let limits = DeclarationLimits {
+            max_name_bytes: 10,
+            max_subscriptions: 2,
+            max_indexes: 1,
+        };
+        let policy = PluginPolicy::default();
+        let run = |info: &PluginInfo| validate(Path::new("p.wasm"), info, &policy, &limits);
+        let mut long = info(vec![sub("Pod")], vec![]);
+        long.name = "n".repeat(10 << 20);
+        let msg = run(&long).unwrap_err().to_string();
+        assert!(
+            msg.starts_with("p.wasm: ")
+                && msg.contains("10485760 bytes of plugin name")
+                && msg.contains("max-name-bytes"),
+            "{}",
+            &msg[..msg.len().min(300)]
+        );
+        assert!(msg.len() < 300, "the refusal does not repeat the name");
+        let subs = info(vec![sub("Pod"), sub("ConfigMap"), sub("Secret")], vec![]);
+        let msg = run(&subs).unwrap_err().to_string();
+        assert!(
+            msg.contains("3 subscriptions") && msg.contains("limit of 2"),
+            "{msg}"
+        );
+        let decl = |n: usize| IndexDecl {
+            name: format!("i{n}"),
+            gvk: gvk("Pod"),
+            source: IndexSource::Label(format!("l{n}")),
+        };
+        let many = info(vec![sub("Pod")], (0..100_000).map(decl).collect());
+        let msg = run(&many).unwrap_err().to_string();
+        assert!(
+            msg.contains("100000 indexes") && msg.contains("max-indexes"),
+            "{msg}"
+        );
+        assert!(run(&info(vec![sub("Pod")], vec![decl(0)])).is_ok());
+        let mut control = info(vec![sub("Pod")], vec![]);
+        control.name = "a\nb".into();
+        assert!(run(&control).is_err());
     }
 
     #[test]

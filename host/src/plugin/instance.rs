@@ -3,17 +3,19 @@
 
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::{Store, UpdateDeadline};
 
 use super::bindings::Controller;
 use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
+use super::engine::CallInFlight;
 use super::error::PluginError;
 use super::grants::Limits;
+use super::log_gate::LogGate;
 use super::observer::{EventKind, FailureKind};
-use super::state::HostState;
+use super::state::{CallClock, HostState};
 use super::{Gvk, PluginInfo};
 
 /// One event as the guest receives it.
@@ -67,6 +69,25 @@ pub(crate) enum Outcome<T> {
 #[error("call exceeded its deadline")]
 struct DeadlineExceeded;
 
+/// How many times its deadline a call may take in wall time, waiting in host calls included.
+pub(crate) const WALL_LIMIT_FACTOR: u32 = 10;
+
+fn wall_limit(deadline: Duration) -> Duration {
+    deadline.saturating_mul(WALL_LIMIT_FACTOR)
+}
+
+/// `call`, with the time spent in each of its polls added to `clock`.
+async fn timed<F: std::future::Future>(clock: &CallClock, call: F) -> F::Output {
+    let mut call = std::pin::pin!(call);
+    std::future::poll_fn(|cx| {
+        clock.resume();
+        let poll = call.as_mut().poll(cx);
+        clock.pause();
+        poll
+    })
+    .await
+}
+
 /// A live guest instance. Calls take `&mut self`: one at a time.
 pub(crate) struct Instance {
     store: Store<HostState>,
@@ -81,9 +102,10 @@ impl Instance {
         label: Arc<str>,
         limits: Limits,
         access: Arc<Access>,
+        log_gate: Arc<LogGate>,
     ) -> Result<Self, PluginError> {
         let engine = compiled.pre.engine();
-        let mut store = Store::new(engine, HostState::new(label, limits.memory, access));
+        let mut store = Store::new(engine, HostState::new(label, &limits, access, log_gate));
         store.limiter(|s| &mut s.limiter);
         store.epoch_deadline_callback(|ctx| {
             if ctx.data().past_deadline() {
@@ -94,14 +116,15 @@ impl Instance {
             }
         });
         store.set_epoch_deadline(1);
-        let start = Instant::now();
-        store.data_mut().call = Some((start, limits.call_deadline));
+        let clock = store.data().clock.clone();
+        clock.start(limits.call_deadline);
+        let _in_flight = CallInFlight::start();
         let instantiated = tokio::time::timeout(
-            limits.call_deadline,
-            compiled.pre.instantiate_async(&mut store),
+            wall_limit(limits.call_deadline),
+            timed(&clock, compiled.pre.instantiate_async(&mut store)),
         )
         .await;
-        store.data_mut().call = None;
+        clock.stop();
         let bindings = match instantiated {
             Ok(Ok(b)) => b,
             Ok(Err(e)) => {
@@ -127,6 +150,11 @@ impl Instance {
     /// Gives the guest its view of the cache.
     pub(crate) fn set_access(&mut self, access: Arc<Access>) {
         self.store.data_mut().access = access;
+    }
+
+    /// The cap on what the guest logs (shared with the plugin's later instances).
+    pub(crate) fn log_gate(&self) -> Arc<LogGate> {
+        self.store.data().log_gate.clone()
     }
 
     /// Renames the instance in its log lines.
@@ -175,28 +203,35 @@ impl Instance {
         }
     }
 
-    /// Runs one guest call under the deadline: the epoch callback interrupts guest code, the
-    /// timeout covers time spent waiting in host calls (a guest sleeping through WASI).
+    /// Runs one guest call under the deadline: the epoch callback interrupts guest code once
+    /// the call has run for the deadline (see [`CallClock`]); a wall-clock limit of
+    /// [`WALL_LIMIT_FACTOR`] times the deadline ends a call blocked in a host call for longer
+    /// (a guest sleeping through WASI).
     async fn guarded<T, F>(&mut self, call: F) -> Outcome<T>
     where
         F: AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
     {
         let deadline = self.limits.call_deadline;
         let started = Instant::now();
-        self.store.data_mut().call = Some((started, deadline));
+        // A refused growth in an earlier call that the guest survived says nothing about
+        // how this one ends.
+        self.store.data_mut().limiter.exceeded = false;
+        let clock = self.store.data().clock.clone();
+        clock.start(deadline);
+        let _in_flight = CallInFlight::start();
         self.store.set_epoch_deadline(1);
         let result = {
-            let mut call = std::pin::pin!(call(&mut self.store));
+            let mut call = std::pin::pin!(timed(&clock, call(&mut self.store)));
             // Most calls finish in their first poll: only arm a timer for those that wait.
             match futures::poll!(call.as_mut()) {
                 Poll::Ready(r) => Ok(r),
                 Poll::Pending => {
-                    let remaining = deadline.saturating_sub(started.elapsed());
+                    let remaining = wall_limit(deadline).saturating_sub(started.elapsed());
                     tokio::time::timeout(remaining, call).await
                 }
             }
         };
-        self.store.data_mut().call = None;
+        clock.stop();
         match result {
             Ok(Ok(Ok(v))) => Outcome::Ok(v),
             Ok(Ok(Err(reason))) => Outcome::GuestError(reason),
@@ -212,7 +247,11 @@ impl Instance {
             }
             Err(_) => Outcome::Failed(
                 FailureKind::Timeout,
-                format!("call exceeded its deadline of {deadline:?}"),
+                format!(
+                    "call took {:?} of wall time (the limit is {WALL_LIMIT_FACTOR} times the \
+                     deadline of {deadline:?})",
+                    wall_limit(deadline)
+                ),
             ),
         }
     }
@@ -223,7 +262,7 @@ mod tests {
     use std::path::Path;
 
     use super::super::grants::Grants;
-    use super::super::testing::engine;
+    use super::super::testing::{config_map, config_map_gvk, engine};
     use super::*;
 
     async fn probe_instance() -> Instance {
@@ -239,6 +278,7 @@ mod tests {
             "probe".into(),
             Limits::default(),
             Arc::new(Access::empty(Grants::default())),
+            Arc::new(LogGate::new(Default::default())),
         )
         .await
         .unwrap()
@@ -269,6 +309,52 @@ mod tests {
         match i.init(r#"{"initError":"no config"}"#).await {
             Outcome::GuestError(reason) => assert_eq!(reason, "no config"),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_trap_after_a_survived_memory_refusal_is_a_trap() {
+        kubewasm_tests::guest_logs();
+        let compiled = engine()
+            .compile(
+                Path::new("probe.wasm"),
+                kubewasm_tests::guest_bytes("probe"),
+            )
+            .await
+            .unwrap();
+        let limits = Limits {
+            memory: 16 << 20,
+            ..Limits::default()
+        };
+        let mut i = Instance::new(
+            &compiled,
+            "survivor".into(),
+            limits,
+            Arc::new(Access::empty(Grants::default())),
+            Arc::new(LogGate::new(Default::default())),
+        )
+        .await
+        .unwrap();
+        let config = r#"{"name":"survivor","mode":"try-alloc","trapOn":"boom"}"#;
+        assert!(matches!(i.init(config).await, Outcome::Ok(_)));
+        let add = |name: &str| Event::Add {
+            object: config_map("a", name, 1, &[]),
+            in_initial_list: false,
+        };
+        let gvk = config_map_gvk();
+        // The guest asks for 1 GiB, is refused, and carries on.
+        match i.deliver(&gvk, &add("greedy")).await {
+            Outcome::Ok(()) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            kubewasm_tests::guest_logs()
+                .lines("survivor")
+                .contains(&"TRYALLOC refused".to_owned())
+        );
+        match i.deliver(&gvk, &add("boom")).await {
+            Outcome::Failed(FailureKind::Trap, _) => {}
+            other => panic!("a panic after a refused allocation: {other:?}"),
         }
     }
 

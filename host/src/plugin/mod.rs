@@ -15,6 +15,7 @@ mod grants;
 mod host;
 mod informers;
 mod instance;
+mod log_gate;
 mod observer;
 mod state;
 mod wiring;
@@ -22,7 +23,7 @@ mod wiring;
 #[cfg(test)]
 mod testing;
 
-pub use actor::PluginState;
+pub use actor::{DropReason, PluginState, RestartPolicy};
 pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
@@ -30,6 +31,9 @@ pub use cache_api::{Document, SharedDocument};
 pub use component::{CompiledPlugin, Origin};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
-pub use grants::{Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy};
+pub use grants::{
+    DeclarationLimits, Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy,
+};
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
-pub use observer::{EventKind, FailureKind, NoopObserver, Observer};
+pub use log_gate::LogLimits;
+pub use observer::{EventKind, FailureKind, NoopObserver, Observer, PluginObserver};

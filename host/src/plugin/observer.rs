@@ -1,6 +1,9 @@
 //! Hooks through which the host reports what its plugins do (metrics live outside this module).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use super::actor::DropReason;
 
 /// Which handler an event went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,24 +46,31 @@ impl FailureKind {
     }
 }
 
-/// Receives the plugin host's measurements. Every method defaults to doing nothing; calls come
-/// from the plugin actors' tasks, on the hot path, so implementations must be cheap and must
-/// not block.
+/// Receives the plugin host's measurements: once per plugin version loaded, [`Observer::plugin`]
+/// makes the handles its actor reports through, so the hot path builds no label strings.
 pub trait Observer: Send + Sync {
-    /// A guest handler returned (`ok`: it returned `ok(_)`, not `err(_)` or a fault).
-    fn event_handled(
-        &self,
-        _plugin: &str,
-        _resource: &str,
-        _kind: EventKind,
-        _elapsed: Duration,
-        _ok: bool,
-    ) {
+    /// The handles of plugin `name`, whose subscriptions are to `resources` (kinds, by
+    /// subscription index). Called for every version loaded; versions with the same name may
+    /// share series.
+    fn plugin(&self, _name: &str, _resources: &[String]) -> Arc<dyn PluginObserver> {
+        Arc::new(NoopObserver)
     }
+    /// No loaded plugin is called `name` any more: its series can be removed.
+    fn plugin_removed(&self, _name: &str) {}
+}
+
+/// One plugin's measurements. Calls come from its actor's task, on the hot path: they must be
+/// cheap and must not block. Every method defaults to doing nothing.
+pub trait PluginObserver: Send + Sync {
+    /// A guest handler returned for an event of subscription `resource` (`ok`: it returned
+    /// `ok(_)`, not `err(_)` or a fault).
+    fn event_handled(&self, _resource: usize, _kind: EventKind, _elapsed: Duration, _ok: bool) {}
     /// An instance was thrown away after a fault.
-    fn instance_failed(&self, _plugin: &str, _failure: FailureKind) {}
-    /// The plugin's queue holds `depth` events not yet handed to the guest.
-    fn queue_depth(&self, _plugin: &str, _depth: usize) {}
+    fn instance_failed(&self, _failure: FailureKind) {}
+    /// The plugin did not receive `n` events, for `reason`.
+    fn events_dropped(&self, _reason: DropReason, _n: u64) {}
+    /// `n` lines the guest logged were dropped (over its rate) or cut (too long).
+    fn log_dropped(&self, _n: u64) {}
 }
 
 /// An observer that ignores everything.
@@ -68,3 +78,5 @@ pub trait Observer: Send + Sync {
 pub struct NoopObserver;
 
 impl Observer for NoopObserver {}
+
+impl PluginObserver for NoopObserver {}

@@ -7,12 +7,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
+
 use tokio::io::AsyncWrite;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::cache_api::Access;
+use super::grants::Limits;
+use super::log_gate::LogGate;
 
 /// Everything a plugin instance's host functions can reach.
 pub(crate) struct HostState {
@@ -23,22 +27,93 @@ pub(crate) struct HostState {
     pub(crate) plugin: Arc<str>,
     /// The resources the guest may read; replaced once `init` has declared its subscriptions.
     pub(crate) access: Arc<Access>,
-    /// When the call in progress started and how long it may take; `None` between calls.
-    pub(crate) call: Option<(Instant, Duration)>,
+    /// The most JSON one cache query may answer with.
+    pub(crate) answer_budget: usize,
+    /// The memory cap, for messages.
+    pub(crate) memory: usize,
+    /// Caps what the guest logs (shared by the plugin's instances).
+    pub(crate) log_gate: Arc<LogGate>,
+    /// The running time of the call in progress.
+    pub(crate) clock: Arc<CallClock>,
+}
+
+/// Measures a guest call's own running time against its deadline: the time spent inside polls
+/// of the call (the guest's code and the synchronous host functions it calls), not the time
+/// between polls, when the call waits for a worker thread after yielding it (other plugins'
+/// work on a busy machine) or waits on an asynchronous host call (a WASI sleep).
+#[derive(Debug, Default)]
+pub(crate) struct CallClock(Mutex<ClockState>);
+
+#[derive(Debug, Default)]
+struct ClockState {
+    /// `None` between calls.
+    deadline: Option<Duration>,
+    /// Running time of the finished polls of this call.
+    used: Duration,
+    /// When the poll in progress started.
+    polling_since: Option<Instant>,
+}
+
+impl CallClock {
+    /// Starts measuring a call that may run for `deadline`.
+    pub(crate) fn start(&self, deadline: Duration) {
+        *self.0.lock() = ClockState {
+            deadline: Some(deadline),
+            ..ClockState::default()
+        };
+    }
+
+    /// Stops measuring (between calls nothing is past its deadline).
+    pub(crate) fn stop(&self) {
+        *self.0.lock() = ClockState::default();
+    }
+
+    /// The call is being polled from now.
+    pub(crate) fn resume(&self) {
+        self.0.lock().polling_since = Some(Instant::now());
+    }
+
+    /// The poll that started at the last `resume` returned.
+    pub(crate) fn pause(&self) {
+        let mut state = self.0.lock();
+        if let Some(since) = state.polling_since.take() {
+            state.used += since.elapsed();
+        }
+    }
+
+    /// The running time of the call so far.
+    pub(crate) fn used(&self) -> Duration {
+        let state = self.0.lock();
+        state.used + state.polling_since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// Whether the call has run for its whole deadline.
+    pub(crate) fn exceeded(&self) -> bool {
+        let deadline = self.0.lock().deadline;
+        deadline.is_some_and(|d| self.used() >= d)
+    }
 }
 
 impl HostState {
     /// A state with no preopened directories, no sockets, no environment, stdin closed and
     /// stdout / stderr going to the log tagged with `plugin`.
-    pub(crate) fn new(plugin: Arc<str>, memory: usize, access: Arc<Access>) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        limits: &Limits,
+        access: Arc<Access>,
+        log_gate: Arc<LogGate>,
+    ) -> Self {
+        let memory = limits.memory;
         let wasi = WasiCtx::builder()
             .stdout(GuestOutput {
                 plugin: plugin.clone(),
                 stream: "stdout",
+                gate: log_gate.clone(),
             })
             .stderr(GuestOutput {
                 plugin: plugin.clone(),
                 stream: "stderr",
+                gate: log_gate.clone(),
             })
             .allow_tcp(false)
             .allow_udp(false)
@@ -50,14 +125,16 @@ impl HostState {
             limiter: MemoryLimiter::new(memory),
             plugin,
             access,
-            call: None,
+            answer_budget: limits.answer_budget(),
+            log_gate,
+            memory,
+            clock: Arc::default(),
         }
     }
 
-    /// Whether the call in progress is past its deadline.
+    /// Whether the call in progress has run for its whole deadline.
     pub(crate) fn past_deadline(&self) -> bool {
-        self.call
-            .is_some_and(|(started, deadline)| started.elapsed() >= deadline)
+        self.clock.exceeded()
     }
 }
 
@@ -117,6 +194,7 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
 struct GuestOutput {
     plugin: Arc<str>,
     stream: &'static str,
+    gate: Arc<LogGate>,
 }
 
 impl IsTerminal for GuestOutput {
@@ -131,6 +209,7 @@ impl StdoutStream for GuestOutput {
             plugin: self.plugin.clone(),
             stream: self.stream,
             buf: Vec::new(),
+            gate: self.gate.clone(),
         })
     }
 }
@@ -143,13 +222,16 @@ struct LineLogger {
     plugin: Arc<str>,
     stream: &'static str,
     buf: Vec<u8>,
+    gate: Arc<LogGate>,
 }
 
 impl LineLogger {
     fn emit(&mut self, end: usize) {
         let line = String::from_utf8_lossy(&self.buf[..end]);
         let line = line.trim_end_matches(['\n', '\r']);
-        tracing::info!(target: "kubewasm::guest", plugin = %self.plugin, stream = self.stream, "{line}");
+        if let Some(line) = self.gate.admit(&self.plugin, line) {
+            tracing::info!(target: "kubewasm::guest", plugin = %self.plugin, stream = self.stream, "{line}");
+        }
         self.buf.drain(..end);
     }
 }
@@ -200,11 +282,35 @@ mod tests {
     }
 
     #[test]
+    fn the_call_clock_counts_polls_not_the_waits_between_them() {
+        let clock = CallClock::default();
+        assert!(!clock.exceeded(), "no call, no deadline");
+        clock.start(Duration::from_millis(30));
+        clock.resume();
+        std::thread::sleep(Duration::from_millis(10));
+        clock.pause();
+        // Waiting to be polled again does not count.
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!clock.exceeded());
+        let used = clock.used();
+        assert!(
+            used >= Duration::from_millis(10) && used < Duration::from_millis(40),
+            "{used:?}"
+        );
+        clock.resume();
+        std::thread::sleep(Duration::from_millis(25));
+        assert!(clock.exceeded());
+        clock.stop();
+        assert!(!clock.exceeded());
+    }
+
+    #[test]
     fn line_logger_keeps_partial_lines_until_the_newline() {
         let mut l = LineLogger {
             plugin: "p".into(),
             stream: "stdout",
             buf: Vec::new(),
+            gate: Arc::new(LogGate::new(Default::default())),
         };
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);

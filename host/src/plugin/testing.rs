@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use super::actor::{ActorConfig, ActorHandle};
+use super::actor::{ActorConfig, ActorHandle, RestartPolicy};
 use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, SharedDocument};
 use super::engine::{EngineOptions, PluginEngine};
 use super::grants::{Grants, Limits};
 use super::instance::{Event, Instance, Outcome};
+use super::log_gate::{LogGate, LogLimits};
 use super::observer::NoopObserver;
 use super::wiring::{EventSink, Subscribed, Subscriber};
 use super::{Gvk, IndexSource};
@@ -247,6 +248,28 @@ pub(crate) async fn spawn_probe(
     grants: Grants,
     feed: Arc<FakeFeed>,
 ) -> ActorHandle {
+    spawn_probe_with(
+        name,
+        extra,
+        limits,
+        grants,
+        feed,
+        RestartPolicy::default(),
+        LogLimits::default(),
+    )
+    .await
+}
+
+/// [`spawn_probe`] with a restart policy and log limits.
+pub(crate) async fn spawn_probe_with(
+    name: &str,
+    extra: serde_json::Value,
+    limits: Limits,
+    grants: Grants,
+    feed: Arc<FakeFeed>,
+    restart: RestartPolicy,
+    logs: LogLimits,
+) -> ActorHandle {
     kubewasm_tests::guest_logs();
     let compiled = engine()
         .compile(
@@ -264,11 +287,13 @@ pub(crate) async fn spawn_probe(
     }
     let config = config.to_string();
     let label: Arc<str> = name.into();
+    let log_gate = Arc::new(LogGate::new(logs));
     let mut instance = Instance::new(
         &compiled,
         label.clone(),
         limits,
         Arc::new(Access::empty(grants.clone())),
+        log_gate.clone(),
     )
     .await
     .expect("probe instantiates");
@@ -303,6 +328,8 @@ pub(crate) async fn spawn_probe(
             resources: vec![config_map_gvk()],
             subscriber: Box::new(feed),
             observer: Arc::new(NoopObserver),
+            restart,
+            log_gate,
         },
         instance,
     )

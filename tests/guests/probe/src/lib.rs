@@ -5,8 +5,12 @@
 //! `ANSWER` line, and, when its `mode` says so, misbehaves on live events of objects whose
 //! name starts with `trigger`: trap, loop forever, allocate without bound, sleep past its
 //! deadline, query a resource it was not granted, return an error, or print to stdout and
-//! stderr.
+//! stderr. Mode `trap-every` traps on every `every`-th add of any object (replayed or live),
+//! `try-alloc` asks for more memory than the cap and carries on when refused, and `spam` logs
+//! `spamLines` lines of `spamBytes` bytes each through the log import and stdout, and `nap`
+//! sleeps `napMs` once.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use serde::Deserialize;
@@ -39,6 +43,15 @@ struct Config {
     trigger: String,
     /// Misbehave on replayed (initial-list) adds too, not only on live events.
     also_initial: bool,
+    /// Trap on live events of objects whose name starts with this, whatever the mode.
+    trap_on: Option<String>,
+    /// `trap-every`: trap on every this many adds.
+    every: u32,
+    /// `nap`: milliseconds to sleep once (waiting on the host, not running).
+    nap_ms: u64,
+    /// `spam`: lines to log per triggering event, and bytes per line.
+    spam_lines: u32,
+    spam_bytes: u32,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -70,6 +83,8 @@ struct IndexConfig {
 /// Set once by `init` (each instance calls it once, before any event).
 static CONFIG: OnceLock<Config> = OnceLock::new();
 static HOARD: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// Adds this instance has received (for `trap-every`).
+static ADDS: AtomicU32 = AtomicU32::new(0);
 
 fn config() -> &'static Config {
     static DEFAULT: OnceLock<Config> = OnceLock::new();
@@ -172,6 +187,12 @@ fn event(kind: &str, object: &str, flag: Option<bool>, live: bool) -> Result<(),
         _ => {}
     }
     let obj: Obj = serde_json::from_str(object).map_err(|e| format!("bad JSON: {e}"))?;
+    if cfg.mode == "trap-every" && kind == "add" {
+        let n = ADDS.fetch_add(1, Ordering::Relaxed) + 1;
+        if n % cfg.every.max(1) == 0 {
+            panic!("probe told to trap on add number {n}");
+        }
+    }
     let flag = flag.map(|f| format!(" flag={f}")).unwrap_or_default();
     log(
         Level::Info,
@@ -183,6 +204,12 @@ fn event(kind: &str, object: &str, flag: Option<bool>, live: bool) -> Result<(),
     );
     if obj.metadata.labels.contains_key("probe-query") && kind != "delete" {
         answer(&obj);
+    }
+    if let Some(prefix) = &cfg.trap_on
+        && live
+        && obj.metadata.name.starts_with(prefix.as_str())
+    {
+        panic!("probe told to trap on {}", obj.metadata.name);
     }
     if !(live || cfg.also_initial) || !obj.metadata.name.starts_with(&cfg.trigger) {
         return Ok(());
@@ -200,6 +227,11 @@ fn event(kind: &str, object: &str, flag: Option<bool>, live: bool) -> Result<(),
             chunk[4096] = 1;
             HOARD.lock().unwrap().push(chunk);
         },
+        "nap" => {
+            std::thread::sleep(std::time::Duration::from_millis(cfg.nap_ms));
+            log(Level::Info, &format!("NAPPED {}", obj.metadata.name));
+            Ok(())
+        }
         "sleep" => loop {
             std::thread::sleep(std::time::Duration::from_millis(20));
         },
@@ -217,6 +249,23 @@ fn event(kind: &str, object: &str, flag: Option<bool>, live: bool) -> Result<(),
             Ok(())
         }
         "error" => Err(format!("probe refuses {}", obj.metadata.name)),
+        "try-alloc" => {
+            let mut v: Vec<u8> = Vec::new();
+            let line = match v.try_reserve(1 << 30) {
+                Ok(()) => "TRYALLOC got 1 GiB".to_owned(),
+                Err(_) => "TRYALLOC refused".to_owned(),
+            };
+            log(Level::Info, &line);
+            Ok(())
+        }
+        "spam" => {
+            let line = "x".repeat(cfg.spam_bytes as usize);
+            for _ in 0..cfg.spam_lines {
+                log(Level::Info, &line);
+                println!("{line}");
+            }
+            Ok(())
+        }
         "print" => {
             println!("STDOUT {}", key(&obj.metadata));
             eprintln!("STDERR {}", key(&obj.metadata));

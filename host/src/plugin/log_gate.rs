@@ -1,0 +1,165 @@
+//! The per-plugin cap on guest log output: lines per second (a token bucket shared by all of
+//! a plugin's instances, so a restart does not refill it) and bytes per line, with what was
+//! dropped or cut counted and reported.
+
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::observer::PluginObserver;
+
+/// How much a plugin may log: with the defaults, a plugin that logs a line per event keeps
+/// every line of a 10,000-object replay, and one that floods the log passes at most about
+/// 8 MB per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Lines per second, through the `log` import, stdout and stderr together, once a burst
+    /// is used up. More are dropped and counted.
+    pub lines_per_second: u32,
+    /// Lines that may come at once (the bucket's size; at least `lines_per_second`).
+    pub burst_lines: u32,
+    /// Longest line kept, in bytes; a longer one is cut and counted.
+    pub line_bytes: usize,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        LogLimits {
+            lines_per_second: 1000,
+            burst_lines: 10_000,
+            line_bytes: 8 << 10,
+        }
+    }
+}
+
+impl LogLimits {
+    fn capacity(&self) -> f64 {
+        f64::from(self.burst_lines.max(self.lines_per_second))
+    }
+}
+
+/// Admits a plugin's log lines within its [`LogLimits`].
+pub(crate) struct LogGate {
+    limits: LogLimits,
+    bucket: Mutex<Bucket>,
+    observer: OnceLock<Arc<dyn PluginObserver>>,
+}
+
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+    /// Lines dropped since the last notice.
+    dropped: u64,
+    noticed: Instant,
+}
+
+/// How often, at most, the host logs that a plugin's lines were dropped.
+const NOTICE_EVERY: Duration = Duration::from_secs(1);
+
+impl LogGate {
+    pub(crate) fn new(limits: LogLimits) -> Self {
+        LogGate {
+            limits,
+            bucket: Mutex::new(Bucket {
+                tokens: limits.capacity(),
+                refilled: Instant::now(),
+                dropped: 0,
+                noticed: Instant::now(),
+            }),
+            observer: OnceLock::new(),
+        }
+    }
+
+    /// Where drops are counted from now on (the plugin's metric handles, made once its name
+    /// is known).
+    pub(crate) fn set_observer(&self, observer: Arc<dyn PluginObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    fn count(&self, n: u64) {
+        if let Some(o) = self.observer.get() {
+            o.log_dropped(n);
+        }
+    }
+
+    /// The line to log (cut to the length limit), or `None` when the plugin is over its rate.
+    /// `plugin` names it in the notice that lines were dropped, logged at most once a second.
+    pub(crate) fn admit<'a>(&self, plugin: &str, line: &'a str) -> Option<Cow<'a, str>> {
+        {
+            let mut b = self.bucket.lock();
+            let now = Instant::now();
+            let rate = f64::from(self.limits.lines_per_second);
+            let elapsed = now.duration_since(b.refilled);
+            b.tokens = (b.tokens + elapsed.as_secs_f64() * rate).min(self.limits.capacity());
+            b.refilled = now;
+            if b.tokens < 1.0 {
+                b.dropped += 1;
+                self.count(1);
+                return None;
+            }
+            b.tokens -= 1.0;
+            if b.dropped > 0 && now.duration_since(b.noticed) >= NOTICE_EVERY {
+                tracing::warn!(
+                    plugin,
+                    "plugin {plugin}: {} log lines dropped, over its limit of {} lines per \
+                     second (`log-lines-per-second`)",
+                    b.dropped,
+                    self.limits.lines_per_second
+                );
+                b.dropped = 0;
+                b.noticed = now;
+            }
+        }
+        if line.len() <= self.limits.line_bytes {
+            return Some(Cow::Borrowed(line));
+        }
+        self.count(1);
+        let mut end = self.limits.line_bytes;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        Some(Cow::Owned(format!(
+            "{}… [cut: {} bytes, over `log-line-bytes`]",
+            &line[..end],
+            line.len()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Counted(AtomicU64);
+
+    impl PluginObserver for Counted {
+        fn log_dropped(&self, n: u64) {
+            self.0.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn lines_over_the_rate_are_dropped_and_long_lines_cut_and_both_counted() {
+        let gate = LogGate::new(LogLimits {
+            lines_per_second: 5,
+            burst_lines: 5,
+            line_bytes: 4,
+        });
+        let counted = Arc::new(Counted::default());
+        gate.set_observer(counted.clone());
+        let admitted = (0..20).filter(|_| gate.admit("p", "ok").is_some()).count();
+        assert!((5..=6).contains(&admitted), "{admitted}");
+        let dropped = counted.0.load(Ordering::Relaxed);
+        assert_eq!(dropped, 20 - admitted as u64);
+        std::thread::sleep(Duration::from_millis(450));
+        let cut = gate.admit("p", "héllo world").expect("refilled");
+        assert!(cut.starts_with("hél…"), "{cut}");
+        assert!(cut.contains("cut: 12 bytes"), "{cut}");
+        assert_eq!(counted.0.load(Ordering::Relaxed), dropped + 1);
+    }
+}
