@@ -16,8 +16,10 @@ mod host;
 mod informers;
 mod instance;
 mod observer;
+mod rate_limit;
 mod state;
 mod wiring;
+mod workqueue;
 
 #[cfg(test)]
 mod testing;
@@ -33,3 +35,6 @@ pub use error::PluginError;
 pub use grants::{Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy};
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
 pub use observer::{EventKind, FailureKind, NoopObserver, Observer};
+pub use workqueue::{
+    Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueStats, WorkQueue,
+};
