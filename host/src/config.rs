@@ -15,11 +15,18 @@
 //! config = "verbose"
 //! grants = ["Pod", "ConfigMap", "apps/*"]
 //! call-deadline-ms = 500
+//!
+//! [plugins.sample-controller]
+//! writes = ["apps/Deployment", "Event:create,patch"]   # none by default
 //! ```
 //!
 //! A grant names resources by API group and kind: `ConfigMap` (core group), `apps/Deployment`,
 //! `apps/*`, or `*` for everything. Secrets are only ever readable through a grant that names them
 //! (`Secret`): no wildcard covers them.
+//!
+//! A write grant (0.2 plugins) names resources the same way, optionally followed by `:` and the
+//! verbs it allows (`create`, `update`, `patch`, `delete`, `status`; all when omitted). No
+//! plugin may write anything unless its own entry says so, and Secrets only when named.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,7 +34,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::plugin::{Grants, Limits, PluginPolicy, ResourcePattern};
+use crate::plugin::{Grants, Limits, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants};
 
 /// Why the config could not be used. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +125,8 @@ pub struct PluginConfig {
     /// Passed to the guest's `init`.
     pub config: Option<String>,
     pub grants: Option<Vec<Grant>>,
+    /// What the plugin may write; nothing when absent.
+    pub writes: Option<Vec<WriteGrantEntry>>,
     pub call_deadline_ms: Option<u64>,
     pub memory_mib: Option<u64>,
 }
@@ -154,6 +163,36 @@ impl std::str::FromStr for Grant {
 }
 
 impl<'de> Deserialize<'de> for Grant {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One write grant from the config file: a [`Grant`]'s resources, then optionally `:` and a
+/// comma-separated list of verbs (`apps/Deployment:create,update`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteGrantEntry(pub WriteGrant);
+
+impl std::str::FromStr for WriteGrantEntry {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (resources, verbs) = match s.split_once(':') {
+            None => (s, None),
+            Some((resources, verbs)) => (
+                resources,
+                Some(verbs.split(',').map(|v| v.trim().to_owned()).collect()),
+            ),
+        };
+        let Grant(pattern) = resources.parse()?;
+        WriteGrant::new(pattern, verbs)
+            .map(WriteGrantEntry)
+            .map_err(|e| format!("bad write grant `{s}`: {e}"))
+    }
+}
+
+impl<'de> Deserialize<'de> for WriteGrantEntry {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = String::deserialize(deserializer)?;
         s.parse().map_err(serde::de::Error::custom)
@@ -217,6 +256,13 @@ impl Config {
         let grants = own.grants.unwrap_or_else(|| d.grants.clone());
         PluginPolicy {
             grants: Grants::only(grants.into_iter().map(|g| g.0).collect()),
+            writes: WriteGrants::only(
+                own.writes
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|w| w.0)
+                    .collect(),
+            ),
             config: own.config.unwrap_or_default(),
             limits: Some(Limits {
                 call_deadline: Duration::from_millis(
@@ -290,6 +336,31 @@ mod tests {
         assert_eq!(g("*"), Ok(("*".into(), "*".into())));
         assert!(g("a/b/c").is_err());
         assert!(g("").is_err());
+    }
+
+    #[test]
+    fn writes_are_granted_per_plugin_only_and_by_verb() {
+        use crate::plugin::WriteVerb;
+        let config = parse(
+            r#"
+            [defaults]
+            grants = ["*"]
+            [plugins.ctl]
+            writes = ["apps/Deployment", "Event:create,patch"]
+            "#,
+        )
+        .unwrap();
+        let ctl = config.policy_for("ctl").writes;
+        assert!(ctl.allows(&gvk("apps", "Deployment"), WriteVerb::Delete));
+        assert!(ctl.allows(&gvk("", "Event"), WriteVerb::Patch));
+        assert!(!ctl.allows(&gvk("", "Event"), WriteVerb::Delete));
+        assert!(!ctl.allows(&gvk("", "ConfigMap"), WriteVerb::Create));
+        assert!(
+            config.policy_for("other").writes.is_empty(),
+            "none by default"
+        );
+        assert!(parse("[plugins.x]\nwrites = [\"Pod:get\"]\n").is_err());
+        assert!(parse("[plugins.x]\nwrites = [\"a/b/c\"]\n").is_err());
     }
 
     #[test]

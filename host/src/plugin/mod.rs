@@ -8,6 +8,7 @@
 mod actor;
 mod bindings;
 mod cache_api;
+mod client;
 mod component;
 mod engine;
 mod error;
@@ -29,6 +30,11 @@ pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
 pub use cache_api::{Document, SharedDocument};
+pub use client::{
+    ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, ObjectRef, PatchBody,
+    Propagation, Resources, WriteClient, WriteError, WriteGrant, WriteGrants, WriteObserver,
+    WriteVerb,
+};
 pub use component::{CompiledPlugin, Origin};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
