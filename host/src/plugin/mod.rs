@@ -12,6 +12,7 @@ mod client;
 mod component;
 mod engine;
 mod error;
+mod events;
 mod grants;
 mod host;
 mod informers;
@@ -38,6 +39,7 @@ pub use client::{
 pub use component::{CompiledPlugin, Origin};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
+pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};
 pub use grants::{Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy};
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
 pub use observer::{EventKind, FailureKind, NoopObserver, Observer};

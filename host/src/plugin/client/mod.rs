@@ -539,4 +539,4 @@ impl ParsedObject {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

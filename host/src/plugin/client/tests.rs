@@ -44,21 +44,11 @@ impl Env {
     }
 
     fn client(&self, writes: &[&str], options: ClientOptions) -> WriteClient {
-        let grants = writes
-            .iter()
-            .map(|w| {
-                let (group, kind) = w.split_once('/').unwrap_or(("", w));
-                WriteGrant::new(ResourcePattern::new(group, kind), None).unwrap()
-            })
-            .collect();
-        let mut config = kube::Config::new(self.server.url().parse().unwrap());
-        config.default_retry = false;
-        WriteClient::new(
-            kube::Client::try_from(config).unwrap(),
-            "tester".into(),
-            WriteGrants::only(grants),
+        write_client(
+            &self.server,
+            writes,
             options,
-            self.resources.clone(),
+            &self.resources,
             self.observed.clone(),
         )
     }
@@ -66,6 +56,34 @@ impl Env {
     fn calls(&self) -> Vec<String> {
         self.observed.calls.lock().clone()
     }
+}
+
+/// A client of the plugin `tester` on `server`, granted every verb on `writes` (`Kind` or
+/// `group/Kind`), without kube's own retries.
+pub(crate) fn write_client(
+    server: &DevServer,
+    writes: &[&str],
+    options: ClientOptions,
+    resources: &Arc<Resources>,
+    observer: Arc<dyn WriteObserver>,
+) -> WriteClient {
+    let grants = writes
+        .iter()
+        .map(|w| {
+            let (group, kind) = w.split_once('/').unwrap_or(("", w));
+            WriteGrant::new(ResourcePattern::new(group, kind), None).unwrap()
+        })
+        .collect();
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.default_retry = false;
+    WriteClient::new(
+        kube::Client::try_from(config).unwrap(),
+        "tester".into(),
+        WriteGrants::only(grants),
+        options,
+        resources.clone(),
+        observer,
+    )
 }
 
 fn config_map(name: &str, data: Value) -> String {
