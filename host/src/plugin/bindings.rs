@@ -33,6 +33,31 @@ mod tests {
         assert_eq!(digest, PUBLISHED_0_1_SHA256);
     }
 
+    /// The host tells the contract versions apart by their exports: a 0.2 component matches
+    /// the 0.2 bindings, a 0.1 component does not.
+    #[test]
+    fn a_0_2_guest_matches_the_host_0_2_bindings_and_a_0_1_guest_does_not() {
+        use wasmtime::component::{Component, Linker};
+        let engine = wasmtime::Engine::default();
+        let exports_of = |package: &str| {
+            let bytes = kubewasm_tests::guest_bytes(package);
+            let component = Component::new(&engine, &bytes).expect("the guest compiles");
+            let mut linker = Linker::<()>::new(&engine);
+            linker
+                .define_unknown_imports_as_traps(&component)
+                .expect("imports stubbed");
+            let pre = linker
+                .instantiate_pre(&component)
+                .expect("pre-instantiates");
+            super::v0_2::ControllerIndices::new(&pre).map(drop)
+        };
+        exports_of("contract-v0-2").expect("a 0.2 guest has every 0.2 export");
+        assert!(
+            exports_of("probe").is_err(),
+            "a 0.1 guest is not taken for 0.2"
+        );
+    }
+
     const PUBLISHED_0_1_SHA256: &str =
         "78324bb13209a6bc6b8ad5edbcba1b967f69fd2b1cd99102515329f65abba083";
 }
