@@ -17,6 +17,7 @@ mod grants;
 mod host;
 mod informers;
 mod instance;
+mod keys;
 mod observer;
 mod rate_limit;
 mod state;
@@ -42,6 +43,7 @@ pub use error::PluginError;
 pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};
 pub use grants::{Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy};
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
+pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use observer::{EventKind, FailureKind, NoopObserver, Observer};
 pub use workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueStats, WorkQueue,
