@@ -18,6 +18,14 @@
 //!
 //! [plugins.sample-controller]
 //! writes = ["apps/Deployment", "Event:create,patch"]   # none by default
+//! max-concurrent-reconciles = 2   # 0.2 plugins: instances reconciling at once (default 1)
+//! write-qps = 5.0                 # client-side write rate limit (client-go's defaults)
+//! write-burst = 10
+//! api-call-timeout-ms = 10000     # wall-clock limit of one API call
+//! retry-base-delay-ms = 5         # per-key backoff of a failed reconcile, doubling...
+//! retry-max-delay-seconds = 1000  # ...up to this
+//! retry-qps = 10.0                # overall retry token bucket of the plugin's workqueue
+//! retry-burst = 100
 //! ```
 //!
 //! A grant names resources by API group and kind: `ConfigMap` (core group), `apps/Deployment`,
@@ -34,7 +42,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::plugin::{Grants, Limits, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants};
+use crate::plugin::{
+    ClientOptions, Grants, Limits, PluginPolicy, QueueOptions, ResourcePattern, WriteGrant,
+    WriteGrants,
+};
 
 /// Why the config could not be used. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +140,57 @@ pub struct PluginConfig {
     pub writes: Option<Vec<WriteGrantEntry>>,
     pub call_deadline_ms: Option<u64>,
     pub memory_mib: Option<u64>,
+    /// Instances of a 0.2 plugin reconciling at once (never the same key twice).
+    pub max_concurrent_reconciles: Option<usize>,
+    /// The plugin's client-side write rate limit, writes per second.
+    pub write_qps: Option<f64>,
+    pub write_burst: Option<u32>,
+    /// The wall-clock limit of one API call made for the plugin.
+    pub api_call_timeout_ms: Option<u64>,
+    /// The first retry delay of a failed reconcile; it doubles with each failure.
+    pub retry_base_delay_ms: Option<u64>,
+    /// The most a key's retry delay grows to.
+    pub retry_max_delay_seconds: Option<u64>,
+    /// The overall retry rate of the plugin's workqueue.
+    pub retry_qps: Option<f64>,
+    pub retry_burst: Option<u32>,
+}
+
+/// How a 0.2 plugin's reconciles run and write: its workqueue, its write client and how many
+/// instances reconcile at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconcileSettings {
+    pub max_concurrent_reconciles: usize,
+    pub queue: QueueOptions,
+    pub client: ClientOptions,
+}
+
+impl PluginConfig {
+    /// This entry's reconcile settings, client-go's defaults where it says nothing.
+    pub fn reconcile_settings(&self) -> ReconcileSettings {
+        let queue = QueueOptions::default();
+        let client = ClientOptions::default();
+        ReconcileSettings {
+            max_concurrent_reconciles: self.max_concurrent_reconciles.unwrap_or(1),
+            queue: QueueOptions {
+                base_delay: self
+                    .retry_base_delay_ms
+                    .map_or(queue.base_delay, Duration::from_millis),
+                max_delay: self
+                    .retry_max_delay_seconds
+                    .map_or(queue.max_delay, Duration::from_secs),
+                retry_qps: self.retry_qps.unwrap_or(queue.retry_qps),
+                retry_burst: self.retry_burst.unwrap_or(queue.retry_burst),
+            },
+            client: ClientOptions {
+                qps: self.write_qps.unwrap_or(client.qps),
+                burst: self.write_burst.unwrap_or(client.burst),
+                call_timeout: self
+                    .api_call_timeout_ms
+                    .map_or(client.call_timeout, Duration::from_millis),
+            },
+        }
+    }
 }
 
 /// One grant from the config file, as `Kind` (core group), `group/Kind`, `group/*` or `*`.
@@ -234,6 +296,17 @@ impl Config {
                 .iter()
                 .map(|(name, p)| (name.as_str(), p.call_deadline_ms, p.memory_mib)),
         );
+        for (name, plugin) in &self.plugins {
+            let settings = plugin.reconcile_settings();
+            let checked = (settings.max_concurrent_reconciles >= 1)
+                .then_some(())
+                .ok_or_else(|| "max-concurrent-reconciles must be at least 1".to_owned())
+                .and_then(|()| settings.queue.validate())
+                .and_then(|()| settings.client.validate());
+            if let Err(message) = checked {
+                return Err(invalid(format!("[plugins.{name}] {message}")));
+            }
+        }
         for (section, deadline, memory) in limits {
             if deadline == Some(0) {
                 return Err(invalid(format!("[{section}] call-deadline-ms must be > 0")));
@@ -247,6 +320,15 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The reconcile settings of the plugin loaded from a file named `stem.wasm`.
+    pub fn reconcile_for(&self, stem: &str) -> ReconcileSettings {
+        self.plugins
+            .get(stem)
+            .cloned()
+            .unwrap_or_default()
+            .reconcile_settings()
     }
 
     /// The policy for the plugin loaded from a file named `stem.wasm`.
@@ -361,6 +443,44 @@ mod tests {
         );
         assert!(parse("[plugins.x]\nwrites = [\"Pod:get\"]\n").is_err());
         assert!(parse("[plugins.x]\nwrites = [\"a/b/c\"]\n").is_err());
+    }
+
+    #[test]
+    fn reconcile_settings_default_to_client_gos_and_are_validated() {
+        let config = parse(
+            r#"
+            [plugins.ctl]
+            max-concurrent-reconciles = 3
+            write-qps = 0.5
+            retry-base-delay-ms = 100
+            api-call-timeout-ms = 2500
+            "#,
+        )
+        .unwrap();
+        let ctl = config.reconcile_for("ctl");
+        assert_eq!(ctl.max_concurrent_reconciles, 3);
+        assert_eq!(ctl.client.qps, 0.5);
+        assert_eq!(ctl.client.burst, 10);
+        assert_eq!(ctl.client.call_timeout, Duration::from_millis(2500));
+        assert_eq!(ctl.queue.base_delay, Duration::from_millis(100));
+        assert_eq!(ctl.queue.max_delay, Duration::from_secs(1000));
+        let other = config.reconcile_for("other");
+        assert_eq!(other.max_concurrent_reconciles, 1);
+        assert_eq!(other.queue, QueueOptions::default());
+        assert_eq!(other.client, ClientOptions::default());
+        for bad in [
+            "max-concurrent-reconciles = 0",
+            "write-qps = 0.0",
+            "write-burst = 0",
+            "api-call-timeout-ms = 0",
+            "retry-base-delay-ms = 0",
+            "retry-qps = -1.0",
+        ] {
+            let err = parse(&format!("[plugins.x]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("[plugins.x]"), "{bad}: {err}");
+        }
     }
 
     #[test]
