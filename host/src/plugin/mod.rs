@@ -19,6 +19,7 @@ mod informers;
 mod instance;
 mod keys;
 mod observer;
+mod paging;
 mod rate_limit;
 mod state;
 mod wiring;
@@ -45,6 +46,7 @@ pub use grants::{Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, St
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
 pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use observer::{EventKind, FailureKind, NoopObserver, Observer};
+pub use paging::{Page, PageError, PageLimits, page};
 pub use workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueStats, WorkQueue,
 };
