@@ -369,7 +369,14 @@ async fn injected_server_faults_are_typed_errors() {
         .create(&config_map("Not_A_Name", json!({})))
         .await
         .unwrap_err();
-    assert!(matches!(error, WriteError::Invalid { .. }), "{error:?}");
+    let WriteError::Invalid { causes, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(
+        causes[0].field, "metadata.name",
+        "the server's causes reach the guest"
+    );
+    assert_eq!(causes[0].reason, "FieldValueInvalid");
     env.server.shutdown().await;
 }
 
