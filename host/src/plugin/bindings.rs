@@ -52,6 +52,7 @@ mod tests {
             super::v0_2::ControllerIndices::new(&pre).map(drop)
         };
         exports_of("contract-v0-2").expect("a 0.2 guest has every 0.2 export");
+        exports_of("sdk-v0-2-stamp").expect("a guest of the 0.2 SDK has every 0.2 export");
         assert!(
             exports_of("probe").is_err(),
             "a 0.1 guest is not taken for 0.2"
