@@ -404,7 +404,7 @@ async fn a_slow_server_answers_timeout_within_the_call_limit() {
 async fn the_plugins_rate_limit_refuses_a_burst_it_cannot_wait_for() {
     let env = Env::new().await;
     let options = ClientOptions {
-        qps: 0.5,
+        qps: 0.01,
         burst: 2,
         call_timeout: Duration::from_secs(1),
     };
@@ -435,8 +435,11 @@ async fn a_write_within_the_rate_limit_waits_for_its_token() {
         call_timeout: Duration::from_secs(5),
     };
     let client = env.client(&["ConfigMap"], options);
-    client.create(&config_map("one", json!({}))).await.unwrap();
-    client.create(&config_map("two", json!({}))).await.unwrap();
+    // Both reserve their token before either sends anything: the second waits for its own.
+    let (one, two) = (config_map("one", json!({})), config_map("two", json!({})));
+    let (first, second) = tokio::join!(client.create(&one), client.create(&two));
+    first.unwrap();
+    second.unwrap();
     let waits = env.observed.throttled.lock().clone();
     assert_eq!(waits.len(), 1, "{waits:?}");
     assert!(waits[0] > Duration::ZERO && waits[0] <= Duration::from_millis(20));
