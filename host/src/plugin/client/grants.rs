@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::api::{ApiResource, GroupVersionKind};
+
 use super::super::Gvk;
 use super::super::grants::{Grants, ResourcePattern};
 
@@ -52,6 +55,7 @@ const GRANT_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "status"]
 /// Secrets only when named) and, optionally, the verbs allowed on them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteGrant {
+    pattern: ResourcePattern,
     resources: Grants,
     /// `None`: every verb.
     verbs: Option<Vec<String>>,
@@ -72,7 +76,8 @@ impl WriteGrant {
             ));
         }
         Ok(WriteGrant {
-            resources: Grants::only(vec![pattern]),
+            resources: Grants::only(vec![pattern.clone()]),
+            pattern,
             verbs,
         })
     }
@@ -111,6 +116,51 @@ impl WriteGrants {
     /// Whether no write at all is granted.
     pub fn is_empty(&self) -> bool {
         self.grants.is_empty()
+    }
+
+    /// The RBAC rules the host's service account needs for these writes: the grant's verbs on
+    /// the resource's plural (from the kind, as kubectl does without discovery), and `update`
+    /// and `patch` on its `/status` for `status`. A wildcard becomes `*` (which, unlike the
+    /// grant, covers Secrets: the host still refuses what the grant does not name).
+    pub fn rbac_rules(&self) -> Vec<PolicyRule> {
+        let mut rules = Vec::new();
+        for grant in &self.grants {
+            let group = grant.pattern.group.clone();
+            let plural = if grant.pattern.kind == "*" {
+                "*".to_owned()
+            } else {
+                let gvk = GroupVersionKind::gvk(&grant.pattern.group, "v1", &grant.pattern.kind);
+                ApiResource::from_gvk(&gvk).plural
+            };
+            let verbs: Vec<&str> = match &grant.verbs {
+                None => GRANT_VERBS.to_vec(),
+                Some(verbs) => GRANT_VERBS
+                    .into_iter()
+                    .filter(|v| verbs.iter().any(|g| g == v))
+                    .collect(),
+            };
+            let main: Vec<String> = verbs
+                .iter()
+                .filter(|v| **v != "status")
+                .map(|v| (*v).to_owned())
+                .collect();
+            let rule = |resource: String, verbs: Vec<String>| PolicyRule {
+                api_groups: Some(vec![group.clone()]),
+                resources: Some(vec![resource]),
+                verbs,
+                ..PolicyRule::default()
+            };
+            if !main.is_empty() {
+                rules.push(rule(plural.clone(), main));
+            }
+            if verbs.contains(&"status") {
+                rules.push(rule(
+                    format!("{plural}/status"),
+                    vec!["update".into(), "patch".into()],
+                ));
+            }
+        }
+        rules
     }
 }
 
@@ -159,6 +209,45 @@ mod tests {
         assert!(!grants.allows(&cm, WriteVerb::Delete));
         assert!(
             WriteGrant::new(ResourcePattern::new("", "Pod"), Some(vec!["get".into()])).is_err()
+        );
+    }
+
+    #[test]
+    fn rbac_rules_name_the_plural_and_the_status_subresource() {
+        let grants = WriteGrants::only(vec![
+            grant("apps", "Deployment", Some(&["create", "status"])),
+            grant("", "Event", None),
+            grant("example.com", "*", Some(&["delete"])),
+        ]);
+        let rules: Vec<(String, String, Vec<String>)> = grants
+            .rbac_rules()
+            .into_iter()
+            .map(|r| {
+                (
+                    r.api_groups.unwrap().join(","),
+                    r.resources.unwrap().join(","),
+                    r.verbs,
+                )
+            })
+            .collect();
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            rules,
+            [
+                ("apps".into(), "deployments".into(), s(&["create"])),
+                (
+                    "apps".into(),
+                    "deployments/status".into(),
+                    s(&["update", "patch"])
+                ),
+                (
+                    "".into(),
+                    "events".into(),
+                    s(&["create", "update", "patch", "delete"])
+                ),
+                ("".into(), "events/status".into(), s(&["update", "patch"])),
+                ("example.com".into(), "*".into(), s(&["delete"])),
+            ]
         );
     }
 
