@@ -70,4 +70,4 @@ mod writes;
 pub use hooks::{RequestRecord, Verb};
 pub use options::Options;
 pub use server::DevServer;
-pub use status::Status;
+pub use status::{Status, StatusCause};

@@ -16,6 +16,18 @@ pub struct Status {
     pub reason: String,
     /// A human-readable description.
     pub message: String,
+    /// The fields at fault of a 422 Invalid (`details.causes`); empty otherwise.
+    pub causes: Vec<StatusCause>,
+}
+
+/// One field at fault (metav1.StatusCause).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, ...
+    pub reason: String,
+    pub message: String,
+    /// The field's path, e.g. `metadata.name`.
+    pub field: String,
 }
 
 impl Status {
@@ -25,6 +37,7 @@ impl Status {
             code,
             reason: reason.to_owned(),
             message: message.into(),
+            causes: Vec::new(),
         }
     }
 
@@ -83,6 +96,25 @@ impl Status {
         Status::new(422, "Invalid", message)
     }
 
+    /// 422 about one field of the object `kind` `name`, worded as the API server does, with
+    /// the field as the cause (`reason` is e.g. `FieldValueInvalid`).
+    pub fn invalid_field(
+        kind: &str,
+        name: &str,
+        field: &str,
+        reason: &str,
+        detail: &str,
+    ) -> Status {
+        let mut status =
+            Status::invalid(format!("{kind} \"{name}\" is invalid: {field}: {detail}"));
+        status.causes.push(StatusCause {
+            reason: reason.to_owned(),
+            message: detail.to_owned(),
+            field: field.to_owned(),
+        });
+        status
+    }
+
     /// 415: a patch or body type this server does not understand.
     pub fn unsupported_media_type(message: impl Into<String>) -> Status {
         Status::new(415, "UnsupportedMediaType", message)
@@ -113,7 +145,7 @@ impl Status {
 
     /// The `metav1.Status` object.
     pub fn to_json(&self) -> serde_json::Value {
-        json!({
+        let mut value = json!({
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
@@ -121,7 +153,16 @@ impl Status {
             "message": self.message,
             "reason": self.reason,
             "code": self.code,
-        })
+        });
+        if !self.causes.is_empty() {
+            let causes: Vec<_> = self
+                .causes
+                .iter()
+                .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                .collect();
+            value["details"] = json!({"causes": causes});
+        }
+        value
     }
 }
 
@@ -147,5 +188,26 @@ impl IntoResponse for Status {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_field_is_named_in_the_message_and_as_the_cause() {
+        let status = Status::invalid_field("Pod", "x", "spec.nodeName", "FieldValueInvalid", "no");
+        assert_eq!(status.message, "Pod \"x\" is invalid: spec.nodeName: no");
+        let json = status.to_json();
+        assert_eq!(json["code"], 422);
+        assert_eq!(json["details"]["causes"][0]["field"], "spec.nodeName");
+        assert_eq!(json["details"]["causes"][0]["reason"], "FieldValueInvalid");
+        assert!(
+            Status::not_found("pods", "x")
+                .to_json()
+                .get("details")
+                .is_none()
+        );
     }
 }

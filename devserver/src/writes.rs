@@ -69,11 +69,13 @@ impl Core {
             _ => match meta.get("generateName").and_then(Value::as_str) {
                 Some(prefix) if !prefix.is_empty() => generate_name(prefix),
                 _ => {
-                    return Err(Status::invalid(format!(
-                        "{} \"\" is invalid: metadata.name: Required value: name or \
-                         generateName is required",
-                        resource.kind
-                    )));
+                    return Err(Status::invalid_field(
+                        &resource.kind,
+                        "",
+                        "metadata.name",
+                        "FieldValueRequired",
+                        "Required value: name or generateName is required",
+                    ));
                 }
             },
         };
@@ -636,12 +638,17 @@ fn validate_name(resource: &ResourceInfo, name: &str) -> Result<(), Status> {
     if valid {
         Ok(())
     } else {
-        Err(Status::invalid(format!(
-            "{} \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": a lowercase \
-             RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
-             and must start and end with an alphanumeric character",
-            resource.kind
-        )))
+        Err(Status::invalid_field(
+            &resource.kind,
+            name,
+            "metadata.name",
+            "FieldValueInvalid",
+            &format!(
+                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower \
+                 case alphanumeric characters, '-' or '.', and must start and end with an \
+                 alphanumeric character"
+            ),
+        ))
     }
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use kubewasm_informer::{FactoryOptions, ReflectorOptions, SharedInformerFactory};
-use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::HostArgs;

@@ -27,11 +27,26 @@
 //! config = "verbose"
 //! grants = ["Pod", "ConfigMap", "apps/*"]
 //! call-deadline-ms = 500
+//!
+//! [plugins.sample-controller]
+//! writes = ["apps/Deployment", "Event:create,patch"]   # none by default
+//! max-concurrent-reconciles = 2   # 0.2 plugins: instances reconciling at once (default 1)
+//! write-qps = 5.0                 # client-side write rate limit (client-go's defaults)
+//! write-burst = 10
+//! api-call-timeout-ms = 10000     # wall-clock limit of one API call
+//! retry-base-delay-ms = 5         # per-key backoff of a failed reconcile, doubling...
+//! retry-max-delay-seconds = 1000  # ...up to this
+//! retry-qps = 10.0                # overall retry token bucket of the plugin's workqueue
+//! retry-burst = 100
 //! ```
 //!
 //! A grant names resources by API group and kind: `ConfigMap` (core group), `apps/Deployment`,
 //! `apps/*`, or `*` for everything. Secrets are only ever readable through a grant that names them
 //! (`Secret`): no wildcard covers them.
+//!
+//! A write grant (0.2 plugins) names resources the same way, optionally followed by `:` and the
+//! verbs it allows (`create`, `update`, `patch`, `delete`, `status`; all when omitted). No
+//! plugin may write anything unless its own entry says so, and Secrets only when named.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +56,8 @@ use kubewasm_informer::ListStrategy;
 use serde::Deserialize;
 
 use crate::plugin::{
-    DeclarationLimits, Grants, Limits, LogLimits, PluginPolicy, ResourcePattern, RestartPolicy,
+    ClientOptions, DeclarationLimits, Grants, Limits, LogLimits, PluginPolicy, QueueOptions,
+    ResourcePattern, RestartPolicy, WriteGrant, WriteGrants,
 };
 
 /// Why the config could not be used. Every variant names the file.
@@ -225,9 +241,62 @@ pub struct PluginConfig {
     /// Passed to the guest's `init`.
     pub config: Option<String>,
     pub grants: Option<Vec<Grant>>,
+    /// What the plugin may write; nothing when absent.
+    pub writes: Option<Vec<WriteGrantEntry>>,
     pub call_deadline_ms: Option<u64>,
     pub memory_mib: Option<u64>,
     pub max_answer_mib: Option<u64>,
+    /// Instances of a 0.2 plugin reconciling at once (never the same key twice).
+    pub max_concurrent_reconciles: Option<usize>,
+    /// The plugin's client-side write rate limit, writes per second.
+    pub write_qps: Option<f64>,
+    pub write_burst: Option<u32>,
+    /// The wall-clock limit of one API call made for the plugin.
+    pub api_call_timeout_ms: Option<u64>,
+    /// The first retry delay of a failed reconcile; it doubles with each failure.
+    pub retry_base_delay_ms: Option<u64>,
+    /// The most a key's retry delay grows to.
+    pub retry_max_delay_seconds: Option<u64>,
+    /// The overall retry rate of the plugin's workqueue.
+    pub retry_qps: Option<f64>,
+    pub retry_burst: Option<u32>,
+}
+
+/// How a 0.2 plugin's reconciles run and write: its workqueue, its write client and how many
+/// instances reconcile at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconcileSettings {
+    pub max_concurrent_reconciles: usize,
+    pub queue: QueueOptions,
+    pub client: ClientOptions,
+}
+
+impl PluginConfig {
+    /// This entry's reconcile settings, client-go's defaults where it says nothing.
+    pub fn reconcile_settings(&self) -> ReconcileSettings {
+        let queue = QueueOptions::default();
+        let client = ClientOptions::default();
+        ReconcileSettings {
+            max_concurrent_reconciles: self.max_concurrent_reconciles.unwrap_or(1),
+            queue: QueueOptions {
+                base_delay: self
+                    .retry_base_delay_ms
+                    .map_or(queue.base_delay, Duration::from_millis),
+                max_delay: self
+                    .retry_max_delay_seconds
+                    .map_or(queue.max_delay, Duration::from_secs),
+                retry_qps: self.retry_qps.unwrap_or(queue.retry_qps),
+                retry_burst: self.retry_burst.unwrap_or(queue.retry_burst),
+            },
+            client: ClientOptions {
+                qps: self.write_qps.unwrap_or(client.qps),
+                burst: self.write_burst.unwrap_or(client.burst),
+                call_timeout: self
+                    .api_call_timeout_ms
+                    .map_or(client.call_timeout, Duration::from_millis),
+            },
+        }
+    }
 }
 
 /// One grant from the config file, as `Kind` (core group), `group/Kind`, `group/*` or `*`.
@@ -262,6 +331,36 @@ impl std::str::FromStr for Grant {
 }
 
 impl<'de> Deserialize<'de> for Grant {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One write grant from the config file: a [`Grant`]'s resources, then optionally `:` and a
+/// comma-separated list of verbs (`apps/Deployment:create,update`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteGrantEntry(pub WriteGrant);
+
+impl std::str::FromStr for WriteGrantEntry {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (resources, verbs) = match s.split_once(':') {
+            None => (s, None),
+            Some((resources, verbs)) => (
+                resources,
+                Some(verbs.split(',').map(|v| v.trim().to_owned()).collect()),
+            ),
+        };
+        let Grant(pattern) = resources.parse()?;
+        WriteGrant::new(pattern, verbs)
+            .map(WriteGrantEntry)
+            .map_err(|e| format!("bad write grant `{s}`: {e}"))
+    }
+}
+
+impl<'de> Deserialize<'de> for WriteGrantEntry {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = String::deserialize(deserializer)?;
         s.parse().map_err(serde::de::Error::custom)
@@ -324,6 +423,17 @@ impl Config {
                 return Err(invalid(format!("[{section}] max-answer-mib must be > 0")));
             }
         }
+        for (name, plugin) in &self.plugins {
+            let settings = plugin.reconcile_settings();
+            let checked = (settings.max_concurrent_reconciles >= 1)
+                .then_some(())
+                .ok_or_else(|| "max-concurrent-reconciles must be at least 1".to_owned())
+                .and_then(|()| settings.queue.validate())
+                .and_then(|()| settings.client.validate());
+            if let Err(message) = checked {
+                return Err(invalid(format!("[plugins.{name}] {message}")));
+            }
+        }
         for (section, deadline, memory) in limits {
             if deadline == Some(0) {
                 return Err(invalid(format!("[{section}] call-deadline-ms must be > 0")));
@@ -339,6 +449,15 @@ impl Config {
         Ok(())
     }
 
+    /// The reconcile settings of the plugin loaded from a file named `stem.wasm`.
+    pub fn reconcile_for(&self, stem: &str) -> ReconcileSettings {
+        self.plugins
+            .get(stem)
+            .cloned()
+            .unwrap_or_default()
+            .reconcile_settings()
+    }
+
     /// The policy for the plugin loaded from a file named `stem.wasm`.
     pub fn policy_for(&self, stem: &str) -> PluginPolicy {
         let d = &self.defaults;
@@ -346,6 +465,13 @@ impl Config {
         let grants = own.grants.unwrap_or_else(|| d.grants.clone());
         PluginPolicy {
             grants: Grants::only(grants.into_iter().map(|g| g.0).collect()),
+            writes: WriteGrants::only(
+                own.writes
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|w| w.0)
+                    .collect(),
+            ),
             config: own.config.unwrap_or_default(),
             limits: Some(Limits {
                 call_deadline: Duration::from_millis(
@@ -437,6 +563,69 @@ mod tests {
         assert_eq!(g("*"), Ok(("*".into(), "*".into())));
         assert!(g("a/b/c").is_err());
         assert!(g("").is_err());
+    }
+
+    #[test]
+    fn writes_are_granted_per_plugin_only_and_by_verb() {
+        use crate::plugin::WriteVerb;
+        let config = parse(
+            r#"
+            [defaults]
+            grants = ["*"]
+            [plugins.ctl]
+            writes = ["apps/Deployment", "Event:create,patch"]
+            "#,
+        )
+        .unwrap();
+        let ctl = config.policy_for("ctl").writes;
+        assert!(ctl.allows(&gvk("apps", "Deployment"), WriteVerb::Delete));
+        assert!(ctl.allows(&gvk("", "Event"), WriteVerb::Patch));
+        assert!(!ctl.allows(&gvk("", "Event"), WriteVerb::Delete));
+        assert!(!ctl.allows(&gvk("", "ConfigMap"), WriteVerb::Create));
+        assert!(
+            config.policy_for("other").writes.is_empty(),
+            "none by default"
+        );
+        assert!(parse("[plugins.x]\nwrites = [\"Pod:get\"]\n").is_err());
+        assert!(parse("[plugins.x]\nwrites = [\"a/b/c\"]\n").is_err());
+    }
+
+    #[test]
+    fn reconcile_settings_default_to_client_gos_and_are_validated() {
+        let config = parse(
+            r#"
+            [plugins.ctl]
+            max-concurrent-reconciles = 3
+            write-qps = 0.5
+            retry-base-delay-ms = 100
+            api-call-timeout-ms = 2500
+            "#,
+        )
+        .unwrap();
+        let ctl = config.reconcile_for("ctl");
+        assert_eq!(ctl.max_concurrent_reconciles, 3);
+        assert_eq!(ctl.client.qps, 0.5);
+        assert_eq!(ctl.client.burst, 10);
+        assert_eq!(ctl.client.call_timeout, Duration::from_millis(2500));
+        assert_eq!(ctl.queue.base_delay, Duration::from_millis(100));
+        assert_eq!(ctl.queue.max_delay, Duration::from_secs(1000));
+        let other = config.reconcile_for("other");
+        assert_eq!(other.max_concurrent_reconciles, 1);
+        assert_eq!(other.queue, QueueOptions::default());
+        assert_eq!(other.client, ClientOptions::default());
+        for bad in [
+            "max-concurrent-reconciles = 0",
+            "write-qps = 0.0",
+            "write-burst = 0",
+            "api-call-timeout-ms = 0",
+            "retry-base-delay-ms = 0",
+            "retry-qps = -1.0",
+        ] {
+            let err = parse(&format!("[plugins.x]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("[plugins.x]"), "{bad}: {err}");
+        }
     }
 
     #[test]

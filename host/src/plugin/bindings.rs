@@ -1,7 +1,64 @@
-//! Host bindings generated from `wit/controller.wit`, the one place `bindgen!` runs.
+//! Host bindings generated from the WIT packages in `wit/`, the one place `bindgen!` runs:
+//! `kubewasm:controller@0.1.0` (`wit/controller.wit`) at the top, and
+//! `kubewasm:controller@0.2.0` (`wit/0.2/controller.wit`) in [`v0_2`].
 
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "controller",
     exports: { default: async },
 });
+
+/// The 0.2.0 contract: world `controller` (handlers and reconcile); the `observer` and
+/// `reconciler` worlds are its subsets, so a component of either is loaded through the
+/// interfaces it exports.
+pub(crate) mod v0_2 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.2",
+        world: "controller",
+        imports: { "kubewasm:controller/client": async },
+        exports: { default: async },
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    /// 0.1.0 is published: components built against it must keep loading, so its text never
+    /// changes. A new version is a new package (`wit/0.2/`, ...), never an edit of this one.
+    #[test]
+    fn the_published_0_1_package_is_unchanged() {
+        let text = include_bytes!("../../../wit/controller.wit");
+        let digest = format!("{:x}", Sha256::digest(text));
+        assert_eq!(digest, PUBLISHED_0_1_SHA256);
+    }
+
+    /// The host tells the contract versions apart by their exports: a 0.2 component matches
+    /// the 0.2 bindings, a 0.1 component does not.
+    #[test]
+    fn a_0_2_guest_matches_the_host_0_2_bindings_and_a_0_1_guest_does_not() {
+        use wasmtime::component::{Component, Linker};
+        let engine = wasmtime::Engine::default();
+        let exports_of = |package: &str| {
+            let bytes = kubewasm_tests::guest_bytes(package);
+            let component = Component::new(&engine, &bytes).expect("the guest compiles");
+            let mut linker = Linker::<()>::new(&engine);
+            linker
+                .define_unknown_imports_as_traps(&component)
+                .expect("imports stubbed");
+            let pre = linker
+                .instantiate_pre(&component)
+                .expect("pre-instantiates");
+            super::v0_2::ControllerIndices::new(&pre).map(drop)
+        };
+        exports_of("contract-v0-2").expect("a 0.2 guest has every 0.2 export");
+        exports_of("sdk-v0-2-stamp").expect("a guest of the 0.2 SDK has every 0.2 export");
+        assert!(
+            exports_of("probe").is_err(),
+            "a 0.1 guest is not taken for 0.2"
+        );
+    }
+
+    const PUBLISHED_0_1_SHA256: &str =
+        "78324bb13209a6bc6b8ad5edbcba1b967f69fd2b1cd99102515329f65abba083";
+}

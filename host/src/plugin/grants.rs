@@ -131,6 +131,8 @@ impl Default for Grants {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PluginPolicy {
     pub grants: Grants,
+    /// What the plugin may write (0.2 plugins); none by default.
+    pub writes: super::WriteGrants,
     /// Passed to the guest's `init`; empty when none is configured.
     pub config: String,
     /// Overrides the host's default limits.

@@ -8,17 +8,23 @@
 mod actor;
 mod bindings;
 mod cache_api;
+mod client;
 mod component;
 mod engine;
 mod error;
+mod events;
 mod grants;
 mod host;
 mod informers;
 mod instance;
+mod keys;
 mod log_gate;
 mod observer;
+mod paging;
+mod rate_limit;
 mod state;
 mod wiring;
+mod workqueue;
 
 #[cfg(test)]
 mod testing;
@@ -28,12 +34,23 @@ pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
 pub use cache_api::{Document, SharedDocument};
+pub use client::{
+    ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, ObjectRef, PatchBody,
+    Propagation, Resources, WriteClient, WriteError, WriteGrant, WriteGrants, WriteObserver,
+    WriteVerb,
+};
 pub use component::{CompiledPlugin, Origin};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
+pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};
 pub use grants::{
     DeclarationLimits, Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy,
 };
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
+pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use log_gate::LogLimits;
 pub use observer::{EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
+pub use paging::{Page, PageError, PageLimits, page};
+pub use workqueue::{
+    Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueStats, WorkQueue,
+};

@@ -189,7 +189,7 @@ fn event(kind: &str, object: &str, flag: Option<bool>, live: bool) -> Result<(),
     let obj: Obj = serde_json::from_str(object).map_err(|e| format!("bad JSON: {e}"))?;
     if cfg.mode == "trap-every" && kind == "add" {
         let n = ADDS.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % cfg.every.max(1) == 0 {
+        if n.is_multiple_of(cfg.every.max(1)) {
             panic!("probe told to trap on add number {n}");
         }
     }

@@ -1,0 +1,164 @@
+//! Write kubewasm plugins that act, in Rust: the SDK of contract `kubewasm:controller@0.2.0`.
+//!
+//! A plugin is a type implementing [`Controller`]: `init` returns its state and a
+//! [`PluginInfo`] (name, subscriptions with what each queues, indexes); the host then calls
+//! [`Controller::reconcile`] with keys from the plugin's workqueue, and the event handlers for
+//! subscriptions that ask for events. Writes go through the typed [`Api`], events through
+//! [`record_event`], extra keys through [`queue`]. Errors are Rust enums ([`ApiError`]); a
+//! reconcile answers an [`Action`] or an [`Error`] (retried with backoff).
+//!
+//! ```no_run
+//! use kubewasm_guest_v0_2::k8s_openapi::api::core::v1::ConfigMap;
+//! use kubewasm_guest_v0_2::{Action, Controller, Error, Key, PluginInfo, QueueRule, subscribe};
+//!
+//! struct Stamp;
+//!
+//! impl Controller for Stamp {
+//!     fn init(_config: &str) -> Result<(Self, PluginInfo), Error> {
+//!         let info = PluginInfo {
+//!             name: "stamp".into(),
+//!             subscriptions: vec![subscribe::<ConfigMap>(false, vec![QueueRule::OwnKey])],
+//!             indexes: Vec::new(),
+//!         };
+//!         Ok((Stamp, info))
+//!     }
+//!
+//!     fn reconcile(&mut self, key: Key) -> Result<Action, Error> {
+//!         let api = kubewasm_guest_v0_2::Api::<ConfigMap>::namespaced(
+//!             key.namespace.as_deref().unwrap_or("default"),
+//!         );
+//!         let patch = serde_json::json!({"metadata": {"labels": {"stamped": "yes"}}});
+//!         api.patch(&key.name, &kubewasm_guest_v0_2::Patch::Merge(patch))?;
+//!         Ok(Action::Done)
+//!     }
+//! }
+//!
+//! kubewasm_guest_v0_2::export_controller!(Stamp);
+//! ```
+//!
+//! This is a separate crate from `kubewasm-guest` (0.1) on purpose: a component carries the
+//! world of every binding it was built with, so one crate cannot serve both contracts.
+
+extern crate self as kubewasm_guest_v0_2;
+
+#[doc(hidden)]
+pub mod bindings;
+mod client;
+mod error;
+#[doc(hidden)]
+pub mod runtime;
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+pub use bindings::kubewasm::controller::client::{EventType, Propagation};
+pub use bindings::kubewasm::controller::types::{
+    Gvk, IndexDecl, IndexSource, Key, PluginInfo, QueueRule, Subscription,
+};
+pub use client::{Api, DeleteParams, Deleted, Patch, gvk};
+pub use error::{ApiError, Error, InvalidCause};
+pub use k8s_openapi;
+pub use serde_json;
+#[doc(hidden)]
+pub use wit_bindgen::rt as wit_bindgen_rt;
+
+use bindings::kubewasm::controller::{client as wit_client, queue as wit_queue};
+
+/// What to do with a key after a successful reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until something queues the key again.
+    Done,
+    /// Reconcile again after this long even if nothing changes (capped at about 49 days).
+    RequeueAfter(Duration),
+}
+
+/// A plugin. Every method but `init` has a default: implement the ones the plugin uses.
+pub trait Controller: Sized + 'static {
+    /// Called once per instance: the plugin's state and declaration.
+    fn init(config: &str) -> Result<(Self, PluginInfo), Error>;
+
+    /// Brings the world in line with the object `key` names (read it from the cache; it may be
+    /// gone). Level-based: it must not depend on which event queued the key.
+    fn reconcile(&mut self, _key: Key) -> Result<Action, Error> {
+        Ok(Action::Done)
+    }
+
+    /// An object of subscription `subscription` appeared.
+    fn on_add(&mut self, _subscription: u32, _object: &str, _initial: bool) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// An object changed.
+    fn on_update(&mut self, _subscription: u32, _old: &str, _new: &str) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// An object went away.
+    fn on_delete(
+        &mut self,
+        _subscription: u32,
+        _object: &str,
+        _unknown: bool,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// A subscription to every object of `K`: `events` asks for the handlers, `queue` says what
+/// each change queues for `reconcile`.
+pub fn subscribe<K: k8s_openapi::Resource>(events: bool, queue: Vec<QueueRule>) -> Subscription {
+    Subscription {
+        gvk: gvk::<K>(),
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+        resync_seconds: None,
+        events,
+        queue,
+    }
+}
+
+/// Records a Kubernetes Event about `object` (aggregated and rate-limited by the host, written
+/// in the background).
+pub fn record_event<K>(
+    object: &K,
+    event_type: EventType,
+    reason: &str,
+    message: &str,
+) -> Result<(), ApiError>
+where
+    K: k8s_openapi::Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
+{
+    let meta = object.metadata();
+    let event = wit_client::Event {
+        regarding: bindings::kubewasm::controller::types::ObjectRef {
+            gvk: gvk::<K>(),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone().unwrap_or_default(),
+        },
+        uid: meta.uid.clone(),
+        event_type,
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+    };
+    wit_client::record_event(&event).map_err(ApiError::from)
+}
+
+/// The plugin's workqueue.
+pub mod queue {
+    use std::time::Duration;
+
+    use super::{Error, Key, wit_queue};
+
+    /// Queues `key` now.
+    pub fn add(key: &Key) -> Result<(), Error> {
+        wit_queue::add(key).map_err(Error)
+    }
+
+    /// Queues `key` after `delay`.
+    pub fn add_after(key: &Key, delay: Duration) -> Result<(), Error> {
+        wit_queue::add_after(key, super::runtime::millis(delay)).map_err(Error)
+    }
+}

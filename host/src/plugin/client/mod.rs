@@ -1,0 +1,542 @@
+//! The write client: the host's side of the 0.2 contract's `client` import.
+//!
+//! One [`WriteClient`] per plugin writes through kube's dynamic API (raw requests on the
+//! discovered resource, no typed objects: the guest's JSON goes to the server as it is and the
+//! server's JSON comes back as it is). Each call is, in order:
+//! 1. checked against the plugin's [`WriteGrants`]: a refusal is `NotGranted`, logged with the
+//!    plugin's name and counted, and nothing is sent;
+//! 2. held by the plugin's token bucket (client-go's default 5 writes/s, burst 10): a wait
+//!    longer than the call limit is refused at once as `TooManyRequests`;
+//! 3. sent under a wall-clock limit (discovery included): no answer in time is `Timeout`;
+//! 4. answered with the server's object, or its metav1.Status as a [`WriteError`].
+//!
+//! Every write names the plugin as its field manager (server-side apply included).
+
+mod error;
+mod grants;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{CONTENT_TYPE, HeaderValue};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Preconditions, PropagationPolicy,
+};
+use kube::core::Request;
+use kube::discovery::Scope;
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::Gvk;
+use super::grants::describe;
+use super::rate_limit::TokenBucket;
+
+pub use error::{InvalidCause, WriteError};
+pub use grants::{WriteGrant, WriteGrants, WriteVerb};
+
+/// Limits on one plugin's writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientOptions {
+    /// Writes per second, sustained (client-go's default: 5).
+    pub qps: f64,
+    /// Writes allowed at once above that rate (client-go's default: 10).
+    pub burst: u32,
+    /// The wall-clock limit of one API call, discovery included.
+    pub call_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            qps: 5.0,
+            burst: 10,
+            call_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ClientOptions {
+    /// Checks the values make sense; the message names the bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.qps.is_finite() && self.qps > 0.0) {
+            return Err(format!(
+                "writes per second must be positive, got {}",
+                self.qps
+            ));
+        }
+        if self.burst == 0 {
+            return Err("the write burst must be at least 1".into());
+        }
+        if self.call_timeout.is_zero() {
+            return Err("the API call timeout must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// Receives the write client's measurements (metrics live outside this module). Calls come
+/// from guest calls in progress: implementations must be cheap and must not block.
+pub trait WriteObserver: Send + Sync {
+    /// A write ended: `code` is the HTTP code (`2xx` on success) or what stopped it
+    /// (`not-granted`, `rate-limited`, `timeout`, `unreachable`, `invalid`).
+    fn write_call(&self, _plugin: &str, _verb: WriteVerb, _kind: &str, _code: &str) {}
+    /// A write waited this long for the plugin's rate limit.
+    fn throttled(&self, _plugin: &str, _waited: Duration) {}
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoWriteObserver;
+
+impl WriteObserver for NoWriteObserver {}
+
+/// Finds the API resource (plural, scope) of a kind by discovery, once per kind; shared by
+/// every plugin's client.
+pub struct Resources {
+    client: kube::Client,
+    known: Mutex<HashMap<(String, String, String), Resolved>>,
+}
+
+#[derive(Clone)]
+struct Resolved {
+    resource: ApiResource,
+    namespaced: bool,
+}
+
+impl Resources {
+    /// Resolves kinds through `client`'s API server.
+    pub fn new(client: kube::Client) -> Self {
+        Resources {
+            client,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn resolve(&self, gvk: &Gvk) -> Result<Resolved, WriteError> {
+        let key = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
+        if let Some(known) = self.known.lock().get(&key) {
+            return Ok(known.clone());
+        }
+        let wanted = GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
+        let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, &wanted)
+            .await
+            .map_err(|e| match e {
+                kube::Error::Discovery(_) => {
+                    WriteError::NotFound(format!("the server has no resource {}", describe(gvk)))
+                }
+                other => WriteError::from(other),
+            })?;
+        let resolved = Resolved {
+            resource,
+            namespaced: capabilities.scope == Scope::Namespaced,
+        };
+        self.known.lock().insert(key, resolved.clone());
+        Ok(resolved)
+    }
+}
+
+/// An object to write to, by resource and name.
+#[derive(Debug, Clone)]
+pub struct ObjectRef {
+    pub gvk: Gvk,
+    /// `None` for a cluster-scoped object.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// How a patch changes an object; the payloads are the guest's JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatchBody {
+    /// A JSON merge patch (RFC 7386).
+    Merge(String),
+    /// A JSON patch (RFC 6902).
+    Json(String),
+    /// A strategic merge patch.
+    Strategic(String),
+    /// Server-side apply of `object` (apiVersion, kind, metadata.name and the fields the plugin
+    /// owns); `force` takes fields other managers own instead of answering `Conflict`.
+    Apply { object: String, force: bool },
+}
+
+/// How a delete treats the object's dependents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    Orphan,
+    Background,
+    Foreground,
+}
+
+/// DeleteOptions: preconditions and propagation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    /// Delete only the object with this uid.
+    pub uid: Option<String>,
+    /// Delete only if the object is still at this resourceVersion.
+    pub resource_version: Option<String>,
+    /// `None`: the resource's default.
+    pub propagation: Option<Propagation>,
+}
+
+/// What a successful delete did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deleted {
+    /// The object is gone.
+    Gone,
+    /// The object has finalizers: it is marked for deletion; its JSON as it now is.
+    Pending(String),
+}
+
+/// One plugin's writes. Cheap to share behind an `Arc`; calls may run concurrently.
+pub struct WriteClient {
+    client: kube::Client,
+    plugin: Arc<str>,
+    grants: WriteGrants,
+    options: ClientOptions,
+    limiter: Mutex<TokenBucket>,
+    resources: Arc<Resources>,
+    observer: Arc<dyn WriteObserver>,
+}
+
+impl WriteClient {
+    /// A client for the plugin named `plugin` (its field manager) writing through `client`.
+    /// `options` should have passed [`ClientOptions::validate`].
+    ///
+    /// Build `client` with `kube::Config::default_retry` off: kube otherwise retries 429, 503
+    /// and 504 inside one call (up to 15 times) until the call limit, where the guest should
+    /// see `TooManyRequests` at once and back off through its workqueue.
+    pub fn new(
+        client: kube::Client,
+        plugin: Arc<str>,
+        grants: WriteGrants,
+        options: ClientOptions,
+        resources: Arc<Resources>,
+        observer: Arc<dyn WriteObserver>,
+    ) -> Self {
+        let limiter = Mutex::new(TokenBucket::new(options.qps, options.burst));
+        WriteClient {
+            client,
+            plugin,
+            grants,
+            options,
+            limiter,
+            resources,
+            observer,
+        }
+    }
+
+    /// The plugin's name, which is also its field manager.
+    pub fn plugin(&self) -> &str {
+        &self.plugin
+    }
+
+    /// Whether the plugin may make `verb` on `resource` (nothing is sent or counted).
+    pub fn may(&self, resource: &Gvk, verb: WriteVerb) -> bool {
+        self.grants.allows(resource, verb)
+    }
+
+    /// Creates `object` (JSON); its apiVersion and kind name the resource, metadata.namespace
+    /// where it goes. Answers the created object.
+    pub async fn create(&self, object: &str) -> Result<String, WriteError> {
+        let parsed = ParsedObject::parse(object)?;
+        let pp = self.post_params();
+        self.call(WriteVerb::Create, &parsed.gvk, |r| {
+            let ns = parsed.namespace_for(r)?;
+            Ok(request(r, ns).create(&pp, parsed.body.clone())?)
+        })
+        .await
+    }
+
+    /// Replaces the object (PUT); metadata.resourceVersion is required, as the precondition.
+    pub async fn update(&self, object: &str) -> Result<String, WriteError> {
+        self.replace(WriteVerb::Update, object).await
+    }
+
+    /// Replaces the object's status subresource, with the same precondition as `update`.
+    pub async fn update_status(&self, object: &str) -> Result<String, WriteError> {
+        self.replace(WriteVerb::UpdateStatus, object).await
+    }
+
+    /// Patches the object. Answers the patched object.
+    pub async fn patch(&self, target: &ObjectRef, patch: &PatchBody) -> Result<String, WriteError> {
+        self.patch_part(WriteVerb::Patch, target, patch).await
+    }
+
+    /// Patches the object's status subresource.
+    pub async fn patch_status(
+        &self,
+        target: &ObjectRef,
+        patch: &PatchBody,
+    ) -> Result<String, WriteError> {
+        self.patch_part(WriteVerb::PatchStatus, target, patch).await
+    }
+
+    /// Deletes the object.
+    pub async fn delete(
+        &self,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, WriteError> {
+        let preconditions =
+            (options.uid.is_some() || options.resource_version.is_some()).then(|| Preconditions {
+                uid: options.uid.clone(),
+                resource_version: options.resource_version.clone(),
+            });
+        let dp = DeleteParams {
+            preconditions,
+            propagation_policy: options.propagation.map(|p| match p {
+                Propagation::Orphan => PropagationPolicy::Orphan,
+                Propagation::Background => PropagationPolicy::Background,
+                Propagation::Foreground => PropagationPolicy::Foreground,
+            }),
+            ..DeleteParams::default()
+        };
+        let answer = self
+            .call(WriteVerb::Delete, &target.gvk, |r| {
+                let ns = namespace_of(r, target.namespace.as_deref())?;
+                Ok(request(r, ns).delete(&target.name, &dp)?)
+            })
+            .await?;
+        let value: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
+        let pending = value.get("kind").and_then(Value::as_str) != Some("Status")
+            && value
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+        Ok(if pending {
+            Deleted::Pending(answer)
+        } else {
+            Deleted::Gone
+        })
+    }
+
+    async fn replace(&self, verb: WriteVerb, object: &str) -> Result<String, WriteError> {
+        let parsed = ParsedObject::parse(object)?;
+        let name = parsed.name.clone().ok_or_else(|| {
+            WriteError::invalid(format!("{verb}: the object has no metadata.name"))
+        })?;
+        if parsed.resource_version.is_none() {
+            return Err(WriteError::invalid(format!(
+                "{verb}: metadata.resourceVersion is required (the version read, as the \
+                 precondition); use patch to write without one"
+            )));
+        }
+        let pp = self.post_params();
+        self.call(verb, &parsed.gvk, |r| {
+            let ns = parsed.namespace_for(r)?;
+            let req = request(r, ns);
+            Ok(if verb == WriteVerb::UpdateStatus {
+                req.replace_subresource("status", &name, &pp, parsed.body.clone())?
+            } else {
+                req.replace(&name, &pp, parsed.body.clone())?
+            })
+        })
+        .await
+    }
+
+    async fn patch_part(
+        &self,
+        verb: WriteVerb,
+        target: &ObjectRef,
+        patch: &PatchBody,
+    ) -> Result<String, WriteError> {
+        let json = |text: &str| {
+            serde_json::from_str::<Value>(text)
+                .map_err(|e| WriteError::invalid(format!("{verb}: the patch is not JSON: {e}")))
+        };
+        let mut params = PatchParams {
+            field_manager: Some(self.plugin.to_string()),
+            ..PatchParams::default()
+        };
+        // A JSON patch is sent as a merge-typed body whose content type is then corrected:
+        // kube's typed JSON patch is bound to another json-patch version than ours.
+        let (body, json_patch) = match patch {
+            PatchBody::Merge(text) => (Patch::Merge(json(text)?), false),
+            PatchBody::Strategic(text) => (Patch::Strategic(json(text)?), false),
+            PatchBody::Json(text) => {
+                let ops = json(text)?;
+                if !ops.is_array() {
+                    return Err(WriteError::invalid(format!(
+                        "{verb}: a JSON patch must be a list of operations"
+                    )));
+                }
+                (Patch::Merge(ops), true)
+            }
+            PatchBody::Apply { object, force } => {
+                params.force = *force;
+                (Patch::Apply(json(object)?), false)
+            }
+        };
+        self.call(verb, &target.gvk, |r| {
+            let ns = namespace_of(r, target.namespace.as_deref())?;
+            let req = request(r, ns);
+            let mut built = if verb == WriteVerb::PatchStatus {
+                req.patch_subresource("status", &target.name, &params, &body)?
+            } else {
+                req.patch(&target.name, &params, &body)?
+            };
+            if json_patch {
+                built.headers_mut().insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("application/json-patch+json"),
+                );
+            }
+            Ok(built)
+        })
+        .await
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams {
+            field_manager: Some(self.plugin.to_string()),
+            ..PostParams::default()
+        }
+    }
+
+    /// Grants, rate limit, wall-clock limit and metrics around one API call.
+    async fn call(
+        &self,
+        verb: WriteVerb,
+        gvk: &Gvk,
+        build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
+    ) -> Result<String, WriteError> {
+        let result = self.call_inner(verb, gvk, build).await;
+        let code = match &result {
+            Ok(_) => "2xx".to_owned(),
+            Err(WriteError::TooManyRequests(m)) if m.starts_with(RATE_LIMITED) => {
+                "rate-limited".to_owned()
+            }
+            Err(e) => e.code_label(),
+        };
+        self.observer
+            .write_call(&self.plugin, verb, &gvk.kind, &code);
+        if let Err(error) = &result {
+            tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), %error, "write failed");
+        }
+        result
+    }
+
+    async fn call_inner(
+        &self,
+        verb: WriteVerb,
+        gvk: &Gvk,
+        build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
+    ) -> Result<String, WriteError> {
+        if !self.grants.allows(gvk, verb) {
+            tracing::warn!(plugin = %self.plugin, %verb, resource = %describe(gvk), "write refused: not granted");
+            return Err(WriteError::NotGranted(format!(
+                "plugin {} may not {verb} {}: add it to `writes` in the plugin's config",
+                self.plugin,
+                describe(gvk)
+            )));
+        }
+        let wait = self.limiter.lock().reserve(Instant::now());
+        if wait > self.options.call_timeout {
+            self.limiter.lock().cancel();
+            return Err(WriteError::TooManyRequests(format!(
+                "{RATE_LIMITED} ({} writes/s, burst {}): next write possible in {wait:?}",
+                self.options.qps, self.options.burst
+            )));
+        }
+        if !wait.is_zero() {
+            self.observer.throttled(&self.plugin, wait);
+            tokio::time::sleep(wait).await;
+        }
+        let limit = self.options.call_timeout;
+        let sent = async {
+            let resolved = self.resources.resolve(gvk).await?;
+            let request = build(&resolved)?;
+            Ok::<_, WriteError>(self.client.request_text(request).await?)
+        };
+        tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
+            Err(WriteError::Timeout(format!(
+                "{verb} {}: no answer within {limit:?}",
+                describe(gvk)
+            )))
+        })
+    }
+}
+
+/// How a refusal by the plugin's own rate limit begins (to tell it from a server's 429).
+const RATE_LIMITED: &str = "the plugin's write rate limit is exhausted";
+
+impl From<kube::core::request::Error> for WriteError {
+    fn from(error: kube::core::request::Error) -> Self {
+        WriteError::invalid(format!("cannot build the request: {error}"))
+    }
+}
+
+/// The request builder for the resource, in `namespace`.
+fn request(resource: &Resolved, namespace: Option<&str>) -> Request {
+    Request::new(<DynamicObject as kube::Resource>::url_path(
+        &resource.resource,
+        namespace,
+    ))
+}
+
+/// The namespace to address: required for namespaced resources, dropped for cluster-scoped.
+fn namespace_of<'a>(
+    resource: &Resolved,
+    namespace: Option<&'a str>,
+) -> Result<Option<&'a str>, WriteError> {
+    match (resource.namespaced, namespace) {
+        (true, Some(ns)) if !ns.is_empty() => Ok(Some(ns)),
+        (true, _) => Err(WriteError::invalid(format!(
+            "{} is namespaced: the namespace is required",
+            resource.resource.kind
+        ))),
+        (false, _) => Ok(None),
+    }
+}
+
+/// A guest's object for create and update: the resource, name and namespace it names.
+struct ParsedObject {
+    gvk: Gvk,
+    namespace: Option<String>,
+    name: Option<String>,
+    resource_version: Option<String>,
+    body: Vec<u8>,
+}
+
+impl ParsedObject {
+    fn parse(object: &str) -> Result<Self, WriteError> {
+        let value: Value = serde_json::from_str(object)
+            .map_err(|e| WriteError::invalid(format!("the object is not JSON: {e}")))?;
+        let text = |pointer: &str| {
+            value
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let (Some(api_version), Some(kind)) = (text("/apiVersion"), text("/kind")) else {
+            return Err(WriteError::invalid(
+                "the object needs apiVersion and kind to name its resource",
+            ));
+        };
+        let (group, version) = match api_version.split_once('/') {
+            Some((group, version)) => (group.to_owned(), version.to_owned()),
+            None => (String::new(), api_version),
+        };
+        Ok(ParsedObject {
+            gvk: Gvk {
+                group,
+                version,
+                kind,
+            },
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name"),
+            resource_version: text("/metadata/resourceVersion"),
+            body: object.as_bytes().to_vec(),
+        })
+    }
+
+    fn namespace_for(&self, resource: &Resolved) -> Result<Option<&str>, WriteError> {
+        namespace_of(resource, self.namespace.as_deref())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
