@@ -565,6 +565,15 @@ async fn refused_writes_answer_the_same_status(server: TestServer) {
             .await,
         ),
         outcome(api.create(&post, &config_map("Not_A_Name", "red", 0)).await),
+        // An apply that creates must name its object in the body, not only in the URL.
+        outcome(
+            api.patch(
+                "nameless",
+                &PatchParams::apply("other"),
+                &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap"})),
+            )
+            .await,
+        ),
     ];
     assert_eq!(
         outcomes,
@@ -575,6 +584,7 @@ async fn refused_writes_answer_the_same_status(server: TestServer) {
             "404 NotFound",
             "404 NotFound",
             "422 Invalid",
+            "400 BadRequest",
         ],
         "{} server",
         server.name()
