@@ -72,6 +72,7 @@ on_both_servers!(
     refused_writes_answer_the_same_status,
     the_write_client_gets_the_same_answers;
     real only: server_side_apply_makes_the_plugin_a_field_manager_with_conflicts,
+    a_write_the_credentials_do_not_allow_is_forbidden,
 );
 
 /// A plugin host over shared informers on `server`, loading the probe with per-file policies.
@@ -641,21 +642,25 @@ struct Writes {
 
 impl Writes {
     async fn new(server: &TestServer, namespace: &str) -> Writes {
+        Writes {
+            writer: Writes::client(server.client()),
+            namespace: server.namespace(namespace).await,
+        }
+    }
+
+    /// The write client of plugin `writer`, granted ConfigMaps, sending through `client`.
+    fn client(client: kube::Client) -> WriteClient {
         let grants = WriteGrants::only(vec![
             WriteGrant::new(ResourcePattern::new("", "ConfigMap"), None).expect("a grant"),
         ]);
-        let writer = WriteClient::new(
-            server.client(),
+        WriteClient::new(
+            client.clone(),
             "writer".into(),
             grants,
             ClientOptions::default(),
-            Arc::new(Resources::new(server.client())),
+            Arc::new(Resources::new(client)),
             Arc::new(NoWriteObserver),
-        );
-        Writes {
-            writer,
-            namespace: server.namespace(namespace).await,
-        }
+        )
     }
 
     fn target(&self, kind: &str, name: &str) -> ObjectRef {
@@ -822,4 +827,17 @@ async fn server_side_apply_makes_the_plugin_a_field_manager_with_conflicts(serve
     let forced = answered(&forced, "forced apply");
     assert_eq!(managers_of(&forced, "theirs"), ["writer Apply"]);
     assert_eq!(forced["data"], json!({"mine": "w", "theirs": "w"}));
+}
+
+/// A write the plugin is granted but the host's credentials are not is the API server's 403,
+/// typed `Forbidden`. Real server only: the dev server has no authorization.
+async fn a_write_the_credentials_do_not_allow_is_forbidden(server: TestServer) {
+    let w = Writes::new(&server, "forbidden").await;
+    let restricted = server
+        .envtest()
+        .expect("the real server's harness")
+        .restricted();
+    let writer = Writes::client(restricted);
+    let created = writer.create(&w.config_map("one", json!({}))).await;
+    assert_eq!(written(&created), "Forbidden", "{created:?}");
 }
