@@ -753,7 +753,8 @@ mod real {
                 kubeconfig.to_str().expect("utf-8"),
             ],
             plugins,
-            &[],
+            // One compilation cache for both runs of the same plugins.
+            &[("XDG_CACHE_HOME", &plugins.with_file_name("cache"))],
             tempfile::tempdir().expect("tempdir"),
         )
     }
