@@ -587,6 +587,8 @@ mod real {
         // Everything `kubewasm rbac` prints, applied as admin.
         let full = rbac_objects(&plugins, &config, "ops", "runner", "kubewasm", dir.path());
         apply(&kubectl, &full).await;
+        let user = "system:serviceaccount:ops:runner";
+        wait_granted(&kubectl, user, "backups.demo.kubewasm.io").await;
         let host = run_as(&server, &plugins, &config, "ops", "runner").await;
         let addr = host.logged_field("serving /metrics", "addr").await;
         let ready = wait_until(PATIENCE, || get(&format!("http://{addr}/readyz")).0 == 200).await;
@@ -598,7 +600,6 @@ mod real {
         .await;
         let refused = refusals(&host);
         assert!(refused.is_empty(), "403s with the full RBAC: {refused:#?}");
-        let user = "system:serviceaccount:ops:runner";
         let listed = listed_by(&server, user);
         for resource in [
             "pods",
@@ -629,6 +630,8 @@ mod real {
             "one rule names the custom resource"
         );
         apply(&kubectl, &partial).await;
+        let user = "system:serviceaccount:ops2:partial";
+        wait_granted(&kubectl, user, "pods").await;
         let host = run_as(&server, &plugins, &config, "ops2", "partial").await;
         let addr = host.logged_field("serving /metrics", "addr").await;
         let refused = wait_until(PATIENCE, || {
@@ -637,7 +640,6 @@ mod real {
         .await;
         assert!(refused, "no 403 for backups logged: {:#?}", host.logs());
         // The other plugins' informers sync meanwhile; the host stays not ready.
-        let user = "system:serviceaccount:ops2:partial";
         let synced = wait_until(PATIENCE, || {
             let listed = listed_by(&server, user);
             ["pods", "configmaps", "deployments", "replicasets"]
@@ -679,6 +681,28 @@ mod real {
             ])
             .await;
         kubectl.run(&["apply", "-f", crd]).await;
+    }
+
+    /// Waits until the API server's authorizer has taken in the applied RBAC: `user` may list
+    /// `resource` in every namespace (`kubectl auth can-i`, as admin impersonating `user`).
+    async fn wait_granted(kubectl: &Kubectl, user: &str, resource: &str) {
+        let args = [
+            "auth",
+            "can-i",
+            "list",
+            resource,
+            "--all-namespaces",
+            "--as",
+            user,
+        ];
+        let granted = wait_until(PATIENCE, || {
+            kubectl
+                .command(&args)
+                .output()
+                .is_ok_and(|out| out.status.success())
+        })
+        .await;
+        assert!(granted, "{user} is never allowed to list {resource}");
     }
 
     /// The objects `kubewasm rbac` prints for the example plugins and this identity.
