@@ -139,23 +139,38 @@ fn probe_resync_config(name: &str) -> String {
 
 /// Process CPU per update event while `delivered()` counts `RESYNCS` resyncs of the cache (an
 /// update of every object, old and new crossing to the handler), less the idle rate measured
-/// before. `delivered` must already count the handler's initial replay.
-async fn cpu_per_update(delivered: impl Fn() -> usize, idle_ns_per_s: f64) -> f64 {
+/// before. `delivered` must already count the handler's initial replay. `None` when the updates
+/// stop coming (nothing for 20 s).
+async fn cpu_per_update(delivered: impl Fn() -> usize, idle_ns_per_s: f64) -> Option<f64> {
+    let reach = |target: usize| {
+        let delivered = &delivered;
+        async move {
+            let mut last = (delivered(), Instant::now());
+            while delivered() < target {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                let now = delivered();
+                if now != last.0 {
+                    last = (now, Instant::now());
+                } else if last.1.elapsed() > Duration::from_secs(20) {
+                    return false;
+                }
+            }
+            true
+        }
+    };
     // Start on a resync boundary: wait for the first resync to begin and finish.
-    let start = delivered();
-    while delivered() < start + OBJECTS {
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    if !reach(delivered() + OBJECTS).await {
+        return None;
     }
     let from = delivered();
     let (cpu0, t0) = (process_cpu_ns(), Instant::now());
-    let target = from + OBJECTS * RESYNCS as usize;
-    while delivered() < target {
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    if !reach(from + OBJECTS * RESYNCS as usize).await {
+        return None;
     }
     let cpu = process_cpu_ns() - cpu0;
     let events = delivered() - from;
     let idle = idle_ns_per_s * t0.elapsed().as_secs_f64();
-    (cpu as f64 - idle).max(0.0) / events as f64 / 1e3
+    Some((cpu as f64 - idle).max(0.0) / events as f64 / 1e3)
 }
 
 /// A plugin host on `factory` whose compile cache lives in `cache_dir`.
@@ -468,7 +483,7 @@ async fn update_event_cpu(
         });
         let registration = informer.add_event_handler(handler, Some(Duration::from_secs(1)));
         span.wait(OBJECTS).await;
-        native.push(cpu_per_update(|| span.count.load(Ordering::Acquire), idle_ns_per_s).await);
+        native.extend(cpu_per_update(|| span.count.load(Ordering::Acquire), idle_ns_per_s).await);
         informer.remove_event_handler(&registration);
 
         let id = host
@@ -483,8 +498,18 @@ async fn update_event_cpu(
         while delivered() < OBJECTS {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        wasm.push(cpu_per_update(delivered, idle_ns_per_s).await);
+        wasm.extend(cpu_per_update(delivered, idle_ns_per_s).await);
         host.unload(id).await;
+    }
+    if native.is_empty() || wasm.is_empty() {
+        println!(
+            "CPU per update event: not measured in this run (resync updates stopped arriving: \
+             {} native and {} wasm measurements completed).\n",
+            native.len(),
+            wasm.len()
+        );
+        host.shutdown(Duration::from_secs(5)).await;
+        return Ok(());
     }
     let (native, wasm) = (median(native), median(wasm));
     println!(
