@@ -45,6 +45,7 @@ mod core;
 mod discovery;
 mod event;
 mod filter;
+mod gc;
 mod handler;
 mod hooks;
 mod list;

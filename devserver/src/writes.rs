@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Status;
 use crate::core::Core;
+use crate::gc::{self, Propagation, finalizers};
 use crate::object::{StoredObject, new_uid, store_key};
 use crate::patch::{self, PatchType};
 use crate::resource::{self, ResourceInfo};
@@ -36,7 +37,7 @@ pub(crate) struct Target<'a> {
 impl<'a> Target<'a> {
     /// The namespace the addressed object lives in: the URL's (`default` when a namespaced
     /// resource is addressed without one), none for a cluster-scoped resource.
-    fn object_namespace(&self) -> Option<&'a str> {
+    pub(crate) fn object_namespace(&self) -> Option<&'a str> {
         self.resource
             .namespaced
             .then(|| self.namespace.unwrap_or("default"))
@@ -119,13 +120,15 @@ impl Core {
                 Ok(Change::Put(object))
             },
         );
-        if let Some((group, plural, resources)) = crd
-            && stored.is_ok()
-            && !target.dry_run
-        {
+        let stored = stored?;
+        if target.dry_run {
+            return Ok(stored);
+        }
+        if let Some((group, plural, resources)) = crd {
             self.registry.register(&group, &plural, resources);
         }
-        stored
+        self.collect_after_write(resource, None, &stored)?;
+        Ok(stored)
     }
 
     /// Replaces the object (PUT), answering 409 if `object` carries a stale resourceVersion.
@@ -187,6 +190,7 @@ impl Core {
         let plural = resource.qualified_plural();
         let mut crd = None;
         let mut removed = false;
+        let mut before = None;
         let stored = self.store.write(
             &resource.storage_key(),
             &key,
@@ -227,6 +231,7 @@ impl Core {
                 let finished = new.pointer("/metadata/deletionTimestamp").is_some()
                     && finalizers(&new).is_empty();
                 removed = finished;
+                before = Some(old);
                 Ok(if finished {
                     Change::Remove(new)
                 } else {
@@ -242,12 +247,15 @@ impl Core {
         }
         if removed {
             self.after_removal(resource, &stored)?;
+        } else if let Some(old) = before {
+            self.collect_after_write(resource, Some(&old), &stored)?;
         }
         Ok(stored)
     }
 
-    /// Deletes the object, or marks it for deletion while finalizers remain. `preconditions` are
-    /// the DeleteOptions body's optional `uid` and `resourceVersion`.
+    /// Deletes the object, or marks it for deletion while finalizers remain. `options` is the
+    /// DeleteOptions body: its optional `preconditions` (`uid`, `resourceVersion`) and
+    /// propagation policy (what the garbage collector does with the object's dependents).
     pub fn delete(
         &self,
         target: &Target<'_>,
@@ -255,9 +263,18 @@ impl Core {
         options: &Value,
     ) -> Result<Arc<StoredObject>, Status> {
         let resource = target.resource;
-        let key = store_key(target.object_namespace(), name);
+        let namespace = target.object_namespace();
+        let key = store_key(namespace, name);
         let plural = resource.qualified_plural();
+        let requested = Propagation::requested(options)?;
+        let has_dependents = self
+            .store
+            .get(&resource.storage_key(), &key)
+            .and_then(|current| current.to_value().ok())
+            .and_then(|v| v.pointer("/metadata/uid")?.as_str().map(str::to_owned))
+            .is_some_and(|uid| self.has_dependents(&uid));
         let mut removed = false;
+        let mut collecting = None;
         let stored = self.store.write(
             &resource.storage_key(),
             &key,
@@ -278,7 +295,13 @@ impl Core {
                 {
                     return Err(Status::conflict(&plural, name));
                 }
-                if finalizers(&object).is_empty() {
+                let policy = Propagation::for_object(requested, &object);
+                let gc_finalizer = match policy {
+                    Propagation::Foreground if has_dependents => Some(gc::FOREGROUND),
+                    Propagation::Orphan if has_dependents => Some(gc::ORPHAN),
+                    _ => None,
+                };
+                if gc_finalizer.is_none() && finalizers(&object).is_empty() {
                     removed = true;
                     return Ok(Change::Remove(object));
                 }
@@ -286,20 +309,51 @@ impl Core {
                 if meta.contains_key("deletionTimestamp") {
                     return Ok(Change::Unchanged);
                 }
+                if let Some(finalizer) = gc_finalizer {
+                    let list = meta
+                        .entry("finalizers")
+                        .or_insert_with(|| Value::Array(Vec::new()));
+                    if let Some(list) = list.as_array_mut()
+                        && !list.iter().any(|f| f.as_str() == Some(finalizer))
+                    {
+                        list.push(Value::String(finalizer.to_owned()));
+                    }
+                    let uid = meta.get("uid").and_then(Value::as_str).map(str::to_owned);
+                    collecting = uid.map(|uid| (policy, uid));
+                }
                 meta.insert("deletionTimestamp".into(), Value::String(now_rfc3339()));
                 meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
                 Ok(Change::Put(object))
             },
         )?;
-        if removed && !target.dry_run {
+        if target.dry_run {
+            return Ok(stored);
+        }
+        if removed {
             self.after_removal(resource, &stored)?;
         }
-        Ok(stored)
+        match collecting {
+            Some((Propagation::Foreground, uid)) => {
+                self.delete_dependents_in_foreground(resource, namespace, name, &uid)?;
+            }
+            Some((Propagation::Orphan, uid)) => {
+                self.finish_orphaning(resource, namespace, name, &uid)?
+            }
+            _ => {}
+        }
+        Ok(self
+            .store
+            .get(&resource.storage_key(), &key)
+            .unwrap_or(stored))
     }
 
     /// Side effects of an object leaving the store: a deleted CRD's resource disappears, and a
     /// deleted namespace's objects are deleted (as the namespace controller would).
-    fn after_removal(&self, resource: &ResourceInfo, object: &StoredObject) -> Result<(), Status> {
+    pub(crate) fn after_removal(
+        &self,
+        resource: &ResourceInfo,
+        object: &StoredObject,
+    ) -> Result<(), Status> {
         if resource.group.is_empty() && resource.kind == "Namespace" {
             let mut seen = Vec::new();
             for namespaced in self.registry.all().iter().filter(|r| r.namespaced) {
@@ -329,7 +383,7 @@ impl Core {
                 self.store.drop_collection(&first.storage_key());
             }
         }
-        Ok(())
+        self.collect_after_removal(resource, &object.to_value()?)
     }
 }
 
@@ -545,14 +599,6 @@ fn same_except(a: &Value, b: &Value, skip: &[&str], skip_meta: &[&str]) -> bool 
         (Some(Value::Object(ma)), Some(Value::Object(mb))) => same_map(ma, mb, skip_meta),
         (ma, mb) => ma == mb,
     }
-}
-
-fn finalizers(object: &Value) -> Vec<&str> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
 }
 
 /// The status the server gives new objects of a few built-in kinds; a CRD is at once
