@@ -248,3 +248,95 @@ async fn kubectl_get_create_watch_patch_apply_delete() {
     // kubectl really used the watch verb rather than polling.
     assert!(server.requests().iter().any(|r| r.verb == Verb::Watch));
 }
+
+/// Creates ConfigMap `name`, owned by the ConfigMap `owner` (if any) with `blockOwnerDeletion`,
+/// held by `finalizers`; returns its uid.
+fn config_map_owned_by(
+    server: &DevServer,
+    name: &str,
+    owner: Option<(&str, &str)>,
+    finalizers: &[&str],
+) -> String {
+    let refs: Vec<serde_json::Value> = owner
+        .iter()
+        .map(|(owner, uid)| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "name": owner,
+                               "uid": uid, "blockOwnerDeletion": true})
+        })
+        .collect();
+    let created = server
+        .create(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default", "ownerReferences": refs,
+                         "finalizers": finalizers},
+        }))
+        .unwrap();
+    created["metadata"]["uid"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_delete_cascades_background_foreground_and_orphan() {
+    let server = DevServer::start(Options::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::for_server(&server, dir.path());
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let exists = async |name: &str| api.get_opt(name).await.unwrap().is_some();
+
+    let owner = config_map_owned_by(&server, "bg-owner", None, &[]);
+    config_map_owned_by(&server, "bg-child", Some(("bg-owner", &owner)), &[]);
+    kubectl
+        .run(&["delete", "configmap", "bg-owner", "--cascade=background"])
+        .await;
+    assert!(!exists("bg-owner").await && !exists("bg-child").await);
+
+    let owner = config_map_owned_by(&server, "or-owner", None, &[]);
+    config_map_owned_by(&server, "or-child", Some(("or-owner", &owner)), &[]);
+    kubectl
+        .run(&["delete", "configmap", "or-owner", "--cascade=orphan"])
+        .await;
+    assert!(!exists("or-owner").await);
+    let orphan = api.get("or-child").await.unwrap();
+    assert_eq!(orphan.metadata.owner_references, None);
+
+    // A dependent with a finalizer holds its owner in a foreground deletion.
+    let owner = config_map_owned_by(&server, "fg-owner", None, &[]);
+    config_map_owned_by(
+        &server,
+        "fg-child",
+        Some(("fg-owner", &owner)),
+        &["example.com/hold"],
+    );
+    kubectl
+        .run(&[
+            "delete",
+            "configmap",
+            "fg-owner",
+            "--cascade=foreground",
+            "--wait=false",
+        ])
+        .await;
+    let waiting = api.get("fg-owner").await.unwrap();
+    assert_eq!(
+        waiting.metadata.finalizers,
+        Some(vec!["foregroundDeletion".to_owned()])
+    );
+    assert!(
+        api.get("fg-child")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    kubectl
+        .run(&[
+            "patch",
+            "configmap",
+            "fg-child",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ])
+        .await;
+    assert!(!exists("fg-owner").await && !exists("fg-child").await);
+}
