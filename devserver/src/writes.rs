@@ -518,7 +518,8 @@ fn check_identity(object: &Value, name: &str, namespace: Option<&str>) -> Result
 
 /// The main endpoint's result: the requested object with server-owned metadata (and, for
 /// resources with a status subresource, the status) kept from `old`; generation bumped when
-/// anything but metadata and status changed.
+/// anything but metadata changed (for resources with a status subresource, the spec: their
+/// status only changes through `/status`, which leaves the generation alone).
 fn merge_main(resource: &ResourceInfo, old: &Value, mut new: Value) -> Result<Value, Status> {
     let old_meta = old
         .get("metadata")
@@ -533,7 +534,9 @@ fn merge_main(resource: &ResourceInfo, old: &Value, mut new: Value) -> Result<Va
             None => map.remove("status"),
         };
     }
-    let spec_changed = !same_except(old, &new, &["metadata", "status"], &[]);
+    // With a status subresource the main endpoint cannot change the status (kept above), so
+    // skipping it or not is the same; without one, a status change counts like any other.
+    let spec_changed = !same_except(old, &new, &["metadata"], &[]);
     let meta = metadata_mut(&mut new)?;
     for owned in [
         "name",

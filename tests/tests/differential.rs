@@ -59,6 +59,7 @@ on_both_servers!(
     hot_reload_makes_no_new_list_or_watch,
     a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
     refused_writes_answer_the_same_status,
+    generation_follows_spec_changes_only,
 );
 
 /// A plugin host over shared informers on `server`, loading the probe with per-file policies.
@@ -562,6 +563,137 @@ async fn refused_writes_answer_the_same_status(server: TestServer) {
             "404 NotFound",
             "404 NotFound",
             "422 Invalid",
+        ],
+        "{} server",
+        server.name()
+    );
+}
+
+/// Creates a namespaced CRD `plural.gen.kubewasm.dev` (with or without the status subresource)
+/// and waits until it is served.
+async fn served_crd(server: &TestServer, ns: &str, kind: &str, status: bool) -> Api<DynamicObject> {
+    let plural = format!("{}s", kind.to_lowercase());
+    let mut version = json!({
+        "name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+    });
+    if status {
+        version["subresources"] = json!({"status": {}});
+    }
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.gen.kubewasm.dev")},
+        "spec": {
+            "group": "gen.kubewasm.dev",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind,
+                      "listKind": format!("{kind}List")},
+            "versions": [version],
+        },
+    }))
+    .expect("a CustomResourceDefinition");
+    Api::<CustomResourceDefinition>::all(server.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create the CRD");
+    let gvk = GroupVersionKind::gvk("gen.kubewasm.dev", "v1", kind);
+    let api = Api::namespaced_with(
+        server.client(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, &plural),
+    );
+    let mut served = false;
+    for _ in 0..300 {
+        if api.list(&ListParams::default()).await.is_ok() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "{} server never served {plural}", server.name());
+    api
+}
+
+/// `metadata.generation` after each of: create, a label change, a status change (through
+/// `/status` where it is a subresource), a spec change, the same spec again.
+async fn generations(
+    api: &Api<DynamicObject>,
+    object: Value,
+    status_subresource: bool,
+) -> Vec<i64> {
+    let name = object["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_owned();
+    let object: DynamicObject = serde_json::from_value(object).expect("an object");
+    let generation = |o: DynamicObject| o.metadata.generation.expect("a generation");
+    let patch = async |body: Value| {
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .expect("patch")
+    };
+    let status = json!({"status": {"observedGeneration": 1}});
+    vec![
+        generation(
+            api.create(&PostParams::default(), &object)
+                .await
+                .expect("create"),
+        ),
+        generation(patch(json!({"metadata": {"labels": {"touched": "yes"}}})).await),
+        generation(if status_subresource {
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .expect("patch status")
+        } else {
+            patch(status).await
+        }),
+        generation(patch(json!({"spec": {"replicas": 3}})).await),
+        generation(patch(json!({"spec": {"replicas": 3}})).await),
+    ]
+}
+
+/// The generation counts spec changes only, for a built-in kind and for custom resources with
+/// the status subresource; without it, a status change is a change like any other.
+async fn generation_follows_spec_changes_only(server: TestServer) {
+    let ns = server.namespace("generation").await;
+    let deployments = Api::namespaced_with(
+        server.client(),
+        &ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        ),
+    );
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+            },
+        },
+    });
+    let widgets = served_crd(&server, &ns, "Widget", true).await;
+    let plains = served_crd(&server, &ns, "Plain", false).await;
+    let custom = |kind: &str| {
+        json!({"apiVersion": "gen.kubewasm.dev/v1", "kind": kind,
+               "metadata": {"name": "one"}, "spec": {"replicas": 1}})
+    };
+    let observed = [
+        generations(&deployments, deployment, true).await,
+        generations(&widgets, custom("Widget"), true).await,
+        generations(&plains, custom("Plain"), false).await,
+    ];
+    assert_eq!(
+        observed,
+        [
+            vec![1, 1, 1, 2, 2],
+            vec![1, 1, 1, 2, 2],
+            vec![1, 1, 2, 3, 3]
         ],
         "{} server",
         server.name()
