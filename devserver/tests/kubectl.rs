@@ -340,3 +340,63 @@ async fn kubectl_delete_cascades_background_foreground_and_orphan() {
         .await;
     assert!(!exists("fg-owner").await && !exists("fg-child").await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_gets_core_and_events_k8s_io_events() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let server = DevServer::start(Options::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::for_server(&server, dir.path());
+    let post = kube::api::PostParams::default();
+    let account = server
+        .create(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "web", "namespace": "default"},
+        }))
+        .unwrap();
+    let uid = account["metadata"]["uid"].as_str().unwrap();
+    let core: CoreEvent = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web.1"},
+        "involvedObject": {"kind": "ServiceAccount", "name": "web", "namespace": "default",
+                           "uid": uid, "apiVersion": "v1"},
+        "reason": "Scaled", "type": "Normal", "message": "scaled to 3",
+        "lastTimestamp": "2026-01-01T00:00:00Z",
+    }))
+    .unwrap();
+    Api::<CoreEvent>::namespaced(server.client(), "default")
+        .create(&post, &core)
+        .await
+        .unwrap();
+    let new: Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "widget.1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Widget", "name": "one", "namespace": "default"},
+        "reason": "Synced", "type": "Normal", "note": "widget in sync",
+        "action": "Reconcile", "reportingController": "example.com/widgets",
+        "reportingInstance": "widgets-0",
+    }))
+    .unwrap();
+    let events: Api<Event> = Api::namespaced(server.client(), "default");
+    events.create(&post, &new).await.unwrap();
+    let listed = events.list(&Default::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].note.as_deref(), Some("widget in sync"));
+
+    let table = kubectl.run(&["get", "events"]).await;
+    assert!(
+        table.contains("Scaled")
+            && table.contains("serviceaccount/web")
+            && table.contains("scaled to 3"),
+        "{table}"
+    );
+    let described = kubectl.run(&["describe", "serviceaccount", "web"]).await;
+    assert!(described.contains("scaled to 3"), "{described}");
+    let table = kubectl.run(&["get", "events.v1.events.k8s.io"]).await;
+    assert!(
+        table.contains("Synced")
+            && table.contains("widget/one")
+            && table.contains("widget in sync"),
+        "{table}"
+    );
+}
