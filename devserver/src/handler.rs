@@ -245,7 +245,10 @@ fn handle_resource(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
             let patch_type = PatchType::from_content_type(content_type)?;
-            let stored = core.patch(&target, name, part, patch_type, &request.body)?;
+            let applier = request
+                .param("fieldManager")
+                .map(|manager| (manager, request.param("force") == Some("true")));
+            let stored = core.patch(&target, name, part, patch_type, &request.body, applier)?;
             part_response(StatusCode::OK, &resource, part, &stored)
         }
         (Verb::Delete, Some(name)) => {

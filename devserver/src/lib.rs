@@ -64,6 +64,7 @@ mod gc;
 mod handler;
 mod hooks;
 mod list;
+mod managed;
 mod manifests;
 mod object;
 mod openapi;

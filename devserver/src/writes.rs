@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::Status;
 use crate::core::Core;
 use crate::gc::{self, Propagation, finalizers};
+use crate::managed;
 use crate::object::{StoredObject, new_uid, store_key};
 use crate::patch::{self, PatchType};
 use crate::resource::{self, ResourceInfo};
@@ -92,7 +93,6 @@ impl Core {
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
             "resourceVersion",
-            "managedFields",
             "selfLink",
         ] {
             meta.remove(server_owned);
@@ -145,7 +145,9 @@ impl Core {
         self.modify(target, name, part, |_| Ok(object))
     }
 
-    /// Applies a patch of `patch_type` to the current object.
+    /// Applies a patch of `patch_type` to the current object. A server-side apply needs a field
+    /// manager (`manager`, the `fieldManager` parameter) and takes ownership of contested fields
+    /// with `force`.
     pub fn patch(
         &self,
         target: &Target<'_>,
@@ -153,18 +155,35 @@ impl Core {
         part: Part,
         patch_type: PatchType,
         body: &[u8],
+        applier: Option<(&str, bool)>,
     ) -> Result<Arc<StoredObject>, Status> {
-        let (resource, namespace) = (target.resource, target.namespace);
+        let resource = target.resource;
         let parsed = patch::parse(patch_type, body)?;
         if patch_type == PatchType::Apply {
-            let key = store_key(namespace, name);
+            let Some((manager, force)) = applier.filter(|(m, _)| !m.is_empty()) else {
+                return Err(Status::invalid(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is \
+                     required for apply patch",
+                ));
+            };
+            let patch::Patch::Merge(applied) = &parsed else {
+                return Err(Status::internal("an apply patch is a merge patch"));
+            };
+            let key = store_key(target.object_namespace(), name);
             if self.store.get(&resource.storage_key(), &key).is_none() {
                 let mut object = parsed.apply_to(Value::Object(Map::new()))?;
                 if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("name".into(), Value::String(name.to_owned()));
                 }
-                return self.create(target, object);
+                return self.create(target, managed::first_apply(object, manager));
             }
+            return self.modify(target, name, part, |current| {
+                let mut merged = managed::apply(&current, applied, manager, force)?;
+                if part != Part::Scale {
+                    check_type(resource, &mut merged)?;
+                }
+                Ok(merged)
+            });
         }
         self.modify(target, name, part, |current| {
             let mut patched = parsed.apply_to(current)?;

@@ -60,6 +60,7 @@ on_both_servers!(
     a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
     refused_writes_answer_the_same_status,
     generation_follows_spec_changes_only,
+    server_side_apply_owns_removes_conflicts_and_forces,
 );
 
 /// A plugin host over shared informers on `server`, loading the probe with per-file policies.
@@ -698,4 +699,114 @@ async fn generation_follows_spec_changes_only(server: TestServer) {
         "{} server",
         server.name()
     );
+}
+
+/// Server-side apply by two managers: a field one stops applying goes unless the other owns it
+/// too, setting another's field to another value is a 409 naming the manager and the field, and
+/// `force` takes the field over.
+async fn server_side_apply_owns_removes_conflicts_and_forces(server: TestServer) {
+    let ns = server.namespace("apply").await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), &ns);
+    let apply = async |manager: &str, force: bool, data: Value| {
+        let mut params = PatchParams::apply(manager);
+        params.force = force;
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": "shared"}, "data": data});
+        api.patch("shared", &params, &Patch::Apply(&body)).await
+    };
+    let data = |o: ConfigMap| o.data.unwrap_or_default();
+    let managers = |o: &ConfigMap| -> Vec<String> {
+        let mut m: Vec<String> = o
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .map(|e| {
+                format!(
+                    "{}:{}",
+                    e.manager.clone().unwrap_or_default(),
+                    e.operation.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        m.sort();
+        m
+    };
+
+    let first = apply("alice", false, json!({"a": "1", "b": "2"}))
+        .await
+        .expect("first apply");
+    assert_eq!(
+        managers(&first),
+        ["alice:Apply"],
+        "{} server",
+        server.name()
+    );
+    let second = apply("alice", false, json!({"a": "1"}))
+        .await
+        .expect("apply without b");
+    assert_eq!(
+        data(second),
+        [("a".to_owned(), "1".to_owned())].into(),
+        "{} server",
+        server.name()
+    );
+
+    let refused = apply("bob", false, json!({"a": "other"}))
+        .await
+        .expect_err("a conflict");
+    let kube::Error::Api(status) = refused else {
+        panic!("expected an API error on the {} server", server.name());
+    };
+    let causes: Vec<(String, String)> = status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| (c.reason.clone(), c.field.clone()))
+        .collect();
+    assert_eq!(
+        (status.code, status.reason.as_str(), causes),
+        (
+            409,
+            "Conflict",
+            vec![("FieldManagerConflict".to_owned(), ".data.a".to_owned())]
+        ),
+        "{} server",
+        server.name()
+    );
+    assert!(status.message.contains("alice"), "{}", status.message);
+
+    // The same value is shared ownership: alice dropping it leaves it with bob.
+    let shared = apply("bob", false, json!({"a": "1"}))
+        .await
+        .expect("same value");
+    assert_eq!(
+        managers(&shared),
+        ["alice:Apply", "bob:Apply"],
+        "{} server",
+        server.name()
+    );
+    let kept = apply("alice", false, json!({"c": "3"}))
+        .await
+        .expect("alice drops a");
+    assert_eq!(
+        data(kept),
+        [
+            ("a".to_owned(), "1".to_owned()),
+            ("c".to_owned(), "3".to_owned())
+        ]
+        .into(),
+        "{} server",
+        server.name()
+    );
+
+    let forced = apply("carol", true, json!({"c": "forced"}))
+        .await
+        .expect("forced apply");
+    assert_eq!(data(forced.clone())["c"], "forced");
+    // alice lost c to carol: alice applying nothing removes nothing carol owns.
+    let after = apply("alice", false, json!({}))
+        .await
+        .expect("alice applies nothing");
+    assert_eq!(data(after)["c"], "forced", "{} server", server.name());
 }
