@@ -61,6 +61,7 @@ on_both_servers!(
     refused_writes_answer_the_same_status,
     generation_follows_spec_changes_only,
     server_side_apply_owns_removes_conflicts_and_forces,
+    server_side_apply_merges_containers_by_name,
 );
 
 /// A plugin host over shared informers on `server`, loading the probe with per-file policies.
@@ -809,4 +810,60 @@ async fn server_side_apply_owns_removes_conflicts_and_forces(server: TestServer)
         .await
         .expect("alice applies nothing");
     assert_eq!(data(after)["c"], "forced", "{} server", server.name());
+}
+
+/// Two appliers of one Deployment each own their container (lists merge by key); one dropping
+/// its container removes only that one.
+async fn server_side_apply_merges_containers_by_name(server: TestServer) {
+    let ns = server.namespace("apply-lists").await;
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(server.client(), &ns);
+    let apply = async |manager: &str, containers: Value| {
+        let body = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": containers},
+                },
+            },
+        });
+        api.patch("web", &PatchParams::apply(manager), &Patch::Apply(&body))
+            .await
+            .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+    };
+    let names = |d: k8s_openapi::api::apps::v1::Deployment| -> Vec<(String, String)> {
+        let mut c: Vec<(String, String)> = d
+            .spec
+            .and_then(|s| s.template.spec)
+            .map(|s| s.containers)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.name, c.image.unwrap_or_default()))
+            .collect();
+        c.sort();
+        c
+    };
+    apply("app", json!([{"name": "web", "image": "nginx"}])).await;
+    let both = apply("mesh", json!([{"name": "proxy", "image": "envoy"}])).await;
+    assert_eq!(
+        names(both),
+        [
+            ("proxy".to_owned(), "envoy".to_owned()),
+            ("web".to_owned(), "nginx".to_owned())
+        ],
+        "{} server",
+        server.name()
+    );
+    let moved = apply("app", json!([{"name": "api", "image": "nginx:2"}])).await;
+    assert_eq!(
+        names(moved),
+        [
+            ("api".to_owned(), "nginx:2".to_owned()),
+            ("proxy".to_owned(), "envoy".to_owned())
+        ],
+        "{} server",
+        server.name()
+    );
 }
