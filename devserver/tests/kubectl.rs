@@ -400,3 +400,73 @@ async fn kubectl_gets_core_and_events_k8s_io_events() {
         "{table}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_owns_fields_and_reports_conflicts() {
+    let server = DevServer::start(Options::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::for_server(&server, dir.path());
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let manifest = |data: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\ndata:\n{data}")
+    };
+    let apply = ["apply", "--server-side", "-f", "-"];
+
+    kubectl
+        .run_with_input(&apply, Some(manifest("  a: \"1\"\n  b: \"2\"\n")))
+        .await;
+    kubectl
+        .run_with_input(&apply, Some(manifest("  a: \"1\"\n")))
+        .await;
+    let object = api.get("owned").await.unwrap();
+    assert_eq!(object.data.clone().unwrap().len(), 1, "b was removed");
+    let managers: Vec<_> = object
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.manager.unwrap(), e.operation.unwrap()))
+        .collect();
+    assert_eq!(managers, [("kubectl".to_owned(), "Apply".to_owned())]);
+
+    let mut other =
+        kubectl.command(&["apply", "--server-side", "--field-manager=other", "-f", "-"]);
+    let refused = {
+        use std::io::Write as _;
+        let mut child = other
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(manifest("  a: \"changed\"\n").as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("conflict") && stderr.contains("kubectl") && stderr.contains(".data.a"),
+        "{stderr}"
+    );
+
+    kubectl
+        .run_with_input(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=other",
+                "--force-conflicts",
+                "-f",
+                "-",
+            ],
+            Some(manifest("  a: \"changed\"\n")),
+        )
+        .await;
+    let object = api.get("owned").await.unwrap();
+    assert_eq!(object.data.unwrap()["a"], "changed");
+}
