@@ -194,9 +194,15 @@ fn handle_resource(
         )));
     }
     let namespace = path.namespace.as_deref();
+    let user_agent = request
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|agent| agent.split('/').next().unwrap_or(agent));
     let target = Target {
         resource: &resource,
         namespace,
+        manager: request.param("fieldManager").or(user_agent),
         dry_run: match request.param("dryRun") {
             None | Some("") => false,
             Some("All") => true,
@@ -450,6 +456,7 @@ fn delete_collection(
             resource,
             namespace: item.namespace.as_deref(),
             dry_run,
+            manager: None,
         };
         match core.delete(&target, &item.name, options) {
             Ok(stored) => deleted.push(stored),

@@ -69,27 +69,17 @@ pub(crate) fn apply(
             remove_path(&mut merged, path);
         }
     }
-    entries.retain(|e| !is_own(e, manager) && !e.fields.is_empty());
+    entries.retain(|e| !is_own(e, manager));
     let api_version = applied.get("apiVersion").cloned().unwrap_or(Value::Null);
-    let mut list: Vec<Value> = entries
-        .into_iter()
-        .map(|e| {
-            let mut raw = e.raw;
-            raw["fieldsV1"] = to_fields_v1(&e.fields);
-            raw
-        })
-        .collect();
-    list.push(json!({
+    let entry = json!({
         "manager": manager,
         "operation": "Apply",
         "apiVersion": api_version,
         "time": now_rfc3339(),
         "fieldsType": "FieldsV1",
         "fieldsV1": to_fields_v1(&wanted),
-    }));
-    if let Some(meta) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("managedFields".into(), Value::Array(list));
-    }
+    });
+    write_entries(&mut merged, entries, Some(entry));
     Ok(merged)
 }
 
@@ -105,6 +95,73 @@ pub(crate) fn first_apply(mut object: Value, manager: &str) -> Value {
         );
     }
     object
+}
+
+/// Records a non-apply write by `manager` (operation `Update`) on an object that already has
+/// `managedFields`: the fields it changed become its own and no one else's. Objects never applied
+/// get no `managedFields` (a real API server gives every object an `Update` entry).
+pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, manager: &str) {
+    let own = |o: &Value| {
+        o.pointer("/metadata/managedFields")
+            .is_some_and(|m| m.as_array().is_some_and(|a| !a.is_empty()))
+    };
+    let base = if own(new) {
+        new.clone()
+    } else if let Some(old) = old.filter(|o| own(o)) {
+        old.clone()
+    } else {
+        return;
+    };
+    let changed: BTreeSet<Path> = field_set(new)
+        .into_iter()
+        .filter(|path| old.and_then(|o| value_at(o, path)) != value_at(new, path))
+        .collect();
+    if changed.is_empty() {
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut)
+            && let Some(fields) = base.pointer("/metadata/managedFields")
+        {
+            meta.insert("managedFields".into(), fields.clone());
+        }
+        return;
+    }
+    let mut entries = entries(&base);
+    for entry in &mut entries {
+        entry.fields.retain(|p| !changed.contains(p));
+    }
+    let mut mine: BTreeSet<Path> = entries
+        .iter()
+        .filter(|e| e.manager == manager && e.operation == "Update")
+        .flat_map(|e| e.fields.iter().cloned())
+        .collect();
+    mine.extend(changed);
+    entries.retain(|e| !(e.manager == manager && e.operation == "Update"));
+    let api_version = new.get("apiVersion").cloned().unwrap_or(Value::Null);
+    let entry = json!({
+        "manager": manager,
+        "operation": "Update",
+        "apiVersion": api_version,
+        "time": now_rfc3339(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": to_fields_v1(&mine),
+    });
+    write_entries(new, entries, Some(entry));
+}
+
+/// Stores `entries` (those with no fields left dropped) and `extra` as `managedFields`.
+fn write_entries(object: &mut Value, entries: Vec<Entry>, extra: Option<Value>) {
+    let mut list: Vec<Value> = entries
+        .into_iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(|e| {
+            let mut raw = e.raw;
+            raw["fieldsV1"] = to_fields_v1(&e.fields);
+            raw
+        })
+        .collect();
+    list.extend(extra);
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("managedFields".into(), Value::Array(list));
+    }
 }
 
 fn is_own(entry: &Entry, manager: &str) -> bool {

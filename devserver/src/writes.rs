@@ -29,10 +29,14 @@ pub(crate) enum Part {
 
 /// Where a write goes: the resource, the namespace from the URL (if any), and whether it is a
 /// dry run (`dryRun=All`: validated and answered, but nothing stored and no side effects).
+#[derive(Clone, Copy)]
 pub(crate) struct Target<'a> {
     pub resource: &'a ResourceInfo,
     pub namespace: Option<&'a str>,
     pub dry_run: bool,
+    /// Who writes: the `fieldManager` parameter, else the client's User-Agent up to its first
+    /// `/` (recorded in `managedFields` as an `Update`).
+    pub manager: Option<&'a str>,
 }
 
 impl<'a> Target<'a> {
@@ -50,6 +54,7 @@ impl<'a> Target<'a> {
             resource,
             namespace,
             dry_run: false,
+            manager: None,
         }
     }
 }
@@ -106,6 +111,9 @@ impl Core {
             map.remove("status");
         }
         default_status(resource, &mut object);
+        if let Some(manager) = target.manager {
+            managed::record_update(None, &mut object, manager);
+        }
         let crd = register_crd(resource, &object)?;
         let key = store_key(namespace.as_deref(), &name);
         let stored = self.store.write(
@@ -168,6 +176,11 @@ impl Core {
             };
             let patch::Patch::Merge(applied) = &parsed else {
                 return Err(Status::internal("an apply patch is a merge patch"));
+            };
+            // The applier's ownership is recorded here, not as an Update.
+            let target = &Target {
+                manager: None,
+                ..*target
             };
             let key = store_key(target.object_namespace(), name);
             if self.store.get(&resource.storage_key(), &key).is_none() {
@@ -241,6 +254,9 @@ impl Core {
                     }
                 };
                 fold_string_data(resource, &mut new)?;
+                if let Some(manager) = target.manager {
+                    managed::record_update(Some(&old), &mut new, manager);
+                }
                 if same_except(&new, &old, &[], &["resourceVersion"]) {
                     return Ok(Change::Unchanged);
                 }

@@ -62,6 +62,7 @@ on_both_servers!(
     generation_follows_spec_changes_only,
     server_side_apply_owns_removes_conflicts_and_forces,
     server_side_apply_merges_containers_by_name,
+    an_update_takes_fields_from_an_applier,
 );
 
 /// A plugin host over shared informers on `server`, loading the probe with per-file policies.
@@ -866,4 +867,70 @@ async fn server_side_apply_merges_containers_by_name(server: TestServer) {
         "{} server",
         server.name()
     );
+}
+
+/// A non-apply write (operation Update) takes the fields it changes: the applier then conflicts
+/// with the updater on them.
+async fn an_update_takes_fields_from_an_applier(server: TestServer) {
+    let ns = server.namespace("apply-update").await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), &ns);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "mixed"}, "data": {"a": "1", "b": "1"}});
+    api.patch("mixed", &PatchParams::apply("alice"), &Patch::Apply(&body))
+        .await
+        .expect("apply");
+    let params = PatchParams {
+        field_manager: Some("controller".to_owned()),
+        ..PatchParams::default()
+    };
+    let updated = api
+        .patch(
+            "mixed",
+            &params,
+            &Patch::Merge(&json!({"data": {"a": "2"}})),
+        )
+        .await
+        .expect("merge patch");
+    let mut managers: Vec<String> = updated
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e.manager.clone().unwrap_or_default(),
+                e.operation.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    managers.sort();
+    assert_eq!(
+        managers,
+        ["alice:Apply", "controller:Update"],
+        "{} server",
+        server.name()
+    );
+    let refused = api
+        .patch("mixed", &PatchParams::apply("alice"), &Patch::Apply(&body))
+        .await;
+    let Err(kube::Error::Api(status)) = refused else {
+        panic!(
+            "expected a conflict on the {} server: {refused:?}",
+            server.name()
+        );
+    };
+    let fields: Vec<String> = status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| c.field.clone())
+        .collect();
+    assert_eq!(
+        (status.code, fields),
+        (409, vec![".data.a".to_owned()]),
+        "{} server",
+        server.name()
+    );
+    assert!(status.message.contains("controller"), "{}", status.message);
 }
