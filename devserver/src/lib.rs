@@ -19,10 +19,12 @@
 //!
 //! - No authentication, authorization, admission, defaulting or schema validation
 //!   (`fieldValidation` is accepted and ignored).
-//! - No managedFields; server-side apply is create-or-merge without field ownership (no
-//!   conflicts, fields a manager stops applying stay); strategic merge patch knows keyed lists
-//!   by field name (containers, ports, env, ...), not per kind, and ignores CRDs'
-//!   `x-kubernetes-list-type` / `x-kubernetes-list-map-keys`.
+//! - Server-side apply keeps `managedFields` and field ownership (removal of fields an applier
+//!   stops applying, 409 `FieldManagerConflict`, `force`), but a non-apply write is recorded (as
+//!   an `Update` manager, named by `fieldManager` or the User-Agent) only on an object that
+//!   already has `managedFields`. Lists are keyed by field name (containers, ports by
+//!   `containerPort`, env, volumes, ...), not per kind, and CRDs' `x-kubernetes-list-type` /
+//!   `x-kubernetes-list-map-keys` are ignored (such lists are owned and replaced whole).
 //! - The garbage collector runs synchronously inside the write that makes garbage (a real one
 //!   works shortly after, from its own informers); an owner reference to a kind the server does
 //!   not serve is left alone. No other controller runs: a Deployment gets no ReplicaSets.
