@@ -194,9 +194,15 @@ fn handle_resource(
         )));
     }
     let namespace = path.namespace.as_deref();
+    let user_agent = request
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|agent| agent.split('/').next().unwrap_or(agent));
     let target = Target {
         resource: &resource,
         namespace,
+        manager: request.param("fieldManager").or(user_agent),
         dry_run: match request.param("dryRun") {
             None | Some("") => false,
             Some("All") => true,
@@ -245,15 +251,14 @@ fn handle_resource(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
             let patch_type = PatchType::from_content_type(content_type)?;
-            let stored = core.patch(&target, name, part, patch_type, &request.body)?;
+            let applier = request
+                .param("fieldManager")
+                .map(|manager| (manager, request.param("force") == Some("true")));
+            let stored = core.patch(&target, name, part, patch_type, &request.body, applier)?;
             part_response(StatusCode::OK, &resource, part, &stored)
         }
         (Verb::Delete, Some(name)) => {
-            let options = if request.body.is_empty() {
-                Value::Null
-            } else {
-                parse_body(&request.body)?
-            };
+            let options = delete_options(request)?;
             let target = Target {
                 dry_run: target.dry_run || body_dry_run(&options),
                 ..target
@@ -262,13 +267,9 @@ fn handle_resource(
             Ok(object_response(StatusCode::OK, &stored))
         }
         (Verb::Delete, None) => {
-            let options = if request.body.is_empty() {
-                Value::Null
-            } else {
-                parse_body(&request.body)?
-            };
+            let options = delete_options(request)?;
             let dry_run = target.dry_run || body_dry_run(&options);
-            delete_collection(core, &resource, namespace, dry_run, request)
+            delete_collection(core, &resource, namespace, dry_run, &options, request)
         }
         _ => Err(Status::method_not_allowed(format!(
             "{} is not supported on this path",
@@ -441,6 +442,7 @@ fn delete_collection(
     resource: &ResourceInfo,
     namespace: Option<&str>,
     dry_run: bool,
+    options: &Value,
     request: &Request,
 ) -> Result<Response, Status> {
     let list_request = ListRequest {
@@ -454,8 +456,9 @@ fn delete_collection(
             resource,
             namespace: item.namespace.as_deref(),
             dry_run,
+            manager: None,
         };
-        match core.delete(&target, &item.name, &Value::Null) {
+        match core.delete(&target, &item.name, options) {
             Ok(stored) => deleted.push(stored),
             Err(status) if status.code == 404 => {}
             Err(status) => return Err(status),
@@ -473,6 +476,27 @@ fn delete_collection(
 }
 
 /// Whether DeleteOptions in the body ask for a dry run (`"dryRun": ["All"]`).
+/// A DELETE's DeleteOptions: the body (if any), with the `propagationPolicy` and
+/// `orphanDependents` query parameters filled in where the body does not set them.
+fn delete_options(request: &Request) -> Result<Value, Status> {
+    let mut options = if request.body.is_empty() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        parse_body(&request.body)?
+    };
+    if let Some(map) = options.as_object_mut() {
+        if let Some(policy) = request.param("propagationPolicy") {
+            map.entry("propagationPolicy")
+                .or_insert_with(|| Value::String(policy.to_owned()));
+        }
+        if let Some(orphan) = request.param("orphanDependents") {
+            map.entry("orphanDependents")
+                .or_insert_with(|| Value::Bool(orphan == "true"));
+        }
+    }
+    Ok(options)
+}
+
 fn body_dry_run(options: &Value) -> bool {
     options
         .get("dryRun")

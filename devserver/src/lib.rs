@@ -2,19 +2,36 @@
 //!
 //! It speaks enough of the Kubernetes API (discovery, get / list / watch / create / update /
 //! patch / delete, selectors, pagination, resourceVersion semantics, bookmarks, 410 Gone after
-//! compaction, finalizers, the status and scale subresources, CRDs, dry runs) that
-//! `kube::Client` and `kubectl` work against it unchanged, and it adds test hooks: close
-//! or silence watches, compact history, inject failures and latency, and log requests.
+//! compaction, finalizers, the status and scale subresources, CRDs, dry runs, core and
+//! `events.k8s.io/v1` Events) that `kube::Client` and `kubectl` work against it unchanged, and it
+//! adds test hooks: close or silence watches, compact history, inject failures and latency, and
+//! log requests.
+//!
+//! Like a cluster, it collects garbage: deleting an owner deletes its dependents (objects whose
+//! `metadata.ownerReferences` name its uid) with the requested propagation — background (the
+//! default), foreground (the owner keeps a `foregroundDeletion` finalizer until its dependents
+//! with `blockOwnerDeletion` are gone) or orphan (the references are removed; also what the
+//! `orphan` finalizer asks for) — and a dependent whose owners are all absent (never existed, or
+//! have another uid) is collected when written. `metadata.generation` counts changes to
+//! anything but metadata; for resources with a status subresource that is the spec.
 //!
 //! # Differences from a real API server
 //!
 //! - No authentication, authorization, admission, defaulting or schema validation
 //!   (`fieldValidation` is accepted and ignored).
-//! - No managedFields; server-side apply is create-or-merge without field ownership; strategic
-//!   merge patch knows keyed lists by field name (containers, ports, env, ...), not per kind.
-//! - No garbage collection (`ownerReferences` and `propagationPolicy` are ignored); deleting a
-//!   namespace deletes its objects at once; objects may be created in namespaces that do not
-//!   exist.
+//! - Server-side apply keeps `managedFields` and field ownership (removal of fields an applier
+//!   stops applying, 409 `FieldManagerConflict`, `force`), but a non-apply write is recorded (as
+//!   an `Update` manager, named by `fieldManager` or the User-Agent) only on an object that
+//!   already has `managedFields`. Lists are keyed by field name (containers, ports by
+//!   `containerPort`, env, volumes, ...), not per kind, and CRDs' `x-kubernetes-list-type` /
+//!   `x-kubernetes-list-map-keys` are ignored (such lists are owned and replaced whole).
+//! - The garbage collector runs synchronously inside the write that makes garbage (a real one
+//!   works shortly after, from its own informers); an owner reference to a kind the server does
+//!   not serve is left alone. No other controller runs: a Deployment gets no ReplicaSets.
+//! - Deleting a namespace deletes its objects at once; objects may be created in namespaces that
+//!   do not exist.
+//! - Core `v1` and `events.k8s.io/v1` Events are stored apart, not converted into each other as a
+//!   real server does (an Event written through one API is not listed by the other).
 //! - Field selectors support `metadata.name`, `metadata.namespace`, the built-in kinds' usual
 //!   fields (`spec.nodeName`, `status.phase`, a Secret's `type`, ...) and a CRD's
 //!   `selectableFields`.
@@ -45,9 +62,11 @@ mod core;
 mod discovery;
 mod event;
 mod filter;
+mod gc;
 mod handler;
 mod hooks;
 mod list;
+mod managed;
 mod manifests;
 mod object;
 mod openapi;

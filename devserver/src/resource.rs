@@ -113,6 +113,7 @@ const BUILTINS: &[Builtin] = &[
     builtin("", "v1", "Node", "nodes", &["no"], false, true),
     builtin("", "v1", "Event", "events", &["ev"], true, false),
     builtin("", "v1", "Endpoints", "endpoints", &["ep"], true, false),
+    builtin("events.k8s.io", "v1", "Event", "events", &[], true, false),
     builtin(
         "apps",
         "v1",

@@ -183,6 +183,7 @@ impl DevServer {
             Part::Status,
             PatchType::Merge,
             body.as_bytes(),
+            None,
         )
         .map(drop)
     }

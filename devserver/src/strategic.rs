@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 /// The merge key of a list field, if the API server merges that list by key.
-fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
+pub(crate) fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
     let has = |key: &str| items.iter().any(|item| item.get(key).is_some());
     match field {
         "containers"
@@ -29,7 +29,7 @@ fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
 }
 
 /// Lists of strings that merge as sets rather than being replaced.
-fn merges_primitives(field: &str) -> bool {
+pub(crate) fn merges_primitives(field: &str) -> bool {
     matches!(field, "finalizers")
 }
 

@@ -213,6 +213,44 @@ fn columns(resource: &ResourceInfo) -> Vec<Column> {
                 .unwrap_or(1);
             Value::String(format!("{}/{wanted}", int(o, "/status/succeeded")))
         })],
+        ("", "Event") | ("events.k8s.io", "Event") => vec![
+            column("Last Seen", "string", |o, now| {
+                let seen = [
+                    "/series/lastObservedTime",
+                    "/lastTimestamp",
+                    "/deprecatedLastTimestamp",
+                    "/eventTime",
+                    "/metadata/creationTimestamp",
+                ]
+                .iter()
+                .find_map(|p| o.pointer(p).and_then(Value::as_str).and_then(parse_rfc3339));
+                Value::String(seen.map_or_else(
+                    || "<unknown>".to_owned(),
+                    |t| human_duration(now.saturating_sub(t)),
+                ))
+            }),
+            column("Type", "string", |o, _| Value::String(text(o, "/type"))),
+            column("Reason", "string", |o, _| Value::String(text(o, "/reason"))),
+            column("Object", "string", |o, _| {
+                let about = ["/involvedObject", "/regarding"]
+                    .iter()
+                    .find_map(|p| o.pointer(p))
+                    .unwrap_or(&Value::Null);
+                Value::String(format!(
+                    "{}/{}",
+                    text(about, "/kind").to_lowercase(),
+                    text(about, "/name")
+                ))
+            }),
+            column("Message", "string", |o, _| {
+                let message = text(o, "/message");
+                Value::String(if message.is_empty() {
+                    text(o, "/note")
+                } else {
+                    message
+                })
+            }),
+        ],
         ("coordination.k8s.io", "Lease") => vec![column("Holder", "string", |o, _| {
             or_none(text(o, "/spec/holderIdentity"))
         })],

@@ -6,6 +6,8 @@ use serde_json::{Map, Value, json};
 
 use crate::Status;
 use crate::core::Core;
+use crate::gc::{self, Propagation, finalizers};
+use crate::managed;
 use crate::object::{StoredObject, new_uid, store_key};
 use crate::patch::{self, PatchType};
 use crate::resource::{self, ResourceInfo};
@@ -27,16 +29,20 @@ pub(crate) enum Part {
 
 /// Where a write goes: the resource, the namespace from the URL (if any), and whether it is a
 /// dry run (`dryRun=All`: validated and answered, but nothing stored and no side effects).
+#[derive(Clone, Copy)]
 pub(crate) struct Target<'a> {
     pub resource: &'a ResourceInfo,
     pub namespace: Option<&'a str>,
     pub dry_run: bool,
+    /// Who writes: the `fieldManager` parameter, else the client's User-Agent up to its first
+    /// `/` (recorded in `managedFields` as an `Update`).
+    pub manager: Option<&'a str>,
 }
 
 impl<'a> Target<'a> {
     /// The namespace the addressed object lives in: the URL's (`default` when a namespaced
     /// resource is addressed without one), none for a cluster-scoped resource.
-    fn object_namespace(&self) -> Option<&'a str> {
+    pub(crate) fn object_namespace(&self) -> Option<&'a str> {
         self.resource
             .namespaced
             .then(|| self.namespace.unwrap_or("default"))
@@ -48,6 +54,7 @@ impl<'a> Target<'a> {
             resource,
             namespace,
             dry_run: false,
+            manager: None,
         }
     }
 }
@@ -91,7 +98,6 @@ impl Core {
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
             "resourceVersion",
-            "managedFields",
             "selfLink",
         ] {
             meta.remove(server_owned);
@@ -105,6 +111,9 @@ impl Core {
             map.remove("status");
         }
         default_status(resource, &mut object);
+        if let Some(manager) = target.manager {
+            managed::record_update(None, &mut object, manager);
+        }
         let crd = register_crd(resource, &object)?;
         let key = store_key(namespace.as_deref(), &name);
         let stored = self.store.write(
@@ -119,13 +128,15 @@ impl Core {
                 Ok(Change::Put(object))
             },
         );
-        if let Some((group, plural, resources)) = crd
-            && stored.is_ok()
-            && !target.dry_run
-        {
+        let stored = stored?;
+        if target.dry_run {
+            return Ok(stored);
+        }
+        if let Some((group, plural, resources)) = crd {
             self.registry.register(&group, &plural, resources);
         }
-        stored
+        self.collect_after_write(resource, None, &stored)?;
+        Ok(stored)
     }
 
     /// Replaces the object (PUT), answering 409 if `object` carries a stale resourceVersion.
@@ -142,7 +153,9 @@ impl Core {
         self.modify(target, name, part, |_| Ok(object))
     }
 
-    /// Applies a patch of `patch_type` to the current object.
+    /// Applies a patch of `patch_type` to the current object. A server-side apply needs a field
+    /// manager (`manager`, the `fieldManager` parameter) and takes ownership of contested fields
+    /// with `force`.
     pub fn patch(
         &self,
         target: &Target<'_>,
@@ -150,11 +163,26 @@ impl Core {
         part: Part,
         patch_type: PatchType,
         body: &[u8],
+        applier: Option<(&str, bool)>,
     ) -> Result<Arc<StoredObject>, Status> {
-        let (resource, namespace) = (target.resource, target.namespace);
+        let resource = target.resource;
         let parsed = patch::parse(patch_type, body)?;
         if patch_type == PatchType::Apply {
-            let key = store_key(namespace, name);
+            let Some((manager, force)) = applier.filter(|(m, _)| !m.is_empty()) else {
+                return Err(Status::invalid(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is \
+                     required for apply patch",
+                ));
+            };
+            let patch::Patch::Merge(applied) = &parsed else {
+                return Err(Status::internal("an apply patch is a merge patch"));
+            };
+            // The applier's ownership is recorded here, not as an Update.
+            let target = &Target {
+                manager: None,
+                ..*target
+            };
+            let key = store_key(target.object_namespace(), name);
             if self.store.get(&resource.storage_key(), &key).is_none() {
                 let object = parsed.apply_to(Value::Object(Map::new()))?;
                 // As the real API server: an apply that creates must name its object.
@@ -164,8 +192,15 @@ impl Core {
                          name must be provided"
                     )));
                 }
-                return self.create(target, object);
+                return self.create(target, managed::first_apply(object, manager));
             }
+            return self.modify(target, name, part, |current| {
+                let mut merged = managed::apply(&current, applied, manager, force)?;
+                if part != Part::Scale {
+                    check_type(resource, &mut merged)?;
+                }
+                Ok(merged)
+            });
         }
         self.modify(target, name, part, |current| {
             let mut patched = parsed.apply_to(current)?;
@@ -191,6 +226,7 @@ impl Core {
         let plural = resource.qualified_plural();
         let mut crd = None;
         let mut removed = false;
+        let mut before = None;
         let stored = self.store.write(
             &resource.storage_key(),
             &key,
@@ -222,6 +258,9 @@ impl Core {
                     }
                 };
                 fold_string_data(resource, &mut new)?;
+                if let Some(manager) = target.manager {
+                    managed::record_update(Some(&old), &mut new, manager);
+                }
                 if same_except(&new, &old, &[], &["resourceVersion"]) {
                     return Ok(Change::Unchanged);
                 }
@@ -231,6 +270,7 @@ impl Core {
                 let finished = new.pointer("/metadata/deletionTimestamp").is_some()
                     && finalizers(&new).is_empty();
                 removed = finished;
+                before = Some(old);
                 Ok(if finished {
                     Change::Remove(new)
                 } else {
@@ -246,12 +286,15 @@ impl Core {
         }
         if removed {
             self.after_removal(resource, &stored)?;
+        } else if let Some(old) = before {
+            self.collect_after_write(resource, Some(&old), &stored)?;
         }
         Ok(stored)
     }
 
-    /// Deletes the object, or marks it for deletion while finalizers remain. `preconditions` are
-    /// the DeleteOptions body's optional `uid` and `resourceVersion`.
+    /// Deletes the object, or marks it for deletion while finalizers remain. `options` is the
+    /// DeleteOptions body: its optional `preconditions` (`uid`, `resourceVersion`) and
+    /// propagation policy (what the garbage collector does with the object's dependents).
     pub fn delete(
         &self,
         target: &Target<'_>,
@@ -259,9 +302,18 @@ impl Core {
         options: &Value,
     ) -> Result<Arc<StoredObject>, Status> {
         let resource = target.resource;
-        let key = store_key(target.object_namespace(), name);
+        let namespace = target.object_namespace();
+        let key = store_key(namespace, name);
         let plural = resource.qualified_plural();
+        let requested = Propagation::requested(options)?;
+        let has_dependents = self
+            .store
+            .get(&resource.storage_key(), &key)
+            .and_then(|current| current.to_value().ok())
+            .and_then(|v| v.pointer("/metadata/uid")?.as_str().map(str::to_owned))
+            .is_some_and(|uid| self.has_dependents(&uid));
         let mut removed = false;
+        let mut collecting = None;
         let stored = self.store.write(
             &resource.storage_key(),
             &key,
@@ -282,7 +334,13 @@ impl Core {
                 {
                     return Err(Status::conflict(&plural, name));
                 }
-                if finalizers(&object).is_empty() {
+                let policy = Propagation::for_object(requested, &object);
+                let gc_finalizer = match policy {
+                    Propagation::Foreground if has_dependents => Some(gc::FOREGROUND),
+                    Propagation::Orphan if has_dependents => Some(gc::ORPHAN),
+                    _ => None,
+                };
+                if gc_finalizer.is_none() && finalizers(&object).is_empty() {
                     removed = true;
                     return Ok(Change::Remove(object));
                 }
@@ -290,20 +348,51 @@ impl Core {
                 if meta.contains_key("deletionTimestamp") {
                     return Ok(Change::Unchanged);
                 }
+                if let Some(finalizer) = gc_finalizer {
+                    let list = meta
+                        .entry("finalizers")
+                        .or_insert_with(|| Value::Array(Vec::new()));
+                    if let Some(list) = list.as_array_mut()
+                        && !list.iter().any(|f| f.as_str() == Some(finalizer))
+                    {
+                        list.push(Value::String(finalizer.to_owned()));
+                    }
+                    let uid = meta.get("uid").and_then(Value::as_str).map(str::to_owned);
+                    collecting = uid.map(|uid| (policy, uid));
+                }
                 meta.insert("deletionTimestamp".into(), Value::String(now_rfc3339()));
                 meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
                 Ok(Change::Put(object))
             },
         )?;
-        if removed && !target.dry_run {
+        if target.dry_run {
+            return Ok(stored);
+        }
+        if removed {
             self.after_removal(resource, &stored)?;
         }
-        Ok(stored)
+        match collecting {
+            Some((Propagation::Foreground, uid)) => {
+                self.delete_dependents_in_foreground(resource, namespace, name, &uid)?;
+            }
+            Some((Propagation::Orphan, uid)) => {
+                self.finish_orphaning(resource, namespace, name, &uid)?
+            }
+            _ => {}
+        }
+        Ok(self
+            .store
+            .get(&resource.storage_key(), &key)
+            .unwrap_or(stored))
     }
 
     /// Side effects of an object leaving the store: a deleted CRD's resource disappears, and a
     /// deleted namespace's objects are deleted (as the namespace controller would).
-    fn after_removal(&self, resource: &ResourceInfo, object: &StoredObject) -> Result<(), Status> {
+    pub(crate) fn after_removal(
+        &self,
+        resource: &ResourceInfo,
+        object: &StoredObject,
+    ) -> Result<(), Status> {
         if resource.group.is_empty() && resource.kind == "Namespace" {
             let mut seen = Vec::new();
             for namespaced in self.registry.all().iter().filter(|r| r.namespaced) {
@@ -333,7 +422,7 @@ impl Core {
                 self.store.drop_collection(&first.storage_key());
             }
         }
-        Ok(())
+        self.collect_after_removal(resource, &object.to_value()?)
     }
 }
 
@@ -468,7 +557,8 @@ fn check_identity(object: &Value, name: &str, namespace: Option<&str>) -> Result
 
 /// The main endpoint's result: the requested object with server-owned metadata (and, for
 /// resources with a status subresource, the status) kept from `old`; generation bumped when
-/// anything but metadata and status changed.
+/// anything but metadata changed (for resources with a status subresource, the spec: their
+/// status only changes through `/status`, which leaves the generation alone).
 fn merge_main(resource: &ResourceInfo, old: &Value, mut new: Value) -> Result<Value, Status> {
     let old_meta = old
         .get("metadata")
@@ -483,7 +573,9 @@ fn merge_main(resource: &ResourceInfo, old: &Value, mut new: Value) -> Result<Va
             None => map.remove("status"),
         };
     }
-    let spec_changed = !same_except(old, &new, &["metadata", "status"], &[]);
+    // With a status subresource the main endpoint cannot change the status (kept above), so
+    // skipping it or not is the same; without one, a status change counts like any other.
+    let spec_changed = !same_except(old, &new, &["metadata"], &[]);
     let meta = metadata_mut(&mut new)?;
     for owned in [
         "name",
@@ -549,14 +641,6 @@ fn same_except(a: &Value, b: &Value, skip: &[&str], skip_meta: &[&str]) -> bool 
         (Some(Value::Object(ma)), Some(Value::Object(mb))) => same_map(ma, mb, skip_meta),
         (ma, mb) => ma == mb,
     }
-}
-
-fn finalizers(object: &Value) -> Vec<&str> {
-    object
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
 }
 
 /// The status the server gives new objects of a few built-in kinds; a CRD is at once

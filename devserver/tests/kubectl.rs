@@ -248,3 +248,225 @@ async fn kubectl_get_create_watch_patch_apply_delete() {
     // kubectl really used the watch verb rather than polling.
     assert!(server.requests().iter().any(|r| r.verb == Verb::Watch));
 }
+
+/// Creates ConfigMap `name`, owned by the ConfigMap `owner` (if any) with `blockOwnerDeletion`,
+/// held by `finalizers`; returns its uid.
+fn config_map_owned_by(
+    server: &DevServer,
+    name: &str,
+    owner: Option<(&str, &str)>,
+    finalizers: &[&str],
+) -> String {
+    let refs: Vec<serde_json::Value> = owner
+        .iter()
+        .map(|(owner, uid)| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "name": owner,
+                               "uid": uid, "blockOwnerDeletion": true})
+        })
+        .collect();
+    let created = server
+        .create(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default", "ownerReferences": refs,
+                         "finalizers": finalizers},
+        }))
+        .unwrap();
+    created["metadata"]["uid"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_delete_cascades_background_foreground_and_orphan() {
+    let server = DevServer::start(Options::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::for_server(&server, dir.path());
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let exists = async |name: &str| api.get_opt(name).await.unwrap().is_some();
+
+    let owner = config_map_owned_by(&server, "bg-owner", None, &[]);
+    config_map_owned_by(&server, "bg-child", Some(("bg-owner", &owner)), &[]);
+    kubectl
+        .run(&["delete", "configmap", "bg-owner", "--cascade=background"])
+        .await;
+    assert!(!exists("bg-owner").await && !exists("bg-child").await);
+
+    let owner = config_map_owned_by(&server, "or-owner", None, &[]);
+    config_map_owned_by(&server, "or-child", Some(("or-owner", &owner)), &[]);
+    kubectl
+        .run(&["delete", "configmap", "or-owner", "--cascade=orphan"])
+        .await;
+    assert!(!exists("or-owner").await);
+    let orphan = api.get("or-child").await.unwrap();
+    assert_eq!(orphan.metadata.owner_references, None);
+
+    // A dependent with a finalizer holds its owner in a foreground deletion.
+    let owner = config_map_owned_by(&server, "fg-owner", None, &[]);
+    config_map_owned_by(
+        &server,
+        "fg-child",
+        Some(("fg-owner", &owner)),
+        &["example.com/hold"],
+    );
+    kubectl
+        .run(&[
+            "delete",
+            "configmap",
+            "fg-owner",
+            "--cascade=foreground",
+            "--wait=false",
+        ])
+        .await;
+    let waiting = api.get("fg-owner").await.unwrap();
+    assert_eq!(
+        waiting.metadata.finalizers,
+        Some(vec!["foregroundDeletion".to_owned()])
+    );
+    assert!(
+        api.get("fg-child")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    kubectl
+        .run(&[
+            "patch",
+            "configmap",
+            "fg-child",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ])
+        .await;
+    assert!(!exists("fg-owner").await && !exists("fg-child").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_gets_core_and_events_k8s_io_events() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let server = DevServer::start(Options::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::for_server(&server, dir.path());
+    let post = kube::api::PostParams::default();
+    let account = server
+        .create(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "web", "namespace": "default"},
+        }))
+        .unwrap();
+    let uid = account["metadata"]["uid"].as_str().unwrap();
+    let core: CoreEvent = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web.1"},
+        "involvedObject": {"kind": "ServiceAccount", "name": "web", "namespace": "default",
+                           "uid": uid, "apiVersion": "v1"},
+        "reason": "Scaled", "type": "Normal", "message": "scaled to 3",
+        "lastTimestamp": "2026-01-01T00:00:00Z",
+    }))
+    .unwrap();
+    Api::<CoreEvent>::namespaced(server.client(), "default")
+        .create(&post, &core)
+        .await
+        .unwrap();
+    let new: Event = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "widget.1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Widget", "name": "one", "namespace": "default"},
+        "reason": "Synced", "type": "Normal", "note": "widget in sync",
+        "action": "Reconcile", "reportingController": "example.com/widgets",
+        "reportingInstance": "widgets-0",
+    }))
+    .unwrap();
+    let events: Api<Event> = Api::namespaced(server.client(), "default");
+    events.create(&post, &new).await.unwrap();
+    let listed = events.list(&Default::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].note.as_deref(), Some("widget in sync"));
+
+    let table = kubectl.run(&["get", "events"]).await;
+    assert!(
+        table.contains("Scaled")
+            && table.contains("serviceaccount/web")
+            && table.contains("scaled to 3"),
+        "{table}"
+    );
+    let described = kubectl.run(&["describe", "serviceaccount", "web"]).await;
+    assert!(described.contains("scaled to 3"), "{described}");
+    let table = kubectl.run(&["get", "events.v1.events.k8s.io"]).await;
+    assert!(
+        table.contains("Synced")
+            && table.contains("widget/one")
+            && table.contains("widget in sync"),
+        "{table}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_owns_fields_and_reports_conflicts() {
+    let server = DevServer::start(Options::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::for_server(&server, dir.path());
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let manifest = |data: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\ndata:\n{data}")
+    };
+    let apply = ["apply", "--server-side", "-f", "-"];
+
+    kubectl
+        .run_with_input(&apply, Some(manifest("  a: \"1\"\n  b: \"2\"\n")))
+        .await;
+    kubectl
+        .run_with_input(&apply, Some(manifest("  a: \"1\"\n")))
+        .await;
+    let object = api.get("owned").await.unwrap();
+    assert_eq!(object.data.clone().unwrap().len(), 1, "b was removed");
+    let managers: Vec<_> = object
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.manager.unwrap(), e.operation.unwrap()))
+        .collect();
+    assert_eq!(managers, [("kubectl".to_owned(), "Apply".to_owned())]);
+
+    let mut other =
+        kubectl.command(&["apply", "--server-side", "--field-manager=other", "-f", "-"]);
+    let refused = {
+        use std::io::Write as _;
+        let mut child = other
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(manifest("  a: \"changed\"\n").as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("conflict") && stderr.contains("kubectl") && stderr.contains(".data.a"),
+        "{stderr}"
+    );
+
+    kubectl
+        .run_with_input(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=other",
+                "--force-conflicts",
+                "-f",
+                "-",
+            ],
+            Some(manifest("  a: \"changed\"\n")),
+        )
+        .await;
+    let object = api.get("owned").await.unwrap();
+    assert_eq!(object.data.unwrap()["a"], "changed");
+}

@@ -70,7 +70,11 @@ on_both_servers!(
     hot_reload_makes_no_new_list_or_watch,
     a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
     refused_writes_answer_the_same_status,
-    the_write_client_gets_the_same_answers;
+    the_write_client_gets_the_same_answers,
+    generation_follows_spec_changes_only,
+    server_side_apply_owns_removes_conflicts_and_forces,
+    server_side_apply_merges_containers_by_name,
+    an_update_takes_fields_from_an_applier;
     real only: server_side_apply_makes_the_plugin_a_field_manager_with_conflicts,
     a_write_the_credentials_do_not_allow_is_forbidden,
 );
@@ -840,4 +844,366 @@ async fn a_write_the_credentials_do_not_allow_is_forbidden(server: TestServer) {
     let writer = Writes::client(restricted);
     let created = writer.create(&w.config_map("one", json!({}))).await;
     assert_eq!(written(&created), "Forbidden", "{created:?}");
+
+/// Creates a namespaced CRD `plural.gen.kubewasm.dev` (with or without the status subresource)
+/// and waits until it is served.
+async fn served_crd(server: &TestServer, ns: &str, kind: &str, status: bool) -> Api<DynamicObject> {
+    let plural = format!("{}s", kind.to_lowercase());
+    let mut version = json!({
+        "name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+    });
+    if status {
+        version["subresources"] = json!({"status": {}});
+    }
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.gen.kubewasm.dev")},
+        "spec": {
+            "group": "gen.kubewasm.dev",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind,
+                      "listKind": format!("{kind}List")},
+            "versions": [version],
+        },
+    }))
+    .expect("a CustomResourceDefinition");
+    Api::<CustomResourceDefinition>::all(server.client())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create the CRD");
+    let gvk = GroupVersionKind::gvk("gen.kubewasm.dev", "v1", kind);
+    let api = Api::namespaced_with(
+        server.client(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&gvk, &plural),
+    );
+    let mut served = false;
+    for _ in 0..300 {
+        if api.list(&ListParams::default()).await.is_ok() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served, "{} server never served {plural}", server.name());
+    api
+}
+
+/// `metadata.generation` after each of: create, a label change, a status change (through
+/// `/status` where it is a subresource), a spec change, the same spec again.
+async fn generations(
+    api: &Api<DynamicObject>,
+    object: Value,
+    status_subresource: bool,
+) -> Vec<i64> {
+    let name = object["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_owned();
+    let object: DynamicObject = serde_json::from_value(object).expect("an object");
+    let generation = |o: DynamicObject| o.metadata.generation.expect("a generation");
+    let patch = async |body: Value| {
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .expect("patch")
+    };
+    let status = json!({"status": {"observedGeneration": 1}});
+    vec![
+        generation(
+            api.create(&PostParams::default(), &object)
+                .await
+                .expect("create"),
+        ),
+        generation(patch(json!({"metadata": {"labels": {"touched": "yes"}}})).await),
+        generation(if status_subresource {
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .expect("patch status")
+        } else {
+            patch(status).await
+        }),
+        generation(patch(json!({"spec": {"replicas": 3}})).await),
+        generation(patch(json!({"spec": {"replicas": 3}})).await),
+    ]
+}
+
+/// The generation counts spec changes only, for a built-in kind and for custom resources with
+/// the status subresource; without it, a status change is a change like any other.
+async fn generation_follows_spec_changes_only(server: TestServer) {
+    let ns = server.namespace("generation").await;
+    let deployments = Api::namespaced_with(
+        server.client(),
+        &ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        ),
+    );
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+            },
+        },
+    });
+    let widgets = served_crd(&server, &ns, "Widget", true).await;
+    let plains = served_crd(&server, &ns, "Plain", false).await;
+    let custom = |kind: &str| {
+        json!({"apiVersion": "gen.kubewasm.dev/v1", "kind": kind,
+               "metadata": {"name": "one"}, "spec": {"replicas": 1}})
+    };
+    let observed = [
+        generations(&deployments, deployment, true).await,
+        generations(&widgets, custom("Widget"), true).await,
+        generations(&plains, custom("Plain"), false).await,
+    ];
+    assert_eq!(
+        observed,
+        [
+            vec![1, 1, 1, 2, 2],
+            vec![1, 1, 1, 2, 2],
+            vec![1, 1, 2, 3, 3]
+        ],
+        "{} server",
+        server.name()
+    );
+}
+
+/// Server-side apply by two managers: a field one stops applying goes unless the other owns it
+/// too, setting another's field to another value is a 409 naming the manager and the field, and
+/// `force` takes the field over.
+async fn server_side_apply_owns_removes_conflicts_and_forces(server: TestServer) {
+    let ns = server.namespace("apply").await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), &ns);
+    let apply = async |manager: &str, force: bool, data: Value| {
+        let mut params = PatchParams::apply(manager);
+        params.force = force;
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": "shared"}, "data": data});
+        api.patch("shared", &params, &Patch::Apply(&body)).await
+    };
+    let data = |o: ConfigMap| o.data.unwrap_or_default();
+    let managers = |o: &ConfigMap| -> Vec<String> {
+        let mut m: Vec<String> = o
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .map(|e| {
+                format!(
+                    "{}:{}",
+                    e.manager.clone().unwrap_or_default(),
+                    e.operation.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        m.sort();
+        m
+    };
+
+    let first = apply("alice", false, json!({"a": "1", "b": "2"}))
+        .await
+        .expect("first apply");
+    assert_eq!(
+        managers(&first),
+        ["alice:Apply"],
+        "{} server",
+        server.name()
+    );
+    let second = apply("alice", false, json!({"a": "1"}))
+        .await
+        .expect("apply without b");
+    assert_eq!(
+        data(second),
+        [("a".to_owned(), "1".to_owned())].into(),
+        "{} server",
+        server.name()
+    );
+
+    let refused = apply("bob", false, json!({"a": "other"}))
+        .await
+        .expect_err("a conflict");
+    let kube::Error::Api(status) = refused else {
+        panic!("expected an API error on the {} server", server.name());
+    };
+    let causes: Vec<(String, String)> = status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| (c.reason.clone(), c.field.clone()))
+        .collect();
+    assert_eq!(
+        (status.code, status.reason.as_str(), causes),
+        (
+            409,
+            "Conflict",
+            vec![("FieldManagerConflict".to_owned(), ".data.a".to_owned())]
+        ),
+        "{} server",
+        server.name()
+    );
+    assert!(status.message.contains("alice"), "{}", status.message);
+
+    // The same value is shared ownership: alice dropping it leaves it with bob.
+    let shared = apply("bob", false, json!({"a": "1"}))
+        .await
+        .expect("same value");
+    assert_eq!(
+        managers(&shared),
+        ["alice:Apply", "bob:Apply"],
+        "{} server",
+        server.name()
+    );
+    let kept = apply("alice", false, json!({"c": "3"}))
+        .await
+        .expect("alice drops a");
+    assert_eq!(
+        data(kept),
+        [
+            ("a".to_owned(), "1".to_owned()),
+            ("c".to_owned(), "3".to_owned())
+        ]
+        .into(),
+        "{} server",
+        server.name()
+    );
+
+    let forced = apply("carol", true, json!({"c": "forced"}))
+        .await
+        .expect("forced apply");
+    assert_eq!(data(forced.clone())["c"], "forced");
+    // alice lost c to carol: alice applying nothing removes nothing carol owns.
+    let after = apply("alice", false, json!({}))
+        .await
+        .expect("alice applies nothing");
+    assert_eq!(data(after)["c"], "forced", "{} server", server.name());
+}
+
+/// Two appliers of one Deployment each own their container (lists merge by key); one dropping
+/// its container removes only that one.
+async fn server_side_apply_merges_containers_by_name(server: TestServer) {
+    let ns = server.namespace("apply-lists").await;
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(server.client(), &ns);
+    let apply = async |manager: &str, containers: Value| {
+        let body = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": containers},
+                },
+            },
+        });
+        api.patch("web", &PatchParams::apply(manager), &Patch::Apply(&body))
+            .await
+            .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+    };
+    let names = |d: k8s_openapi::api::apps::v1::Deployment| -> Vec<(String, String)> {
+        let mut c: Vec<(String, String)> = d
+            .spec
+            .and_then(|s| s.template.spec)
+            .map(|s| s.containers)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.name, c.image.unwrap_or_default()))
+            .collect();
+        c.sort();
+        c
+    };
+    apply("app", json!([{"name": "web", "image": "nginx"}])).await;
+    let both = apply("mesh", json!([{"name": "proxy", "image": "envoy"}])).await;
+    assert_eq!(
+        names(both),
+        [
+            ("proxy".to_owned(), "envoy".to_owned()),
+            ("web".to_owned(), "nginx".to_owned())
+        ],
+        "{} server",
+        server.name()
+    );
+    let moved = apply("app", json!([{"name": "api", "image": "nginx:2"}])).await;
+    assert_eq!(
+        names(moved),
+        [
+            ("api".to_owned(), "nginx:2".to_owned()),
+            ("proxy".to_owned(), "envoy".to_owned())
+        ],
+        "{} server",
+        server.name()
+    );
+}
+
+/// A non-apply write (operation Update) takes the fields it changes: the applier then conflicts
+/// with the updater on them.
+async fn an_update_takes_fields_from_an_applier(server: TestServer) {
+    let ns = server.namespace("apply-update").await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), &ns);
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "mixed"}, "data": {"a": "1", "b": "1"}});
+    api.patch("mixed", &PatchParams::apply("alice"), &Patch::Apply(&body))
+        .await
+        .expect("apply");
+    let params = PatchParams {
+        field_manager: Some("controller".to_owned()),
+        ..PatchParams::default()
+    };
+    let updated = api
+        .patch(
+            "mixed",
+            &params,
+            &Patch::Merge(&json!({"data": {"a": "2"}})),
+        )
+        .await
+        .expect("merge patch");
+    let mut managers: Vec<String> = updated
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e.manager.clone().unwrap_or_default(),
+                e.operation.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    managers.sort();
+    assert_eq!(
+        managers,
+        ["alice:Apply", "controller:Update"],
+        "{} server",
+        server.name()
+    );
+    let refused = api
+        .patch("mixed", &PatchParams::apply("alice"), &Patch::Apply(&body))
+        .await;
+    let Err(kube::Error::Api(status)) = refused else {
+        panic!(
+            "expected a conflict on the {} server: {refused:?}",
+            server.name()
+        );
+    };
+    let fields: Vec<String> = status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| c.field.clone())
+        .collect();
+    assert_eq!(
+        (status.code, fields),
+        (409, vec![".data.a".to_owned()]),
+        "{} server",
+        server.name()
+    );
+    assert!(status.message.contains("controller"), "{}", status.message);
 }
