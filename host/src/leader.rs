@@ -143,6 +143,8 @@ pub struct LeaderGate {
 struct GateInner {
     /// The Lease name (for metrics and logs); empty when leader election is off.
     lease: String,
+    /// This replica's identity in the Lease; empty when leader election is off.
+    identity: String,
     open: AtomicBool,
     /// Until when an open gate stays open without a renewal; `None`: no deadline.
     until: Mutex<Option<Instant>>,
@@ -159,20 +161,21 @@ impl std::fmt::Debug for LeaderGate {
 }
 
 impl LeaderGate {
-    /// A gate for leader election on `lease`, closed until the elector opens it.
-    pub fn new(lease: &str) -> LeaderGate {
-        LeaderGate::with_state(lease, false)
+    /// A gate for `identity`'s leader election on `lease`, closed until the elector opens it.
+    pub fn new(lease: &str, identity: &str) -> LeaderGate {
+        LeaderGate::with_state(lease, identity, false)
     }
 
     /// A gate that is always open: this replica is the only one (leader election off).
     pub fn always() -> LeaderGate {
-        LeaderGate::with_state("", true)
+        LeaderGate::with_state("", "", true)
     }
 
-    fn with_state(lease: &str, open: bool) -> LeaderGate {
+    fn with_state(lease: &str, identity: &str, open: bool) -> LeaderGate {
         LeaderGate {
             inner: Arc::new(GateInner {
                 lease: lease.to_owned(),
+                identity: identity.to_owned(),
                 open: AtomicBool::new(open),
                 until: Mutex::new(None),
                 changes: watch::Sender::new(open),
@@ -183,6 +186,16 @@ impl LeaderGate {
     /// The Lease this gate follows; empty when leader election is off.
     pub fn lease(&self) -> &str {
         &self.inner.lease
+    }
+
+    /// This replica's identity in the Lease; empty when leader election is off.
+    pub fn identity(&self) -> &str {
+        &self.inner.identity
+    }
+
+    /// Whether leader election is on (a gate from [`LeaderGate::new`]).
+    pub fn elects(&self) -> bool {
+        !self.inner.lease.is_empty()
     }
 
     /// Whether this replica leads now. Writes must be refused when this is false.
@@ -255,7 +268,7 @@ impl LeaderElector {
         options.validate()?;
         Ok(LeaderElector {
             api: Api::namespaced(client, &options.namespace),
-            gate: LeaderGate::new(&options.lease_name),
+            gate: LeaderGate::new(&options.lease_name, &options.identity),
             options,
             observed: None,
         })

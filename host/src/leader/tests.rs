@@ -16,6 +16,9 @@ const LEASE: Duration = Duration::from_secs(15);
 const RETRY: Duration = Duration::from_secs(2);
 const RENEW: Duration = Duration::from_secs(10);
 
+/// Per gate, the (from, to) times it was open.
+type Intervals = [Vec<(Instant, Instant)>; 2];
+
 struct Running {
     gate: LeaderGate,
     cancel: CancellationToken,
@@ -45,14 +48,12 @@ async fn holder(client: &Client) -> Option<String> {
 }
 
 /// Samples both gates every 5 ms (virtual) and records the intervals each was open.
-fn record_intervals(
-    gates: [LeaderGate; 2],
-) -> (CancellationToken, JoinHandle<[Vec<(Instant, Instant)>; 2]>) {
+fn record_intervals(gates: [LeaderGate; 2]) -> (CancellationToken, JoinHandle<Intervals>) {
     let stop = CancellationToken::new();
     let task = tokio::spawn({
         let stop = stop.clone();
         async move {
-            let mut intervals: [Vec<(Instant, Instant)>; 2] = Default::default();
+            let mut intervals: Intervals = Default::default();
             let mut opened: [Option<Instant>; 2] = [None, None];
             loop {
                 let now = Instant::now();
@@ -81,7 +82,7 @@ fn record_intervals(
     (stop, task)
 }
 
-fn assert_no_overlap(intervals: &[Vec<(Instant, Instant)>; 2]) {
+fn assert_no_overlap(intervals: &Intervals) {
     for a in &intervals[0] {
         for b in &intervals[1] {
             assert!(
@@ -137,7 +138,7 @@ fn options_are_validated() {
 #[test]
 fn an_always_gate_is_open_and_a_new_one_closed() {
     assert!(LeaderGate::always().is_leader());
-    assert!(!LeaderGate::new("l").is_leader());
+    assert!(!LeaderGate::new("l", "me").is_leader());
     assert!(!default_identity().is_empty());
 }
 
