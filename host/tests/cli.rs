@@ -576,8 +576,8 @@ fn leads(addr: &str) -> Option<bool> {
 
 /// Two `run --leader-elect` replicas against one `kubewasm dev` API server: exactly one leads; a
 /// leader killed with SIGKILL is replaced within the lease duration (plus a retry or two and
-/// slack for a loaded machine); a leader
-/// stopped with SIGTERM releases the Lease and the other leads in under 3 s.
+/// slack for a loaded machine); a leader stopped with SIGTERM releases the Lease and the other
+/// leads in under 3 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_elect_one_leader_and_hand_over_on_kill_and_on_sigterm() {
     const LEASE: Duration = Duration::from_secs(4);

@@ -59,6 +59,7 @@ on_both_servers!(
     hot_reload_makes_no_new_list_or_watch,
     a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
     refused_writes_answer_the_same_status,
+    leader_election_acquires_renews_hands_over_and_releases_a_lease,
 );
 
 /// A plugin host over shared informers on `server`, loading the probe with per-file policies.
@@ -564,6 +565,99 @@ async fn refused_writes_answer_the_same_status(server: TestServer) {
             "422 Invalid",
         ],
         "{} server",
+        server.name()
+    );
+}
+
+/// Two electors on one Lease: the first creates and holds it (renewing it), the second waits as
+/// a standby, takes it within a retry period once the first releases it on cancel, and empties
+/// it when cancelled in turn. The Lease reads the same on both servers at each step.
+async fn leader_election_acquires_renews_hands_over_and_releases_a_lease(server: TestServer) {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use kubewasm::leader::{ElectionOptions, LeaderElector};
+    use tokio_util::sync::CancellationToken;
+
+    let namespace = server.namespace("leader-election").await;
+    let client = server.client();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let spec = || async {
+        leases
+            .get("kubewasm")
+            .await
+            .unwrap_or_else(|e| panic!("reading the lease on the {} server: {e}", server.name()))
+            .spec
+            .unwrap_or_default()
+    };
+    let start = |identity: &str| {
+        let options = ElectionOptions {
+            lease_duration: Duration::from_secs(2),
+            renew_deadline: Duration::from_millis(1500),
+            retry_period: Duration::from_millis(200),
+            ..ElectionOptions::new("kubewasm", &namespace, identity)
+        };
+        let elector = LeaderElector::new(client.clone(), options).expect("valid options");
+        let gate = elector.gate();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(elector.run(cancel.clone()));
+        (gate, cancel, task)
+    };
+
+    let (a, stop_a, task_a) = start("a");
+    tokio::time::timeout(PATIENCE, a.wait_leader())
+        .await
+        .expect("a leads");
+    let first = spec().await;
+    assert_eq!(
+        first.holder_identity.as_deref(),
+        Some("a"),
+        "{}",
+        server.name()
+    );
+    assert_eq!(first.lease_duration_seconds, Some(2));
+    assert_eq!(first.lease_transitions, Some(0));
+    assert!(first.acquire_time.is_some() && first.renew_time.is_some());
+
+    let (b, stop_b, task_b) = start("b");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let renewing = spec().await;
+    assert!(
+        renewing.renew_time > first.renew_time,
+        "a renews on the {} server",
+        server.name()
+    );
+    assert_eq!(renewing.acquire_time, first.acquire_time);
+    assert!(a.is_leader() && !b.is_leader(), "{}", server.name());
+
+    stop_a.cancel();
+    task_a.await.expect("elector a");
+    assert!(!a.is_leader());
+    tokio::time::timeout(PATIENCE, b.wait_leader())
+        .await
+        .expect("b leads");
+    let second = spec().await;
+    assert_eq!(
+        second.holder_identity.as_deref(),
+        Some("b"),
+        "{}",
+        server.name()
+    );
+    assert_eq!(second.lease_duration_seconds, Some(2));
+    assert_eq!(second.lease_transitions, Some(1));
+
+    stop_b.cancel();
+    task_b.await.expect("elector b");
+    let released = spec().await;
+    assert_eq!(
+        released,
+        LeaseSpec {
+            holder_identity: None,
+            lease_duration_seconds: Some(1),
+            lease_transitions: Some(1),
+            acquire_time: released.acquire_time.clone(),
+            renew_time: released.renew_time.clone(),
+            ..LeaseSpec::default()
+        },
+        "released on the {} server",
         server.name()
     );
 }
