@@ -680,3 +680,50 @@ async fn two_replicas_elect_one_leader_and_hand_over_on_kill_and_on_sigterm() {
     assert!(c.terminate().success());
     drop(dev);
 }
+
+/// `rbac --leader-elect` adds a Role with the Lease verbs in the Lease's namespace (the service
+/// account's unless named); without it, no Lease access is asked for.
+#[test]
+fn rbac_with_leader_elect_grants_the_lease_verbs_in_the_lease_namespace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = plugins_dir(dir.path(), &[]);
+    let plugins = plugins.to_str().expect("utf-8");
+    let items = |extra: &[&str]| -> Vec<Value> {
+        let mut args = vec!["rbac", "--plugins", plugins, "--namespace", "ops"];
+        args.extend(extra);
+        let out = run(&args, dir.path());
+        assert!(out.status.success(), "{out:?}");
+        let list: Value = serde_norway::from_str(&String::from_utf8_lossy(&out.stdout))
+            .expect("the output is YAML");
+        list["items"].as_array().expect("items").clone()
+    };
+    let kinds = |items: &[Value]| -> Vec<String> {
+        items
+            .iter()
+            .filter_map(|i| i["kind"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(kinds(&items(&[])), ["Namespace", "ServiceAccount"]);
+    for (extra, namespace) in [
+        (&["--leader-elect"][..], "ops"),
+        (
+            &["--leader-elect", "--leader-elect-namespace", "kube-system"][..],
+            "kube-system",
+        ),
+    ] {
+        let items = items(extra);
+        assert_eq!(
+            kinds(&items),
+            ["Namespace", "ServiceAccount", "Role", "RoleBinding"]
+        );
+        assert_eq!(items[2]["metadata"]["namespace"], namespace);
+        assert_eq!(
+            items[2]["rules"],
+            json!([{
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "verbs": ["create", "get", "update"],
+            }])
+        );
+    }
+}
