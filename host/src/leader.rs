@@ -303,7 +303,7 @@ impl LeaderElector {
 
     /// Tries every retry period until the Lease is ours (true) or `cancel` fires (false).
     async fn acquire(&mut self, cancel: &CancellationToken) -> bool {
-        let mut tick = tokio::time::interval(self.options.retry_period);
+        let mut tick = retry_ticks(self.options.retry_period);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return false,
@@ -324,7 +324,7 @@ impl LeaderElector {
     /// Renews every retry period while leader. Returns true when `cancel` fired (release), false
     /// when no renewal succeeded before the renew deadline.
     async fn renew(&mut self, cancel: &CancellationToken) -> bool {
-        let mut tick = tokio::time::interval(self.options.retry_period);
+        let mut tick = retry_ticks(self.options.retry_period);
         tick.tick().await;
         let mut deadline = self.deadline_of_gate();
         loop {
@@ -453,43 +453,51 @@ impl LeaderElector {
     }
 
     /// Empties the holder of a Lease we hold (client-go's `ReleaseOnCancel`), bounded by the
-    /// renew deadline. The gate is already closed.
-    async fn release(&mut self) {
-        let Some(observed) = self.observed.clone() else {
-            return;
-        };
-        if observed.spec.holder_identity.as_deref() != Some(self.options.identity.as_str()) {
-            return;
-        }
-        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
-        let lease = Lease {
-            metadata: ObjectMeta {
-                name: Some(self.options.lease_name.clone()),
-                namespace: Some(self.options.namespace.clone()),
-                resource_version: observed.resource_version.clone(),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec {
+    /// renew deadline. The gate is already closed. The Lease is read again first: a renewal cut
+    /// short by the cancel may have landed, and its resourceVersion is the one to write over.
+    async fn release(&self) {
+        let release = async {
+            let Some(mut lease) = self.api.get_opt(&self.options.lease_name).await? else {
+                return Ok(());
+            };
+            let spec = lease.spec.clone().unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(self.options.identity.as_str()) {
+                return Ok(());
+            }
+            let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+            lease.spec = Some(LeaseSpec {
                 holder_identity: None,
                 lease_duration_seconds: Some(1),
                 acquire_time: Some(now.clone()),
                 renew_time: Some(now),
-                lease_transitions: observed.spec.lease_transitions,
+                lease_transitions: spec.lease_transitions,
                 ..LeaseSpec::default()
-            }),
+            });
+            let params = PostParams::default();
+            self.api
+                .replace(&self.options.lease_name, &params, &lease)
+                .await
+                .map(drop)
         };
-        let params = PostParams::default();
-        let write = self.api.replace(&self.options.lease_name, &params, &lease);
-        match tokio::time::timeout(self.options.renew_deadline, write).await {
-            Ok(Ok(written)) => self.observe(written),
+        let lease = &self.options.lease_name;
+        match tokio::time::timeout(self.options.renew_deadline, release).await {
+            Ok(Ok(())) => {}
             Ok(Err(err)) => {
-                tracing::warn!(lease = %self.options.lease_name, error = %err, "cannot release the lease; it expires on its own")
+                tracing::warn!(%lease, error = %err, "cannot release the lease; it expires on its own")
             }
             Err(_) => {
-                tracing::warn!(lease = %self.options.lease_name, "releasing the lease timed out; it expires on its own")
+                tracing::warn!(%lease, "releasing the lease timed out; it expires on its own")
             }
         }
     }
+}
+
+/// Ticks every `period`, the first at once; an attempt that overran a tick is followed by a
+/// full period, not a burst of catch-up attempts.
+fn retry_ticks(period: Duration) -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
 }
 
 #[cfg(test)]
