@@ -445,6 +445,50 @@ pub fn cancel_on_signals(cancel: CancellationToken) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    /// Leader election is off unless a flag or the config turns it on; flags override the
+    /// config's keys, the namespace falls back to the client's, and bad timings are a usage error.
+    #[test]
+    fn election_options_take_the_flags_over_the_config() {
+        let config = |text: &str| {
+            Config::parse(text, Path::new("k.toml"))
+                .expect("config")
+                .leader_election
+        };
+        let off = LeaderElectArgs::default();
+        assert!(election_options(&off, &config(""), "ns").unwrap().is_none());
+
+        let on = config("[leader-election]\nenabled = true\nlease-name = \"ctl\"\n");
+        let options = election_options(&off, &on, "ns").unwrap().expect("on");
+        assert_eq!(
+            (options.lease_name.as_str(), options.namespace.as_str()),
+            ("ctl", "ns")
+        );
+        assert_eq!(options.lease_duration, Duration::from_secs(15));
+        assert!(!options.identity.is_empty());
+
+        let flags = LeaderElectArgs {
+            leader_elect: true,
+            leader_elect_namespace: Some("ops".into()),
+            leader_elect_retry_period: Some(Duration::from_millis(500)),
+            ..LeaderElectArgs::default()
+        };
+        let options = election_options(&flags, &config(""), "ns")
+            .unwrap()
+            .expect("on");
+        assert_eq!(
+            (options.lease_name.as_str(), options.namespace.as_str()),
+            ("kubewasm", "ops")
+        );
+        assert_eq!(options.retry_period, Duration::from_millis(500));
+
+        let late = LeaderElectArgs {
+            leader_elect_renew_deadline: Some(Duration::from_secs(20)),
+            ..flags
+        };
+        let err = election_options(&late, &config(""), "ns").unwrap_err();
+        assert!(err.to_string().contains("renew deadline"), "{err}");
+    }
+
     /// A kubeconfig named on the command line is used as it is, and its context can be chosen.
     #[tokio::test]
     async fn cluster_config_reads_the_kubeconfig_given() {
