@@ -156,9 +156,13 @@ impl Core {
         if patch_type == PatchType::Apply {
             let key = store_key(namespace, name);
             if self.store.get(&resource.storage_key(), &key).is_none() {
-                let mut object = parsed.apply_to(Value::Object(Map::new()))?;
-                if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.insert("name".into(), Value::String(name.to_owned()));
+                let object = parsed.apply_to(Value::Object(Map::new()))?;
+                // As the real API server: an apply that creates must name its object.
+                if object.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+                    return Err(Status::bad_request(format!(
+                        "the name of the object ({name} based on URL) was undeterminable: \
+                         name must be provided"
+                    )));
                 }
                 return self.create(target, object);
             }

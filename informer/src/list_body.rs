@@ -230,10 +230,7 @@ mod tests {
     use super::*;
 
     fn opts() -> ParseOptions {
-        ParseOptions {
-            strip_managed_fields: true,
-            type_meta: Some(("v1".into(), "ConfigMap".into())),
-        }
+        ParseOptions::config_maps()
     }
 
     fn parse_in_pieces(body: &str, piece: usize) -> Result<ListPage> {

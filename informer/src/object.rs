@@ -455,6 +455,17 @@ fn collect_field_values(value: &RawValue, path: &[&str], out: &mut Vec<String>) 
     }
 }
 
+#[cfg(test)]
+impl ParseOptions {
+    /// What a ConfigMap informer parses with: managedFields stripped, `v1` / `ConfigMap` added.
+    pub(crate) fn config_maps() -> ParseOptions {
+        ParseOptions {
+            strip_managed_fields: true,
+            type_meta: Some(("v1".into(), "ConfigMap".into())),
+        }
+    }
+}
+
 /// A JSON string that borrows from the input when it has no escapes.
 struct Str<'a>(Cow<'a, str>);
 

@@ -403,3 +403,18 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned());
     Some((code, body.unwrap_or_default()))
 }
+
+/// Writes a plugin file whose modification time is old enough (10 s) for the reloader to load
+/// it at once, as a file that was copied in long ago.
+///
+/// # Panics
+/// When the file cannot be written.
+pub fn write_settled(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).expect("write plugin file");
+    let settled = std::time::SystemTime::now() - Duration::from_secs(10);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(settled))
+        .expect("set mtime");
+}

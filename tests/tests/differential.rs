@@ -19,7 +19,11 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch,
     PatchParams, PostParams,
 };
-use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
+use kubewasm::plugin::{
+    ClientOptions, DeleteOptions, Deleted, Gvk, HostOptions, NoWriteObserver, ObjectRef, PatchBody,
+    PluginHost, PluginPolicy, ResourcePattern, Resources, WriteClient, WriteError, WriteGrant,
+    WriteGrants,
+};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use kubewasm_tests::server::TestServer;
 use kubewasm_tests::{guest_bytes, guest_logs, probe_events, variant, wait_until};
@@ -31,9 +35,10 @@ use serde_json::{Value, json};
 /// here is timed.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// Runs each scenario as `dev::NAME` and `real::NAME`.
+/// Runs each scenario as `dev::NAME` and `real::NAME`; those after `real only:` only as
+/// `real::NAME` (they test what the dev server leaves out, as its documentation says).
 macro_rules! on_both_servers {
-    ($($scenario:ident),* $(,)?) => {
+    ($($scenario:ident),* $(,)?; real only: $($real_only:ident),* $(,)?) => {
         mod dev {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,6 +54,12 @@ macro_rules! on_both_servers {
                     super::$scenario(kubewasm_tests::server::TestServer::real().await).await;
                 }
             )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $real_only() {
+                    super::$real_only(kubewasm_tests::server::TestServer::real().await).await;
+                }
+            )*
         }
     };
 }
@@ -60,6 +71,9 @@ on_both_servers!(
     a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
     refused_writes_answer_the_same_status,
     leader_election_acquires_renews_hands_over_and_releases_a_lease,
+    the_write_client_gets_the_same_answers;
+    real only: server_side_apply_makes_the_plugin_a_field_manager_with_conflicts,
+    a_write_the_credentials_do_not_allow_is_forbidden,
 );
 
 /// A plugin host over shared informers on `server`, loading the probe with per-file policies.
@@ -553,6 +567,15 @@ async fn refused_writes_answer_the_same_status(server: TestServer) {
             .await,
         ),
         outcome(api.create(&post, &config_map("Not_A_Name", "red", 0)).await),
+        // An apply that creates must name its object in the body, not only in the URL.
+        outcome(
+            api.patch(
+                "nameless",
+                &PatchParams::apply("other"),
+                &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap"})),
+            )
+            .await,
+        ),
     ];
     assert_eq!(
         outcomes,
@@ -563,10 +586,261 @@ async fn refused_writes_answer_the_same_status(server: TestServer) {
             "404 NotFound",
             "404 NotFound",
             "422 Invalid",
+            "400 BadRequest",
         ],
         "{} server",
         server.name()
     );
+}
+
+/// What a write client call came to: `ok`, or the error's type (with the HTTP code for `Invalid`,
+/// 422 when the server refused it, `invalid` when the host did).
+fn written<T>(result: &Result<T, WriteError>) -> String {
+    match result {
+        Ok(_) => "ok".to_owned(),
+        Err(WriteError::Invalid { .. }) => {
+            let error = result.as_ref().err().map(WriteError::code_label);
+            format!("Invalid {}", error.unwrap_or_default())
+        }
+        Err(error) => format!("{error:?}")
+            .split('(')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
+/// The object a write answered, parsed.
+fn answered(result: &Result<String, WriteError>, what: &str) -> Value {
+    let text = result.as_ref().unwrap_or_else(|e| panic!("{what}: {e}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{what} answered no JSON: {e}"))
+}
+
+/// The managers of `field` (a key of `data`) in an object's managedFields, with their operation.
+fn managers_of(object: &Value, field: &str) -> Vec<String> {
+    let key = format!("f:{field}");
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["fieldsV1"]["f:data"].get(&key).is_some())
+        .map(|entry| {
+            format!(
+                "{} {}",
+                entry["manager"].as_str().unwrap_or_default(),
+                entry["operation"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// A plugin's write client (host/src/plugin/client) named `writer`, granted every verb on
+/// ConfigMaps in one namespace, and the JSON it writes there.
+struct Writes {
+    writer: WriteClient,
+    namespace: String,
+}
+
+impl Writes {
+    async fn new(server: &TestServer, namespace: &str) -> Writes {
+        Writes {
+            writer: Writes::client(server.client()),
+            namespace: server.namespace(namespace).await,
+        }
+    }
+
+    /// The write client of plugin `writer`, granted ConfigMaps, sending through `client`.
+    fn client(client: kube::Client) -> WriteClient {
+        let grants = WriteGrants::only(vec![
+            WriteGrant::new(ResourcePattern::new("", "ConfigMap"), None).expect("a grant"),
+        ]);
+        WriteClient::new(
+            client.clone(),
+            "writer".into(),
+            grants,
+            ClientOptions::default(),
+            Arc::new(Resources::new(client)),
+            Arc::new(NoWriteObserver),
+        )
+    }
+
+    fn target(&self, kind: &str, name: &str) -> ObjectRef {
+        ObjectRef {
+            gvk: Gvk {
+                group: String::new(),
+                version: "v1".into(),
+                kind: kind.into(),
+            },
+            namespace: Some(self.namespace.clone()),
+            name: name.into(),
+        }
+    }
+
+    /// A ConfigMap `name` with `data`, as JSON text.
+    fn config_map(&self, name: &str, data: Value) -> String {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": self.namespace}, "data": data,
+        })
+        .to_string()
+    }
+
+    /// Server-side apply of ConfigMap `name` with `data` by the plugin.
+    async fn apply(&self, name: &str, data: Value, force: bool) -> Result<String, WriteError> {
+        let apply = PatchBody::Apply {
+            object: self.config_map(name, data),
+            force,
+        };
+        self.writer
+            .patch(&self.target("ConfigMap", name), &apply)
+            .await
+    }
+}
+
+/// The plugin's write client answers the same on both servers: create, update with a stale
+/// resourceVersion, the three patch types, server-side apply, delete with a uid precondition
+/// that does not hold and of a missing object, invalid objects, and what the plugin is not
+/// granted.
+async fn the_write_client_gets_the_same_answers(server: TestServer) {
+    let w = Writes::new(&server, "writes").await;
+    let writer = &w.writer;
+    let one = w.target("ConfigMap", "one");
+    let mut outcomes = Vec::new();
+
+    let created = writer.create(&w.config_map("one", json!({"a": "1"}))).await;
+    outcomes.push(written(&created));
+    let created = answered(&created, "create");
+    outcomes.push(written(
+        &writer.create(&w.config_map("one", json!({}))).await,
+    ));
+    let invalid = w.config_map("Not_A_Name", json!({}));
+    outcomes.push(written(&writer.create(&invalid).await));
+
+    let mut fresh = created.clone();
+    fresh["data"]["a"] = json!("2");
+    let updated = writer.update(&fresh.to_string()).await;
+    outcomes.push(written(&updated));
+    assert_eq!(answered(&updated, "update")["data"]["a"], "2");
+    // `created` holds the resourceVersion from before the update.
+    let mut stale = created.clone();
+    stale["data"]["a"] = json!("stale");
+    outcomes.push(written(&writer.update(&stale.to_string()).await));
+    outcomes.push(written(
+        &writer.update(&w.config_map("one", json!({}))).await,
+    ));
+
+    let patches = [
+        PatchBody::Merge(r#"{"data":{"merge":"m"}}"#.into()),
+        PatchBody::Json(r#"[{"op":"add","path":"/data/json","value":"j"}]"#.into()),
+        PatchBody::Strategic(r#"{"data":{"strategic":"s"}}"#.into()),
+    ];
+    for patch in &patches {
+        outcomes.push(written(&writer.patch(&one, patch).await));
+    }
+    let failing_test = PatchBody::Json(r#"[{"op":"test","path":"/data/a","value":"9"}]"#.into());
+    outcomes.push(written(&writer.patch(&one, &failing_test).await));
+    let missing = w.target("ConfigMap", "missing");
+    outcomes.push(written(&writer.patch(&missing, &patches[0]).await));
+    let applied = w.apply("one", json!({"applied": "yes"}), false).await;
+    outcomes.push(written(&applied));
+    let applied = answered(&applied, "apply");
+
+    let wrong_uid = DeleteOptions {
+        uid: Some("00000000-0000-0000-0000-000000000000".into()),
+        ..DeleteOptions::default()
+    };
+    outcomes.push(written(&writer.delete(&one, &wrong_uid).await));
+    let anyhow = DeleteOptions::default();
+    outcomes.push(written(&writer.delete(&missing, &anyhow).await));
+
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s", "namespace": w.namespace},
+    });
+    outcomes.push(written(&writer.create(&secret.to_string()).await));
+    let secret = w.target("Secret", "s");
+    outcomes.push(written(&writer.patch(&secret, &patches[0]).await));
+    outcomes.push(written(&writer.delete(&secret, &anyhow).await));
+
+    let right_uid = DeleteOptions {
+        uid: created["metadata"]["uid"].as_str().map(str::to_owned),
+        ..DeleteOptions::default()
+    };
+    let deleted = writer.delete(&one, &right_uid).await;
+    let gone = Api::<ConfigMap>::namespaced(server.client(), &w.namespace)
+        .get_opt("one")
+        .await
+        .expect("get");
+
+    let name = server.name();
+    assert_eq!(
+        outcomes,
+        [
+            "ok",
+            "AlreadyExists",
+            "Invalid 422",
+            "ok",
+            "Conflict",
+            "Invalid invalid",
+            "ok",
+            "ok",
+            "ok",
+            "Invalid invalid",
+            "NotFound",
+            "ok",
+            "Conflict",
+            "NotFound",
+            "NotGranted",
+            "NotGranted",
+            "NotGranted",
+        ],
+        "{name} server"
+    );
+    let data = &applied["data"];
+    let want = json!({"a": "2", "merge": "m", "json": "j", "strategic": "s", "applied": "yes"});
+    assert_eq!(data, &want, "{name} server: every write landed");
+    assert_eq!(deleted.ok(), Some(Deleted::Gone), "{name} server");
+    assert!(gone.is_none(), "{name} server: deleted with the right uid");
+}
+
+/// Server-side apply through the write client names the plugin as the field manager; applying
+/// a field another manager owns is a Conflict unless forced, and forcing takes the field.
+/// Real server only: the dev server keeps no managedFields (README, "What the dev server is
+/// not").
+async fn server_side_apply_makes_the_plugin_a_field_manager_with_conflicts(server: TestServer) {
+    let w = Writes::new(&server, "apply").await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), &w.namespace);
+    let theirs: Value =
+        serde_json::from_str(&w.config_map("one", json!({"theirs": "other"}))).expect("JSON");
+    api.patch("one", &PatchParams::apply("other"), &Patch::Apply(theirs))
+        .await
+        .expect("another manager applies");
+
+    let applied = w.apply("one", json!({"mine": "w"}), false).await;
+    let applied = answered(&applied, "apply");
+    assert_eq!(managers_of(&applied, "mine"), ["writer Apply"]);
+    assert_eq!(managers_of(&applied, "theirs"), ["other Apply"]);
+
+    let both = json!({"mine": "w", "theirs": "w"});
+    let conflict = w.apply("one", both.clone(), false).await;
+    assert_eq!(written(&conflict), "Conflict", "{conflict:?}");
+    let forced = w.apply("one", both, true).await;
+    let forced = answered(&forced, "forced apply");
+    assert_eq!(managers_of(&forced, "theirs"), ["writer Apply"]);
+    assert_eq!(forced["data"], json!({"mine": "w", "theirs": "w"}));
+}
+
+/// A write the plugin is granted but the host's credentials are not is the API server's 403,
+/// typed `Forbidden`. Real server only: the dev server has no authorization.
+async fn a_write_the_credentials_do_not_allow_is_forbidden(server: TestServer) {
+    let w = Writes::new(&server, "forbidden").await;
+    let restricted = server
+        .envtest()
+        .expect("the real server's harness")
+        .restricted();
+    let writer = Writes::client(restricted);
+    let created = writer.create(&w.config_map("one", json!({}))).await;
+    assert_eq!(written(&created), "Forbidden", "{created:?}");
 }
 
 /// Two electors on one Lease: the first creates and holds it (renewing it), the second waits as

@@ -11,36 +11,49 @@ use anyhow::Context as _;
 
 use crate::{cmd, guests, image};
 
-/// (package, bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str, &str); 5] = [
+/// (bench target, title), in the order of the data flow: API server, informer, plugins.
+const BENCHES: [(&str, &str); 5] = [
     (
-        "kubewasm-devserver",
         "watch_fanout",
         "Development API server: watch fan-out and lists",
     ),
     (
-        "kubewasm-informer",
         "initial_sync",
         "Informer: initial sync and memory, against kube-runtime",
     ),
-    ("kubewasm-informer", "dispatch", "Informer: event dispatch"),
+    ("dispatch", "Informer: event dispatch"),
     (
-        "kubewasm",
         "plugin_runtime",
         "Plugins: wasm guests against native handlers",
     ),
-    ("kubewasm", "reload", "Plugins: hot reload"),
+    ("reload", "Plugins: hot reload"),
+];
+
+/// Every benchmark is built and run with all bench packages selected, so shared dependencies
+/// get one feature set and are compiled once, not once per package.
+const PACKAGES: [&str; 6] = [
+    "-p",
+    "kubewasm-devserver",
+    "-p",
+    "kubewasm-informer",
+    "-p",
+    "kubewasm",
 ];
 
 pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
     let mut sections = Vec::new();
-    for (package, bench, title) in BENCHES {
+    let packages = PACKAGES.join(" ");
+    for (bench, title) in BENCHES {
         if !only.is_empty() && !only.iter().any(|o| o == bench) {
             continue;
         }
-        eprintln!("xtask: cargo bench -p {package} --bench {bench}");
+        let command = format!("cargo bench {packages} --bench {bench}");
+        eprintln!("xtask: {command}");
+        let load_before = load_average();
         let output = cmd::command("cargo", &ctx.root)
-            .args(["bench", "-p", package, "--bench", bench])
+            .arg("bench")
+            .args(PACKAGES)
+            .args(["--bench", bench])
             .stderr(Stdio::inherit())
             .output()
             .with_context(|| format!("running bench {bench}"))?;
@@ -51,7 +64,8 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
         );
         let body = String::from_utf8_lossy(&output.stdout);
         sections.push(format!(
-            "## {title}\n\n`cargo bench -p {package} --bench {bench}`\n\n{}",
+            "## {title}\n\n`{command}`\n\n{}\n\n{}",
+            load_note(&load_before, &load_average()),
             demote_headings(body.trim())
         ));
     }
@@ -108,6 +122,33 @@ fn demote_headings(text: &str) -> String {
         previous = Some(line);
     }
     out
+}
+
+/// The 1-minute load average, from /proc/loadavg.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Says whether other work shared the machine while a benchmark ran: wall times then run long,
+/// and the CPU-time figures are the ones to compare.
+fn load_note(before: &Option<f64>, after: &Option<f64>) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    match (before, after) {
+        (Some(b), Some(a)) if b.max(*a) > 0.5 * cores => format!(
+            "Machine shared: 1-minute load average {b:.1} before, {a:.1} after, on {cores} \
+             cores (other builds were running); wall times are inflated, prefer the CPU-time \
+             figures."
+        ),
+        (Some(b), Some(a)) => {
+            format!("1-minute load average {b:.1} before, {a:.1} after, on {cores} cores.")
+        }
+        _ => "Load average unknown.".into(),
+    }
 }
 
 fn shell(script: &str) -> String {

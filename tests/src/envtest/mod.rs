@@ -70,6 +70,12 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    #[error("requesting a token for service account {account}: {source}")]
+    Token {
+        account: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("etcd gateway: {0}")]
     Etcd(String),
 }
@@ -175,7 +181,7 @@ impl Envtest {
             (&admin_config, User::Admin, &admin_token),
             (&restricted_config, User::Restricted, &restricted_token),
         ] {
-            std::fs::write(path, kubeconfig(&url, &ca, user, token))
+            std::fs::write(path, kubeconfig(&url, &ca, user.name(), token))
                 .map_err(io(format!("writing {}", path.display())))?;
         }
         let server = Envtest {
@@ -211,6 +217,39 @@ impl Envtest {
     /// or `KUBECONFIG`). It stays valid across API server restarts.
     pub fn kubeconfig(&self, user: User) -> PathBuf {
         self.dir.path().join(format!("{}.kubeconfig", user.name()))
+    }
+
+    /// A kubeconfig file that authenticates as service account `namespace/name`, with a token
+    /// from the TokenRequest API (the harness runs no token controller, so no token Secret
+    /// appears by itself). The account must exist; the token is valid for an hour and across
+    /// API server restarts. Run a host as the account its generated RBAC binds to with this.
+    pub async fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PathBuf, Error> {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let answer = kube::Api::<ServiceAccount>::namespaced(self.admin(), namespace)
+            .create_token_request(name, &Default::default(), &request)
+            .await
+            .map_err(|e| Error::Token {
+                account: format!("{namespace}/{name}"),
+                source: Box::new(e),
+            })?;
+        let token = answer.status.map(|s| s.token).unwrap_or_default();
+        let user = format!("sa-{namespace}-{name}");
+        let path = self.dir.path().join(format!("{user}.kubeconfig"));
+        let text = kubeconfig(&self.url(), &self.dir.path().join("ca.crt"), &user, &token);
+        std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
+        Ok(path)
     }
 
     /// Every LIST and WATCH the API server received so far, oldest first, across restarts.
@@ -414,8 +453,7 @@ fn free_ports<const N: usize>() -> Result<[u16; N], Error> {
     Ok(ports)
 }
 
-fn kubeconfig(url: &str, ca: &Path, user: User, token: &str) -> String {
-    let name = user.name();
+fn kubeconfig(url: &str, ca: &Path, name: &str, token: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {url}\n    \
          certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\n\
