@@ -10,8 +10,9 @@ use anyhow::Context as _;
 use kubewasm_informer::{FactoryOptions, ReflectorOptions, SharedInformerFactory};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::HostArgs;
-use crate::config::Config;
+use crate::cli::{HostArgs, LeaderElectArgs};
+use crate::config::{Config, LeaderElectionConfig};
+use crate::leader::{ElectionOptions, LeaderElector, LeaderGate};
 use crate::metrics::{InformerSample, Metrics, PluginSample, PluginSource};
 use crate::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PluginStatus};
 use crate::reload::{Action, FileStatus, Loader, Reloader, SharedStatus};
@@ -94,6 +95,64 @@ pub fn policy_lookup(config: Arc<Config>) -> impl Fn(&Path) -> PluginPolicy + Se
     }
 }
 
+/// The leader election this replica takes part in, the flags over the config file's
+/// `[leader-election]`; `None` when neither turns it on. `default_namespace` is the Lease's
+/// namespace when neither names one (the pod's, or the kubeconfig context's).
+pub fn election_options(
+    args: &LeaderElectArgs,
+    config: &LeaderElectionConfig,
+    default_namespace: &str,
+) -> Result<Option<ElectionOptions>, UsageError> {
+    if !(args.leader_elect || config.enabled) {
+        return Ok(None);
+    }
+    let [lease_duration, renew_deadline, retry_period] = config
+        .timings()
+        .map_err(|m| UsageError(anyhow::anyhow!(m)))?;
+    let options = ElectionOptions {
+        lease_name: args
+            .leader_elect_lease_name
+            .clone()
+            .unwrap_or_else(|| config.lease_name.clone()),
+        namespace: args
+            .leader_elect_namespace
+            .clone()
+            .or_else(|| config.namespace.clone())
+            .unwrap_or_else(|| default_namespace.to_owned()),
+        identity: crate::leader::default_identity(),
+        lease_duration: args.leader_elect_lease_duration.unwrap_or(lease_duration),
+        renew_deadline: args.leader_elect_renew_deadline.unwrap_or(renew_deadline),
+        retry_period: args.leader_elect_retry_period.unwrap_or(retry_period),
+    };
+    options.validate().map_err(|e| UsageError(e.into()))?;
+    Ok(Some(options))
+}
+
+/// Starts contending for the Lease when leader election is on; the gate says whether this
+/// replica leads (always, when it is off), and the metric and `/plugins` follow it.
+fn start_election(
+    client: &kube::Client,
+    options: Option<ElectionOptions>,
+    metrics: &Arc<Metrics>,
+    cancel: CancellationToken,
+) -> anyhow::Result<(LeaderGate, Option<tokio::task::JoinHandle<()>>)> {
+    let Some(options) = options else {
+        return Ok((LeaderGate::always(), None));
+    };
+    let elector = LeaderElector::new(client.clone(), options).map_err(|e| UsageError(e.into()))?;
+    let gate = elector.gate();
+    let mut changes = gate.subscribe();
+    let (metrics, lease) = (metrics.clone(), gate.lease().to_owned());
+    metrics.set_leader(&lease, false);
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let leader = *changes.borrow_and_update();
+            metrics.set_leader(&lease, leader);
+        }
+    });
+    Ok((gate, Some(tokio::spawn(elector.run(cancel)))))
+}
+
 /// Runs the host until `cancel` fires (SIGINT / SIGTERM), then shuts down in order: stop
 /// watching files, let plugins finish the event in hand, stop the informers.
 pub async fn run(
@@ -103,6 +162,11 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
     let config = Arc::new(config);
+    let election = election_options(
+        &args.leader,
+        &config.leader_election,
+        client.default_namespace(),
+    )?;
     let factory = SharedInformerFactory::new(
         client.clone(),
         FactoryOptions {
@@ -138,6 +202,11 @@ pub async fn run(
             })
             .collect()
     })));
+
+    // Every replica keeps its informers synced and its plugins loaded (a warm standby); the
+    // gate says which one leads, for whatever must only run on the leader.
+    let election_cancel = CancellationToken::new();
+    let (gate, elector) = start_election(&client, election, &metrics, election_cancel.clone())?;
 
     let plugins = PluginHost::new(
         factory.clone(),
@@ -177,10 +246,11 @@ pub async fn run(
             })
         },
         plugins: {
-            let (plugins, files) = (plugins.clone(), files.clone());
+            let (plugins, files, gate) = (plugins.clone(), files.clone(), gate.clone());
             Arc::new(move || {
                 let files = files.lock().clone().unwrap_or_default();
                 serde_json::json!({
+                    "leader": leader_json(&gate),
                     "plugins": plugins.plugins().iter().map(status_json).collect::<Vec<_>>(),
                     "files": files.iter().map(|f| serde_json::json!({
                         "path": f.path,
@@ -241,6 +311,13 @@ pub async fn run(
 
     cancel.cancelled().await;
     tracing::info!("shutting down");
+    // Leadership goes first, so a standby takes over while this replica drains.
+    election_cancel.cancel();
+    if let Some(elector) = elector
+        && let Err(err) = elector.await
+    {
+        tracing::error!(error = %err, "leader elector panicked");
+    }
     watch_cancel.cancel();
     match watcher.await {
         Ok(Err(err)) => tracing::error!(error = %format!("{err:#}"), "plugin watcher failed"),
@@ -283,6 +360,15 @@ fn initial_files_settled(initial: &BTreeSet<PathBuf>, files: &SharedStatus) -> b
         .iter()
         .filter(|f| initial.contains(&f.path))
         .all(|f| !f.pending && (f.plugin.is_some() || f.error.is_some()))
+}
+
+fn leader_json(gate: &LeaderGate) -> serde_json::Value {
+    serde_json::json!({
+        "election": gate.elects(),
+        "lease": gate.lease(),
+        "identity": gate.identity(),
+        "leader": gate.is_leader(),
+    })
 }
 
 fn status_json(p: &PluginStatus) -> serde_json::Value {
@@ -358,6 +444,50 @@ pub fn cancel_on_signals(cancel: CancellationToken) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Leader election is off unless a flag or the config turns it on; flags override the
+    /// config's keys, the namespace falls back to the client's, and bad timings are a usage error.
+    #[test]
+    fn election_options_take_the_flags_over_the_config() {
+        let config = |text: &str| {
+            Config::parse(text, Path::new("k.toml"))
+                .expect("config")
+                .leader_election
+        };
+        let off = LeaderElectArgs::default();
+        assert!(election_options(&off, &config(""), "ns").unwrap().is_none());
+
+        let on = config("[leader-election]\nenabled = true\nlease-name = \"ctl\"\n");
+        let options = election_options(&off, &on, "ns").unwrap().expect("on");
+        assert_eq!(
+            (options.lease_name.as_str(), options.namespace.as_str()),
+            ("ctl", "ns")
+        );
+        assert_eq!(options.lease_duration, Duration::from_secs(15));
+        assert!(!options.identity.is_empty());
+
+        let flags = LeaderElectArgs {
+            leader_elect: true,
+            leader_elect_namespace: Some("ops".into()),
+            leader_elect_retry_period: Some(Duration::from_millis(500)),
+            ..LeaderElectArgs::default()
+        };
+        let options = election_options(&flags, &config(""), "ns")
+            .unwrap()
+            .expect("on");
+        assert_eq!(
+            (options.lease_name.as_str(), options.namespace.as_str()),
+            ("kubewasm", "ops")
+        );
+        assert_eq!(options.retry_period, Duration::from_millis(500));
+
+        let late = LeaderElectArgs {
+            leader_elect_renew_deadline: Some(Duration::from_secs(20)),
+            ..flags
+        };
+        let err = election_options(&late, &config(""), "ns").unwrap_err();
+        assert!(err.to_string().contains("renew deadline"), "{err}");
+    }
 
     /// A kubeconfig named on the command line is used as it is, and its context can be chosen.
     #[tokio::test]

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -78,6 +79,58 @@ pub struct HostArgs {
     /// How long plugins get to finish the event in hand on shutdown, in seconds.
     #[arg(long, default_value_t = 5, env = "KUBEWASM_SHUTDOWN_GRACE")]
     pub shutdown_grace: u64,
+
+    #[command(flatten)]
+    pub leader: LeaderElectArgs,
+}
+
+/// Leader election among replicas: each overrides the config file's `[leader-election]` key.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LeaderElectArgs {
+    /// Contend for a coordination.k8s.io/v1 Lease so that one replica at a time leads (only the
+    /// leader reconciles and writes); without it, this replica always leads.
+    #[arg(long, env = "KUBEWASM_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Name of the Lease [default: kubewasm].
+    #[arg(long, env = "KUBEWASM_LEADER_ELECT_LEASE_NAME")]
+    pub leader_elect_lease_name: Option<String>,
+
+    /// Namespace of the Lease [default: the pod's namespace, else the kubeconfig's].
+    #[arg(long, env = "KUBEWASM_LEADER_ELECT_NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
+
+    /// How long a standby waits for an unrenewed Lease before taking it (`15s`, `1500ms`, `15`)
+    /// [default: 15s].
+    #[arg(long, value_parser = parse_duration, env = "KUBEWASM_LEADER_ELECT_LEASE_DURATION")]
+    pub leader_elect_lease_duration: Option<Duration>,
+
+    /// How long the leader tries to renew before it stops leading [default: 10s].
+    #[arg(long, value_parser = parse_duration, env = "KUBEWASM_LEADER_ELECT_RENEW_DEADLINE")]
+    pub leader_elect_renew_deadline: Option<Duration>,
+
+    /// How often the leader renews and standbys try to acquire [default: 2s].
+    #[arg(long, value_parser = parse_duration, env = "KUBEWASM_LEADER_ELECT_RETRY_PERIOD")]
+    pub leader_elect_retry_period: Option<Duration>,
+}
+
+/// A duration as `15s`, `500ms` or plain seconds (`15`, `0.5`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|n| Duration::try_from_secs_f64(n * scale).ok())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("`{text}` is not a positive duration such as 15s or 500ms"))
 }
 
 #[derive(Debug, Args)]
@@ -150,6 +203,15 @@ pub struct RbacArgs {
     /// Name of the ClusterRole, the Roles and their bindings.
     #[arg(long, default_value = "kubewasm", env = "KUBEWASM_RBAC_NAME")]
     pub name: String,
+
+    /// Include what `run --leader-elect` needs: get, create and update on Leases (also when the
+    /// config file's `[leader-election]` is enabled).
+    #[arg(long, env = "KUBEWASM_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Namespace of the Lease [default: the config file's, else `--namespace`].
+    #[arg(long, env = "KUBEWASM_LEADER_ELECT_NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
 }
 
 #[cfg(test)]
@@ -180,6 +242,43 @@ mod tests {
         };
         assert_eq!(run.kubeconfig, Some(PathBuf::from("/tmp/k.yaml")));
         assert_eq!(run.context.as_deref(), Some("staging"));
+    }
+
+    #[test]
+    fn run_takes_the_leader_election_flags() {
+        let cli = Cli::try_parse_from([
+            "kubewasm",
+            "run",
+            "--plugins",
+            "p",
+            "--leader-elect",
+            "--leader-elect-namespace",
+            "ops",
+            "--leader-elect-lease-duration",
+            "20s",
+            "--leader-elect-retry-period",
+            "500ms",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        let leader = run.host.leader;
+        assert!(leader.leader_elect);
+        assert_eq!(leader.leader_elect_namespace.as_deref(), Some("ops"));
+        assert_eq!(
+            leader.leader_elect_lease_duration,
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(leader.leader_elect_renew_deadline, None);
+        assert_eq!(
+            leader.leader_elect_retry_period,
+            Some(Duration::from_millis(500))
+        );
+        for bad in ["0", "-1s", "soon", ""] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
     }
 
     #[test]

@@ -23,6 +23,14 @@
 //! restarts-before-failed = 5   # restarts in a row that never complete the replay
 //! failed-retry-seconds = 300   # how often a failed plugin is tried again
 //!
+//! [leader-election]           # see `kubewasm run --help`; the flags override these
+//! enabled = false              # contend for a Lease; only the leader reconciles and writes
+//! lease-name = "kubewasm"
+//! namespace = "kubewasm"       # default: the pod's namespace, else the kubeconfig's
+//! lease-duration-seconds = 15  # a standby takes the Lease after it is unrenewed this long
+//! renew-deadline-seconds = 10  # a leader that cannot renew for this long stops leading
+//! retry-period-seconds = 2     # how often the leader renews and standbys try
+//!
 //! [plugins.pod-diff]           # keyed by the file name without `.wasm`
 //! config = "verbose"
 //! grants = ["Pod", "ConfigMap", "apps/*"]
@@ -90,6 +98,8 @@ pub struct Config {
     pub informers: InformersConfig,
     #[serde(default)]
     pub limits: LimitsConfig,
+    #[serde(default)]
+    pub leader_election: LeaderElectionConfig,
     /// Per-plugin settings, keyed by the plugin file's name without `.wasm`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -231,6 +241,57 @@ impl LimitsConfig {
             max_restarts_without_progress: self.restarts_before_failed,
             failed_retry: Duration::from_secs(self.failed_retry_seconds),
         }
+    }
+}
+
+/// Leader election among replicas (see [`crate::leader`]); `kubewasm run`'s `--leader-elect*`
+/// flags override each key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LeaderElectionConfig {
+    /// Contend for the Lease; off, this replica always leads.
+    pub enabled: bool,
+    pub lease_name: String,
+    /// Namespace of the Lease (default: the pod's namespace, else the kubeconfig's).
+    pub namespace: Option<String>,
+    pub lease_duration_seconds: f64,
+    pub renew_deadline_seconds: f64,
+    pub retry_period_seconds: f64,
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        let defaults = crate::leader::ElectionOptions::new("kubewasm", "", "");
+        LeaderElectionConfig {
+            enabled: false,
+            lease_name: defaults.lease_name,
+            namespace: None,
+            lease_duration_seconds: defaults.lease_duration.as_secs_f64(),
+            renew_deadline_seconds: defaults.renew_deadline.as_secs_f64(),
+            retry_period_seconds: defaults.retry_period.as_secs_f64(),
+        }
+    }
+}
+
+impl LeaderElectionConfig {
+    /// The three timings, checked to be positive and finite (their order is checked once the
+    /// flags are applied, by [`crate::leader::ElectionOptions::validate`]).
+    pub fn timings(&self) -> Result<[Duration; 3], String> {
+        let keys = [
+            ("lease-duration-seconds", self.lease_duration_seconds),
+            ("renew-deadline-seconds", self.renew_deadline_seconds),
+            ("retry-period-seconds", self.retry_period_seconds),
+        ];
+        let mut out = [Duration::ZERO; 3];
+        for (slot, (key, seconds)) in out.iter_mut().zip(keys) {
+            *slot = Duration::try_from_secs_f64(seconds)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    format!("[leader-election] {key} must be above zero, not {seconds}")
+                })?;
+        }
+        Ok(out)
     }
 }
 
@@ -392,6 +453,12 @@ impl Config {
             path: path.to_path_buf(),
             message,
         };
+        self.leader_election.timings().map_err(invalid)?;
+        if self.leader_election.lease_name.is_empty() {
+            return Err(invalid(
+                "[leader-election] lease-name must not be empty".into(),
+            ));
+        }
         let limits = std::iter::once((
             "defaults",
             Some(self.defaults.call_deadline_ms),
@@ -552,6 +619,37 @@ mod tests {
             err.contains("kubewasm.toml") && err.contains("paginated"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn leader_election_is_off_by_default_and_its_timings_must_be_positive() {
+        let config = parse("").unwrap().leader_election;
+        assert!(!config.enabled);
+        assert_eq!(
+            config.timings().unwrap(),
+            [15, 10, 2].map(Duration::from_secs)
+        );
+        let config = parse(
+            "[leader-election]\nenabled = true\nnamespace = \"ops\"\nretry-period-seconds = 0.5\n",
+        )
+        .unwrap()
+        .leader_election;
+        assert!(config.enabled);
+        assert_eq!(config.namespace.as_deref(), Some("ops"));
+        assert_eq!(config.timings().unwrap()[2], Duration::from_millis(500));
+        for bad in [
+            "renew-deadline-seconds = 0",
+            "lease-duration-seconds = -1",
+            "lease-name = \"\"",
+        ] {
+            let err = parse(&format!("[leader-election]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("kubewasm.toml") && err.contains("[leader-election]"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

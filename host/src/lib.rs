@@ -4,6 +4,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod inspect;
+pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod plugin;

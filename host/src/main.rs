@@ -120,7 +120,17 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     let config = app::load_config(args.config.as_deref())?;
     app::check_plugins_dir(&args.plugins)?;
-    let found = inspect::needs_of_dir(&args.plugins, &config).await?;
+    let mut found = inspect::needs_of_dir(&args.plugins, &config).await?;
+    if args.leader_elect || config.leader_election.enabled {
+        let namespace = args
+            .leader_elect_namespace
+            .as_deref()
+            .or(config.leader_election.namespace.as_deref())
+            .unwrap_or(&args.namespace);
+        found
+            .needs
+            .push(kubewasm::rbac::leader_election_need(namespace));
+    }
     for (path, err) in &found.rejected {
         eprintln!(
             "kubewasm: {}: skipped, it would not load: {err:#}",

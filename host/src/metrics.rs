@@ -16,7 +16,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -51,6 +51,11 @@ struct ReloadLabels {
 struct DropLabels {
     plugin: String,
     reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    lease: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -100,6 +105,7 @@ pub struct Metrics {
     log_dropped: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     reload_seconds: Histogram,
+    leader: Family<LeaseLabels, Gauge>,
     plugins: Arc<OnceLock<PluginSource>>,
     /// The event label sets made for each plugin name, to remove them with the plugin.
     series: Mutex<HashMap<String, Vec<EventLabels>>>,
@@ -195,6 +201,13 @@ impl Metrics {
             "Time from noticing a changed file to the new version running",
             reload_seconds.clone(),
         );
+        let leader = Family::<LeaseLabels, Gauge>::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader election Lease, else 0 (only with \
+             --leader-elect)",
+            leader.clone(),
+        );
         registry.register_collector(Box::new(InformerCollector(informers)));
         let plugins: Arc<OnceLock<PluginSource>> = Arc::default();
         registry.register_collector(Box::new(PluginCollector(plugins.clone())));
@@ -207,6 +220,7 @@ impl Metrics {
             log_dropped,
             reloads,
             reload_seconds,
+            leader,
             plugins,
             series: Mutex::new(HashMap::new()),
         }
@@ -310,6 +324,15 @@ impl Metrics {
         if ok {
             self.reload_seconds.observe(elapsed.as_secs_f64());
         }
+    }
+
+    /// Records whether this replica leads on `lease`.
+    pub fn set_leader(&self, lease: &str, leader: bool) {
+        self.leader
+            .get_or_create(&LeaseLabels {
+                lease: lease.to_owned(),
+            })
+            .set(i64::from(leader));
     }
 
     /// The metrics in the Prometheus text format.
@@ -448,6 +471,8 @@ mod tests {
         diff.instance_failed(FailureKind::Trap);
         diff.events_dropped(DropReason::Replaced, 5);
         metrics.reloaded("diff", false, Duration::ZERO);
+        metrics.set_leader("kubewasm", true);
+        metrics.set_leader("kubewasm", false);
         let text = metrics.encode();
         for line in [
             r#"kubewasm_plugin_events_total{plugin="diff",resource="ConfigMap",event="add",outcome="ok"} 2"#,
@@ -456,6 +481,7 @@ mod tests {
             r#"kubewasm_plugin_reloads_total{plugin="diff",result="failed"} 1"#,
             r#"kubewasm_plugin_queue_depth{plugin="diff"} 3"#,
             r#"kubewasm_plugin_failed{plugin="diff"} 1"#,
+            r#"kubewasm_leader{lease="kubewasm"} 0"#,
             r#"kubewasm_informer_objects{resource="v1/configmaps",namespace="",selector=""} 7"#,
             r#"kubewasm_informer_relists_total{resource="v1/configmaps",namespace="",selector=""} 2"#,
         ] {

@@ -23,6 +23,8 @@ use serde_json::{Value, json};
 pub enum Access {
     /// The informer's list and watch, and a get for a single object.
     Read,
+    /// Leader election's Lease: read it, create it the first time, renew and release it.
+    Lease,
 }
 
 impl Access {
@@ -30,7 +32,19 @@ impl Access {
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
             Access::Read => &["get", "list", "watch"],
+            Access::Lease => &["get", "create", "update"],
         }
+    }
+}
+
+/// What leader election needs: the Lease verbs in the Lease's namespace.
+pub fn leader_election_need(namespace: &str) -> Need {
+    Need {
+        group: "coordination.k8s.io".into(),
+        version: "v1".into(),
+        kind: "Lease".into(),
+        namespace: Some(namespace.to_owned()),
+        access: Access::Lease,
     }
 }
 
@@ -286,6 +300,14 @@ mod tests {
     #[test]
     fn each_access_brings_its_verbs() {
         assert_eq!(Access::Read.verbs(), ["get", "list", "watch"]);
+        let items =
+            parse(&manifests(&identity("default"), &[leader_election_need("default")]).unwrap());
+        assert_eq!(items[1]["kind"], "Role");
+        assert_eq!(items[1]["metadata"]["namespace"], "default");
+        assert_eq!(
+            items[1]["rules"],
+            json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update"]}])
+        );
         let items = parse(
             &manifests(&identity("default"), &[need("example.com", "Backup", None)]).unwrap(),
         );

@@ -74,7 +74,8 @@ on_both_servers!(
     generation_follows_spec_changes_only,
     server_side_apply_owns_removes_conflicts_and_forces,
     server_side_apply_merges_containers_by_name,
-    an_update_takes_fields_from_an_applier;
+    an_update_takes_fields_from_an_applier,
+    leader_election_acquires_renews_hands_over_and_releases_a_lease;
     real only: server_side_apply_makes_the_plugin_a_field_manager_with_conflicts,
     a_write_the_credentials_do_not_allow_is_forbidden,
 );
@@ -844,6 +845,7 @@ async fn a_write_the_credentials_do_not_allow_is_forbidden(server: TestServer) {
     let writer = Writes::client(restricted);
     let created = writer.create(&w.config_map("one", json!({}))).await;
     assert_eq!(written(&created), "Forbidden", "{created:?}");
+}
 
 /// Creates a namespaced CRD `plural.gen.kubewasm.dev` (with or without the status subresource)
 /// and waits until it is served.
@@ -1206,4 +1208,97 @@ async fn an_update_takes_fields_from_an_applier(server: TestServer) {
         server.name()
     );
     assert!(status.message.contains("controller"), "{}", status.message);
+}
+
+/// Two electors on one Lease: the first creates and holds it (renewing it), the second waits as
+/// a standby, takes it within a retry period once the first releases it on cancel, and empties
+/// it when cancelled in turn. The Lease reads the same on both servers at each step.
+async fn leader_election_acquires_renews_hands_over_and_releases_a_lease(server: TestServer) {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use kubewasm::leader::{ElectionOptions, LeaderElector};
+    use tokio_util::sync::CancellationToken;
+
+    let namespace = server.namespace("leader-election").await;
+    let client = server.client();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let spec = || async {
+        leases
+            .get("kubewasm")
+            .await
+            .unwrap_or_else(|e| panic!("reading the lease on the {} server: {e}", server.name()))
+            .spec
+            .unwrap_or_default()
+    };
+    let start = |identity: &str| {
+        let options = ElectionOptions {
+            lease_duration: Duration::from_secs(2),
+            renew_deadline: Duration::from_millis(1500),
+            retry_period: Duration::from_millis(200),
+            ..ElectionOptions::new("kubewasm", &namespace, identity)
+        };
+        let elector = LeaderElector::new(client.clone(), options).expect("valid options");
+        let gate = elector.gate();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(elector.run(cancel.clone()));
+        (gate, cancel, task)
+    };
+
+    let (a, stop_a, task_a) = start("a");
+    tokio::time::timeout(PATIENCE, a.wait_leader())
+        .await
+        .expect("a leads");
+    let first = spec().await;
+    assert_eq!(
+        first.holder_identity.as_deref(),
+        Some("a"),
+        "{}",
+        server.name()
+    );
+    assert_eq!(first.lease_duration_seconds, Some(2));
+    assert_eq!(first.lease_transitions, Some(0));
+    assert!(first.acquire_time.is_some() && first.renew_time.is_some());
+
+    let (b, stop_b, task_b) = start("b");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let renewing = spec().await;
+    assert!(
+        renewing.renew_time > first.renew_time,
+        "a renews on the {} server",
+        server.name()
+    );
+    assert_eq!(renewing.acquire_time, first.acquire_time);
+    assert!(a.is_leader() && !b.is_leader(), "{}", server.name());
+
+    stop_a.cancel();
+    task_a.await.expect("elector a");
+    assert!(!a.is_leader());
+    tokio::time::timeout(PATIENCE, b.wait_leader())
+        .await
+        .expect("b leads");
+    let second = spec().await;
+    assert_eq!(
+        second.holder_identity.as_deref(),
+        Some("b"),
+        "{}",
+        server.name()
+    );
+    assert_eq!(second.lease_duration_seconds, Some(2));
+    assert_eq!(second.lease_transitions, Some(1));
+
+    stop_b.cancel();
+    task_b.await.expect("elector b");
+    let released = spec().await;
+    assert_eq!(
+        released,
+        LeaseSpec {
+            holder_identity: None,
+            lease_duration_seconds: Some(1),
+            lease_transitions: Some(1),
+            acquire_time: released.acquire_time.clone(),
+            renew_time: released.renew_time.clone(),
+            ..LeaseSpec::default()
+        },
+        "released on the {} server",
+        server.name()
+    );
 }

@@ -1,0 +1,504 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, the way client-go's
+//! `tools/leaderelection` does it, and the [`LeaderGate`] the rest of the host reads.
+//!
+//! Every replica runs a [`LeaderElector`] on the same Lease. The one holding it renews it every
+//! retry period; the others poll it every retry period and take it once the record has not
+//! changed for the lease duration. Guarantees:
+//!
+//! - **No overlap.** A leader's gate closes at the renew deadline counted from the *start* of its
+//!   last successful renewal, even if the elector task is starved ([`LeaderGate::is_leader`]
+//!   checks the deadline itself). Another replica can only take the Lease once it has seen the
+//!   same record for a whole lease duration, counted from when *it* observed the record (after
+//!   that renewal reached the server), and the renew deadline is shorter than the lease duration.
+//! - **Clock-skew safety.** The timestamps in the Lease are written for humans and other tools;
+//!   no decision reads them. Expiry is judged on this replica's monotonic clock.
+//! - **Optimistic concurrency.** Every update carries the `resourceVersion` last read; a conflict
+//!   means another replica wrote first, and this attempt simply fails.
+//! - **Graceful hand-over.** On shutdown the leader closes its gate, then empties the holder and
+//!   sets a one-second duration (client-go's `ReleaseOnCancel`), so a standby takes over on its
+//!   next retry.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Why leader election could not be set up or run.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    /// The timings or names make no sense (renew deadline not below the lease duration, ...).
+    #[error("invalid leader election settings: {0}")]
+    Invalid(String),
+}
+
+/// The settings of one elector, client-go's defaults in [`ElectionOptions::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ElectionOptions {
+    /// Name of the Lease all replicas contend for.
+    pub lease_name: String,
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Who this replica is; written to `holderIdentity`. Unique per replica.
+    pub identity: String,
+    /// How long a standby waits, from when it last saw the record change, before taking it.
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives leadership up.
+    pub renew_deadline: Duration,
+    /// How often the leader renews and standbys try to acquire.
+    pub retry_period: Duration,
+}
+
+impl ElectionOptions {
+    /// client-go's timings: lease 15 s, renew deadline 10 s, retry every 2 s.
+    pub fn new(lease_name: &str, namespace: &str, identity: &str) -> ElectionOptions {
+        ElectionOptions {
+            lease_name: lease_name.to_owned(),
+            namespace: namespace.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
+    /// Checks the settings: names given, `retry period < renew deadline < lease duration`, and
+    /// the lease duration a whole number of seconds of at least one (the Lease stores seconds).
+    pub fn validate(&self) -> Result<(), LeaderError> {
+        let invalid = |m: String| Err(LeaderError::Invalid(m));
+        if self.lease_name.is_empty() || self.namespace.is_empty() || self.identity.is_empty() {
+            return invalid("the lease name, namespace and identity must not be empty".into());
+        }
+        if self.lease_duration < Duration::from_secs(1) || self.lease_duration.subsec_nanos() != 0 {
+            return invalid(format!(
+                "the lease duration ({:?}) must be a whole number of seconds, at least 1",
+                self.lease_duration
+            ));
+        }
+        if self.renew_deadline >= self.lease_duration {
+            return invalid(format!(
+                "the renew deadline ({:?}) must be shorter than the lease duration ({:?})",
+                self.renew_deadline, self.lease_duration
+            ));
+        }
+        if self.retry_period.is_zero() || self.retry_period >= self.renew_deadline {
+            return invalid(format!(
+                "the retry period ({:?}) must be above zero and shorter than the renew deadline \
+                 ({:?})",
+                self.retry_period, self.renew_deadline
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// This replica's identity: `POD_NAME` (from the downward API), else `HOSTNAME` inside a pod
+/// (the pod name), else the host name with a random suffix, so two processes on one machine
+/// never share an identity.
+pub fn default_identity() -> String {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if let Some(pod) = env("POD_NAME") {
+        return pod;
+    }
+    let hostname = env("HOSTNAME").or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+    });
+    if env("KUBERNETES_SERVICE_HOST").is_some()
+        && let Some(pod) = &hostname
+    {
+        return pod.clone();
+    }
+    let suffix = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    format!(
+        "{}_{:016x}",
+        hostname.unwrap_or_else(|| "kubewasm".into()),
+        suffix
+    )
+}
+
+/// Whether this replica leads, cheap to read from any thread.
+///
+/// Cloning shares the state. A gate made by [`LeaderGate::always`] (leader election off) is
+/// always open. The elector opens it with a deadline; [`LeaderGate::is_leader`] is false from
+/// that deadline on even if the elector has not run since, so a starved elector can never leave
+/// a write going out after the lease could have been taken.
+#[derive(Clone)]
+pub struct LeaderGate {
+    inner: Arc<GateInner>,
+}
+
+struct GateInner {
+    /// The Lease name (for metrics and logs); empty when leader election is off.
+    lease: String,
+    /// This replica's identity in the Lease; empty when leader election is off.
+    identity: String,
+    open: AtomicBool,
+    /// Until when an open gate stays open without a renewal; `None`: no deadline.
+    until: Mutex<Option<Instant>>,
+    changes: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for LeaderGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderGate")
+            .field("lease", &self.inner.lease)
+            .field("leader", &self.is_leader())
+            .finish()
+    }
+}
+
+impl LeaderGate {
+    /// A gate for `identity`'s leader election on `lease`, closed until the elector opens it.
+    pub fn new(lease: &str, identity: &str) -> LeaderGate {
+        LeaderGate::with_state(lease, identity, false)
+    }
+
+    /// A gate that is always open: this replica is the only one (leader election off).
+    pub fn always() -> LeaderGate {
+        LeaderGate::with_state("", "", true)
+    }
+
+    fn with_state(lease: &str, identity: &str, open: bool) -> LeaderGate {
+        LeaderGate {
+            inner: Arc::new(GateInner {
+                lease: lease.to_owned(),
+                identity: identity.to_owned(),
+                open: AtomicBool::new(open),
+                until: Mutex::new(None),
+                changes: watch::Sender::new(open),
+            }),
+        }
+    }
+
+    /// The Lease this gate follows; empty when leader election is off.
+    pub fn lease(&self) -> &str {
+        &self.inner.lease
+    }
+
+    /// This replica's identity in the Lease; empty when leader election is off.
+    pub fn identity(&self) -> &str {
+        &self.inner.identity
+    }
+
+    /// Whether leader election is on (a gate from [`LeaderGate::new`]).
+    pub fn elects(&self) -> bool {
+        !self.inner.lease.is_empty()
+    }
+
+    /// Whether this replica leads now. Writes must be refused when this is false.
+    pub fn is_leader(&self) -> bool {
+        if !self.inner.open.load(Ordering::Acquire) {
+            return false;
+        }
+        match *self.inner.until.lock() {
+            Some(until) => Instant::now() < until,
+            None => true,
+        }
+    }
+
+    /// Waits until this replica leads (at once if it does).
+    pub async fn wait_leader(&self) {
+        let mut changes = self.inner.changes.subscribe();
+        loop {
+            changes.borrow_and_update();
+            if self.is_leader() {
+                return;
+            }
+            if changes.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// Leadership transitions as they happen: `true` when this replica became leader, `false`
+    /// when it stopped. A deadline passing unrenewed is reported when the elector notices it.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.inner.changes.subscribe()
+    }
+
+    /// Opens the gate, or extends it, until `until`.
+    fn open_until(&self, until: Instant) {
+        *self.inner.until.lock() = Some(until);
+        self.inner.open.store(true, Ordering::Release);
+        self.inner
+            .changes
+            .send_if_modified(|open| !std::mem::replace(open, true));
+    }
+
+    fn close(&self) {
+        self.inner.open.store(false, Ordering::Release);
+        self.inner
+            .changes
+            .send_if_modified(|open| std::mem::replace(open, false));
+    }
+}
+
+/// The Lease record as last observed, and when this replica observed it change.
+#[derive(Debug, Clone)]
+struct Observed {
+    spec: LeaseSpec,
+    resource_version: Option<String>,
+    at: Instant,
+}
+
+/// Contends for one Lease and keeps a [`LeaderGate`] in step with the outcome.
+pub struct LeaderElector {
+    api: Api<Lease>,
+    options: ElectionOptions,
+    gate: LeaderGate,
+    observed: Option<Observed>,
+}
+
+impl LeaderElector {
+    /// An elector for `options` (validated) through `client`.
+    pub fn new(client: Client, options: ElectionOptions) -> Result<LeaderElector, LeaderError> {
+        options.validate()?;
+        Ok(LeaderElector {
+            api: Api::namespaced(client, &options.namespace),
+            gate: LeaderGate::new(&options.lease_name, &options.identity),
+            options,
+            observed: None,
+        })
+    }
+
+    /// The gate this elector opens and closes.
+    pub fn gate(&self) -> LeaderGate {
+        self.gate.clone()
+    }
+
+    /// Contends until `cancel` fires: acquire, renew, and after losing the Lease contend again.
+    /// On cancel a leader closes its gate and releases the Lease before this returns.
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let identity = self.options.identity.clone();
+        let lease = self.options.lease_name.clone();
+        tracing::info!(%lease, %identity, "contending for leadership");
+        loop {
+            if !self.acquire(&cancel).await {
+                return;
+            }
+            tracing::info!(%lease, %identity, "became leader");
+            let released = self.renew(&cancel).await;
+            self.gate.close();
+            if released {
+                self.release().await;
+                tracing::info!(%lease, %identity, "released leadership on shutdown");
+                return;
+            }
+            tracing::warn!(%lease, %identity, "lost leadership: could not renew before the renew deadline");
+        }
+    }
+
+    /// Tries every retry period until the Lease is ours (true) or `cancel` fires (false).
+    async fn acquire(&mut self, cancel: &CancellationToken) -> bool {
+        let mut tick = retry_ticks(self.options.retry_period);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                _ = tick.tick() => {}
+            }
+            let started = Instant::now();
+            let attempt = tokio::select! {
+                _ = cancel.cancelled() => return false,
+                ok = self.try_acquire_or_renew() => ok,
+            };
+            if attempt {
+                self.gate.open_until(started + self.options.renew_deadline);
+                return true;
+            }
+        }
+    }
+
+    /// Renews every retry period while leader. Returns true when `cancel` fired (release), false
+    /// when no renewal succeeded before the renew deadline.
+    async fn renew(&mut self, cancel: &CancellationToken) -> bool {
+        let mut tick = retry_ticks(self.options.retry_period);
+        tick.tick().await;
+        let mut deadline = self.deadline_of_gate();
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return true,
+                _ = tokio::time::sleep_until(deadline) => return false,
+                _ = tick.tick() => {}
+            }
+            let started = Instant::now();
+            let renewed = tokio::select! {
+                _ = cancel.cancelled() => return true,
+                _ = tokio::time::sleep_until(deadline) => return false,
+                ok = self.try_acquire_or_renew() => ok,
+            };
+            if renewed {
+                deadline = started + self.options.renew_deadline;
+                self.gate.open_until(deadline);
+            }
+        }
+    }
+
+    fn deadline_of_gate(&self) -> Instant {
+        (*self.gate.inner.until.lock()).unwrap_or_else(Instant::now)
+    }
+
+    /// One attempt, as client-go's `tryAcquireOrRenew`: create the Lease if missing; else take
+    /// it if we hold it, it is free, or it has not changed for its duration; write with the
+    /// resourceVersion read. Any failure (conflict, network, server) is a `false`.
+    async fn try_acquire_or_renew(&mut self) -> bool {
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let seconds = self.options.lease_duration.as_secs() as i32;
+        let identity = self.options.identity.clone();
+        let current = match self.api.get_opt(&self.options.lease_name).await {
+            Ok(current) => current,
+            Err(err) => {
+                tracing::debug!(lease = %self.options.lease_name, error = %err, "cannot read the lease");
+                return false;
+            }
+        };
+        let Some(current) = current else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.options.lease_name.clone()),
+                    namespace: Some(self.options.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(identity),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(created) => {
+                    self.observe(created);
+                    true
+                }
+                Err(err) => {
+                    tracing::debug!(lease = %self.options.lease_name, error = %err, "cannot create the lease");
+                    false
+                }
+            };
+        };
+
+        let spec = current.spec.clone().unwrap_or_default();
+        let changed = self.observed.as_ref().is_none_or(|o| {
+            o.spec != spec || o.resource_version != current.metadata.resource_version
+        });
+        if changed {
+            self.observe(current.clone());
+        }
+        let Some(observed) = &self.observed else {
+            return false;
+        };
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        let held_by_us = holder == identity;
+        let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
+        if !holder.is_empty() && !held_by_us && Instant::now() < observed.at + duration {
+            return false;
+        }
+
+        let transitions = spec.lease_transitions.unwrap_or(0);
+        let record = LeaseSpec {
+            holder_identity: Some(identity),
+            lease_duration_seconds: Some(seconds),
+            acquire_time: if held_by_us {
+                spec.acquire_time.clone()
+            } else {
+                Some(now.clone())
+            },
+            renew_time: Some(now),
+            lease_transitions: Some(if held_by_us {
+                transitions
+            } else {
+                transitions + 1
+            }),
+            ..spec
+        };
+        let mut lease = current;
+        lease.spec = Some(record);
+        match self
+            .api
+            .replace(&self.options.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(written) => {
+                self.observe(written);
+                true
+            }
+            Err(err) => {
+                tracing::debug!(lease = %self.options.lease_name, error = %err, "cannot update the lease");
+                false
+            }
+        }
+    }
+
+    fn observe(&mut self, lease: Lease) {
+        self.observed = Some(Observed {
+            spec: lease.spec.unwrap_or_default(),
+            resource_version: lease.metadata.resource_version,
+            at: Instant::now(),
+        });
+    }
+
+    /// Empties the holder of a Lease we hold (client-go's `ReleaseOnCancel`), bounded by the
+    /// renew deadline. The gate is already closed. The Lease is read again first: a renewal cut
+    /// short by the cancel may have landed, and its resourceVersion is the one to write over.
+    async fn release(&self) {
+        let release = async {
+            let Some(mut lease) = self.api.get_opt(&self.options.lease_name).await? else {
+                return Ok(());
+            };
+            let spec = lease.spec.clone().unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(self.options.identity.as_str()) {
+                return Ok(());
+            }
+            let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+            lease.spec = Some(LeaseSpec {
+                holder_identity: None,
+                lease_duration_seconds: Some(1),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: spec.lease_transitions,
+                ..LeaseSpec::default()
+            });
+            let params = PostParams::default();
+            self.api
+                .replace(&self.options.lease_name, &params, &lease)
+                .await
+                .map(drop)
+        };
+        let lease = &self.options.lease_name;
+        match tokio::time::timeout(self.options.renew_deadline, release).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(%lease, error = %err, "cannot release the lease; it expires on its own")
+            }
+            Err(_) => {
+                tracing::warn!(%lease, "releasing the lease timed out; it expires on its own")
+            }
+        }
+    }
+}
+
+/// Ticks every `period`, the first at once; an attempt that overran a tick is followed by a
+/// full period, not a burst of catch-up attempts.
+fn retry_ticks(period: Duration) -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
+}
+
+#[cfg(test)]
+mod tests;

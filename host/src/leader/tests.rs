@@ -1,0 +1,313 @@
+//! The elector against the dev API server through kube's client, on tokio's paused clock.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use kubewasm_devserver::Verb;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+const LEASE: Duration = Duration::from_secs(15);
+const RETRY: Duration = Duration::from_secs(2);
+const RENEW: Duration = Duration::from_secs(10);
+
+/// Per gate, the (from, to) times it was open.
+type Intervals = [Vec<(Instant, Instant)>; 2];
+
+struct Running {
+    gate: LeaderGate,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+fn options(identity: &str) -> ElectionOptions {
+    ElectionOptions::new("kubewasm", "default", identity)
+}
+
+fn start(client: &Client, identity: &str) -> Running {
+    let elector = LeaderElector::new(client.clone(), options(identity)).expect("valid options");
+    let gate = elector.gate();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(elector.run(cancel.clone()));
+    Running { gate, cancel, task }
+}
+
+async fn holder(client: &Client) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    leases
+        .get("kubewasm")
+        .await
+        .expect("the lease exists")
+        .spec
+        .and_then(|s| s.holder_identity)
+}
+
+/// Samples both gates every 5 ms (virtual) and records the intervals each was open.
+fn record_intervals(gates: [LeaderGate; 2]) -> (CancellationToken, JoinHandle<Intervals>) {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let mut intervals: Intervals = Default::default();
+            let mut opened: [Option<Instant>; 2] = [None, None];
+            loop {
+                let now = Instant::now();
+                for i in 0..2 {
+                    match (gates[i].is_leader(), opened[i]) {
+                        (true, None) => opened[i] = Some(now),
+                        (false, Some(from)) => {
+                            intervals[i].push((from, now));
+                            opened[i] = None;
+                        }
+                        _ => {}
+                    }
+                }
+                if stop.is_cancelled() {
+                    for i in 0..2 {
+                        if let Some(from) = opened[i] {
+                            intervals[i].push((from, now));
+                        }
+                    }
+                    return intervals;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    });
+    (stop, task)
+}
+
+fn assert_no_overlap(intervals: &Intervals) {
+    for a in &intervals[0] {
+        for b in &intervals[1] {
+            assert!(
+                a.1 <= b.0 || b.1 <= a.0,
+                "both led at once: {a:?} and {b:?}"
+            );
+        }
+    }
+}
+
+async fn first_leader(a: &Running, b: &Running) -> usize {
+    tokio::select! {
+        _ = a.gate.wait_leader() => 0,
+        _ = b.gate.wait_leader() => 1,
+    }
+}
+
+#[test]
+fn options_are_validated() {
+    assert!(options("a").validate().is_ok());
+    let bad = [
+        ElectionOptions {
+            renew_deadline: LEASE,
+            ..options("a")
+        },
+        ElectionOptions {
+            retry_period: RENEW,
+            ..options("a")
+        },
+        ElectionOptions {
+            retry_period: Duration::ZERO,
+            ..options("a")
+        },
+        ElectionOptions {
+            lease_duration: Duration::from_millis(1500),
+            ..options("a")
+        },
+        ElectionOptions {
+            identity: String::new(),
+            ..options("a")
+        },
+    ];
+    for options in bad {
+        let err = options.validate().expect_err("invalid");
+        assert!(
+            err.to_string()
+                .starts_with("invalid leader election settings"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn an_always_gate_is_open_and_a_new_one_closed() {
+    assert!(LeaderGate::always().is_leader());
+    assert!(!LeaderGate::new("l", "me").is_leader());
+    assert!(!default_identity().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_electors_on_one_lease_exactly_one_leads() {
+    let (server, client) = kubewasm_tests::devserver().await;
+    let a = start(&client, "a");
+    let b = start(&client, "b");
+    let (stop, intervals) = record_intervals([a.gate.clone(), b.gate.clone()]);
+    let leader = first_leader(&a, &b).await;
+    tokio::time::sleep(LEASE * 4).await;
+    let gates = [&a.gate, &b.gate];
+    assert!(gates[leader].is_leader(), "the leader kept renewing");
+    assert!(!gates[1 - leader].is_leader());
+    assert_eq!(holder(&client).await.as_deref(), Some(["a", "b"][leader]));
+    stop.cancel();
+    let intervals = intervals.await.expect("recorder");
+    assert_eq!(
+        intervals[leader].len(),
+        1,
+        "one uninterrupted term: {intervals:?}"
+    );
+    assert!(intervals[1 - leader].is_empty());
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_killed_leader_is_replaced_after_the_lease_duration() {
+    let (server, client) = kubewasm_tests::devserver().await;
+    let a = start(&client, "a");
+    a.gate.wait_leader().await;
+    let b = start(&client, "b");
+    let (stop, intervals) = record_intervals([a.gate.clone(), b.gate.clone()]);
+    tokio::time::sleep(LEASE).await;
+    assert!(!b.gate.is_leader());
+
+    a.task.abort();
+    let killed = Instant::now();
+    b.gate.wait_leader().await;
+    let took = killed.elapsed();
+    assert!(
+        !a.gate.is_leader(),
+        "the dead leader's gate closed at its deadline"
+    );
+    // The last renewal was at most one retry period before the kill; b waits a lease duration
+    // from when it saw that renewal, then at most one retry period for its next attempt.
+    assert!(took >= LEASE - RETRY, "taken over too early: {took:?}");
+    assert!(took <= LEASE + RETRY * 2, "taken over too late: {took:?}");
+    assert_eq!(holder(&client).await.as_deref(), Some("b"));
+    stop.cancel();
+    assert_no_overlap(&intervals.await.expect("recorder"));
+    b.cancel.cancel();
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_lease_is_taken_within_one_retry_period() {
+    let (server, client) = kubewasm_tests::devserver().await;
+    let a = start(&client, "a");
+    a.gate.wait_leader().await;
+    let b = start(&client, "b");
+    tokio::time::sleep(LEASE).await;
+
+    a.cancel.cancel();
+    let released = Instant::now();
+    a.task.await.expect("elector");
+    assert!(!a.gate.is_leader());
+    b.gate.wait_leader().await;
+    let took = released.elapsed();
+    assert!(
+        took <= RETRY + Duration::from_millis(100),
+        "hand-over took {took:?}"
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let spec = leases
+        .get("kubewasm")
+        .await
+        .expect("lease")
+        .spec
+        .expect("spec");
+    assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+    assert_eq!(spec.lease_duration_seconds, Some(15));
+    assert_eq!(
+        spec.lease_transitions,
+        Some(1),
+        "b's acquisition is one transition"
+    );
+    b.cancel.cancel();
+    b.task.await.expect("elector");
+    let spec = leases
+        .get("kubewasm")
+        .await
+        .expect("lease")
+        .spec
+        .expect("spec");
+    assert_eq!(spec.holder_identity, None, "released on cancel");
+    assert_eq!(spec.lease_duration_seconds, Some(1));
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_renewals_close_the_gate_before_another_replica_can_lead() {
+    let (server, client) = kubewasm_tests::devserver().await;
+    let a = start(&client, "a");
+    a.gate.wait_leader().await;
+    let b = start(&client, "b");
+    let (stop, intervals) = record_intervals([a.gate.clone(), b.gate.clone()]);
+    tokio::time::sleep(LEASE).await;
+
+    server.set_latency(RENEW + RETRY);
+    let slowed = Instant::now();
+    let mut changes = a.gate.subscribe();
+    changes.wait_for(|open| !*open).await.expect("gate");
+    assert!(
+        slowed.elapsed() <= RENEW,
+        "the gate closed {:?} after renewals stopped succeeding",
+        slowed.elapsed()
+    );
+    tokio::time::sleep(LEASE * 2).await;
+    server.set_latency(Duration::ZERO);
+    let leader = first_leader(&a, &b).await;
+    tokio::time::sleep(LEASE).await;
+    assert!([&a.gate, &b.gate][leader].is_leader());
+    stop.cancel();
+    let intervals = intervals.await.expect("recorder");
+    assert_no_overlap(&intervals);
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn conflicting_updates_let_exactly_one_replica_take_the_lease() {
+    let (server, client) = kubewasm_tests::devserver().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let free = Lease {
+        metadata: ObjectMeta {
+            name: Some("kubewasm".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            lease_duration_seconds: Some(1),
+            ..LeaseSpec::default()
+        }),
+    };
+    leases
+        .create(&PostParams::default(), &free)
+        .await
+        .expect("created");
+    let mut a = LeaderElector::new(client.clone(), options("a")).expect("valid");
+    let mut b = LeaderElector::new(client.clone(), options("b")).expect("valid");
+    // Both read the free lease before either write lands: the second write carries a stale
+    // resourceVersion and is refused.
+    server.set_latency(Duration::from_secs(1));
+    server.clear_requests();
+    let (took_a, took_b) = tokio::join!(a.try_acquire_or_renew(), b.try_acquire_or_renew());
+    server.set_latency(Duration::ZERO);
+    let updates = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == Verb::Update)
+        .count();
+    assert_eq!(updates, 2, "both tried to write");
+    assert!(
+        took_a ^ took_b,
+        "exactly one took it: a {took_a}, b {took_b}"
+    );
+    let winner = if took_a { "a" } else { "b" };
+    assert_eq!(holder(&client).await.as_deref(), Some(winner));
+    // The loser saw the winner's record just now: it must wait a whole lease duration.
+    let loser = if took_a { &mut b } else { &mut a };
+    assert!(!loser.try_acquire_or_renew().await);
+    server.shutdown().await;
+}
