@@ -53,6 +53,7 @@ pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use log_gate::LogLimits;
 pub use observer::{EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
 pub use paging::{Page, PageError, PageLimits, page};
+pub use reconciler::ReconcileSettings;
 pub use workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueStats, WorkQueue,
 };

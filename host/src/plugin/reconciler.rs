@@ -24,6 +24,27 @@ use super::log_gate::LogGate;
 use super::state::HostState;
 use super::workqueue::Completion;
 
+/// How a 0.2 plugin's reconciles run and write: its workqueue, its write client and how many
+/// instances reconcile at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconcileSettings {
+    /// Instances reconciling at once (at least 1); one key is never in two of them at once.
+    pub max_concurrent_reconciles: usize,
+    pub queue: super::QueueOptions,
+    pub client: super::ClientOptions,
+}
+
+impl Default for ReconcileSettings {
+    /// client-go's defaults, one reconcile at a time.
+    fn default() -> Self {
+        ReconcileSettings {
+            max_concurrent_reconciles: 1,
+            queue: super::QueueOptions::default(),
+            client: super::ClientOptions::default(),
+        }
+    }
+}
+
 /// What every instance of one plugin version is made from.
 #[derive(Clone)]
 pub(crate) struct Recipe {

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::super::cache_api::Access;
-use super::super::client::{ClientOptions, NoWriteObserver, Resources, WriteClient};
+use super::super::client::{NoWriteObserver, Resources, WriteClient};
 use super::super::component::{CompiledPlugin, Linked};
 use super::super::events::{EventRecorder, RecorderOptions};
 use super::super::imports_v0_2::Context;
@@ -22,7 +22,7 @@ use super::super::instance::Outcome;
 use super::super::keys::{ObjectKey, QueueRule, keys_for, resolve_rules};
 use super::super::log_gate::LogGate;
 use super::super::reconciler::{Recipe, ReconcilerInstance, spawn_workers};
-use super::super::workqueue::{NoQueueMetrics, QueueOptions, WorkQueue};
+use super::super::workqueue::{NoQueueMetrics, WorkQueue};
 use super::super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 use super::{
     Claims, DropReason, PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
@@ -305,7 +305,7 @@ impl PluginHost {
             log_gate: Arc::new(LogGate::new(self.inner.options.logs)),
             plugin: context.clone(),
         };
-        let workers = spawn_workers(recipe, 1);
+        let workers = spawn_workers(recipe, policy.reconcile.max_concurrent_reconciles);
         self.inner.factory.start();
         Ok(ControllerEntry {
             source: source.to_owned(),
@@ -338,7 +338,7 @@ impl PluginHost {
             kube.clone(),
             name.clone(),
             policy.writes.clone(),
-            ClientOptions::default(),
+            policy.reconcile.client.clone(),
             Arc::new(Resources::new(kube)),
             Arc::new(NoWriteObserver),
         ));
@@ -349,7 +349,7 @@ impl PluginHost {
         Arc::new(Context {
             client,
             recorder,
-            queue: WorkQueue::new(QueueOptions::default(), Arc::new(NoQueueMetrics)),
+            queue: WorkQueue::new(policy.reconcile.queue.clone(), Arc::new(NoQueueMetrics)),
         })
     }
 
