@@ -190,6 +190,17 @@ async fn mirror_creates_updates_and_restores_the_mirrors_it_owns() {
     };
     assert!(wait_until(PATIENCE, plain_seen).await);
     assert_eq!(env.value("plain-mirror").await, None);
+
+    // The handlers of the events subscription received the same changes.
+    let logged = |line: &str| guest_logs().lines("mirror").iter().any(|l| l == line);
+    for line in [
+        "EVENT add a",
+        "EVENT add plain",
+        "EVENT update a",
+        "EVENT delete a-mirror",
+    ] {
+        assert!(wait_until(PATIENCE, || logged(line)).await, "no {line}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@ mod engine;
 mod error;
 mod events;
 mod grants;
+mod handlers_v0_2;
 mod host;
 mod imports_v0_2;
 mod informers;

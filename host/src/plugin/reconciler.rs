@@ -18,7 +18,7 @@ use super::cache_api::Access;
 use super::error::PluginError;
 use super::grants::Limits;
 use super::imports_v0_2::{Context, InstanceImports};
-use super::instance::{Outcome, guarded, new_store};
+use super::instance::{Event, Outcome, guarded, new_store};
 use super::keys::ObjectKey;
 use super::log_gate::LogGate;
 use super::state::HostState;
@@ -137,8 +137,48 @@ impl ReconcilerInstance {
     }
 }
 
+impl ReconcilerInstance {
+    /// Calls the guest's handler for one event of subscription `subscription`.
+    pub(crate) async fn deliver(&mut self, subscription: u32, event: &Event) -> Outcome<()> {
+        let h = self.bindings.kubewasm_controller_handler().clone();
+        let deadline = self.deadline;
+        let no_api = || Duration::ZERO;
+        match event {
+            Event::Add {
+                object,
+                in_initial_list,
+            } => {
+                guarded(&mut self.store, deadline, no_api, async |s| {
+                    h.call_on_add(s, subscription, object.json(), *in_initial_list)
+                        .await
+                })
+                .await
+            }
+            Event::Update { old, new } => {
+                guarded(&mut self.store, deadline, no_api, async |s| {
+                    h.call_on_update(s, subscription, old.json(), new.json())
+                        .await
+                })
+                .await
+            }
+            Event::Delete {
+                object,
+                final_state_unknown,
+            } => {
+                guarded(&mut self.store, deadline, no_api, async |s| {
+                    h.call_on_delete(s, subscription, object.json(), *final_state_unknown)
+                        .await
+                })
+                .await
+            }
+        }
+    }
+}
+
 /// A fresh instance of `recipe`, initialised and connected.
-async fn start_instance(recipe: &Recipe) -> Result<(ReconcilerInstance, Vec<Gvk>), String> {
+pub(crate) async fn start_instance(
+    recipe: &Recipe,
+) -> Result<(ReconcilerInstance, Vec<Gvk>), String> {
     let mut instance = ReconcilerInstance::new(
         &recipe.pre,
         &recipe.file,

@@ -17,6 +17,7 @@ use super::super::cache_api::Access;
 use super::super::client::{NoWriteObserver, Resources, WriteClient};
 use super::super::component::{CompiledPlugin, Linked};
 use super::super::events::{EventRecorder, RecorderOptions};
+use super::super::handlers_v0_2::{EventForwarder, spawn_handlers};
 use super::super::imports_v0_2::Context;
 use super::super::instance::Outcome;
 use super::super::keys::{ObjectKey, QueueRule, keys_for, resolve_rules};
@@ -133,9 +134,9 @@ fn gvk(g: &wit::Gvk) -> Gvk {
 }
 
 /// The 0.2 declaration as the checks and the wiring shared with 0.1 read it: subscriptions by
-/// type, indexes on the type of their subscription handle. Handlers of 0.2 event subscriptions
-/// are not called yet, so every subscription is wired as a cache (its queue rules feed the
-/// queue through [`QueueFeeder`]).
+/// type, indexes on the type of their subscription handle. Every subscription is wired as a
+/// cache: its events reach the guest's handlers through an [`EventForwarder`] and its queue
+/// rules feed the queue through a [`QueueFeeder`].
 fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
     let subscriptions: Vec<Subscription> = info
         .subscriptions
@@ -186,6 +187,8 @@ fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
 struct Declared {
     info: PluginInfo,
     rules: Vec<Vec<QueueRule>>,
+    /// Whether each subscription asked for the event handlers.
+    events: Vec<bool>,
 }
 
 impl PluginHost {
@@ -228,7 +231,12 @@ impl PluginHost {
         let info = as_v0_1(&declared).map_err(invalid)?;
         validate(&file, &info, policy, &self.inner.options.declarations)?;
         let rules = resolve_rules(&declared.subscriptions).map_err(invalid)?;
-        Ok(Declared { info, rules })
+        let events = declared.subscriptions.iter().map(|s| s.events).collect();
+        Ok(Declared {
+            info,
+            rules,
+            events,
+        })
     }
 
     /// What `check` answers for a 0.2 component.
@@ -251,7 +259,11 @@ impl PluginHost {
     ) -> Result<ControllerEntry, PluginError> {
         let policy = self.inner.options.policy.policy(&compiled.file);
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
-        let Declared { info, rules } = self.declare_v0_2(&compiled, &policy).await?;
+        let Declared {
+            info,
+            rules,
+            events,
+        } = self.declare_v0_2(&compiled, &policy).await?;
         let mut claims = Claims::default();
         let access = match self.wire(&compiled.file, &info, &policy, &mut claims).await {
             Ok((access, _)) => access,
@@ -273,13 +285,33 @@ impl PluginHost {
         let context = context.unwrap_or_else(|| self.new_context(&name, &policy));
         let informers = self.inner.factory.informers();
         let mut registrations = Vec::new();
-        for ((sub, rules), key) in info.subscriptions.iter().zip(rules).zip(&claims.keys) {
-            if rules.is_empty() {
-                continue;
-            }
+        let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+        for (handle, ((sub, rules), key)) in info
+            .subscriptions
+            .iter()
+            .zip(rules)
+            .zip(&claims.keys)
+            .enumerate()
+        {
             let Some((_, informer)) = informers.iter().find(|(k, _)| k == key) else {
                 continue;
             };
+            let resync = sub
+                .resync_seconds
+                .map(|s| std::time::Duration::from_secs(s.into()));
+            if events[handle] {
+                let forwarder = Arc::new(EventForwarder {
+                    subscription: u32::try_from(handle).unwrap_or(u32::MAX),
+                    tx: events_tx.clone(),
+                });
+                registrations.push((
+                    informer.clone(),
+                    informer.add_event_handler(forwarder, resync),
+                ));
+            }
+            if rules.is_empty() {
+                continue;
+            }
             let feeder = Arc::new(QueueFeeder {
                 group: sub.gvk.group.clone(),
                 kind: sub.gvk.kind.clone(),
@@ -287,9 +319,6 @@ impl PluginHost {
                 queue: context.queue.clone(),
                 plugin: name.clone(),
             });
-            let resync = sub
-                .resync_seconds
-                .map(|s| std::time::Duration::from_secs(s.into()));
             registrations.push((informer.clone(), informer.add_event_handler(feeder, resync)));
         }
         let Linked::V0_2(pre) = &*compiled.pre else {
@@ -305,7 +334,14 @@ impl PluginHost {
             log_gate: Arc::new(LogGate::new(self.inner.options.logs)),
             plugin: context.clone(),
         };
-        let workers = spawn_workers(recipe, policy.reconcile.max_concurrent_reconciles);
+        let mut workers = Vec::new();
+        if events.contains(&true) {
+            workers.push(spawn_handlers(recipe.clone(), events_rx));
+        }
+        workers.extend(spawn_workers(
+            recipe,
+            policy.reconcile.max_concurrent_reconciles,
+        ));
         self.inner.factory.start();
         Ok(ControllerEntry {
             source: source.to_owned(),

@@ -3,7 +3,8 @@
 //! reference). Its one subscription queues a ConfigMap's own key and its controlling owner's,
 //! so a change to a mirror reconciles its source. Every reconcile logs
 //! `RECONCILED namespace/name resourceVersion` (the version read from the cache, `gone` when
-//! the object is not there) and every refused write `REFUSED reason`, for the tests to read.
+//! the object is not there), every refused write `REFUSED reason`, and every event its
+//! handlers receive `EVENT add|update|delete name`, for the tests to read.
 
 use kubewasm_guest_v0_2::bindings::kubewasm::controller::{cache, log};
 use kubewasm_guest_v0_2::k8s_openapi::api::core::v1::ConfigMap;
@@ -35,7 +36,7 @@ impl Controller for Mirror {
         let info = PluginInfo {
             name: if config.is_empty() { "mirror" } else { config }.into(),
             subscriptions: vec![subscribe::<ConfigMap>(
-                false,
+                true,
                 vec![QueueRule::OwnKey, QueueRule::ControllingOwner(0)],
             )],
             indexes: Vec::new(),
@@ -97,6 +98,25 @@ impl Controller for Mirror {
         }
         Ok(Action::Done)
     }
+
+    fn on_add(&mut self, _subscription: u32, object: &str, _initial: bool) -> Result<(), Error> {
+        event("add", object)
+    }
+
+    fn on_update(&mut self, _subscription: u32, _old: &str, new: &str) -> Result<(), Error> {
+        event("update", new)
+    }
+
+    fn on_delete(&mut self, _subscription: u32, object: &str, _unknown: bool) -> Result<(), Error> {
+        event("delete", object)
+    }
+}
+
+fn event(kind: &str, object: &str) -> Result<(), Error> {
+    let object: ConfigMap = serde_json::from_str(object).map_err(|e| Error(e.to_string()))?;
+    let name = object.metadata.name.unwrap_or_default();
+    log::log(log::Level::Info, &format!("EVENT {kind} {name}"));
+    Ok(())
 }
 
 kubewasm_guest_v0_2::export_controller!(Mirror);
