@@ -44,8 +44,8 @@ fn cached(subscription: u32, namespace: &str, name: &str) -> Result<Option<Strin
     cache::get(subscription, Some(namespace), name).map_err(|e| Error(format!("{e:?}")))
 }
 
-fn foo_event(foo: &Value, event_type: EventType, reason: &str, message: &str) {
-    let meta = &foo["metadata"];
+fn foo_event(owner: &Value, event_type: EventType, reason: &str, message: &str) {
+    let meta = &owner["metadata"];
     let event = wit_client::Event {
         regarding: ObjectRef {
             gvk: foo_gvk(),
@@ -63,8 +63,8 @@ fn foo_event(foo: &Value, event_type: EventType, reason: &str, message: &str) {
 }
 
 /// The Deployment a Foo wants: `replicas` nginx pods, owned by the Foo.
-fn desired(foo: &Value, name: &str, replicas: i32) -> Deployment {
-    let foo_name = foo["metadata"]["name"].as_str().unwrap_or_default();
+fn desired(owner: &Value, name: &str, replicas: i32) -> Deployment {
+    let foo_name = owner["metadata"]["name"].as_str().unwrap_or_default();
     let labels = BTreeMap::from([
         ("app".to_owned(), "nginx".to_owned()),
         ("controller".to_owned(), foo_name.to_owned()),
@@ -72,12 +72,12 @@ fn desired(foo: &Value, name: &str, replicas: i32) -> Deployment {
     Deployment {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
-            namespace: foo["metadata"]["namespace"].as_str().map(str::to_owned),
+            namespace: owner["metadata"]["namespace"].as_str().map(str::to_owned),
             owner_references: Some(vec![OwnerReference {
                 api_version: "samplecontroller.k8s.io/v1alpha1".into(),
                 kind: "Foo".into(),
                 name: foo_name.to_owned(),
-                uid: foo["metadata"]["uid"]
+                uid: owner["metadata"]["uid"]
                     .as_str()
                     .unwrap_or_default()
                     .to_owned(),
@@ -112,8 +112,8 @@ fn desired(foo: &Value, name: &str, replicas: i32) -> Deployment {
     }
 }
 
-fn controlled_by(deployment: &Deployment, foo: &Value) -> bool {
-    let uid = foo["metadata"]["uid"].as_str().unwrap_or_default();
+fn controlled_by(deployment: &Deployment, owner: &Value) -> bool {
+    let uid = owner["metadata"]["uid"].as_str().unwrap_or_default();
     deployment
         .metadata
         .owner_references
@@ -124,7 +124,7 @@ fn controlled_by(deployment: &Deployment, foo: &Value) -> bool {
 
 impl Controller for SampleController {
     fn init(_config: &str) -> Result<(Self, PluginInfo), Error> {
-        let foo = Subscription {
+        let foos = Subscription {
             gvk: foo_gvk(),
             namespace: None,
             label_selector: None,
@@ -136,7 +136,7 @@ impl Controller for SampleController {
         let info = PluginInfo {
             name: "sample-controller".into(),
             subscriptions: vec![
-                foo,
+                foos,
                 subscribe::<Deployment>(false, vec![QueueRule::ControllingOwner(FOO)]),
             ],
             indexes: Vec::new(),
@@ -146,24 +146,24 @@ impl Controller for SampleController {
 
     fn reconcile(&mut self, key: Key) -> Result<Action, Error> {
         let namespace = key.namespace.clone().unwrap_or_default();
-        let Some(foo) = cached(FOO, &namespace, &key.name)? else {
+        let Some(owner) = cached(FOO, &namespace, &key.name)? else {
             // Gone: its Deployment goes with it (owner reference, garbage collection).
             return Ok(Action::Done);
         };
-        let foo: Value = serde_json::from_str(&foo).map_err(|e| Error(e.to_string()))?;
-        let Some(name) = foo["spec"]["deploymentName"]
+        let owner: Value = serde_json::from_str(&owner).map_err(|e| Error(e.to_string()))?;
+        let Some(name) = owner["spec"]["deploymentName"]
             .as_str()
             .filter(|n| !n.is_empty())
         else {
             foo_event(
-                &foo,
+                &owner,
                 EventType::Warning,
                 "InvalidSpec",
                 "spec.deploymentName is empty",
             );
             return Ok(Action::Done);
         };
-        let replicas = foo["spec"]["replicas"]
+        let replicas = owner["spec"]["replicas"]
             .as_i64()
             .and_then(|r| i32::try_from(r).ok())
             .unwrap_or(1);
@@ -171,10 +171,10 @@ impl Controller for SampleController {
         let deployment = match cached(DEPLOYMENT, &namespace, name)? {
             None => {
                 let created = api
-                    .create(&desired(&foo, name, replicas))
+                    .create(&desired(&owner, name, replicas))
                     .map_err(api_error)?;
                 foo_event(
-                    &foo,
+                    &owner,
                     EventType::Normal,
                     "Synced",
                     &format!("created Deployment {name}"),
@@ -184,9 +184,9 @@ impl Controller for SampleController {
             Some(json) => {
                 let mut current: Deployment =
                     serde_json::from_str(&json).map_err(|e| Error(e.to_string()))?;
-                if !controlled_by(&current, &foo) {
+                if !controlled_by(&current, &owner) {
                     foo_event(
-                        &foo,
+                        &owner,
                         EventType::Warning,
                         "ErrResourceExists",
                         &format!("Resource {name:?} already exists and is not managed by Foo"),
@@ -207,7 +207,7 @@ impl Controller for SampleController {
             .as_ref()
             .and_then(|s| s.available_replicas)
             .unwrap_or(0);
-        if foo["status"]["availableReplicas"].as_i64() != Some(available.into()) {
+        if owner["status"]["availableReplicas"].as_i64() != Some(available.into()) {
             let target = ObjectRef {
                 gvk: foo_gvk(),
                 namespace: Some(namespace),
