@@ -133,6 +133,9 @@ async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
         namespace: args.namespace,
         service_account: args.service_account,
     };
-    print!("{}", kubewasm::rbac::manifests(&identity, &found.needs)?);
+    print!(
+        "{}",
+        kubewasm::rbac::manifests_with_writes(&identity, &found.needs, &found.writes)?
+    );
     Ok(())
 }
