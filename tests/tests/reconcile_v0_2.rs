@@ -201,6 +201,19 @@ async fn mirror_creates_updates_and_restores_the_mirrors_it_owns() {
     ] {
         assert!(wait_until(PATIENCE, || logged(line)).await, "no {line}");
     }
+
+    // Its status counts the calls: every reconcile and handler call returned, none faulted.
+    let status = env
+        .host
+        .plugins()
+        .into_iter()
+        .find(|p| p.name == "mirror")
+        .expect("status");
+    assert!(status.events_delivered >= 8, "{status:?}");
+    assert_eq!(
+        (status.traps, status.timeouts, status.memory_faults),
+        (0, 0, 0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -72,7 +72,9 @@ pub(crate) fn spawn_handlers(
                     },
                 }
             };
-            match instance.deliver(subscription, &event).await {
+            let outcome = instance.deliver(subscription, &event).await;
+            recipe.plugin.calls.count(&outcome);
+            match outcome {
                 Outcome::Ok(()) => {}
                 Outcome::GuestError(reason) => {
                     tracing::debug!(plugin = %recipe.name, "handler returned an error: {reason}");

@@ -3,6 +3,7 @@
 //! plugin's host-owned [`WorkQueue`]) and `log`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -24,6 +25,39 @@ pub(crate) struct Context {
     pub(crate) client: Arc<WriteClient>,
     pub(crate) recorder: Arc<EventRecorder>,
     pub(crate) queue: WorkQueue<ObjectKey>,
+    /// What the plugin's guest calls did, for its status.
+    pub(crate) calls: CallCounters,
+}
+
+/// Counts of a 0.2 plugin's guest calls (reconciles and handler calls) by how they ended.
+#[derive(Debug, Default)]
+pub(crate) struct CallCounters {
+    /// Calls that returned (ok or err).
+    pub(crate) returned: AtomicU64,
+    /// Calls that returned `err`.
+    pub(crate) errors: AtomicU64,
+    pub(crate) traps: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) memory_faults: AtomicU64,
+}
+
+impl CallCounters {
+    /// Counts how a call ended.
+    pub(crate) fn count<T>(&self, outcome: &super::instance::Outcome<T>) {
+        use super::instance::Outcome;
+        use super::observer::FailureKind;
+        let counter = match outcome {
+            Outcome::Ok(_) => &self.returned,
+            Outcome::GuestError(_) => {
+                self.returned.fetch_add(1, Ordering::Relaxed);
+                &self.errors
+            }
+            Outcome::Failed(FailureKind::Trap, _) => &self.traps,
+            Outcome::Failed(FailureKind::Timeout, _) => &self.timeouts,
+            Outcome::Failed(FailureKind::Memory, _) => &self.memory_faults,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// One instance's side of the 0.2 imports: the plugin's [`Context`], the type of each of this

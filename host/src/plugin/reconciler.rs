@@ -256,7 +256,9 @@ async fn work(recipe: Recipe) {
             item.complete(Completion::Done);
             continue;
         };
-        match instance.reconcile(&key).await {
+        let outcome = instance.reconcile(&key).await;
+        recipe.plugin.calls.count(&outcome);
+        match outcome {
             Outcome::Ok(Action::Done) => item.complete(Completion::Done),
             Outcome::Ok(Action::RequeueAfter(ms)) => {
                 item.complete(Completion::RequeueAfter(Duration::from_millis(ms.into())))

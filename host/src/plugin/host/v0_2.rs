@@ -64,17 +64,19 @@ impl ControllerEntry {
 
     pub(super) fn status(&self, id: PluginId) -> PluginStatus {
         let stats = self.context.queue.stats();
+        let calls = &self.context.calls;
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         PluginStatus {
             id,
             source: self.source.clone(),
             name: self.name.clone(),
             content_hash: self.hash.clone(),
             subscriptions: self.subscriptions.clone(),
-            events_delivered: 0,
-            errors: 0,
-            traps: 0,
-            timeouts: 0,
-            memory_faults: 0,
+            events_delivered: load(&calls.returned),
+            errors: load(&calls.errors),
+            traps: load(&calls.traps),
+            timeouts: load(&calls.timeouts),
+            memory_faults: load(&calls.memory_faults),
             restarts: 0,
             queue_depth: stats.depth,
             state: if self.workers.iter().all(JoinHandle::is_finished) {
@@ -386,6 +388,7 @@ impl PluginHost {
             client,
             recorder,
             queue: WorkQueue::new(policy.reconcile.queue.clone(), Arc::new(NoQueueMetrics)),
+            calls: Default::default(),
         })
     }
 
