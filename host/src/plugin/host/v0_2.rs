@@ -12,6 +12,7 @@ use kubewasm_informer::{
 };
 use tokio::task::JoinHandle;
 
+use super::super::bindings::v0_2::ControllerPre;
 use super::super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::super::cache_api::Access;
 use super::super::client::{NoWriteObserver, Resources, WriteClient};
@@ -23,6 +24,7 @@ use super::super::instance::Outcome;
 use super::super::keys::{ObjectKey, QueueRule, keys_for, resolve_rules};
 use super::super::log_gate::LogGate;
 use super::super::reconciler::{Recipe, ReconcilerInstance, spawn_workers};
+use super::super::state::HostState;
 use super::super::workqueue::{NoQueueMetrics, WorkQueue};
 use super::super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 use super::{
@@ -201,9 +203,7 @@ impl PluginHost {
         compiled: &CompiledPlugin,
         policy: &PluginPolicy,
     ) -> Result<Declared, PluginError> {
-        let Linked::V0_2(pre) = &*compiled.pre else {
-            unreachable!("only 0.2 components are declared here");
-        };
+        let pre = v0_2_pre(compiled)?;
         let file = compiled.file.clone();
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
         let mut instance = ReconcilerInstance::new(
@@ -323,9 +323,7 @@ impl PluginHost {
             });
             registrations.push((informer.clone(), informer.add_event_handler(feeder, resync)));
         }
-        let Linked::V0_2(pre) = &*compiled.pre else {
-            unreachable!("only 0.2 components are started here");
-        };
+        let pre = v0_2_pre(&compiled)?;
         let recipe = Recipe {
             pre: Arc::new(pre.clone()),
             file: compiled.file.clone(),
@@ -466,6 +464,17 @@ impl PluginHost {
             entry.stop();
             entry.context.queue.shut_down();
         }
+    }
+}
+
+/// The 0.2 linking of `compiled`; an error if it is a 0.1 component.
+fn v0_2_pre(compiled: &CompiledPlugin) -> Result<&ControllerPre<HostState>, PluginError> {
+    match &*compiled.pre {
+        Linked::V0_2(pre) => Ok(pre),
+        Linked::V0_1(_) => Err(PluginError::Invalid {
+            file: compiled.file.clone(),
+            reason: "a 0.1 component cannot run as a 0.2 plugin".into(),
+        }),
     }
 }
 
