@@ -153,14 +153,51 @@ fn start_election(
     Ok((gate, Some(tokio::spawn(elector.run(cancel)))))
 }
 
+/// The clients the host talks to the API server with.
+#[derive(Clone)]
+pub struct Clients {
+    /// For the informers and discovery.
+    pub read: kube::Client,
+    /// For the writes of 0.2 plugins: built with kube's default retries off, so a 429 or 503
+    /// answers the guest at once (it backs off through its workqueue) instead of being retried
+    /// inside one call.
+    pub write: kube::Client,
+}
+
+impl Clients {
+    /// Both clients from one configuration.
+    pub fn new(config: kube::Config) -> anyhow::Result<Clients> {
+        let mut write = config.clone();
+        write.default_retry = false;
+        Ok(Clients {
+            read: kube::Client::try_from(config).context("cannot create a kube client")?,
+            write: kube::Client::try_from(write).context("cannot create a kube client")?,
+        })
+    }
+}
+
+impl From<kube::Client> for Clients {
+    /// One client for both (its retries stay on for writes).
+    fn from(client: kube::Client) -> Clients {
+        Clients {
+            read: client.clone(),
+            write: client,
+        }
+    }
+}
+
 /// Runs the host until `cancel` fires (SIGINT / SIGTERM), then shuts down in order: stop
 /// watching files, let plugins finish the event in hand, stop the informers.
 pub async fn run(
-    client: kube::Client,
+    clients: impl Into<Clients>,
     args: &HostArgs,
     config: Config,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
+    let Clients {
+        read: client,
+        write: write_client,
+    } = clients.into();
     let config = Arc::new(config);
     let election = election_options(
         &args.leader,
@@ -219,6 +256,7 @@ pub async fn run(
             restart: config.limits.restart(),
             declarations: config.limits.declarations(),
             logs: config.limits.logs(),
+            write_client: Some(write_client),
             ..HostOptions::default()
         },
     )?;

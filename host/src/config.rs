@@ -323,14 +323,7 @@ pub struct PluginConfig {
     pub retry_burst: Option<u32>,
 }
 
-/// How a 0.2 plugin's reconciles run and write: its workqueue, its write client and how many
-/// instances reconcile at once.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReconcileSettings {
-    pub max_concurrent_reconciles: usize,
-    pub queue: QueueOptions,
-    pub client: ClientOptions,
-}
+pub use crate::plugin::ReconcileSettings;
 
 impl PluginConfig {
     /// This entry's reconcile settings, client-go's defaults where it says nothing.
@@ -529,6 +522,7 @@ impl Config {
     pub fn policy_for(&self, stem: &str) -> PluginPolicy {
         let d = &self.defaults;
         let own = self.plugins.get(stem).cloned().unwrap_or_default();
+        let reconcile = own.reconcile_settings();
         let grants = own.grants.unwrap_or_else(|| d.grants.clone());
         PluginPolicy {
             grants: Grants::only(grants.into_iter().map(|g| g.0).collect()),
@@ -540,6 +534,7 @@ impl Config {
                     .collect(),
             ),
             config: own.config.unwrap_or_default(),
+            reconcile,
             limits: Some(Limits {
                 call_deadline: Duration::from_millis(
                     own.call_deadline_ms.unwrap_or(d.call_deadline_ms),

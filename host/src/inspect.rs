@@ -88,6 +88,8 @@ fn describe(path: &Path, info: &PluginInfo) -> String {
 pub struct DirNeeds {
     /// Every resource some loadable plugin subscribes to.
     pub needs: Vec<Need>,
+    /// The cluster-wide rules the write grants of the loadable plugins need (0.2 plugins).
+    pub writes: Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
     /// The files that would not load, with the reason: left out of `needs`, as `run` leaves
     /// them out of the running set.
     pub rejected: Vec<(PathBuf, anyhow::Error)>,
@@ -111,13 +113,20 @@ pub async fn needs_of_dir(dir: &Path, config: &Config) -> anyhow::Result<DirNeed
             Err(err) => Err(anyhow::Error::new(err).context("cannot read the file")),
         };
         match info {
-            Ok(info) => out.needs.extend(info.subscriptions.iter().map(|s| Need {
-                group: s.gvk.group.clone(),
-                version: s.gvk.version.clone(),
-                kind: s.gvk.kind.clone(),
-                namespace: s.namespace.clone(),
-                access: Access::Read,
-            })),
+            Ok(info) => {
+                out.writes.extend(
+                    policy_lookup(Arc::new(config.clone()))(&path)
+                        .writes
+                        .rbac_rules(),
+                );
+                out.needs.extend(info.subscriptions.iter().map(|s| Need {
+                    group: s.gvk.group.clone(),
+                    version: s.gvk.version.clone(),
+                    kind: s.gvk.kind.clone(),
+                    namespace: s.namespace.clone(),
+                    access: Access::Read,
+                }));
+            }
             Err(err) => out.rejected.push((path, err)),
         }
     }

@@ -56,10 +56,10 @@ async fn run_cluster(args: RunArgs) -> anyhow::Result<()> {
     app::check_plugins_dir(&args.host.plugins)?;
     let kube_config =
         app::cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let client = kube::Client::try_from(kube_config).context("cannot create a kube client")?;
+    let clients = app::Clients::new(kube_config)?;
     let cancel = CancellationToken::new();
     app::cancel_on_signals(cancel.clone())?;
-    app::run(client, &args.host, config, cancel).await
+    app::run(clients, &args.host, config, cancel).await
 }
 
 async fn run_dev(args: DevArgs) -> anyhow::Result<()> {
@@ -93,7 +93,8 @@ async fn run_dev(args: DevArgs) -> anyhow::Result<()> {
     );
     let cancel = CancellationToken::new();
     app::cancel_on_signals(cancel.clone())?;
-    let result = app::run(server.client(), &args.host, config, cancel).await;
+    let clients = app::Clients::new(kube::Config::new(server.url().parse()?))?;
+    let result = app::run(clients, &args.host, config, cancel).await;
     server.shutdown().await;
     result
 }
@@ -142,6 +143,9 @@ async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
         namespace: args.namespace,
         service_account: args.service_account,
     };
-    print!("{}", kubewasm::rbac::manifests(&identity, &found.needs)?);
+    print!(
+        "{}",
+        kubewasm::rbac::manifests_with_writes(&identity, &found.needs, &found.writes)?
+    );
     Ok(())
 }

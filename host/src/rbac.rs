@@ -76,6 +76,16 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// then each role followed by its binding. Plural names come from the kind
 /// (`Deployment` -> `deployments`), as kubectl guesses them without discovery.
 pub fn objects(identity: &Identity, needs: &[Need]) -> anyhow::Result<Vec<Value>> {
+    objects_with_writes(identity, needs, &[])
+}
+
+/// [`objects`], with `writes` (the rules of the plugins' write grants, cluster-wide) added to
+/// the ClusterRole.
+pub fn objects_with_writes(
+    identity: &Identity,
+    needs: &[Need],
+    writes: &[PolicyRule],
+) -> anyhow::Result<Vec<Value>> {
     // scope (None = cluster) -> api group -> plural -> verbs
     type Resources<'a> = BTreeMap<&'a str, BTreeMap<String, BTreeSet<&'static str>>>;
     let mut scopes: BTreeMap<Option<&str>, Resources> = BTreeMap::new();
@@ -110,8 +120,15 @@ pub fn objects(identity: &Identity, needs: &[Need]) -> anyhow::Result<Vec<Value>
         namespace: Some(ns.to_owned()),
         ..Default::default()
     };
+    if !writes.is_empty() {
+        scopes.entry(None).or_default();
+    }
     for (scope, groups) in &scopes {
-        let rules = Some(rules(groups));
+        let mut rules = rules(groups);
+        if scope.is_none() {
+            rules.extend(writes.iter().cloned());
+        }
+        let rules = Some(rules);
         let metadata = named(&identity.name, *scope);
         let role_ref = |kind: &str| RoleRef {
             api_group: RBAC_GROUP.into(),
@@ -149,10 +166,19 @@ pub fn objects(identity: &Identity, needs: &[Need]) -> anyhow::Result<Vec<Value>
 
 /// [`objects`] as one YAML document: a `v1` `List`, which `kubectl apply -f` takes whole.
 pub fn manifests(identity: &Identity, needs: &[Need]) -> anyhow::Result<String> {
+    manifests_with_writes(identity, needs, &[])
+}
+
+/// [`objects_with_writes`] as one YAML document.
+pub fn manifests_with_writes(
+    identity: &Identity,
+    needs: &[Need],
+    writes: &[PolicyRule],
+) -> anyhow::Result<String> {
     let list = json!({
         "apiVersion": "v1",
         "kind": "List",
-        "items": objects(identity, needs)?,
+        "items": objects_with_writes(identity, needs, writes)?,
     });
     Ok(serde_norway::to_string(&list)?)
 }
@@ -213,6 +239,34 @@ mod tests {
         assert_eq!(list["kind"], "List");
         assert_eq!(list["apiVersion"], "v1");
         list["items"].as_array().expect("items").clone()
+    }
+
+    #[test]
+    fn write_grants_add_their_rules_to_the_cluster_role() {
+        let write = PolicyRule {
+            api_groups: Some(vec!["apps".into()]),
+            resources: Some(vec!["deployments".into()]),
+            verbs: vec!["create".into(), "update".into()],
+            ..Default::default()
+        };
+        let items = parse(
+            &manifests_with_writes(
+                &identity("default"),
+                &[need("", "ConfigMap", Some("team-a"))],
+                std::slice::from_ref(&write),
+            )
+            .unwrap(),
+        );
+        let cluster_role = items
+            .iter()
+            .find(|i| i["kind"] == "ClusterRole")
+            .expect("a ClusterRole for the writes");
+        assert_eq!(
+            cluster_role["rules"],
+            json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create", "update"]}])
+        );
+        let role = items.iter().find(|i| i["kind"] == "Role").expect("Role");
+        assert_eq!(role["rules"][0]["resources"], json!(["configmaps"]));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::ControllerPre;
+use super::bindings::{ControllerPre, v0_2};
 use super::error::PluginError;
 use super::state::HostState;
 
@@ -17,7 +17,7 @@ pub struct CompiledPlugin {
     pub(crate) file: PathBuf,
     pub(crate) hash: String,
     /// Shared by every plugin loaded from the same bytes.
-    pub(crate) pre: Arc<ControllerPre<HostState>>,
+    pub(crate) pre: Arc<Linked>,
     pub(crate) origin: Origin,
 }
 
@@ -55,6 +55,14 @@ pub enum Origin {
     Memory,
 }
 
+/// A component linked against the contract version it was built for.
+pub(crate) enum Linked {
+    /// `kubewasm:controller@0.1.0`: event handlers driven by the actor.
+    V0_1(ControllerPre<HostState>),
+    /// `kubewasm:controller@0.2.0`: reconcile driven by the host's workqueue.
+    V0_2(v0_2::ControllerPre<HostState>),
+}
+
 /// What the first eight bytes say a file is.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -82,22 +90,33 @@ pub(crate) fn classify(file: &Path, bytes: &[u8]) -> Result<Kind, PluginError> {
     }
 }
 
-/// Links a compiled component against the host's imports and finds the world's exports.
+/// Links a compiled component against the host's imports and finds the world's exports: those
+/// of 0.2.0 if it has them, else those of 0.1.0.
 pub(crate) fn link(
     linker: &Linker<HostState>,
     component: &Component,
     file: &Path,
-) -> Result<ControllerPre<HostState>, PluginError> {
+) -> Result<Linked, PluginError> {
     let pre = linker
         .instantiate_pre(component)
         .map_err(|e| PluginError::WrongWorld {
             file: file.to_owned(),
             reason: format!("{e:#}"),
         })?;
-    ControllerPre::new(pre).map_err(|e| PluginError::MissingExports {
-        file: file.to_owned(),
-        reason: format!("{e:#}"),
-    })
+    if v0_2::exports::kubewasm::controller::plugin::GuestIndices::new(&pre).is_ok() {
+        return v0_2::ControllerPre::new(pre)
+            .map(Linked::V0_2)
+            .map_err(|e| PluginError::MissingExports {
+                file: file.to_owned(),
+                reason: format!("{e:#}"),
+            });
+    }
+    ControllerPre::new(pre)
+        .map(Linked::V0_1)
+        .map_err(|e| PluginError::MissingExports {
+            file: file.to_owned(),
+            reason: format!("{e:#}"),
+        })
 }
 
 #[cfg(test)]

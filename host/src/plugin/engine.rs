@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-use super::bindings::{Controller, ControllerPre};
-use super::component::{self, CompiledPlugin, Origin};
+use super::bindings::{Controller, v0_2};
+use super::component::{self, CompiledPlugin, Linked, Origin};
 use super::error::PluginError;
 use super::state::HostState;
 
@@ -67,7 +67,7 @@ struct Inner {
     ticker_stop: Arc<AtomicBool>,
     /// Components in use, by content hash: loading the same bytes again (another copy, a
     /// restart of the file) shares the compiled code instead of mapping it once more.
-    loaded: Mutex<HashMap<String, Weak<ControllerPre<HostState>>>>,
+    loaded: Mutex<HashMap<String, Weak<Linked>>>,
 }
 
 impl Drop for Inner {
@@ -89,6 +89,8 @@ impl PluginEngine {
             .map_err(|e| PluginError::Engine(format!("linking WASI: {e:#}")))?;
         Controller::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| PluginError::Engine(format!("linking the controller world: {e:#}")))?;
+        v0_2::Controller::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| PluginError::Engine(format!("linking the 0.2 controller world: {e:#}")))?;
 
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -164,7 +166,7 @@ impl PluginEngine {
         })
     }
 
-    fn loaded(&self, hash: &str) -> Option<Arc<ControllerPre<HostState>>> {
+    fn loaded(&self, hash: &str) -> Option<Arc<Linked>> {
         self.inner.loaded.lock().get(hash).and_then(Weak::upgrade)
     }
 

@@ -128,13 +128,15 @@ impl Default for Grants {
 }
 
 /// What the host's config says about one plugin.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PluginPolicy {
     pub grants: Grants,
     /// What the plugin may write (0.2 plugins); none by default.
     pub writes: super::WriteGrants,
     /// Passed to the guest's `init`; empty when none is configured.
     pub config: String,
+    /// How a 0.2 plugin's reconciles run and write.
+    pub reconcile: super::ReconcileSettings,
     /// Overrides the host's default limits.
     pub limits: Option<Limits>,
 }

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use super::actor::{ActorConfig, ActorHandle, DropReason, PluginState, RestartPolicy};
 use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess};
-use super::component::CompiledPlugin;
+use super::component::{CompiledPlugin, Linked};
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
 use super::grants::{
@@ -24,6 +24,8 @@ use super::instance::{Instance, Outcome};
 use super::log_gate::{LogGate, LogLimits};
 use super::observer::{NoopObserver, Observer};
 use super::{Delivery, PluginInfo};
+
+mod v0_2;
 
 /// Identifies a loaded plugin for the life of the host (stable across `replace`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,6 +57,9 @@ pub struct HostOptions {
     pub declarations: DeclarationLimits,
     /// How much a plugin may log.
     pub logs: LogLimits,
+    /// The client 0.2 plugins write through, built with kube's default retries off (see
+    /// [`super::WriteClient::new`]); `None`: the host's client.
+    pub write_client: Option<kube::Client>,
 }
 
 impl Default for HostOptions {
@@ -68,6 +73,7 @@ impl Default for HostOptions {
             restart: RestartPolicy::default(),
             declarations: DeclarationLimits::default(),
             logs: LogLimits::default(),
+            write_client: None,
         }
     }
 }
@@ -145,6 +151,8 @@ struct HostInner {
     client: kube::Client,
     options: HostOptions,
     plugins: Mutex<BTreeMap<PluginId, Entry>>,
+    /// The running 0.2 plugins (reconcilers), apart from the 0.1 actors.
+    controllers: Mutex<BTreeMap<PluginId, v0_2::ControllerEntry>>,
     /// How many plugins use each informer the host asked the factory for.
     informer_users: Mutex<HashMap<InformerKey, Users>>,
     /// How many plugins declare each shared index, by informer and index name: an index no
@@ -174,6 +182,7 @@ impl PluginHost {
                 client,
                 options,
                 plugins: Mutex::new(BTreeMap::new()),
+                controllers: Mutex::new(BTreeMap::new()),
                 informer_users: Mutex::new(HashMap::new()),
                 index_users: Mutex::new(HashMap::new()),
                 releases: AtomicU64::new(0),
@@ -195,6 +204,9 @@ impl PluginHost {
     pub async fn load(&self, source: &Path, bytes: Vec<u8>) -> Result<PluginId, PluginError> {
         self.check_running()?;
         let compiled = self.inner.engine.compile(source, bytes).await?;
+        if matches!(*compiled.pre, Linked::V0_2(_)) {
+            return self.load_v0_2(source, compiled).await;
+        }
         let prepared = self.prepare(compiled).await?;
         let id = PluginId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
         let entry = self.start(source.to_owned(), prepared);
@@ -210,6 +222,17 @@ impl PluginHost {
     /// error is recorded in its status.
     pub async fn replace(&self, id: PluginId, bytes: Vec<u8>) -> Result<(), PluginError> {
         self.check_running()?;
+        if self.inner.controllers.lock().contains_key(&id) {
+            let source = self
+                .inner
+                .controllers
+                .lock()
+                .get(&id)
+                .map(|e| e.source.clone());
+            let source = source.ok_or(PluginError::UnknownPlugin(id.0))?;
+            let compiled = self.inner.engine.compile(&source, bytes).await?;
+            return self.replace_v0_2(id, compiled).await;
+        }
         let source = self
             .inner
             .plugins
@@ -218,6 +241,12 @@ impl PluginHost {
             .map(|e| e.source.clone())
             .ok_or(PluginError::UnknownPlugin(id.0))?;
         let prepared = match self.inner.engine.compile(&source, bytes).await {
+            Ok(compiled) if matches!(*compiled.pre, Linked::V0_2(_)) => Err(PluginError::Invalid {
+                file: source.clone(),
+                reason: "a 0.1 plugin cannot be replaced by a 0.2 component: unload it and \
+                             load the new one"
+                    .into(),
+            }),
             Ok(compiled) => self.prepare(compiled).await,
             Err(e) => Err(e),
         };
@@ -252,6 +281,9 @@ impl PluginHost {
     /// Stops the plugin (after the event in hand) and removes its handlers; informers no
     /// plugin needs any more are stopped.
     pub async fn unload(&self, id: PluginId) {
+        if self.unload_v0_2(id).await {
+            return;
+        }
         let entry = self.inner.plugins.lock().remove(&id);
         if let Some(entry) = entry {
             entry.actor.stop(entry.call_deadline).await;
@@ -304,6 +336,13 @@ impl PluginHost {
                         .or_else(|| s.last_error.lock().clone()),
                 }
             })
+            .chain(
+                self.inner
+                    .controllers
+                    .lock()
+                    .iter()
+                    .map(|(id, e)| e.status(*id)),
+            )
             .collect()
     }
 
@@ -314,6 +353,7 @@ impl PluginHost {
     pub fn ready(&self) -> bool {
         let plugins = self.inner.plugins.lock();
         plugins.values().all(|e| e.actor.shared.ready())
+            && self.inner.controllers.lock().values().all(|e| e.ready())
     }
 
     /// Compiles the component and calls `init` in a throw-away instance, checking the result
@@ -321,6 +361,9 @@ impl PluginHost {
     pub async fn check(&self, source: &Path, bytes: &[u8]) -> Result<PluginInfo, PluginError> {
         let compiled = self.inner.engine.compile(source, bytes.to_vec()).await?;
         let policy = self.inner.options.policy.policy(source);
+        if matches!(*compiled.pre, Linked::V0_2(_)) {
+            return self.check_v0_2(&compiled, &policy).await;
+        }
         let (_, info) = self.init(&compiled, &policy).await?;
         Ok(info)
     }
@@ -330,6 +373,7 @@ impl PluginHost {
     /// factory is left to its owner.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.shutting_down.store(true, Ordering::Release);
+        self.shutdown_v0_2();
         let entries: Vec<Entry> = std::mem::take(&mut *self.inner.plugins.lock())
             .into_values()
             .collect();

@@ -104,24 +104,19 @@ impl Instance {
         access: Arc<Access>,
         log_gate: Arc<LogGate>,
     ) -> Result<Self, PluginError> {
-        let engine = compiled.pre.engine();
-        let mut store = Store::new(engine, HostState::new(label, &limits, access, log_gate));
-        store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_callback(|ctx| {
-            if ctx.data().past_deadline() {
-                Err(wasmtime::Error::new(DeadlineExceeded))
-            } else {
-                // Let other tasks run on this worker while a long call goes on.
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
-        store.set_epoch_deadline(1);
+        let super::component::Linked::V0_1(pre) = &*compiled.pre else {
+            return Err(PluginError::Instantiate {
+                file: compiled.file.clone(),
+                reason: "a 0.2 component runs as a reconciler, not as a 0.1 instance".into(),
+            });
+        };
+        let mut store = new_store(pre.engine(), label, &limits, access, log_gate);
         let clock = store.data().clock.clone();
         clock.start(limits.call_deadline);
         let _in_flight = CallInFlight::start();
         let instantiated = tokio::time::timeout(
             wall_limit(limits.call_deadline),
-            timed(&clock, compiled.pre.instantiate_async(&mut store)),
+            timed(&clock, pre.instantiate_async(&mut store)),
         )
         .await;
         clock.stop();
@@ -203,57 +198,104 @@ impl Instance {
         }
     }
 
-    /// Runs one guest call under the deadline: the epoch callback interrupts guest code once
-    /// the call has run for the deadline (see [`CallClock`]); a wall-clock limit of
-    /// [`WALL_LIMIT_FACTOR`] times the deadline ends a call blocked in a host call for longer
-    /// (a guest sleeping through WASI).
     async fn guarded<T, F>(&mut self, call: F) -> Outcome<T>
     where
         F: AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
     {
-        let deadline = self.limits.call_deadline;
-        let started = Instant::now();
-        // A refused growth in an earlier call that the guest survived says nothing about
-        // how this one ends.
-        self.store.data_mut().limiter.exceeded = false;
-        let clock = self.store.data().clock.clone();
-        clock.start(deadline);
-        let _in_flight = CallInFlight::start();
-        self.store.set_epoch_deadline(1);
-        let result = {
-            let mut call = std::pin::pin!(timed(&clock, call(&mut self.store)));
-            // Most calls finish in their first poll: only arm a timer for those that wait.
-            match futures::poll!(call.as_mut()) {
-                Poll::Ready(r) => Ok(r),
-                Poll::Pending => {
-                    let remaining = wall_limit(deadline).saturating_sub(started.elapsed());
-                    tokio::time::timeout(remaining, call).await
-                }
-            }
-        };
-        clock.stop();
-        match result {
-            Ok(Ok(Ok(v))) => Outcome::Ok(v),
-            Ok(Ok(Err(reason))) => Outcome::GuestError(reason),
-            Ok(Err(e)) => {
-                let kind = if self.store.data().limiter.exceeded {
-                    FailureKind::Memory
-                } else if e.downcast_ref::<DeadlineExceeded>().is_some() {
-                    FailureKind::Timeout
-                } else {
-                    FailureKind::Trap
-                };
-                Outcome::Failed(kind, format!("{e:#}"))
-            }
-            Err(_) => Outcome::Failed(
-                FailureKind::Timeout,
-                format!(
-                    "call took {:?} of wall time (the limit is {WALL_LIMIT_FACTOR} times the \
-                     deadline of {deadline:?})",
-                    wall_limit(deadline)
-                ),
-            ),
+        guarded(
+            &mut self.store,
+            self.limits.call_deadline,
+            || Duration::ZERO,
+            call,
+        )
+        .await
+    }
+}
+
+/// A fresh store for one instance, with `limits` applied and the deadline checked on every
+/// epoch tick.
+pub(crate) fn new_store(
+    engine: &wasmtime::Engine,
+    label: Arc<str>,
+    limits: &Limits,
+    access: Arc<Access>,
+    log_gate: Arc<LogGate>,
+) -> Store<HostState> {
+    let mut store = Store::new(engine, HostState::new(label, limits, access, log_gate));
+    store.limiter(|s| &mut s.limiter);
+    store.epoch_deadline_callback(|ctx| {
+        if ctx.data().past_deadline() {
+            Err(wasmtime::Error::new(DeadlineExceeded))
+        } else {
+            // Let other tasks run on this worker while a long call goes on.
+            Ok(UpdateDeadline::Yield(1))
         }
+    });
+    store.set_epoch_deadline(1);
+    store
+}
+
+/// Runs one guest call under the deadline: the epoch callback interrupts guest code once
+/// the call has run for the deadline (see [`CallClock`]); a wall-clock limit of
+/// [`WALL_LIMIT_FACTOR`] times the deadline, plus whatever `excused` says the call spent
+/// waiting for the API server, ends a call blocked in a host call for longer (a guest sleeping
+/// through WASI).
+pub(crate) async fn guarded<T, F>(
+    store: &mut Store<HostState>,
+    deadline: Duration,
+    excused: impl Fn() -> Duration,
+    call: F,
+) -> Outcome<T>
+where
+    F: AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
+{
+    let started = Instant::now();
+    // A refused growth in an earlier call that the guest survived says nothing about
+    // how this one ends.
+    store.data_mut().limiter.exceeded = false;
+    let clock = store.data().clock.clone();
+    clock.start(deadline);
+    let _in_flight = CallInFlight::start();
+    store.set_epoch_deadline(1);
+    let result = {
+        let mut call = std::pin::pin!(timed(&clock, call(store)));
+        // Most calls finish in their first poll: only arm a timer for those that wait.
+        match futures::poll!(call.as_mut()) {
+            Poll::Ready(r) => Ok(r),
+            Poll::Pending => loop {
+                let limit = wall_limit(deadline) + excused();
+                let remaining = limit.saturating_sub(started.elapsed());
+                match tokio::time::timeout(remaining, call.as_mut()).await {
+                    Ok(r) => break Ok(r),
+                    Err(e) if wall_limit(deadline) + excused() <= limit => break Err(e),
+                    // Time waiting for the API server came in meanwhile: wait that long more.
+                    Err(_) => continue,
+                }
+            },
+        }
+    };
+    clock.stop();
+    match result {
+        Ok(Ok(Ok(v))) => Outcome::Ok(v),
+        Ok(Ok(Err(reason))) => Outcome::GuestError(reason),
+        Ok(Err(e)) => {
+            let kind = if store.data().limiter.exceeded {
+                FailureKind::Memory
+            } else if e.downcast_ref::<DeadlineExceeded>().is_some() {
+                FailureKind::Timeout
+            } else {
+                FailureKind::Trap
+            };
+            Outcome::Failed(kind, format!("{e:#}"))
+        }
+        Err(_) => Outcome::Failed(
+            FailureKind::Timeout,
+            format!(
+                "call took {:?} of wall time (the limit is {WALL_LIMIT_FACTOR} times the \
+                 deadline of {deadline:?})",
+                wall_limit(deadline)
+            ),
+        ),
     }
 }
 

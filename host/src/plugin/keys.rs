@@ -31,10 +31,6 @@ pub enum QueueRule {
 /// The queue rules of each subscription of an `init` result, in order, with
 /// `controlling-owner(handle)` resolved to the type of subscription `handle`. An unknown handle
 /// is an error naming it (the plugin fails to load).
-#[allow(
-    dead_code,
-    reason = "the actor calls it on a 0.2 init result once 0.2 plugins are wired (issue 12)"
-)]
 pub(crate) fn resolve_rules(
     subscriptions: &[wit::Subscription],
 ) -> Result<Vec<Vec<QueueRule>>, String> {

@@ -14,7 +14,9 @@ mod engine;
 mod error;
 mod events;
 mod grants;
+mod handlers_v0_2;
 mod host;
+mod imports_v0_2;
 mod informers;
 mod instance;
 mod keys;
@@ -22,6 +24,7 @@ mod log_gate;
 mod observer;
 mod paging;
 mod rate_limit;
+mod reconciler;
 mod state;
 mod wiring;
 mod workqueue;
@@ -51,6 +54,7 @@ pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use log_gate::LogLimits;
 pub use observer::{EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
 pub use paging::{Page, PageError, PageLimits, page};
+pub use reconciler::ReconcileSettings;
 pub use workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueStats, WorkQueue,
 };

@@ -35,6 +35,8 @@ pub(crate) struct HostState {
     pub(crate) log_gate: Arc<LogGate>,
     /// The running time of the call in progress.
     pub(crate) clock: Arc<CallClock>,
+    /// What a 0.2 instance's `client` and `queue` imports act on; `None` for 0.1.
+    pub(crate) v0_2_imports: Option<Arc<super::imports_v0_2::InstanceImports>>,
 }
 
 /// Measures a guest call's own running time against its deadline: the time spent inside polls
@@ -129,6 +131,7 @@ impl HostState {
             log_gate,
             memory,
             clock: Arc::default(),
+            v0_2_imports: None,
         }
     }
 

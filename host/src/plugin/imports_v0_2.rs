@@ -1,0 +1,466 @@
+//! The 0.2 contract's imports on the host side: the paged `cache` (by subscription handle), the
+//! `client` (through the plugin's [`WriteClient`] and [`EventRecorder`]), the `queue` (the
+//! plugin's host-owned [`WorkQueue`]) and `log`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::Gvk;
+use super::bindings::v0_2::kubewasm::controller::{cache, client, log, queue, types};
+use super::cache_api::{ResourceAccess, SharedDocument};
+use super::client::{DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, WriteClient};
+use super::events::{EventRecord, EventRecorder, EventType};
+use super::keys::ObjectKey;
+use super::paging::{PageError, PageLimits, page};
+use super::state::HostState;
+use super::workqueue::WorkQueue;
+
+/// What the `client` and `queue` imports of one 0.2 plugin act on. Shared by its instances and
+/// handed from version to version on reload (the queue, the client and the recorder belong to
+/// the plugin, not to one instance).
+pub(crate) struct Context {
+    pub(crate) client: Arc<WriteClient>,
+    pub(crate) recorder: Arc<EventRecorder>,
+    pub(crate) queue: WorkQueue<ObjectKey>,
+    /// What the plugin's guest calls did, for its status.
+    pub(crate) calls: CallCounters,
+}
+
+/// Counts of a 0.2 plugin's guest calls (reconciles and handler calls) by how they ended.
+#[derive(Debug, Default)]
+pub(crate) struct CallCounters {
+    /// Calls that returned (ok or err).
+    pub(crate) returned: AtomicU64,
+    /// Calls that returned `err`.
+    pub(crate) errors: AtomicU64,
+    pub(crate) traps: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) memory_faults: AtomicU64,
+}
+
+impl CallCounters {
+    /// Counts how a call ended.
+    pub(crate) fn count<T>(&self, outcome: &super::instance::Outcome<T>) {
+        use super::instance::Outcome;
+        use super::observer::FailureKind;
+        let counter = match outcome {
+            Outcome::Ok(_) => &self.returned,
+            Outcome::GuestError(_) => {
+                self.returned.fetch_add(1, Ordering::Relaxed);
+                &self.errors
+            }
+            Outcome::Failed(FailureKind::Trap, _) => &self.traps,
+            Outcome::Failed(FailureKind::Timeout, _) => &self.timeouts,
+            Outcome::Failed(FailureKind::Memory, _) => &self.memory_faults,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One instance's side of the 0.2 imports: the plugin's [`Context`], the type of each of this
+/// instance's subscription handles, and how long the call in progress has waited for the API
+/// server (which does not count toward its deadline).
+pub(crate) struct InstanceImports {
+    pub(crate) plugin: Arc<Context>,
+    pub(crate) subscriptions: Vec<Gvk>,
+    waited: Mutex<Duration>,
+}
+
+impl InstanceImports {
+    pub(crate) fn new(plugin: Arc<Context>, subscriptions: Vec<Gvk>) -> Self {
+        InstanceImports {
+            plugin,
+            subscriptions,
+            waited: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    /// Time the call in progress spent waiting for the API server; reset at each call.
+    pub(crate) fn take_waited(&self) -> Duration {
+        std::mem::take(&mut *self.waited.lock())
+    }
+
+    /// Time the call in progress spent waiting for the API server so far.
+    pub(crate) fn waited(&self) -> Duration {
+        *self.waited.lock()
+    }
+
+    /// Runs one API call, counting the time it waits as excused from the guest's deadline.
+    async fn api<T>(&self, call: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let answer = call.await;
+        *self.waited.lock() += started.elapsed();
+        answer
+    }
+
+    fn client(&self) -> &WriteClient {
+        &self.plugin.client
+    }
+
+    fn gvk(&self, handle: u32) -> Option<&Gvk> {
+        usize::try_from(handle)
+            .ok()
+            .and_then(|h| self.subscriptions.get(h))
+    }
+
+    fn key(&self, key: &types::Key) -> Result<ObjectKey, String> {
+        let gvk = self.gvk(key.subscription).ok_or_else(|| {
+            format!(
+                "no subscription has handle {} ({} subscriptions)",
+                key.subscription,
+                self.subscriptions.len()
+            )
+        })?;
+        Ok(ObjectKey {
+            group: gvk.group.clone(),
+            kind: gvk.kind.clone(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+        })
+    }
+}
+
+impl HostState {
+    /// The instance's queue and client; `Err` during `init`, before they are connected.
+    fn imports(&self) -> Result<&InstanceImports, String> {
+        self.v0_2_imports
+            .as_deref()
+            .ok_or_else(|| "the client and the queue are not available in init".to_owned())
+    }
+
+    fn connected(&self) -> Result<Arc<InstanceImports>, types::ApiError> {
+        self.v0_2_imports.clone().ok_or_else(|| {
+            types::ApiError::NotGranted("the client is not available in init".into())
+        })
+    }
+
+    fn resource(&self, handle: u32) -> Result<&ResourceAccess, types::CacheError> {
+        usize::try_from(handle)
+            .ok()
+            .and_then(|h| self.access.resources.get(h))
+            .ok_or(types::CacheError::UnknownSubscription(handle))
+    }
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object: the key order of pages.
+fn object_key(doc: &SharedDocument) -> String {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        namespace: Option<String>,
+        #[serde(default)]
+        name: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Obj {
+        metadata: Meta,
+    }
+    match serde_json::from_str::<Obj>(doc.json()) {
+        Ok(Obj {
+            metadata:
+                Meta {
+                    namespace: Some(ns),
+                    name,
+                },
+        }) => format!("{ns}/{name}"),
+        Ok(Obj { metadata }) => metadata.name,
+        Err(_) => String::new(),
+    }
+}
+
+fn page_error(e: PageError) -> types::CacheError {
+    match e {
+        PageError::TooLarge(max) => types::CacheError::TooLarge(max),
+        PageError::BadToken(_) => types::CacheError::Invalid(e.to_string()),
+    }
+}
+
+fn object_page(
+    docs: Vec<SharedDocument>,
+    request: &types::PageRequest,
+) -> Result<types::ObjectPage, types::CacheError> {
+    let keyed: Vec<(String, SharedDocument)> =
+        docs.into_iter().map(|d| (object_key(&d), d)).collect();
+    let p = page(
+        keyed,
+        |(k, _)| k.as_str(),
+        request.limit,
+        request.continue_token.as_deref(),
+        PageLimits::default(),
+    )
+    .map_err(page_error)?;
+    Ok(types::ObjectPage {
+        objects: p
+            .items
+            .into_iter()
+            .map(|(_, d)| d.json().to_owned())
+            .collect(),
+        continue_token: p.continue_token,
+    })
+}
+
+fn string_page(
+    items: Vec<String>,
+    request: &types::PageRequest,
+) -> Result<types::StringPage, types::CacheError> {
+    let p = page(
+        items,
+        String::as_str,
+        request.limit,
+        request.continue_token.as_deref(),
+        PageLimits::default(),
+    )
+    .map_err(page_error)?;
+    Ok(types::StringPage {
+        items: p.items,
+        continue_token: p.continue_token,
+    })
+}
+
+impl types::Host for HostState {}
+
+impl cache::Host for HostState {
+    fn get(
+        &mut self,
+        subscription: u32,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, types::CacheError> {
+        Ok(self
+            .resource(subscription)?
+            .cache
+            .get(namespace.as_deref(), &name)
+            .map(|d| d.json().to_owned()))
+    }
+
+    fn list_objects(
+        &mut self,
+        subscription: u32,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+        request: types::PageRequest,
+    ) -> Result<types::ObjectPage, types::CacheError> {
+        let docs = self
+            .resource(subscription)?
+            .cache
+            .list(namespace.as_deref(), label_selector.as_deref())
+            .map_err(types::CacheError::Invalid)?;
+        object_page(docs, &request)
+    }
+
+    fn list_keys(
+        &mut self,
+        subscription: u32,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+        request: types::PageRequest,
+    ) -> Result<types::StringPage, types::CacheError> {
+        let docs = self
+            .resource(subscription)?
+            .cache
+            .list(namespace.as_deref(), label_selector.as_deref())
+            .map_err(types::CacheError::Invalid)?;
+        string_page(docs.iter().map(object_key).collect(), &request)
+    }
+
+    fn count(
+        &mut self,
+        subscription: u32,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<u32, types::CacheError> {
+        let docs = self
+            .resource(subscription)?
+            .cache
+            .list(namespace.as_deref(), label_selector.as_deref())
+            .map_err(types::CacheError::Invalid)?;
+        Ok(u32::try_from(docs.len()).unwrap_or(u32::MAX))
+    }
+
+    fn by_index(
+        &mut self,
+        subscription: u32,
+        index: String,
+        value: String,
+        request: types::PageRequest,
+    ) -> Result<types::ObjectPage, types::CacheError> {
+        let resource = self.resource(subscription)?;
+        let name = cache_index_name(resource, &index)?;
+        let docs = resource
+            .cache
+            .by_index(name, &value)
+            .map_err(types::CacheError::UnknownIndex)?;
+        object_page(docs, &request)
+    }
+
+    fn index_values(
+        &mut self,
+        subscription: u32,
+        index: String,
+        request: types::PageRequest,
+    ) -> Result<types::StringPage, types::CacheError> {
+        let resource = self.resource(subscription)?;
+        let name = cache_index_name(resource, &index)?;
+        let values = resource
+            .cache
+            .index_values(name)
+            .map_err(types::CacheError::UnknownIndex)?;
+        string_page(values, &request)
+    }
+
+    fn has_synced(&mut self, subscription: u32) -> Result<bool, types::CacheError> {
+        Ok(self.resource(subscription)?.cache.has_synced())
+    }
+}
+
+fn cache_index_name<'a>(
+    resource: &'a ResourceAccess,
+    index: &'a str,
+) -> Result<&'a str, types::CacheError> {
+    if index == super::cache_api::NAMESPACE_INDEX {
+        return Ok(index);
+    }
+    resource
+        .indexes
+        .get(index)
+        .map(String::as_str)
+        .ok_or_else(|| types::CacheError::UnknownIndex(index.to_owned()))
+}
+
+fn object_ref(r: types::ObjectRef) -> ObjectRef {
+    ObjectRef {
+        gvk: Gvk {
+            group: r.gvk.group,
+            version: r.gvk.version,
+            kind: r.gvk.kind,
+        },
+        namespace: r.namespace,
+        name: r.name,
+    }
+}
+
+fn patch_body(p: client::PatchBody) -> PatchBody {
+    match p {
+        client::PatchBody::Merge(s) => PatchBody::Merge(s),
+        client::PatchBody::Json(s) => PatchBody::Json(s),
+        client::PatchBody::Strategic(s) => PatchBody::Strategic(s),
+        client::PatchBody::Apply(a) => PatchBody::Apply {
+            object: a.object,
+            force: a.force,
+        },
+    }
+}
+
+impl client::Host for HostState {
+    async fn create(&mut self, object: String) -> Result<String, types::ApiError> {
+        let i = self.connected()?;
+        Ok(i.api(i.client().create(&object)).await?)
+    }
+
+    async fn update(&mut self, object: String) -> Result<String, types::ApiError> {
+        let i = self.connected()?;
+        Ok(i.api(i.client().update(&object)).await?)
+    }
+
+    async fn update_status(&mut self, object: String) -> Result<String, types::ApiError> {
+        let i = self.connected()?;
+        Ok(i.api(i.client().update_status(&object)).await?)
+    }
+
+    async fn patch(
+        &mut self,
+        target: types::ObjectRef,
+        patch: client::PatchBody,
+    ) -> Result<String, types::ApiError> {
+        let i = self.connected()?;
+        let (target, patch) = (object_ref(target), patch_body(patch));
+        Ok(i.api(i.client().patch(&target, &patch)).await?)
+    }
+
+    async fn patch_status(
+        &mut self,
+        target: types::ObjectRef,
+        patch: client::PatchBody,
+    ) -> Result<String, types::ApiError> {
+        let i = self.connected()?;
+        let (target, patch) = (object_ref(target), patch_body(patch));
+        Ok(i.api(i.client().patch_status(&target, &patch)).await?)
+    }
+
+    async fn delete(
+        &mut self,
+        target: types::ObjectRef,
+        options: client::DeleteOptions,
+    ) -> Result<client::Deleted, types::ApiError> {
+        let i = self.connected()?;
+        let target = object_ref(target);
+        let options = DeleteOptions {
+            uid: options.uid,
+            resource_version: options.resource_version,
+            propagation: options.propagation.map(|p| match p {
+                client::Propagation::Orphan => Propagation::Orphan,
+                client::Propagation::Background => Propagation::Background,
+                client::Propagation::Foreground => Propagation::Foreground,
+            }),
+        };
+        Ok(match i.api(i.client().delete(&target, &options)).await? {
+            Deleted::Gone => client::Deleted::Gone,
+            Deleted::Pending(json) => client::Deleted::Pending(json),
+        })
+    }
+
+    async fn record_event(&mut self, event: client::Event) -> Result<(), types::ApiError> {
+        let record = EventRecord {
+            regarding: object_ref(event.regarding),
+            uid: event.uid,
+            event_type: match event.event_type {
+                client::EventType::Normal => EventType::Normal,
+                client::EventType::Warning => EventType::Warning,
+            },
+            reason: event.reason,
+            message: event.message,
+        };
+        let recorder = self
+            .imports()
+            .map(|i| i.plugin.recorder.clone())
+            .map_err(types::ApiError::NotGranted)?;
+        Ok(recorder.record(record)?)
+    }
+}
+
+impl queue::Host for HostState {
+    fn add(&mut self, key: types::Key) -> Result<(), String> {
+        let imports = self.imports()?;
+        let key = imports.key(&key)?;
+        imports.plugin.queue.add(key);
+        Ok(())
+    }
+
+    fn add_after(&mut self, key: types::Key, delay_ms: u32) -> Result<(), String> {
+        let imports = self.imports()?;
+        let key = imports.key(&key)?;
+        imports
+            .plugin
+            .queue
+            .add_after(key, Duration::from_millis(delay_ms.into()));
+        Ok(())
+    }
+}
+
+impl log::Host for HostState {
+    fn log(&mut self, level: log::Level, message: String) {
+        let plugin = &*self.plugin;
+        let Some(message) = self.log_gate.admit(plugin, &message) else {
+            return;
+        };
+        match level {
+            log::Level::Trace => tracing::trace!(target: "kubewasm::guest", plugin, "{message}"),
+            log::Level::Debug => tracing::debug!(target: "kubewasm::guest", plugin, "{message}"),
+            log::Level::Info => tracing::info!(target: "kubewasm::guest", plugin, "{message}"),
+            log::Level::Warn => tracing::warn!(target: "kubewasm::guest", plugin, "{message}"),
+            log::Level::Error => tracing::error!(target: "kubewasm::guest", plugin, "{message}"),
+        }
+    }
+}

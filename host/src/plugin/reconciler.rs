@@ -1,0 +1,277 @@
+//! The reconcile workers of a 0.2 plugin: each owns one guest instance and takes keys from the
+//! plugin's host-owned workqueue, one at a time, with client-go's semantics (the queue never
+//! hands one key to two workers; a failed reconcile is retried with backoff; a requeue asked
+//! for by the guest is honoured). A worker whose instance faults completes its key as a
+//! failure and starts a fresh instance; a stopped worker's key goes back to the queue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use wasmtime::Store;
+
+use super::Gvk;
+use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
+use super::bindings::v0_2::kubewasm::controller::types as wit;
+use super::bindings::v0_2::{Controller, ControllerPre};
+use super::cache_api::Access;
+use super::error::PluginError;
+use super::grants::Limits;
+use super::imports_v0_2::{Context, InstanceImports};
+use super::instance::{Event, Outcome, guarded, new_store};
+use super::keys::ObjectKey;
+use super::log_gate::LogGate;
+use super::state::HostState;
+use super::workqueue::Completion;
+
+/// How a 0.2 plugin's reconciles run and write: its workqueue, its write client and how many
+/// instances reconcile at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconcileSettings {
+    /// Instances reconciling at once (at least 1); one key is never in two of them at once.
+    pub max_concurrent_reconciles: usize,
+    pub queue: super::QueueOptions,
+    pub client: super::ClientOptions,
+}
+
+impl Default for ReconcileSettings {
+    /// client-go's defaults, one reconcile at a time.
+    fn default() -> Self {
+        ReconcileSettings {
+            max_concurrent_reconciles: 1,
+            queue: super::QueueOptions::default(),
+            client: super::ClientOptions::default(),
+        }
+    }
+}
+
+/// What every instance of one plugin version is made from.
+#[derive(Clone)]
+pub(crate) struct Recipe {
+    pub(crate) pre: Arc<ControllerPre<HostState>>,
+    pub(crate) file: std::path::PathBuf,
+    pub(crate) name: Arc<str>,
+    pub(crate) config: String,
+    pub(crate) limits: Limits,
+    pub(crate) access: Arc<Access>,
+    pub(crate) log_gate: Arc<LogGate>,
+    pub(crate) plugin: Arc<Context>,
+}
+
+/// One live 0.2 guest instance. Calls take `&mut self`: one at a time.
+pub(crate) struct ReconcilerInstance {
+    store: Store<HostState>,
+    bindings: Controller,
+    deadline: Duration,
+}
+
+impl ReconcilerInstance {
+    /// Instantiates the component (the 0.2 imports not yet connected: `init` may only read
+    /// and log).
+    pub(crate) async fn new(
+        pre: &ControllerPre<HostState>,
+        file: &std::path::Path,
+        label: Arc<str>,
+        limits: Limits,
+        access: Arc<Access>,
+        log_gate: Arc<LogGate>,
+    ) -> Result<Self, PluginError> {
+        let mut store = new_store(pre.engine(), label, &limits, access, log_gate);
+        let deadline = limits.call_deadline;
+        let instantiated = guarded(
+            &mut store,
+            deadline,
+            || Duration::ZERO,
+            async |s| pre.instantiate_async(s).await.map(Ok),
+        )
+        .await;
+        match instantiated {
+            Outcome::Ok(bindings) => Ok(ReconcilerInstance {
+                store,
+                bindings,
+                deadline,
+            }),
+            Outcome::GuestError(reason) | Outcome::Failed(_, reason) => {
+                Err(PluginError::Instantiate {
+                    file: file.to_owned(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// Calls the guest's `init`.
+    pub(crate) async fn init(&mut self, config: &str) -> Outcome<wit::PluginInfo> {
+        let plugin = self.bindings.kubewasm_controller_plugin().clone();
+        let deadline = self.deadline;
+        guarded(
+            &mut self.store,
+            deadline,
+            || Duration::ZERO,
+            async |s| plugin.call_init(s, config).await,
+        )
+        .await
+    }
+
+    /// Connects the instance to the plugin's queue and client, with the resource type of each
+    /// subscription handle its `init` returned.
+    pub(crate) fn connect(&mut self, plugin: Arc<Context>, subscriptions: Vec<Gvk>) {
+        self.store.data_mut().v0_2_imports =
+            Some(Arc::new(InstanceImports::new(plugin, subscriptions)));
+    }
+
+    /// Calls the guest's `reconcile`. Time the call waits for the API server does not count
+    /// toward its deadline.
+    pub(crate) async fn reconcile(&mut self, key: &wit::Key) -> Outcome<Action> {
+        let r = self.bindings.kubewasm_controller_reconcile().clone();
+        let imports = self.store.data().v0_2_imports.clone();
+        if let Some(i) = &imports {
+            i.take_waited();
+        }
+        let excused = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
+        let deadline = self.deadline;
+        guarded(&mut self.store, deadline, excused, async |s| {
+            r.call_reconcile(s, key).await
+        })
+        .await
+    }
+}
+
+impl ReconcilerInstance {
+    /// Calls the guest's handler for one event of subscription `subscription`.
+    pub(crate) async fn deliver(&mut self, subscription: u32, event: &Event) -> Outcome<()> {
+        let h = self.bindings.kubewasm_controller_handler().clone();
+        let deadline = self.deadline;
+        let no_api = || Duration::ZERO;
+        match event {
+            Event::Add {
+                object,
+                in_initial_list,
+            } => {
+                guarded(&mut self.store, deadline, no_api, async |s| {
+                    h.call_on_add(s, subscription, object.json(), *in_initial_list)
+                        .await
+                })
+                .await
+            }
+            Event::Update { old, new } => {
+                guarded(&mut self.store, deadline, no_api, async |s| {
+                    h.call_on_update(s, subscription, old.json(), new.json())
+                        .await
+                })
+                .await
+            }
+            Event::Delete {
+                object,
+                final_state_unknown,
+            } => {
+                guarded(&mut self.store, deadline, no_api, async |s| {
+                    h.call_on_delete(s, subscription, object.json(), *final_state_unknown)
+                        .await
+                })
+                .await
+            }
+        }
+    }
+}
+
+/// A fresh instance of `recipe`, initialised and connected.
+pub(crate) async fn start_instance(
+    recipe: &Recipe,
+) -> Result<(ReconcilerInstance, Vec<Gvk>), String> {
+    let mut instance = ReconcilerInstance::new(
+        &recipe.pre,
+        &recipe.file,
+        recipe.name.clone(),
+        recipe.limits,
+        recipe.access.clone(),
+        recipe.log_gate.clone(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let info = match instance.init(&recipe.config).await {
+        Outcome::Ok(info) => info,
+        Outcome::GuestError(reason) => return Err(format!("init failed: {reason}")),
+        Outcome::Failed(kind, reason) => return Err(format!("init {}: {reason}", kind.as_str())),
+    };
+    let subscriptions: Vec<Gvk> = info
+        .subscriptions
+        .iter()
+        .map(|s| Gvk {
+            group: s.gvk.group.clone(),
+            version: s.gvk.version.clone(),
+            kind: s.gvk.kind.clone(),
+        })
+        .collect();
+    instance.connect(recipe.plugin.clone(), subscriptions.clone());
+    Ok((instance, subscriptions))
+}
+
+/// The key as this instance names it: the handle of its subscription of the key's type.
+fn wit_key(subscriptions: &[Gvk], key: &ObjectKey) -> Option<wit::Key> {
+    let handle = subscriptions
+        .iter()
+        .position(|g| g.group == key.group && g.kind == key.kind)?;
+    Some(wit::Key {
+        subscription: u32::try_from(handle).ok()?,
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+    })
+}
+
+/// How long a worker waits before starting a new instance after the last one failed to start.
+const RESTART_DELAY: Duration = Duration::from_secs(1);
+
+/// Starts `count` workers reconciling the keys of `recipe.plugin`'s queue. Abort them to stop:
+/// the key each holds goes back to the queue.
+pub(crate) fn spawn_workers(recipe: Recipe, count: usize) -> Vec<JoinHandle<()>> {
+    (0..count.max(1))
+        .map(|_| tokio::spawn(work(recipe.clone())))
+        .collect()
+}
+
+async fn work(recipe: Recipe) {
+    let queue = recipe.plugin.queue.clone();
+    let mut current: Option<(ReconcilerInstance, Vec<Gvk>)> = None;
+    loop {
+        let (instance, subscriptions) = match &mut current {
+            Some(c) => (&mut c.0, &c.1),
+            None => match start_instance(&recipe).await {
+                Ok(c) => {
+                    let c = current.insert(c);
+                    (&mut c.0, &c.1)
+                }
+                Err(reason) => {
+                    tracing::warn!(plugin = %recipe.name, "starting a reconcile instance: {reason}");
+                    tokio::time::sleep(RESTART_DELAY).await;
+                    continue;
+                }
+            },
+        };
+        let Some(item) = queue.get().await else {
+            return;
+        };
+        let Some(key) = wit_key(subscriptions, item.key()) else {
+            tracing::warn!(plugin = %recipe.name, key = ?item.key(), "a queued key of a resource this version does not subscribe to: dropped");
+            item.complete(Completion::Done);
+            continue;
+        };
+        let outcome = instance.reconcile(&key).await;
+        recipe.plugin.calls.count(&outcome);
+        match outcome {
+            Outcome::Ok(Action::Done) => item.complete(Completion::Done),
+            Outcome::Ok(Action::RequeueAfter(ms)) => {
+                item.complete(Completion::RequeueAfter(Duration::from_millis(ms.into())))
+            }
+            Outcome::GuestError(reason) => {
+                tracing::debug!(plugin = %recipe.name, key = ?item.key(), "reconcile failed, retried with backoff: {reason}");
+                item.complete(Completion::Retry);
+            }
+            Outcome::Failed(kind, reason) => {
+                tracing::warn!(plugin = %recipe.name, key = ?item.key(), "reconcile {}, a fresh instance takes over: {reason}", kind.as_str());
+                item.complete(Completion::Retry);
+                current = None;
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! End-to-end tests of contract 0.2 plugins: the mirror guest (built on the 0.2 Rust SDK)
+//! loaded into a `PluginHost` beside the shared informers, reconciling through the host-owned
+//! workqueue and writing through the host's write client, against the dev API server through
+//! kube's client.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kubewasm::plugin::{
+    Grants, HostOptions, PluginHost, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
+};
+use kubewasm_devserver::DevServer;
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::{devserver, guest_bytes, guest_logs, variant, wait_until};
+
+/// Bounds every wait; nothing here is timed.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+const LABEL: (&str, &str) = ("kubewasm.io/mirror", "true");
+
+struct Env {
+    _server: DevServer,
+    _factory: SharedInformerFactory,
+    host: PluginHost,
+    config_maps: Api<ConfigMap>,
+}
+
+/// The mirror guest's policy: reads ConfigMaps; writes them when `writes`.
+fn policy(name: &str, writes: bool) -> PluginPolicy {
+    let config_maps = ResourcePattern::new("", "ConfigMap");
+    PluginPolicy {
+        grants: Grants::only(vec![config_maps.clone()]),
+        writes: if writes {
+            WriteGrants::only(vec![WriteGrant::new(config_maps, None).expect("grant")])
+        } else {
+            WriteGrants::none()
+        },
+        config: name.to_owned(),
+        ..PluginPolicy::default()
+    }
+}
+
+impl Env {
+    async fn new(policy: PluginPolicy) -> Env {
+        guest_logs();
+        let (server, client) = devserver().await;
+        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+        let host = PluginHost::new(
+            factory.clone(),
+            client.clone(),
+            HostOptions {
+                policy: Arc::new(move |_: &Path| policy.clone()),
+                ..HostOptions::default()
+            },
+        )
+        .expect("plugin host");
+        Env {
+            _server: server,
+            _factory: factory,
+            host,
+            config_maps: Api::namespaced(client, "default"),
+        }
+    }
+
+    async fn load(&self) -> kubewasm::plugin::PluginId {
+        let id = self
+            .host
+            .load(Path::new("mirror.wasm"), guest_bytes("mirror-v0-2"))
+            .await
+            .unwrap_or_else(|e| panic!("loading the mirror: {e}"));
+        assert!(wait_until(PATIENCE, || self.host.ready()).await);
+        id
+    }
+
+    async fn create(&self, name: &str, labels: &[(&str, &str)], value: &str) -> String {
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("v".to_owned(), value.to_owned())])),
+            ..ConfigMap::default()
+        };
+        let created = self
+            .config_maps
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("create ConfigMap");
+        created.metadata.resource_version.expect("resourceVersion")
+    }
+
+    async fn set(&self, name: &str, value: &str) -> String {
+        let mut cm = self.config_maps.get(name).await.expect("get ConfigMap");
+        cm.data = Some(BTreeMap::from([("v".to_owned(), value.to_owned())]));
+        let updated = self
+            .config_maps
+            .replace(name, &PostParams::default(), &cm)
+            .await
+            .expect("update ConfigMap");
+        updated.metadata.resource_version.expect("resourceVersion")
+    }
+
+    /// The value of `v` in ConfigMap `name`, `None` when it does not exist.
+    async fn value(&self, name: &str) -> Option<String> {
+        let cm = self
+            .config_maps
+            .get_opt(name)
+            .await
+            .expect("get ConfigMap")?;
+        cm.data.and_then(|d| d.get("v").cloned())
+    }
+
+    async fn wait_value(&self, name: &str, want: Option<&str>) -> bool {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while tokio::time::Instant::now() < deadline {
+            if self.value(name).await.as_deref() == want {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+}
+
+fn reconciled(plugin: &str, line: &str) -> bool {
+    guest_logs()
+        .lines(plugin)
+        .iter()
+        .any(|l| l == &format!("RECONCILED {line}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_creates_updates_and_restores_the_mirrors_it_owns() {
+    let env = Env::new(policy("mirror", true)).await;
+    env.load().await;
+    env.create("a", &[LABEL], "one").await;
+    env.create("plain", &[], "x").await;
+    assert!(
+        env.wait_value("a-mirror", Some("one")).await,
+        "mirror created"
+    );
+    let mirror = env.config_maps.get("a-mirror").await.expect("mirror");
+    let source = env.config_maps.get("a").await.expect("source");
+    let owners = mirror.metadata.owner_references.expect("owner references");
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].kind, "ConfigMap");
+    assert_eq!(owners[0].name, "a");
+    assert_eq!(Some(owners[0].uid.clone()), source.metadata.uid);
+    assert_eq!(owners[0].controller, Some(true));
+
+    env.set("a", "two").await;
+    assert!(
+        env.wait_value("a-mirror", Some("two")).await,
+        "mirror follows its source"
+    );
+
+    // A change to the mirror queues its owner (the Owns rule), which puts it right.
+    env.set("a-mirror", "tampered").await;
+    assert!(
+        env.wait_value("a-mirror", Some("two")).await,
+        "tampering undone"
+    );
+
+    env.config_maps
+        .delete("a-mirror", &DeleteParams::default())
+        .await
+        .expect("delete the mirror");
+    assert!(
+        env.wait_value("a-mirror", Some("two")).await,
+        "mirror restored"
+    );
+
+    // The unlabelled ConfigMap was reconciled and left alone.
+    let plain_seen = || {
+        guest_logs()
+            .lines("mirror")
+            .iter()
+            .any(|l| l.starts_with("RECONCILED default/plain "))
+    };
+    assert!(wait_until(PATIENCE, plain_seen).await);
+    assert_eq!(env.value("plain-mirror").await, None);
+
+    // The handlers of the events subscription received the same changes.
+    let logged = |line: &str| guest_logs().lines("mirror").iter().any(|l| l == line);
+    for line in [
+        "EVENT add a",
+        "EVENT add plain",
+        "EVENT update a",
+        "EVENT delete a-mirror",
+    ] {
+        assert!(wait_until(PATIENCE, || logged(line)).await, "no {line}");
+    }
+
+    // Its status counts the calls: every reconcile and handler call returned, none faulted.
+    let status = env
+        .host
+        .plugins()
+        .into_iter()
+        .find(|p| p.name == "mirror")
+        .expect("status");
+    assert!(status.events_delivered >= 8, "{status:?}");
+    assert_eq!(
+        (status.traps, status.timeouts, status.memory_faults),
+        (0, 0, 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_without_the_write_grant_is_refused_and_never_writes() {
+    let env = Env::new(policy("mirror-ro", false)).await;
+    env.load().await;
+    env.create("b", &[LABEL], "one").await;
+    assert!(
+        wait_until(PATIENCE, || guest_logs()
+            .lines("mirror-ro")
+            .iter()
+            .any(|l| l.starts_with("REFUSED NotGranted")))
+        .await,
+        "the guest got not-granted: {:?}",
+        guest_logs().lines("mirror-ro")
+    );
+    // Refused writes are retried with backoff: still refused, nothing written.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(env.value("b-mirror").await, None);
+    let refusals = guest_logs()
+        .lines("mirror-ro")
+        .iter()
+        .filter(|l| l.starts_with("REFUSED NotGranted"))
+        .count();
+    assert!(refusals >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_changed_during_reloads_is_reconciled_after_its_last_change() {
+    let env = Arc::new(Env::new(policy("mirror", true)).await);
+    let id = env.load().await;
+    const KEYS: usize = 20;
+    for i in 0..KEYS {
+        env.create(&format!("k{i}"), &[], "0").await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let env = env.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut last = BTreeMap::new();
+            let mut round = 0u32;
+            while !stop.load(Ordering::Acquire) {
+                round += 1;
+                for i in 0..KEYS {
+                    let name = format!("k{i}");
+                    let rv = env.set(&name, &round.to_string()).await;
+                    last.insert(name, rv);
+                }
+            }
+            last
+        })
+    };
+    let bytes = guest_bytes("mirror-v0-2");
+    for n in 0..10 {
+        env.host
+            .replace(id, variant(&bytes, n))
+            .await
+            .expect("replace");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    stop.store(true, Ordering::Release);
+    let last = writer.await.expect("writer");
+    // Deletes while the plugin is being replaced are reconciled (and found gone).
+    let gone = ["k0", "k1", "k2"];
+    let replacing = {
+        let env = env.clone();
+        let bytes = variant(&bytes, 99);
+        tokio::spawn(async move { env.host.replace(id, bytes).await })
+    };
+    for name in gone {
+        env.config_maps
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+    replacing.await.expect("join").expect("replace");
+    for (name, rv) in &last {
+        let want = if gone.contains(&name.as_str()) {
+            format!("default/{name} gone")
+        } else {
+            format!("default/{name} {rv}")
+        };
+        assert!(
+            wait_until(PATIENCE, || reconciled("mirror", &want)).await,
+            "{want} never reconciled"
+        );
+    }
+}
