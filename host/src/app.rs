@@ -257,6 +257,7 @@ pub async fn run(
             declarations: config.limits.declarations(),
             logs: config.limits.logs(),
             write_client: Some(write_client),
+            leader: gate.clone(),
             ..HostOptions::default()
         },
     )?;

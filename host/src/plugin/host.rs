@@ -1,6 +1,7 @@
 //! The plugin manager: loads, replaces and unloads plugins, wires them to the shared
 //! informers, and reports their status.
 
+use crate::leader::LeaderGate;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,6 +61,8 @@ pub struct HostOptions {
     /// The client 0.2 plugins write through, built with kube's default retries off (see
     /// [`super::WriteClient::new`]); `None`: the host's client.
     pub write_client: Option<kube::Client>,
+    /// Whether this replica leads: 0.2 plugins reconcile and write only while it does.
+    pub leader: LeaderGate,
 }
 
 impl Default for HostOptions {
@@ -74,6 +77,7 @@ impl Default for HostOptions {
             declarations: DeclarationLimits::default(),
             logs: LogLimits::default(),
             write_client: None,
+            leader: LeaderGate::always(),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! for by the guest is honoured). A worker whose instance faults completes its key as a
 //! failure and starts a fresh instance; a stopped worker's key goes back to the queue.
 
+use crate::leader::LeaderGate;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +57,9 @@ pub(crate) struct Recipe {
     pub(crate) access: Arc<Access>,
     pub(crate) log_gate: Arc<LogGate>,
     pub(crate) plugin: Arc<Context>,
+    /// Keys are taken from the queue only while this replica leads; a standby keeps its
+    /// instance warm and its queue filled from the cache.
+    pub(crate) leader: LeaderGate,
 }
 
 /// One live 0.2 guest instance. Calls take `&mut self`: one at a time.
@@ -248,6 +252,7 @@ async fn work(recipe: Recipe) {
                 }
             },
         };
+        recipe.leader.wait_leader().await;
         let Some(item) = queue.get().await else {
             return;
         };

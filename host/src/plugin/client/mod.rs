@@ -15,6 +15,7 @@
 mod error;
 mod grants;
 
+use crate::leader::LeaderGate;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -198,6 +199,8 @@ pub struct WriteClient {
     limiter: Mutex<TokenBucket>,
     resources: Arc<Resources>,
     observer: Arc<dyn WriteObserver>,
+    /// Writes leave this replica only while it leads (always, without leader election).
+    leader: LeaderGate,
 }
 
 impl WriteClient {
@@ -224,7 +227,15 @@ impl WriteClient {
             limiter,
             resources,
             observer,
+            leader: LeaderGate::always(),
         }
+    }
+
+    /// Refuses every write while `gate` says this replica does not lead: no write leaves a
+    /// replica that has lost (or not yet won) its Lease.
+    pub fn with_leader(mut self, gate: LeaderGate) -> Self {
+        self.leader = gate;
+        self
     }
 
     /// The plugin's name, which is also its field manager.
@@ -424,6 +435,13 @@ impl WriteClient {
         gvk: &Gvk,
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
+        if !self.leader.is_leader() {
+            tracing::warn!(plugin = %self.plugin, %verb, resource = %describe(gvk), lease = self.leader.lease(), "write refused: this replica is not the leader");
+            return Err(WriteError::NotGranted(format!(
+                "this replica is not the leader of Lease {}: writes leave the leader only",
+                self.leader.lease()
+            )));
+        }
         if !self.grants.allows(gvk, verb) {
             tracing::warn!(plugin = %self.plugin, %verb, resource = %describe(gvk), "write refused: not granted");
             return Err(WriteError::NotGranted(format!(

@@ -342,6 +342,24 @@ async fn writes_without_a_grant_are_refused_counted_and_never_sent() {
 }
 
 #[tokio::test]
+async fn a_replica_that_does_not_lead_sends_no_write() {
+    let env = Env::new().await;
+    let client = env
+        .client(&["ConfigMap"], ClientOptions::default())
+        .with_leader(crate::leader::LeaderGate::new("kubewasm", "standby"));
+    let refused = client.create(&config_map("x", json!({}))).await;
+    assert!(
+        matches!(&refused, Err(WriteError::NotGranted(m)) if m.contains("not the leader")),
+        "{refused:?}"
+    );
+    assert!(
+        env.server.requests().is_empty(),
+        "nothing reached the server"
+    );
+    env.server.shutdown().await;
+}
+
+#[tokio::test]
 async fn injected_server_faults_are_typed_errors() {
     let env = Env::new().await;
     let client = env.client(&["ConfigMap"], ClientOptions::default());

@@ -333,6 +333,7 @@ impl PluginHost {
             access,
             log_gate: Arc::new(LogGate::new(self.inner.options.logs)),
             plugin: context.clone(),
+            leader: self.inner.options.leader.clone(),
         };
         let mut workers = Vec::new();
         if events.contains(&true) {
@@ -370,14 +371,17 @@ impl PluginHost {
             .write_client
             .clone()
             .unwrap_or_else(|| self.inner.client.clone());
-        let client = Arc::new(WriteClient::new(
-            kube.clone(),
-            name.clone(),
-            policy.writes.clone(),
-            policy.reconcile.client.clone(),
-            Arc::new(Resources::new(kube)),
-            Arc::new(NoWriteObserver),
-        ));
+        let client = Arc::new(
+            WriteClient::new(
+                kube.clone(),
+                name.clone(),
+                policy.writes.clone(),
+                policy.reconcile.client.clone(),
+                Arc::new(Resources::new(kube)),
+                Arc::new(NoWriteObserver),
+            )
+            .with_leader(self.inner.options.leader.clone()),
+        );
         let recorder = Arc::new(EventRecorder::new(
             client.clone(),
             RecorderOptions::default(),
