@@ -241,11 +241,7 @@ impl Core {
     /// What the collector does after `object` left the store: its dependents are deleted (or
     /// lose the reference, when another owner remains), and owners waiting for it in a
     /// foreground deletion are re-examined.
-    pub(crate) fn collect_after_removal(
-        &self,
-        resource: &ResourceInfo,
-        object: &Value,
-    ) -> Result<(), Status> {
+    pub(crate) fn collect_after_removal(&self, object: &Value) -> Result<(), Status> {
         if let Some(uid) = object.pointer("/metadata/uid").and_then(Value::as_str) {
             for dependent in self.dependents_of(uid) {
                 self.collect_if_garbage(&dependent)?;
@@ -254,7 +250,7 @@ impl Core {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str);
-        self.release_waiting_owners(resource, namespace, object)
+        self.release_waiting_owners(namespace, object)
     }
 
     /// What the collector does after `object` was created or changed: if its owners are all
@@ -273,7 +269,7 @@ impl Core {
             if old_refs == refs {
                 return Ok(());
             }
-            self.release_waiting_owners(resource, stored.namespace.as_deref(), old)?;
+            self.release_waiting_owners(stored.namespace.as_deref(), old)?;
         }
         if refs.is_empty() {
             return Ok(());
@@ -322,7 +318,6 @@ impl Core {
     /// The owners of `object` that wait for it in a foreground deletion may go now.
     fn release_waiting_owners(
         &self,
-        _resource: &ResourceInfo,
         namespace: Option<&str>,
         object: &Value,
     ) -> Result<(), Status> {

@@ -422,7 +422,7 @@ impl Core {
                 self.store.drop_collection(&first.storage_key());
             }
         }
-        self.collect_after_removal(resource, &object.to_value()?)
+        self.collect_after_removal(&object.to_value()?)
     }
 }
 
