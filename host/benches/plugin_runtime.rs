@@ -243,7 +243,7 @@ async fn run() -> anyhow::Result<()> {
     let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
     let (resource, _) =
         kubewasm_informer::resolve(&client, &GroupVersionKind::gvk("", "v1", "ConfigMap")).await?;
-    let informer = factory.informer_for(InformerKey::all(resource).in_namespace(NAMESPACE));
+    let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
     factory.start();
     factory.wait_for_cache_sync().await;
     let json_size = informer
@@ -368,6 +368,10 @@ async fn run() -> anyhow::Result<()> {
         100.0 * rates[3].1 / rates[1].1
     );
 
+    // The replay rounds' informer may have been stopped once no plugin used it (the host's
+    // informer grace): take the factory's current one.
+    let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
+    informer.wait_synced().await;
     update_event_cpu(&factory, &informer, &client, &probe).await?;
 
     // Load times.
