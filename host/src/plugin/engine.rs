@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -200,22 +200,36 @@ impl PluginEngine {
             }
         }
         let compiled = engine.precompile_component(bytes).map_err(invalid)?;
-        let io = |action: &'static str| {
-            let cached = cached.clone();
-            move |source| PluginError::Io {
-                file: cached,
-                action,
-                source,
-            }
-        };
-        std::fs::create_dir_all(dir).map_err(io("creating the compile cache dir"))?;
-        let tmp = dir.join(format!(".{hash}.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, &compiled).map_err(io("writing the compile cache"))?;
-        std::fs::rename(&tmp, &cached).map_err(io("writing the compile cache"))?;
+        // The cache only saves later compiles: a plugin whose entry cannot be written (a full
+        // or read-only disk) still loads.
+        if let Err(e) = write_cache_entry(dir, &cached, &compiled) {
+            tracing::warn!(
+                file = %file.display(), cache = %cached.display(),
+                "cannot write the compile cache entry, loading without it: {e}"
+            );
+        }
         // SAFETY: `compiled` was produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)?;
         Ok((component, Origin::Compiled))
     }
+}
+
+/// Writes a compile cache entry atomically: to a temporary file of its own, then renamed into
+/// place. Plugin files with the same bytes compile in parallel, so each write needs its own
+/// temporary name; the last rename wins with identical contents.
+fn write_cache_entry(dir: &Path, cached: &Path, compiled: &[u8]) -> std::io::Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    std::fs::create_dir_all(dir)?;
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let name = cached
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    std::fs::write(&tmp, compiled)?;
+    std::fs::rename(&tmp, cached).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -232,6 +246,55 @@ mod tests {
 
     fn probe() -> Vec<u8> {
         kubewasm_tests::guest_bytes("probe")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn identical_files_compiled_at_once_both_load_and_leave_one_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = PluginEngine::new(EngineOptions {
+            cache_dir: Some(dir.path().to_owned()),
+        })
+        .unwrap();
+        let compiles: Vec<_> = (0..4)
+            .map(|i| {
+                let engine = engine.clone();
+                tokio::spawn(async move {
+                    engine
+                        .compile(Path::new(&format!("copy-{i}.wasm")), probe())
+                        .await
+                        .map(|c| c.content_hash().to_owned())
+                })
+            })
+            .collect();
+        for compile in compiles {
+            compile.await.unwrap().expect("every copy loads");
+        }
+        let entries: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            entries.len(),
+            1,
+            "one entry, no temporary left: {entries:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cache_that_cannot_be_written_does_not_stop_the_load() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the cache directory should be: nothing can be written under it.
+        let blocked = dir.path().join("cache");
+        std::fs::write(&blocked, b"not a directory").unwrap();
+        let engine = PluginEngine::new(EngineOptions {
+            cache_dir: Some(blocked),
+        })
+        .unwrap();
+        let compiled = engine
+            .compile(Path::new("probe.wasm"), probe())
+            .await
+            .expect("loads without its cache entry");
+        assert_eq!(compiled.origin(), Origin::Compiled);
     }
 
     #[tokio::test]

@@ -67,14 +67,6 @@ pub enum PluginError {
     /// No plugin with that id is loaded.
     #[error("no plugin with id {0}")]
     UnknownPlugin(u64),
-    /// Reading or writing the compile cache or the plugin file failed.
-    #[error("{file}: {action}: {source}")]
-    Io {
-        file: PathBuf,
-        action: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
     /// The engine could not compile or set up something it should always manage.
     #[error("engine: {0}")]
     Engine(String),
