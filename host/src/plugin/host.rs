@@ -400,29 +400,15 @@ impl PluginHost {
     ) -> Result<(Instance, PluginInfo), PluginError> {
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
         let file = compiled.file.clone();
-        let label: Arc<str> = file
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| file.display().to_string())
-            .into();
         let mut instance = Instance::new(
             compiled,
-            label,
+            label_of(&file),
             limits,
             Arc::new(Access::empty(policy.grants.clone())),
             Arc::new(LogGate::new(self.inner.options.logs)),
         )
         .await?;
-        let info = match instance.init(&policy.config).await {
-            Outcome::Ok(info) => info,
-            Outcome::GuestError(reason) => return Err(PluginError::InitFailed { file, reason }),
-            Outcome::Failed(kind, reason) => {
-                return Err(PluginError::InitTrapped {
-                    file,
-                    reason: format!("{}: {reason}", kind.as_str()),
-                });
-            }
-        };
+        let info = init_outcome(file.clone(), instance.init(&policy.config).await)?;
         validate(&file, &info, policy, &self.inner.options.declarations)?;
         instance.set_label(info.name.as_str().into());
         Ok((instance, info))
@@ -843,6 +829,26 @@ fn describe_subscription(sub: &super::Subscription) -> String {
         s.push_str(" (cache only)");
     }
     s
+}
+
+/// A plugin's short label before its `init` names it: the file name without `.wasm`.
+pub(super) fn label_of(file: &Path) -> Arc<str> {
+    file.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| file.display().to_string())
+        .into()
+}
+
+/// What a call of `init` came to, as the load's result: a guest error or a fault refuses it.
+pub(super) fn init_outcome<T>(file: PathBuf, outcome: Outcome<T>) -> Result<T, PluginError> {
+    match outcome {
+        Outcome::Ok(info) => Ok(info),
+        Outcome::GuestError(reason) => Err(PluginError::InitFailed { file, reason }),
+        Outcome::Failed(kind, reason) => Err(PluginError::InitTrapped {
+            file,
+            reason: format!("{}: {reason}", kind.as_str()),
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ use super::super::component::{CompiledPlugin, Linked};
 use super::super::events::{EventRecorder, RecorderOptions};
 use super::super::handlers_v0_2::{EventForwarder, spawn_handlers};
 use super::super::imports_v0_2::Context;
-use super::super::instance::Outcome;
 use super::super::keys::{ObjectKey, QueueRule, keys_for, resolve_rules};
 use super::super::log_gate::LogGate;
 use super::super::reconciler::{Recipe, ReconcilerInstance, spawn_workers};
@@ -29,7 +28,7 @@ use super::super::workqueue::{NoQueueMetrics, WorkQueue};
 use super::super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 use super::{
     Claims, DropReason, PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
-    describe_subscription, validate,
+    describe_subscription, init_outcome, label_of, validate,
 };
 
 /// A running 0.2 plugin.
@@ -215,16 +214,7 @@ impl PluginHost {
             Arc::new(LogGate::new(self.inner.options.logs)),
         )
         .await?;
-        let declared = match instance.init(&policy.config).await {
-            Outcome::Ok(info) => info,
-            Outcome::GuestError(reason) => return Err(PluginError::InitFailed { file, reason }),
-            Outcome::Failed(kind, reason) => {
-                return Err(PluginError::InitTrapped {
-                    file,
-                    reason: format!("{}: {reason}", kind.as_str()),
-                });
-            }
-        };
+        let declared = init_outcome(file.clone(), instance.init(&policy.config).await)?;
         let invalid = |what: String| PluginError::InvalidDeclaration {
             file: file.clone(),
             plugin: declared.name.clone(),
@@ -480,11 +470,4 @@ fn v0_2_pre(compiled: &CompiledPlugin) -> Result<&ControllerPre<HostState>, Plug
             reason: "a 0.1 component cannot run as a 0.2 plugin".into(),
         }),
     }
-}
-
-fn label_of(file: &Path) -> Arc<str> {
-    file.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| file.display().to_string())
-        .into()
 }
