@@ -252,6 +252,36 @@ impl SharedIndexInformer {
         }
     }
 
+    /// Registers a handler that is called on the informer's own processing thread, in order,
+    /// with no buffer or thread of its own: for a handler whose only work is to put each event
+    /// in a queue it owns (that queue is then its per-handler buffer, and whoever drains it
+    /// its listener), saving a thread and a hand-off per event. It must never block or do
+    /// real work: every other handler of the informer waits for it. [`ResourceEventHandler::flush`]
+    /// ends each batch. Replay, resync and [`Registration::has_synced`] are as for
+    /// [`add_event_handler`](Self::add_event_handler), except that the replay is handed over
+    /// before this call returns (on the calling thread), so the handler is synced as soon as
+    /// the informer is. After [`remove_event_handler`](Self::remove_event_handler) returns, the
+    /// handler is never called again.
+    pub fn add_inline_event_handler(
+        &self,
+        handler: Arc<dyn ResourceEventHandler>,
+        resync: Option<Duration>,
+    ) -> Registration {
+        let pipeline = &self.inner.pipeline;
+        let resync = resync.or(self.inner.options.default_resync);
+        let shared = {
+            let _block = pipeline.block_deltas.lock();
+            let replay = pipeline.store.list();
+            pipeline
+                .processor
+                .add_inline_listener(handler, resync, replay)
+        };
+        Registration {
+            shared,
+            synced: self.inner.fifo.subscribe_synced(),
+        }
+    }
+
     /// Unregisters a handler; it gets no further calls after the one in progress.
     pub fn remove_event_handler(&self, registration: &Registration) {
         self.inner

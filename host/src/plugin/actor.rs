@@ -2,21 +2,21 @@
 //! fault the instance is replaced by a fresh one that is replayed the cache.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Gvk;
 use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
 use super::grants::{Limits, describe};
+use super::inbox::{EventSink, Inbox, Queued, Subscribed, Subscriber};
 use super::instance::{Event, Instance, Outcome};
 use super::log_gate::LogGate;
 use super::observer::{FailureKind, PluginObserver};
-use super::wiring::{EventSink, Queued, Subscribed, Subscriber};
 
 /// Where a plugin is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,19 +33,17 @@ pub enum PluginState {
     Stopped,
 }
 
-/// The state an actor shares with the host (status, readiness) and with its event sinks.
+/// The state an actor shares with the host (status, readiness).
 pub(crate) struct Shared {
-    /// The instance generation whose handlers are registered; older events are skipped.
-    pub(crate) generation: AtomicU64,
-    pub(crate) queue: AtomicUsize,
+    /// The queue its handlers push into.
+    pub(crate) inbox: Arc<Inbox>,
     pub(crate) delivered: AtomicU64,
     pub(crate) errors: AtomicU64,
     pub(crate) traps: AtomicU64,
     pub(crate) timeouts: AtomicU64,
     pub(crate) memory_faults: AtomicU64,
     pub(crate) restarts: AtomicU64,
-    /// Initial-list adds pushed / handled for the current generation.
-    pub(crate) replay_pushed: AtomicU64,
+    /// Initial-list adds handled for the current generation.
     pub(crate) replay_handled: AtomicU64,
     /// Events the plugin did not receive, by [`DropReason`].
     pub(crate) dropped: [AtomicU64; DropReason::ALL.len()],
@@ -112,15 +110,13 @@ impl Default for RestartPolicy {
 impl Shared {
     fn new() -> Self {
         Shared {
-            generation: AtomicU64::new(0),
-            queue: AtomicUsize::new(0),
+            inbox: Arc::default(),
             delivered: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             traps: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             memory_faults: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
-            replay_pushed: AtomicU64::new(0),
             replay_handled: AtomicU64::new(0),
             dropped: Default::default(),
             state: Mutex::new(PluginState::Running),
@@ -133,9 +129,7 @@ impl Shared {
     /// Whether the current instance has handled its whole replay.
     pub(crate) fn replay_done(&self) -> bool {
         let synced = self.subscribed.lock().as_ref().is_some_and(|s| s.synced());
-        synced
-            && self.replay_handled.load(Ordering::Acquire)
-                >= self.replay_pushed.load(Ordering::Acquire)
+        synced && self.replay_handled.load(Ordering::Acquire) >= self.inbox.replay_pushed()
     }
 
     fn record_error(&self, message: String) {
@@ -184,12 +178,10 @@ impl ActorHandle {
     /// Starts the actor with an initialised instance and registers its handlers.
     pub(crate) fn spawn(config: ActorConfig, instance: Instance) -> Self {
         let shared = Arc::new(Shared::new());
-        let (tx, rx) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);
         let mut actor = Actor {
             config,
             shared: shared.clone(),
-            tx,
             instance: Some(instance),
             consecutive_failures: 0,
             restart_at: None,
@@ -198,7 +190,7 @@ impl ActorHandle {
             poisoned: Quarantine::default(),
         };
         actor.subscribe(1);
-        let task = tokio::spawn(actor.run(rx, stop_rx));
+        let task = tokio::spawn(actor.run(stop_rx));
         ActorHandle {
             shared,
             stop,
@@ -217,6 +209,7 @@ impl ActorHandle {
             task.abort();
         }
         self.shared.subscribed.lock().take();
+        self.shared.inbox.close();
         *self.shared.state.lock() = PluginState::Stopped;
     }
 }
@@ -231,7 +224,6 @@ fn restart_backoff(consecutive_failures: u32) -> Duration {
 struct Actor {
     config: ActorConfig,
     shared: Arc<Shared>,
-    tx: mpsc::UnboundedSender<Queued>,
     instance: Option<Instance>,
     /// Restarts in a row whose instance faulted before completing its replay.
     consecutive_failures: u32,
@@ -281,20 +273,18 @@ impl Actor {
     /// so its events are skipped and the new handlers replay the cache).
     fn subscribe(&mut self, generation: u64) {
         self.shared.subscribed.lock().take();
-        self.shared.replay_pushed.store(0, Ordering::Release);
         self.shared.replay_handled.store(0, Ordering::Release);
-        self.shared.generation.store(generation, Ordering::Release);
-        let sink = EventSink::new(self.tx.clone(), self.shared.clone(), generation, 0);
+        self.shared.inbox.set_generation(generation);
+        let sink = EventSink::new(self.shared.inbox.clone(), generation);
         let subscribed = self.config.subscriber.subscribe(&sink);
         *self.shared.subscribed.lock() = Some(subscribed);
     }
 
-    async fn run(
-        mut self,
-        mut rx: mpsc::UnboundedReceiver<Queued>,
-        mut stop: watch::Receiver<bool>,
-    ) {
-        loop {
+    /// Takes the inbox's events in batches and handles them one by one, until stopped.
+    async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let inbox = self.shared.inbox.clone();
+        let mut batch = std::collections::VecDeque::new();
+        'run: loop {
             let restart_at = self.restart_at;
             let restart = async {
                 match restart_at {
@@ -306,12 +296,21 @@ impl Actor {
                 biased;
                 _ = stop.changed() => break,
                 _ = restart => self.restart().await,
-                queued = rx.recv() => match queued {
-                    Some(q) => self.handle(q).await,
-                    None => break,
-                },
+                more = inbox.take(&mut batch) => {
+                    if !more {
+                        break;
+                    }
+                    while let Some(queued) = batch.pop_front() {
+                        if *stop.borrow() {
+                            inbox.handled(1);
+                            break 'run;
+                        }
+                        self.handle(queued).await;
+                    }
+                }
             }
         }
+        inbox.handled(batch.len());
         self.shared.subscribed.lock().take();
     }
 
@@ -321,8 +320,8 @@ impl Actor {
     }
 
     async fn handle(&mut self, queued: Queued) {
-        self.shared.queue.fetch_sub(1, Ordering::AcqRel);
-        let generation = self.shared.generation.load(Ordering::Acquire);
+        self.shared.inbox.handled(1);
+        let generation = self.shared.inbox.generation();
         if queued.generation != generation {
             self.stale += 1;
             self.drop_events(DropReason::Replaced, 1);
@@ -468,8 +467,9 @@ impl Actor {
         }
         self.instance = None;
         // Unregister at once so no more events pile up for the dead generation.
-        let next = self.shared.generation.load(Ordering::Acquire) + 1;
-        self.shared.generation.store(next, Ordering::Release);
+        self.shared
+            .inbox
+            .set_generation(self.shared.inbox.generation() + 1);
         self.shared.subscribed.lock().take();
         self.schedule_restart();
     }
@@ -508,8 +508,7 @@ impl Actor {
                 self.instance = Some(instance);
                 self.shared.restarts.fetch_add(1, Ordering::Relaxed);
                 *self.shared.state.lock() = PluginState::Running;
-                let next = self.shared.generation.load(Ordering::Acquire);
-                self.subscribe(next);
+                self.subscribe(self.shared.inbox.generation());
                 if self.shared.failed.load(Ordering::Acquire) {
                     tracing::debug!(plugin = &*name, "failed plugin tried again");
                 } else {

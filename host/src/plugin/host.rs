@@ -326,7 +326,7 @@ impl PluginHost {
                     timeouts: load(&s.timeouts),
                     memory_faults: load(&s.memory_faults),
                     restarts: load(&s.restarts),
-                    queue_depth: s.queue.load(Ordering::Relaxed),
+                    queue_depth: s.inbox.depth(),
                     state: *s.state.lock(),
                     failed: s.failed.load(Ordering::Acquire),
                     events_dropped: DropReason::ALL

@@ -1,9 +1,10 @@
 //! The plugin runtime: WebAssembly components of the `controller` world as informer listeners.
 //!
 //! One [`PluginEngine`] compiles components (cached on disk by content hash and shared between
-//! copies), each loaded plugin is one instance driven by one actor (a queue fed by its handler
-//! registrations on the shared informers, guest calls one at a time under a deadline and a
-//! memory cap), and the [`PluginHost`] loads, replaces, unloads and reports on plugins.
+//! copies), each loaded plugin is one instance driven by one actor (which pulls from the
+//! plugin's inbox, fed by its handlers registered inline on the shared informers, and calls the
+//! guest one call at a time under a deadline and a memory cap), and the [`PluginHost`] loads,
+//! replaces, unloads and reports on plugins.
 
 mod actor;
 mod bindings;
@@ -17,6 +18,7 @@ mod grants;
 mod handlers_v0_2;
 mod host;
 mod imports_v0_2;
+mod inbox;
 mod informers;
 mod instance;
 mod keys;
@@ -26,7 +28,6 @@ mod paging;
 mod rate_limit;
 mod reconciler;
 mod state;
-mod wiring;
 mod workqueue;
 
 #[cfg(test)]

@@ -18,8 +18,10 @@ use super::super::cache_api::Access;
 use super::super::client::{NoWriteObserver, Resources, WriteClient};
 use super::super::component::{CompiledPlugin, Linked};
 use super::super::events::{EventRecorder, RecorderOptions};
-use super::super::handlers_v0_2::{EventForwarder, spawn_handlers};
+use super::super::handlers_v0_2::spawn_handlers;
 use super::super::imports_v0_2::Context;
+use super::super::inbox::{EventSink, Inbox};
+use super::super::informers::QueueHandler;
 use super::super::keys::{ObjectKey, QueueRule, keys_for, resolve_rules};
 use super::super::log_gate::LogGate;
 use super::super::reconciler::{Recipe, ReconcilerInstance, spawn_workers};
@@ -41,8 +43,10 @@ pub(super) struct ControllerEntry {
     indexes: Vec<(InformerKey, String)>,
     /// The plugin's queue, client and recorder: outlive versions.
     context: Arc<Context>,
-    /// The handlers that feed the queue; dropping them unregisters them.
+    /// The handlers that feed the queue and the inbox; dropping them unregisters them.
     registrations: Vec<(SharedIndexInformer, Registration)>,
+    /// The events of this version's handler subscriptions.
+    inbox: Arc<Inbox>,
     workers: Vec<JoinHandle<()>>,
     replace_error: Option<String>,
 }
@@ -57,6 +61,7 @@ impl ControllerEntry {
         for (informer, registration) in self.registrations.drain(..) {
             informer.remove_event_handler(&registration);
         }
+        self.inbox.close();
     }
 
     pub(super) fn ready(&self) -> bool {
@@ -79,7 +84,7 @@ impl ControllerEntry {
             timeouts: load(&calls.timeouts),
             memory_faults: load(&calls.memory_faults),
             restarts: 0,
-            queue_depth: stats.depth,
+            queue_depth: stats.depth + self.inbox.depth(),
             state: if self.workers.iter().all(JoinHandle::is_finished) {
                 PluginState::Stopped
             } else {
@@ -93,7 +98,8 @@ impl ControllerEntry {
     }
 }
 
-/// Queues the keys an informer event names under one subscription's rules.
+/// Queues the keys an informer event names under one subscription's rules (registered inline:
+/// the workqueue is its buffer).
 struct QueueFeeder {
     group: String,
     kind: String,
@@ -277,7 +283,8 @@ impl PluginHost {
         let context = context.unwrap_or_else(|| self.new_context(&name, &policy));
         let informers = self.inner.factory.informers();
         let mut registrations = Vec::new();
-        let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+        let inbox = Arc::new(Inbox::default());
+        let sink = EventSink::new(inbox.clone(), inbox.generation());
         for (handle, ((sub, rules), key)) in info
             .subscriptions
             .iter()
@@ -292,13 +299,12 @@ impl PluginHost {
                 .resync_seconds
                 .map(|s| std::time::Duration::from_secs(s.into()));
             if events[handle] {
-                let forwarder = Arc::new(EventForwarder {
-                    subscription: u32::try_from(handle).unwrap_or(u32::MAX),
-                    tx: events_tx.clone(),
+                let handler = Arc::new(QueueHandler {
+                    sink: sink.for_subscription(handle),
                 });
                 registrations.push((
                     informer.clone(),
-                    informer.add_event_handler(forwarder, resync),
+                    informer.add_inline_event_handler(handler, resync),
                 ));
             }
             if rules.is_empty() {
@@ -311,7 +317,10 @@ impl PluginHost {
                 queue: context.queue.clone(),
                 plugin: name.clone(),
             });
-            registrations.push((informer.clone(), informer.add_event_handler(feeder, resync)));
+            registrations.push((
+                informer.clone(),
+                informer.add_inline_event_handler(feeder, resync),
+            ));
         }
         let pre = v0_2_pre(&compiled)?;
         let recipe = Recipe {
@@ -327,7 +336,7 @@ impl PluginHost {
         };
         let mut workers = Vec::new();
         if events.contains(&true) {
-            workers.push(spawn_handlers(recipe.clone(), events_rx));
+            workers.push(spawn_handlers(recipe.clone(), inbox.clone()));
         }
         workers.extend(spawn_workers(
             recipe,
@@ -347,6 +356,7 @@ impl PluginHost {
             indexes: claims.indexes,
             context,
             registrations,
+            inbox,
             workers,
             replace_error: None,
         })
