@@ -13,16 +13,17 @@ use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory}
 use parking_lot::Mutex;
 
 use super::actor::{ActorConfig, ActorHandle, DropReason, PluginState, RestartPolicy};
-use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess};
+use super::cache_api::{Access, ResourceAccess};
 use super::component::{CompiledPlugin, Linked};
+use super::declare::{CheckOptions, declare_v0_1, invalid};
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
 use super::grants::{
     DeclarationLimits, Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type,
 };
 use super::informers::{EventSource, InformerCache, InformerSubscriber, ensure_index};
-use super::instance::{Instance, Outcome};
-use super::log_gate::{LogGate, LogLimits};
+use super::instance::Instance;
+use super::log_gate::LogLimits;
 use super::observer::{NoopObserver, Observer};
 use super::{Delivery, PluginInfo};
 
@@ -360,16 +361,27 @@ impl PluginHost {
             && self.inner.controllers.lock().values().all(|e| e.ready())
     }
 
-    /// Compiles the component and calls `init` in a throw-away instance, checking the result
-    /// against the policy for `source`; nothing is registered and the API server is not asked.
+    /// [`check`](super::check) with this host's engine, options and the policy for `source`.
     pub async fn check(&self, source: &Path, bytes: &[u8]) -> Result<PluginInfo, PluginError> {
-        let compiled = self.inner.engine.compile(source, bytes.to_vec()).await?;
         let policy = self.inner.options.policy.policy(source);
-        if matches!(*compiled.pre, Linked::V0_2(_)) {
-            return self.check_v0_2(&compiled, &policy).await;
+        let checked = super::declare::check(
+            &self.inner.engine,
+            source,
+            bytes.to_vec(),
+            &policy,
+            &self.check_options(),
+        )
+        .await?;
+        Ok(checked.info)
+    }
+
+    /// What declarations are checked with.
+    fn check_options(&self) -> CheckOptions {
+        CheckOptions {
+            limits: self.inner.options.limits,
+            declarations: self.inner.options.declarations,
+            logs: self.inner.options.logs,
         }
-        let (_, info) = self.init(&compiled, &policy).await?;
-        Ok(info)
     }
 
     /// Stops every plugin: each finishes the event in hand (bounded by `grace`), then its
@@ -391,35 +403,12 @@ impl PluginHost {
         Ok(())
     }
 
-    /// Instantiates and initialises `compiled` under `policy`, and validates what `init`
-    /// declared.
-    async fn init(
-        &self,
-        compiled: &CompiledPlugin,
-        policy: &PluginPolicy,
-    ) -> Result<(Instance, PluginInfo), PluginError> {
-        let limits = policy.limits.unwrap_or(self.inner.options.limits);
-        let file = compiled.file.clone();
-        let mut instance = Instance::new(
-            compiled,
-            label_of(&file),
-            limits,
-            Arc::new(Access::empty(policy.grants.clone())),
-            Arc::new(LogGate::new(self.inner.options.logs)),
-        )
-        .await?;
-        let info = init_outcome(file.clone(), instance.init(&policy.config).await)?;
-        validate(&file, &info, policy, &self.inner.options.declarations)?;
-        instance.set_label(info.name.as_str().into());
-        Ok((instance, info))
-    }
-
     /// Initialises the plugin and creates (or shares) its informers and indexes. On failure,
     /// informers this call created and indexes it added are released again.
     async fn prepare(&self, compiled: CompiledPlugin) -> Result<Prepared, PluginError> {
         let policy = self.inner.options.policy.policy(&compiled.file);
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
-        let (mut instance, info) = self.init(&compiled, &policy).await?;
+        let (mut instance, info) = declare_v0_1(&compiled, &policy, &self.check_options()).await?;
         let mut claims = Claims::default();
         let wired = self.wire(&compiled.file, &info, &policy, &mut claims).await;
         let (access, sources) = match wired {
@@ -708,112 +697,6 @@ struct Users {
     released: u64,
 }
 
-fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginError {
-    PluginError::InvalidDeclaration {
-        file: file.to_owned(),
-        plugin: info.name.clone(),
-        what,
-    }
-}
-
-/// Checks `init`'s declarations: within `limits`, every subscription granted and unique,
-/// every index on a subscribed resource with a fresh name.
-fn validate(
-    file: &Path,
-    info: &PluginInfo,
-    policy: &PluginPolicy,
-    limits: &DeclarationLimits,
-) -> Result<(), PluginError> {
-    let too_many = |what: &str, n: usize, max: usize, key: &str| PluginError::OverLimit {
-        file: file.to_owned(),
-        what: format!(
-            "{n} {what}, more than the limit of {max} (`{key}` in the config's [limits])"
-        ),
-    };
-    if info.name.len() > limits.max_name_bytes {
-        return Err(too_many(
-            "bytes of plugin name",
-            info.name.len(),
-            limits.max_name_bytes,
-            "max-name-bytes",
-        ));
-    }
-    if info.subscriptions.len() > limits.max_subscriptions {
-        return Err(too_many(
-            "subscriptions",
-            info.subscriptions.len(),
-            limits.max_subscriptions,
-            "max-subscriptions",
-        ));
-    }
-    if info.indexes.len() > limits.max_indexes {
-        return Err(too_many(
-            "indexes",
-            info.indexes.len(),
-            limits.max_indexes,
-            "max-indexes",
-        ));
-    }
-    if info.name.trim().is_empty() {
-        return Err(invalid(file, info, "name: it is empty".into()));
-    }
-    if info.name.chars().any(char::is_control) {
-        return Err(invalid(
-            file,
-            info,
-            "name: it holds control characters".into(),
-        ));
-    }
-    for (i, sub) in info.subscriptions.iter().enumerate() {
-        if !policy.grants.allows(&sub.gvk) {
-            return Err(PluginError::NotGranted {
-                file: file.to_owned(),
-                plugin: info.name.clone(),
-                what: describe(&sub.gvk),
-            });
-        }
-        if info.subscriptions[..i]
-            .iter()
-            .any(|s| same_type(&s.gvk, &sub.gvk))
-        {
-            return Err(invalid(
-                file,
-                info,
-                format!("subscription: {} twice", describe(&sub.gvk)),
-            ));
-        }
-    }
-    for (i, decl) in info.indexes.iter().enumerate() {
-        if !info
-            .subscriptions
-            .iter()
-            .any(|s| same_type(&s.gvk, &decl.gvk))
-        {
-            return Err(invalid(
-                file,
-                info,
-                format!(
-                    "index {}: {} is not subscribed",
-                    decl.name,
-                    describe(&decl.gvk)
-                ),
-            ));
-        }
-        let clash = decl.name == NAMESPACE_INDEX
-            || info.indexes[..i]
-                .iter()
-                .any(|d| d.name == decl.name && same_type(&d.gvk, &decl.gvk));
-        if clash {
-            return Err(invalid(
-                file,
-                info,
-                format!("index {}: the name is already taken", decl.name),
-            ));
-        }
-    }
-    Ok(())
-}
-
 fn describe_subscription(sub: &super::Subscription) -> String {
     let mut s = describe(&sub.gvk);
     if let Some(ns) = &sub.namespace {
@@ -829,159 +712,4 @@ fn describe_subscription(sub: &super::Subscription) -> String {
         s.push_str(" (cache only)");
     }
     s
-}
-
-/// A plugin's short label before its `init` names it: the file name without `.wasm`.
-pub(super) fn label_of(file: &Path) -> Arc<str> {
-    file.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| file.display().to_string())
-        .into()
-}
-
-/// What a call of `init` came to, as the load's result: a guest error or a fault refuses it.
-pub(super) fn init_outcome<T>(file: PathBuf, outcome: Outcome<T>) -> Result<T, PluginError> {
-    match outcome {
-        Outcome::Ok(info) => Ok(info),
-        Outcome::GuestError(reason) => Err(PluginError::InitFailed { file, reason }),
-        Outcome::Failed(kind, reason) => Err(PluginError::InitTrapped {
-            file,
-            reason: format!("{}: {reason}", kind.as_str()),
-        }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::grants::{Grants, ResourcePattern};
-    use super::super::{Gvk, IndexDecl, IndexSource, Subscription};
-    use super::*;
-
-    fn gvk(kind: &str) -> Gvk {
-        Gvk {
-            group: String::new(),
-            version: "v1".into(),
-            kind: kind.into(),
-        }
-    }
-
-    fn sub(kind: &str) -> Subscription {
-        Subscription {
-            gvk: gvk(kind),
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-            resync_seconds: None,
-            delivery: Delivery::Events,
-        }
-    }
-
-    fn info(subs: Vec<Subscription>, indexes: Vec<IndexDecl>) -> PluginInfo {
-        PluginInfo {
-            name: "p".into(),
-            subscriptions: subs,
-            indexes,
-        }
-    }
-
-    fn check(info: &PluginInfo, grants: Grants) -> Result<(), PluginError> {
-        let policy = PluginPolicy {
-            grants,
-            ..PluginPolicy::default()
-        };
-        validate(
-            Path::new("p.wasm"),
-            info,
-            &policy,
-            &DeclarationLimits::default(),
-        )
-    }
-
-    #[test]
-    fn ungranted_subscription_is_refused_naming_file_and_resource() {
-        let err = check(&info(vec![sub("Secret")], vec![]), Grants::default()).unwrap_err();
-        assert!(matches!(err, PluginError::NotGranted { .. }));
-        let msg = err.to_string();
-        assert!(msg.contains("p.wasm") && msg.contains("v1/Secret"), "{msg}");
-        let grants = Grants::only(vec![ResourcePattern::new("", "Secret")]);
-        assert!(check(&info(vec![sub("Secret")], vec![]), grants).is_ok());
-    }
-
-    #[test]
-    fn duplicate_subscription_is_refused() {
-        let err = check(
-            &info(vec![sub("Pod"), sub("Pod")], vec![]),
-            Grants::default(),
-        );
-        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
-    }
-
-    #[test]
-    fn index_on_an_unsubscribed_resource_is_refused() {
-        let decl = IndexDecl {
-            name: "by-node".into(),
-            gvk: gvk("Pod"),
-            source: IndexSource::Field("spec.nodeName".into()),
-        };
-        let err = check(
-            &info(vec![sub("ConfigMap")], vec![decl.clone()]),
-            Grants::default(),
-        );
-        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
-        assert!(check(&info(vec![sub("Pod")], vec![decl]), Grants::default()).is_ok());
-    }
-
-    #[test]
-    fn declarations_over_the_limits_are_refused_with_the_limit_and_its_key() {
-        let limits = DeclarationLimits {
-            max_name_bytes: 10,
-            max_subscriptions: 2,
-            max_indexes: 1,
-        };
-        let policy = PluginPolicy::default();
-        let run = |info: &PluginInfo| validate(Path::new("p.wasm"), info, &policy, &limits);
-        let mut long = info(vec![sub("Pod")], vec![]);
-        long.name = "n".repeat(10 << 20);
-        let msg = run(&long).unwrap_err().to_string();
-        assert!(
-            msg.starts_with("p.wasm: ")
-                && msg.contains("10485760 bytes of plugin name")
-                && msg.contains("max-name-bytes"),
-            "{}",
-            &msg[..msg.len().min(300)]
-        );
-        assert!(msg.len() < 300, "the refusal does not repeat the name");
-        let subs = info(vec![sub("Pod"), sub("ConfigMap"), sub("Secret")], vec![]);
-        let msg = run(&subs).unwrap_err().to_string();
-        assert!(
-            msg.contains("3 subscriptions") && msg.contains("limit of 2"),
-            "{msg}"
-        );
-        let decl = |n: usize| IndexDecl {
-            name: format!("i{n}"),
-            gvk: gvk("Pod"),
-            source: IndexSource::Label(format!("l{n}")),
-        };
-        let many = info(vec![sub("Pod")], (0..100_000).map(decl).collect());
-        let msg = run(&many).unwrap_err().to_string();
-        assert!(
-            msg.contains("100000 indexes") && msg.contains("max-indexes"),
-            "{msg}"
-        );
-        assert!(run(&info(vec![sub("Pod")], vec![decl(0)])).is_ok());
-        let mut control = info(vec![sub("Pod")], vec![]);
-        control.name = "a\nb".into();
-        assert!(run(&control).is_err());
-    }
-
-    #[test]
-    fn redeclaring_the_namespace_index_is_refused() {
-        let decl = IndexDecl {
-            name: "namespace".into(),
-            gvk: gvk("Pod"),
-            source: IndexSource::Label("ns".into()),
-        };
-        let err = check(&info(vec![sub("Pod")], vec![decl]), Grants::default());
-        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
-    }
 }

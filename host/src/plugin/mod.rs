@@ -11,6 +11,7 @@ mod bindings;
 mod cache_api;
 mod client;
 mod component;
+mod declare;
 mod engine;
 mod error;
 mod events;
@@ -37,6 +38,7 @@ pub use actor::{DropReason, PluginState, RestartPolicy};
 pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
+pub use bindings::v0_2::World;
 pub use cache_api::{Document, SharedDocument};
 pub use client::{
     ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, ObjectRef, PatchBody,
@@ -44,6 +46,7 @@ pub use client::{
     WriteVerb,
 };
 pub use component::{CompiledPlugin, Origin};
+pub use declare::{CheckOptions, Checked, Contract, check};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
 pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};

@@ -12,25 +12,22 @@ use kubewasm_informer::{
 };
 use tokio::task::JoinHandle;
 
-use super::super::bindings::v0_2::ControllerPre;
-use super::super::bindings::v0_2::kubewasm::controller::types as wit;
-use super::super::cache_api::Access;
+use super::super::bindings::v0_2::World;
 use super::super::client::{NoWriteObserver, Resources, WriteClient};
-use super::super::component::{CompiledPlugin, Linked};
+use super::super::component::CompiledPlugin;
+use super::super::declare::{Declared, declare_v0_2, v0_2_pre};
 use super::super::events::{EventRecorder, RecorderOptions};
 use super::super::handlers_v0_2::spawn_handlers;
 use super::super::imports_v0_2::Context;
 use super::super::inbox::{EventSink, Inbox};
 use super::super::informers::QueueHandler;
-use super::super::keys::{ObjectKey, QueueRule, keys_for, resolve_rules};
+use super::super::keys::{ObjectKey, QueueRule, keys_for};
 use super::super::log_gate::LogGate;
-use super::super::reconciler::{Recipe, ReconcilerInstance, spawn_workers};
-use super::super::state::HostState;
+use super::super::reconciler::{Recipe, spawn_workers};
 use super::super::workqueue::{NoQueueMetrics, WorkQueue};
-use super::super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 use super::{
     Claims, DropReason, PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
-    describe_subscription, init_outcome, label_of, validate,
+    describe_subscription,
 };
 
 /// A running 0.2 plugin.
@@ -134,118 +131,7 @@ impl ResourceEventHandler for QueueFeeder {
     }
 }
 
-fn gvk(g: &wit::Gvk) -> Gvk {
-    Gvk {
-        group: g.group.clone(),
-        version: g.version.clone(),
-        kind: g.kind.clone(),
-    }
-}
-
-/// The 0.2 declaration as the checks and the wiring shared with 0.1 read it: subscriptions by
-/// type, indexes on the type of their subscription handle. Every subscription is wired as a
-/// cache: its events reach the guest's handlers through an [`EventForwarder`] and its queue
-/// rules feed the queue through a [`QueueFeeder`].
-fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
-    let subscriptions: Vec<Subscription> = info
-        .subscriptions
-        .iter()
-        .map(|s| Subscription {
-            gvk: gvk(&s.gvk),
-            namespace: s.namespace.clone(),
-            label_selector: s.label_selector.clone(),
-            field_selector: s.field_selector.clone(),
-            resync_seconds: s.resync_seconds,
-            delivery: Delivery::CacheOnly,
-        })
-        .collect();
-    let indexes = info
-        .indexes
-        .iter()
-        .map(|d| {
-            let on = usize::try_from(d.subscription)
-                .ok()
-                .and_then(|h| subscriptions.get(h))
-                .ok_or_else(|| {
-                    format!(
-                        "index {}: no subscription has handle {}",
-                        d.name, d.subscription
-                    )
-                })?;
-            Ok(IndexDecl {
-                name: d.name.clone(),
-                gvk: on.gvk.clone(),
-                source: match &d.source {
-                    wit::IndexSource::Label(k) => IndexSource::Label(k.clone()),
-                    wit::IndexSource::Annotation(k) => IndexSource::Annotation(k.clone()),
-                    wit::IndexSource::Field(p) => IndexSource::Field(p.clone()),
-                    wit::IndexSource::OwnerUid => IndexSource::OwnerUid,
-                },
-            })
-        })
-        .collect::<Result<_, String>>()?;
-    Ok(PluginInfo {
-        name: info.name.clone(),
-        subscriptions,
-        indexes,
-    })
-}
-
-/// A 0.2 plugin checked: its declaration in 0.1 terms (for the checks and the wiring) and the
-/// queue rules of each subscription.
-struct Declared {
-    info: PluginInfo,
-    rules: Vec<Vec<QueueRule>>,
-    /// Whether each subscription asked for the event handlers.
-    events: Vec<bool>,
-}
-
 impl PluginHost {
-    /// Instantiates a throw-away instance, calls `init` and checks what it declared against
-    /// `policy`.
-    async fn declare_v0_2(
-        &self,
-        compiled: &CompiledPlugin,
-        policy: &PluginPolicy,
-    ) -> Result<Declared, PluginError> {
-        let pre = v0_2_pre(compiled)?;
-        let file = compiled.file.clone();
-        let limits = policy.limits.unwrap_or(self.inner.options.limits);
-        let mut instance = ReconcilerInstance::new(
-            pre,
-            &file,
-            label_of(&file),
-            limits,
-            Arc::new(Access::empty(policy.grants.clone())),
-            Arc::new(LogGate::new(self.inner.options.logs)),
-        )
-        .await?;
-        let declared = init_outcome(file.clone(), instance.init(&policy.config).await)?;
-        let invalid = |what: String| PluginError::InvalidDeclaration {
-            file: file.clone(),
-            plugin: declared.name.clone(),
-            what,
-        };
-        let info = as_v0_1(&declared).map_err(invalid)?;
-        validate(&file, &info, policy, &self.inner.options.declarations)?;
-        let rules = resolve_rules(&declared.subscriptions).map_err(invalid)?;
-        let events = declared.subscriptions.iter().map(|s| s.events).collect();
-        Ok(Declared {
-            info,
-            rules,
-            events,
-        })
-    }
-
-    /// What `check` answers for a 0.2 component.
-    pub(super) async fn check_v0_2(
-        &self,
-        compiled: &CompiledPlugin,
-        policy: &PluginPolicy,
-    ) -> Result<PluginInfo, PluginError> {
-        Ok(self.declare_v0_2(compiled, policy).await?.info)
-    }
-
     /// Loads a 0.2 component: declares, wires its informers and indexes, registers its queue
     /// rules and starts its reconcile workers. `context`: the queue, client and recorder of the
     /// version it replaces (`None`: new ones).
@@ -261,7 +147,8 @@ impl PluginHost {
             info,
             rules,
             events,
-        } = self.declare_v0_2(&compiled, &policy).await?;
+            world,
+        } = declare_v0_2(&compiled, &policy, &self.check_options()).await?;
         let mut claims = Claims::default();
         let access = match self.wire(&compiled.file, &info, &policy, &mut claims).await {
             Ok((access, _)) => access,
@@ -338,10 +225,12 @@ impl PluginHost {
         if events.contains(&true) {
             workers.push(spawn_handlers(recipe.clone(), inbox.clone()));
         }
-        workers.extend(spawn_workers(
-            recipe,
-            policy.reconcile.max_concurrent_reconciles,
-        ));
+        if world != World::Observer {
+            workers.extend(spawn_workers(
+                recipe,
+                policy.reconcile.max_concurrent_reconciles,
+            ));
+        }
         self.inner.factory.start();
         Ok(ControllerEntry {
             source: source.to_owned(),
@@ -468,16 +357,5 @@ impl PluginHost {
             entry.stop();
             entry.context.queue.shut_down();
         }
-    }
-}
-
-/// The 0.2 linking of `compiled`; an error if it is a 0.1 component.
-fn v0_2_pre(compiled: &CompiledPlugin) -> Result<&ControllerPre<HostState>, PluginError> {
-    match &*compiled.pre {
-        Linked::V0_2(pre) => Ok(pre),
-        Linked::V0_1(_) => Err(PluginError::Invalid {
-            file: compiled.file.clone(),
-            reason: "a 0.1 component cannot run as a 0.2 plugin".into(),
-        }),
     }
 }
