@@ -221,6 +221,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     let probe = std::fs::read(kubewasm_tests::build_guest("probe"))?;
+    let observer = std::fs::read(kubewasm_tests::build_guest("observer-v0-2"))?;
     let server = DevServer::start(Options::default()).await?;
     let client = server.client();
     for ns in [NAMESPACE, "idle"] {
@@ -288,7 +289,12 @@ async fn run() -> anyhow::Result<()> {
     println!("|---|---|---|");
     let mut rates = Vec::new();
     // KUBEWASM_BENCH_ONLY=wasm-noop runs only that case, many rounds (for profiling).
-    let only_noop = std::env::var("KUBEWASM_BENCH_ONLY").as_deref() == Ok("wasm-noop");
+    // KUBEWASM_BENCH_ONLY=update-cpu runs only the CPU per update event.
+    let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
+    if only == "update-cpu" {
+        return update_event_cpu(&factory, &informer, &client, &probe, &observer).await;
+    }
+    let only_noop = only == "wasm-noop";
     if only_noop {
         for _ in 0..50 {
             span.reset();
@@ -372,7 +378,7 @@ async fn run() -> anyhow::Result<()> {
     // informer grace): take the factory's current one.
     let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
     informer.wait_synced().await;
-    update_event_cpu(&factory, &informer, &client, &probe).await?;
+    update_event_cpu(&factory, &informer, &client, &probe, &observer).await?;
 
     // Load times.
     let engine_dir = tempfile::tempdir()?;
@@ -460,6 +466,7 @@ async fn update_event_cpu(
     informer: &kubewasm_informer::SharedIndexInformer,
     client: &kube::Client,
     probe: &[u8],
+    observer: &[u8],
 ) -> anyhow::Result<()> {
     let cache_dir = tempfile::tempdir()?;
     let host = plugin_host(
@@ -467,9 +474,16 @@ async fn update_event_cpu(
         client,
         cache_dir.path(),
         Arc::new(Metrics::new(Arc::new(Vec::new))),
-        |p: &Path| PluginPolicy {
-            config: probe_resync_config(&p.file_stem().unwrap_or_default().to_string_lossy()),
-            ..PluginPolicy::default()
+        |p: &Path| {
+            let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+            PluginPolicy {
+                config: if stem.starts_with("observer") {
+                    json!({"name": stem, "namespace": NAMESPACE, "resyncSeconds": 1}).to_string()
+                } else {
+                    probe_resync_config(&stem)
+                },
+                ..PluginPolicy::default()
+            }
         },
     )?;
     let idle_window = Duration::from_secs(2);
@@ -479,6 +493,7 @@ async fn update_event_cpu(
 
     let mut native = Vec::new();
     let mut wasm = Vec::new();
+    let mut wasm_v0_2 = Vec::new();
     for _ in 0..3 {
         let span = Arc::new(Span::default());
         let handler = Arc::new(Counting {
@@ -490,32 +505,36 @@ async fn update_event_cpu(
         native.extend(cpu_per_update(|| span.count.load(Ordering::Acquire), idle_ns_per_s).await);
         informer.remove_event_handler(&registration);
 
-        let id = host
-            .load(Path::new("resync-noop.wasm"), probe.to_vec())
-            .await?;
-        let delivered = || {
-            host.plugins()
-                .iter()
-                .find(|p| p.id == id)
-                .map_or(0, |p| p.events_delivered as usize)
-        };
-        while delivered() < OBJECTS {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+        for (file, bytes, into) in [
+            ("resync-noop.wasm", probe, &mut wasm),
+            ("observer-noop.wasm", observer, &mut wasm_v0_2),
+        ] {
+            let id = host.load(Path::new(file), bytes.to_vec()).await?;
+            let delivered = || {
+                host.plugins()
+                    .iter()
+                    .find(|p| p.id == id)
+                    .map_or(0, |p| p.events_delivered as usize)
+            };
+            while delivered() < OBJECTS {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            into.extend(cpu_per_update(delivered, idle_ns_per_s).await);
+            host.unload(id).await;
         }
-        wasm.extend(cpu_per_update(delivered, idle_ns_per_s).await);
-        host.unload(id).await;
     }
-    if native.is_empty() || wasm.is_empty() {
+    if native.is_empty() || wasm.is_empty() || wasm_v0_2.is_empty() {
         println!(
             "CPU per update event: not measured in this run (resync updates stopped arriving: \
-             {} native and {} wasm measurements completed).\n",
+             {} native, {} wasm 0.1 and {} wasm 0.2 measurements completed).\n",
             native.len(),
-            wasm.len()
+            wasm.len(),
+            wasm_v0_2.len()
         );
         host.shutdown(Duration::from_secs(5)).await;
         return Ok(());
     }
-    let (native, wasm) = (median(native), median(wasm));
+    let (native, wasm, wasm_v0_2) = (median(native), median(wasm), median(wasm_v0_2));
     println!(
         "CPU per update event (old and new object handed to the handler), {OBJECTS} cached \
          ConfigMaps re-delivered by a 1 s resync, {RESYNCS} resyncs per measurement, median of 3; \
@@ -527,10 +546,15 @@ async fn update_event_cpu(
     println!("| handler | CPU us per update event |");
     println!("|---|---|");
     println!("| native no-op handler (resync, store, dispatch included) | {native:.2} |");
-    println!("| wasm no-op plugin, metrics on (same path) | {wasm:.2} |");
+    println!("| wasm no-op plugin, contract 0.1, metrics on (same path) | {wasm:.2} |");
+    println!("| wasm no-op plugin, contract 0.2 (`observer`), metrics on | {wasm_v0_2:.2} |");
     println!(
-        "| the plugin's own cost (difference) | {:.2} |\n",
+        "| the 0.1 plugin's own cost (difference) | {:.2} |",
         wasm - native
+    );
+    println!(
+        "| the 0.2 plugin's own cost (difference) | {:.2} |\n",
+        wasm_v0_2 - native
     );
     host.shutdown(Duration::from_secs(5)).await;
     Ok(())

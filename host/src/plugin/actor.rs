@@ -14,7 +14,7 @@ use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
 use super::grants::{Limits, describe};
 use super::inbox::{EventSink, Inbox, Queued, Subscribed, Subscriber};
-use super::instance::{Event, Instance, Outcome};
+use super::instance::{CallCounters, Event, Instance, Outcome};
 use super::log_gate::LogGate;
 use super::observer::{FailureKind, PluginObserver};
 
@@ -37,11 +37,8 @@ pub enum PluginState {
 pub(crate) struct Shared {
     /// The queue its handlers push into.
     pub(crate) inbox: Arc<Inbox>,
-    pub(crate) delivered: AtomicU64,
-    pub(crate) errors: AtomicU64,
-    pub(crate) traps: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) memory_faults: AtomicU64,
+    /// How the guest calls ended (a fault's call counted when the instance is dropped).
+    pub(crate) calls: CallCounters,
     pub(crate) restarts: AtomicU64,
     /// Initial-list adds handled for the current generation.
     pub(crate) replay_handled: AtomicU64,
@@ -111,11 +108,7 @@ impl Shared {
     fn new() -> Self {
         Shared {
             inbox: Arc::default(),
-            delivered: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            traps: AtomicU64::new(0),
-            timeouts: AtomicU64::new(0),
-            memory_faults: AtomicU64::new(0),
+            calls: CallCounters::default(),
             restarts: AtomicU64::new(0),
             replay_handled: AtomicU64::new(0),
             dropped: Default::default(),
@@ -373,14 +366,14 @@ impl Actor {
         let name = &*self.config.name;
         match outcome {
             Outcome::Ok(()) => {
-                self.shared.delivered.fetch_add(1, Ordering::Relaxed);
+                self.shared.calls.returned.fetch_add(1, Ordering::Relaxed);
                 self.config
                     .observer
                     .event_handled(queued.subscription, kind, elapsed, true);
             }
             Outcome::GuestError(reason) => {
-                self.shared.delivered.fetch_add(1, Ordering::Relaxed);
-                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                self.shared.calls.returned.fetch_add(1, Ordering::Relaxed);
+                self.shared.calls.errors.fetch_add(1, Ordering::Relaxed);
                 self.config
                     .observer
                     .event_handled(queued.subscription, kind, elapsed, false);
@@ -446,9 +439,9 @@ impl Actor {
     fn fail(&mut self, failure: FailureKind, message: String) {
         let name = self.config.name.clone();
         let counter = match failure {
-            FailureKind::Trap => &self.shared.traps,
-            FailureKind::Timeout => &self.shared.timeouts,
-            FailureKind::Memory => &self.shared.memory_faults,
+            FailureKind::Trap => &self.shared.calls.traps,
+            FailureKind::Timeout => &self.shared.calls.timeouts,
+            FailureKind::Memory => &self.shared.calls.memory_faults,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.config.observer.instance_failed(failure);
@@ -630,7 +623,7 @@ mod tests {
             ]
         );
         assert_eq!(guest_logs().lines_starting("order", "OLD"), ["OLD rv=1"]);
-        assert_eq!(handle.shared.delivered.load(Ordering::Relaxed), 5);
+        assert_eq!(handle.shared.calls.returned.load(Ordering::Relaxed), 5);
         assert!(wait_until(WAIT, || handle.shared.replay_done()).await);
         handle.stop(Duration::from_secs(5)).await;
         assert_eq!(*handle.shared.state.lock(), PluginState::Stopped);
@@ -650,7 +643,11 @@ mod tests {
         .await;
         assert!(wait_until(WAIT, || events("trapper").len() == 1).await);
         feed.upsert(config_map("a", "bad", 2, &[]));
-        assert!(wait_until(WAIT, || handle.shared.traps.load(Ordering::Relaxed) == 1).await);
+        assert!(
+            wait_until(WAIT, || handle.shared.calls.traps.load(Ordering::Relaxed)
+                == 1)
+            .await
+        );
         // The fresh instance is replayed both objects, then gets live events again.
         assert!(
             wait_until(WAIT, || handle.shared.replay_done()
@@ -718,7 +715,7 @@ mod tests {
                 .contains(&"EVENT add a/good rv=3 flag=false".to_owned()))
             .await
         );
-        assert_eq!(handle.shared.traps.load(Ordering::Relaxed), 2);
+        assert_eq!(handle.shared.calls.traps.load(Ordering::Relaxed), 2);
         assert_eq!(*handle.shared.state.lock(), PluginState::Running);
         assert!(
             guest_logs()
@@ -728,7 +725,11 @@ mod tests {
         );
         // A new version of the object is delivered (and traps: the guest still dislikes it).
         feed.upsert(config_map("a", "bad", 4, &[]));
-        assert!(wait_until(WAIT, || handle.shared.traps.load(Ordering::Relaxed) == 3).await);
+        assert!(
+            wait_until(WAIT, || handle.shared.calls.traps.load(Ordering::Relaxed)
+                == 3)
+            .await
+        );
         handle.stop(Duration::from_secs(5)).await;
     }
 
@@ -763,8 +764,8 @@ mod tests {
             ..Limits::default()
         };
         let h = fault("looper", "loop", limits).await;
-        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 1);
-        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.calls.timeouts.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.traps.load(Ordering::Relaxed), 0);
         // The event it timed out on, and the one queued behind it for the dropped instance
         // (the fresh instance got it through its replay instead): counted and logged.
         assert_eq!(h.shared.dropped(DropReason::Fault), 1);
@@ -785,7 +786,7 @@ mod tests {
             ..Limits::default()
         };
         let h = fault("sleeper", "sleep", limits).await;
-        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.timeouts.load(Ordering::Relaxed), 1);
         h.stop(Duration::from_secs(5)).await;
     }
 
@@ -811,8 +812,8 @@ mod tests {
                 .contains(&"NAPPED slow".to_owned()))
             .await
         );
-        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 0);
-        assert_eq!(h.shared.delivered.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.timeouts.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.calls.returned.load(Ordering::Relaxed), 1);
         h.stop(Duration::from_secs(5)).await;
     }
 
@@ -823,15 +824,15 @@ mod tests {
             ..Limits::default()
         };
         let h = fault("hoarder", "alloc", limits).await;
-        assert_eq!(h.shared.memory_faults.load(Ordering::Relaxed), 1);
-        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.calls.memory_faults.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.traps.load(Ordering::Relaxed), 0);
         h.stop(Duration::from_secs(5)).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn guest_errors_are_counted_without_a_restart() {
         let h = fault("refuser", "error", Limits::default()).await;
-        assert_eq!(h.shared.errors.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.errors.load(Ordering::Relaxed), 1);
         assert_eq!(h.shared.restarts.load(Ordering::Relaxed), 0);
         let last = h.shared.last_error.lock().clone().unwrap_or_default();
         assert!(last.contains("probe refuses bad"), "{last}");
@@ -845,7 +846,7 @@ mod tests {
             guest_logs().lines_starting("nosy", "UNGRANTED"),
             ["UNGRANTED err not-granted v1/Secret"]
         );
-        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.calls.traps.load(Ordering::Relaxed), 0);
         h.stop(Duration::from_secs(5)).await;
     }
 
@@ -959,11 +960,11 @@ mod tests {
         let s = handle.shared.clone();
         assert!(wait_until(WAIT, || *s.state.lock() == PluginState::Failed).await);
         // Five restarts in a row never completed the replay: failed, not restarted at once.
-        assert_eq!(s.traps.load(Ordering::Relaxed), 5);
+        assert_eq!(s.calls.traps.load(Ordering::Relaxed), 5);
         assert_eq!(s.restarts.load(Ordering::Relaxed), 4);
         assert!(s.ready(), "a failed plugin does not hold readiness back");
         // Retried after the long backoff, it fails again at once: still failed, logged once.
-        assert!(wait_until(WAIT, || s.traps.load(Ordering::Relaxed) >= 6).await);
+        assert!(wait_until(WAIT, || s.calls.traps.load(Ordering::Relaxed) >= 6).await);
         assert!(wait_until(WAIT, || *s.state.lock() == PluginState::Failed).await);
         let failed_lines = guest_logs()
             .host_lines("flapper")
@@ -992,7 +993,7 @@ mod tests {
         for i in 0..7 {
             assert!(wait_until(WAIT, || s.ready() && s.replay_done()).await);
             feed.upsert(config_map("a", &format!("bad{i}"), 10 + i, &[]));
-            assert!(wait_until(WAIT, || s.traps.load(Ordering::Relaxed) == i + 1).await);
+            assert!(wait_until(WAIT, || s.calls.traps.load(Ordering::Relaxed) == i + 1).await);
         }
         assert!(
             wait_until(WAIT, || *s.state.lock() == PluginState::Running
@@ -1022,7 +1023,11 @@ mod tests {
         )
         .await;
         feed.upsert(config_map("a", "flood", 1, &[]));
-        assert!(wait_until(WAIT, || h.shared.delivered.load(Ordering::Relaxed) == 1).await);
+        assert!(
+            wait_until(WAIT, || h.shared.calls.returned.load(Ordering::Relaxed)
+                == 1)
+            .await
+        );
         // 600 lines (log import and stdout) at once: about a burst of 100 gets through. Past a
         // second, the next line is admitted with a notice of what was dropped.
         tokio::time::sleep(Duration::from_millis(1100)).await;

@@ -13,14 +13,20 @@ use tokio::task::JoinHandle;
 
 use super::inbox::Inbox;
 use super::instance::Outcome;
+use super::observer::PluginObserver;
 use super::reconciler::{Recipe, ReconcilerInstance, start_instance};
 
 /// How long the task waits before trying a new instance after one failed to start.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
 
 /// Starts the task calling the guest's handlers with the events of `inbox`, until the inbox
-/// is closed. Abort it to stop at once.
-pub(crate) fn spawn_handlers(recipe: Recipe, inbox: Arc<Inbox>) -> JoinHandle<()> {
+/// is closed, each call reported to `observer` as a 0.1 plugin's are. Abort it to stop at
+/// once.
+pub(crate) fn spawn_handlers(
+    recipe: Recipe,
+    inbox: Arc<Inbox>,
+    observer: Arc<dyn PluginObserver>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut current: Option<ReconcilerInstance> = None;
         let mut batch = VecDeque::new();
@@ -39,7 +45,15 @@ pub(crate) fn spawn_handlers(recipe: Recipe, inbox: Arc<Inbox>) -> JoinHandle<()
                     }
                 };
                 let subscription = u32::try_from(queued.subscription).unwrap_or(u32::MAX);
+                let started = std::time::Instant::now();
                 let outcome = instance.deliver(subscription, &queued.event).await;
+                let ok = matches!(outcome, Outcome::Ok(()));
+                observer.event_handled(
+                    queued.subscription,
+                    queued.event.kind(),
+                    started.elapsed(),
+                    ok,
+                );
                 inbox.handled(1);
                 recipe.plugin.calls.count(&outcome);
                 match outcome {

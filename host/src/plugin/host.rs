@@ -21,8 +21,9 @@ use super::error::PluginError;
 use super::grants::{
     DeclarationLimits, Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type,
 };
-use super::informers::{EventSource, InformerCache, InformerSubscriber, ensure_index};
-use super::instance::Instance;
+use super::informers::{EventSource, InformerCache, InformerSubscriber};
+use super::instance::{CallCounters, Instance};
+use super::leases::{Claims, Leases};
 use super::log_gate::LogLimits;
 use super::observer::{NoopObserver, Observer};
 use super::{Delivery, PluginInfo};
@@ -118,6 +119,40 @@ pub struct PluginStatus {
     pub last_error: Option<String>,
 }
 
+impl PluginStatus {
+    /// What every plugin reports alike: what it is and how its guest calls ended; the rest
+    /// as for a plugin running with nothing queued, dropped or failed.
+    fn new(
+        id: PluginId,
+        source: &Path,
+        name: &str,
+        hash: &str,
+        subscriptions: &[String],
+        calls: &CallCounters,
+    ) -> Self {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        PluginStatus {
+            id,
+            source: source.to_owned(),
+            name: name.to_owned(),
+            content_hash: hash.to_owned(),
+            subscriptions: subscriptions.to_vec(),
+            events_delivered: load(&calls.returned),
+            errors: load(&calls.errors),
+            traps: load(&calls.traps),
+            timeouts: load(&calls.timeouts),
+            memory_faults: load(&calls.memory_faults),
+            restarts: 0,
+            queue_depth: 0,
+            state: PluginState::Running,
+            failed: false,
+            events_dropped: DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
+            replay_done: false,
+            last_error: None,
+        }
+    }
+}
+
 /// A running plugin.
 struct Entry {
     source: PathBuf,
@@ -154,17 +189,12 @@ struct HostInner {
     engine: PluginEngine,
     factory: SharedInformerFactory,
     client: kube::Client,
+    /// Which plugins use each informer and index.
+    leases: Leases,
     options: HostOptions,
     plugins: Mutex<BTreeMap<PluginId, Entry>>,
     /// The running 0.2 plugins (reconcilers), apart from the 0.1 actors.
     controllers: Mutex<BTreeMap<PluginId, v0_2::ControllerEntry>>,
-    /// How many plugins use each informer the host asked the factory for.
-    informer_users: Mutex<HashMap<InformerKey, Users>>,
-    /// How many plugins declare each shared index, by informer and index name: an index no
-    /// plugin declares any more is removed (its function would run on every event for nobody).
-    index_users: Mutex<HashMap<(InformerKey, String), usize>>,
-    /// Numbers each release, so a grace timer only stops an informer nobody took up since.
-    releases: AtomicU64,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
 }
@@ -183,14 +213,12 @@ impl PluginHost {
         Ok(PluginHost {
             inner: Arc::new(HostInner {
                 engine,
+                leases: Leases::new(factory.clone(), options.informer_grace),
                 factory,
                 client,
                 options,
                 plugins: Mutex::new(BTreeMap::new()),
                 controllers: Mutex::new(BTreeMap::new()),
-                informer_users: Mutex::new(HashMap::new()),
-                index_users: Mutex::new(HashMap::new()),
-                releases: AtomicU64::new(0),
                 next_id: AtomicU64::new(1),
                 shutting_down: AtomicBool::new(false),
             }),
@@ -277,8 +305,7 @@ impl PluginHost {
             self.forget_name(&old.name);
         }
         if let Some(old) = old {
-            self.release_indexes(&old.indexes);
-            self.release(&old.keys).await;
+            self.inner.leases.release(&old.keys, &old.indexes).await;
         }
         Ok(())
     }
@@ -294,8 +321,7 @@ impl PluginHost {
             entry.actor.stop(entry.call_deadline).await;
             tracing::info!(plugin = %entry.name, id = id.0, "plugin unloaded");
             self.forget_name(&entry.name);
-            self.release_indexes(&entry.indexes);
-            self.release(&entry.keys).await;
+            self.inner.leases.release(&entry.keys, &entry.indexes).await;
         }
     }
 
@@ -314,19 +340,8 @@ impl PluginHost {
             .iter()
             .map(|(id, e)| {
                 let s = &e.actor.shared;
-                let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
                 PluginStatus {
-                    id: *id,
-                    source: e.source.clone(),
-                    name: e.name.clone(),
-                    content_hash: e.hash.clone(),
-                    subscriptions: e.subscriptions.clone(),
-                    events_delivered: load(&s.delivered),
-                    errors: load(&s.errors),
-                    traps: load(&s.traps),
-                    timeouts: load(&s.timeouts),
-                    memory_faults: load(&s.memory_faults),
-                    restarts: load(&s.restarts),
+                    restarts: s.restarts.load(Ordering::Relaxed),
                     queue_depth: s.inbox.depth(),
                     state: *s.state.lock(),
                     failed: s.failed.load(Ordering::Acquire),
@@ -339,6 +354,14 @@ impl PluginHost {
                         .replace_error
                         .clone()
                         .or_else(|| s.last_error.lock().clone()),
+                    ..PluginStatus::new(
+                        *id,
+                        &e.source,
+                        &e.name,
+                        &e.hash,
+                        &e.subscriptions,
+                        &s.calls,
+                    )
                 }
             })
             .chain(
@@ -409,18 +432,7 @@ impl PluginHost {
         let policy = self.inner.options.policy.policy(&compiled.file);
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
         let (mut instance, info) = declare_v0_1(&compiled, &policy, &self.check_options()).await?;
-        let mut claims = Claims::default();
-        let wired = self.wire(&compiled.file, &info, &policy, &mut claims).await;
-        let (access, sources) = match wired {
-            Ok(wired) => wired,
-            Err(e) => {
-                self.release_indexes(&claims.indexes);
-                for key in &claims.created {
-                    self.stop_if_unclaimed(key).await;
-                }
-                return Err(e);
-            }
-        };
+        let (claims, access, sources) = self.lease(&compiled.file, &info, &policy).await?;
         instance.set_access(access.clone());
         let kinds: Vec<String> = info
             .subscriptions
@@ -430,12 +442,6 @@ impl PluginHost {
         let observer = self.inner.options.observer.plugin(&info.name, &kinds);
         let log_gate = instance.log_gate();
         log_gate.set_observer(observer.clone());
-        {
-            let mut users = self.inner.informer_users.lock();
-            for key in &claims.keys {
-                users.entry(key.clone()).or_default().plugins += 1;
-            }
-        }
         let name: Arc<str> = info.name.as_str().into();
         Ok(Prepared {
             name: name.clone(),
@@ -461,6 +467,27 @@ impl PluginHost {
                 log_gate,
             },
         })
+    }
+
+    /// Leases the plugin's informers and indexes ([`wire`](Self::wire)); on failure what it
+    /// took is given back.
+    async fn lease(
+        &self,
+        file: &Path,
+        info: &PluginInfo,
+        policy: &PluginPolicy,
+    ) -> Result<(Claims, Arc<Access>, Vec<EventSource>), PluginError> {
+        let mut claims = Claims::default();
+        match self.wire(file, info, policy, &mut claims).await {
+            Ok((access, sources)) => {
+                self.inner.leases.commit(&claims);
+                Ok((claims, access, sources))
+            }
+            Err(e) => {
+                self.inner.leases.abandon(&claims).await;
+                Err(e)
+            }
+        }
     }
 
     /// Resolves each subscription to a shared informer and each declared index to a shared
@@ -499,30 +526,20 @@ impl PluginHost {
                 label_selector: sub.label_selector.clone(),
                 field_selector: sub.field_selector.clone(),
             };
-            let existed = self
-                .inner
-                .factory
-                .informers()
-                .iter()
-                .any(|(k, _)| *k == key);
-            let informer = self.inner.factory.informer_for(key.clone());
-            if !existed {
-                claims.created.push(key.clone());
-            }
-            claims.keys.push(key);
-            informers.push(informer);
+            informers.push(self.inner.leases.informer(key, claims));
         }
 
         let mut resources = Vec::new();
         let mut sources = Vec::new();
         for (i, (sub, informer)) in info.subscriptions.iter().zip(&informers).enumerate() {
-            let key = &claims.keys[i];
+            let key = claims.keys[i].clone();
             let mut indexes = HashMap::new();
             for decl in info.indexes.iter().filter(|d| same_type(&d.gvk, &sub.gvk)) {
                 let shared = self
-                    .claim_index(key, informer, &decl.source)
+                    .inner
+                    .leases
+                    .index(&key, informer, &decl.source, claims)
                     .map_err(|e| invalid(file, info, format!("index {}: {e}", decl.name)))?;
-                claims.indexes.push((key.clone(), shared.clone()));
                 indexes.insert(decl.name.clone(), shared);
             }
             resources.push(ResourceAccess {
@@ -548,62 +565,6 @@ impl PluginHost {
         Ok((access, sources))
     }
 
-    /// Adds the shared index to the informer if needed and counts one more plugin using it.
-    fn claim_index(
-        &self,
-        key: &InformerKey,
-        informer: &SharedIndexInformer,
-        source: &super::IndexSource,
-    ) -> Result<String, kubewasm_informer::Error> {
-        let mut users = self.inner.index_users.lock();
-        let name = ensure_index(informer, source)?;
-        *users.entry((key.clone(), name.clone())).or_default() += 1;
-        Ok(name)
-    }
-
-    /// Forgets one use of each index; an index no plugin declares any more is removed from
-    /// its informer.
-    fn release_indexes(&self, indexes: &[(InformerKey, String)]) {
-        if indexes.is_empty() {
-            return;
-        }
-        let informers = self.inner.factory.informers();
-        let mut users = self.inner.index_users.lock();
-        for claim in indexes {
-            let Some(count) = users.get_mut(claim) else {
-                continue;
-            };
-            *count = count.saturating_sub(1);
-            if *count > 0 {
-                continue;
-            }
-            users.remove(claim);
-            let (key, name) = claim;
-            if let Some((_, informer)) = informers.iter().find(|(k, _)| k == key) {
-                informer.remove_indexer(name);
-                tracing::debug!(resource = %key.resource.plural, index = %name, "removed an index no plugin declares");
-            }
-        }
-    }
-
-    /// Stops an informer a failed load created, unless a plugin took it up meanwhile.
-    async fn stop_if_unclaimed(&self, key: &InformerKey) {
-        if self.inner.informer_users.lock().contains_key(key) {
-            return;
-        }
-        let idle = self
-            .inner
-            .factory
-            .informers()
-            .iter()
-            .find(|(k, _)| k == key)
-            .is_some_and(|(_, i)| i.handler_count() == 0);
-        if idle {
-            tracing::debug!(resource = %key.resource.plural, "stopping an informer a failed load created");
-            self.inner.factory.stop_informer(key).await;
-        }
-    }
-
     fn start(&self, source: PathBuf, prepared: Prepared) -> Entry {
         let call_deadline = prepared.config.limits.call_deadline;
         let actor = ActorHandle::spawn(prepared.config, prepared.instance);
@@ -620,81 +581,6 @@ impl PluginHost {
             replace_error: None,
         }
     }
-
-    /// Forgets one use of each informer; stops those no plugin uses and no other handler
-    /// listens to, after `informer_grace` (a plugin reloaded or loaded meanwhile that wants the
-    /// same informer finds its cache warm: no new LIST).
-    async fn release(&self, keys: &[InformerKey]) {
-        let mut unused = Vec::new();
-        {
-            let mut users = self.inner.informer_users.lock();
-            for key in keys {
-                if let Some(u) = users.get_mut(key) {
-                    u.plugins = u.plugins.saturating_sub(1);
-                    if u.plugins == 0 {
-                        u.released = self.inner.releases.fetch_add(1, Ordering::Relaxed) + 1;
-                        unused.push((key.clone(), u.released));
-                    }
-                }
-            }
-        }
-        let grace = self.inner.options.informer_grace;
-        if grace.is_zero() {
-            for (key, release) in unused {
-                self.stop_if_unused(&key, release).await;
-            }
-            return;
-        }
-        for (key, release) in unused {
-            let host = self.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(grace).await;
-                host.stop_if_unused(&key, release).await;
-            });
-        }
-    }
-
-    /// Stops the informer if no plugin took it up since `release` and no handler listens.
-    async fn stop_if_unused(&self, key: &InformerKey, release: u64) {
-        {
-            let mut users = self.inner.informer_users.lock();
-            match users.get(key) {
-                Some(u) if u.plugins == 0 && u.released == release => {
-                    users.remove(key);
-                }
-                _ => return,
-            }
-        }
-        let idle = self
-            .inner
-            .factory
-            .informers()
-            .iter()
-            .find(|(k, _)| k == key)
-            .is_some_and(|(_, i)| i.handler_count() == 0);
-        if idle {
-            tracing::debug!(resource = %key.resource.plural, "stopping an informer no plugin uses");
-            self.inner.factory.stop_informer(key).await;
-        }
-    }
-}
-
-/// What one load took from the shared informers, to give back if it fails.
-#[derive(Default)]
-struct Claims {
-    /// The informer of each subscription, in order.
-    keys: Vec<InformerKey>,
-    /// Of those, the ones this load created.
-    created: Vec<InformerKey>,
-    /// Shared indexes claimed (counted in `index_users`).
-    indexes: Vec<(InformerKey, String)>,
-}
-
-/// The plugins using one informer, and the last time that number fell to zero.
-#[derive(Debug, Default)]
-struct Users {
-    plugins: usize,
-    released: u64,
 }
 
 fn describe_subscription(sub: &super::Subscription) -> String {

@@ -23,6 +23,7 @@ mod inbox;
 mod informers;
 mod instance;
 mod keys;
+mod leases;
 mod log_gate;
 mod observer;
 mod paging;

@@ -26,7 +26,7 @@ use super::super::log_gate::LogGate;
 use super::super::reconciler::{Recipe, spawn_workers};
 use super::super::workqueue::{NoQueueMetrics, WorkQueue};
 use super::{
-    Claims, DropReason, PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
+    PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
     describe_subscription,
 };
 
@@ -67,30 +67,23 @@ impl ControllerEntry {
 
     pub(super) fn status(&self, id: PluginId) -> PluginStatus {
         let stats = self.context.queue.stats();
-        let calls = &self.context.calls;
-        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         PluginStatus {
-            id,
-            source: self.source.clone(),
-            name: self.name.clone(),
-            content_hash: self.hash.clone(),
-            subscriptions: self.subscriptions.clone(),
-            events_delivered: load(&calls.returned),
-            errors: load(&calls.errors),
-            traps: load(&calls.traps),
-            timeouts: load(&calls.timeouts),
-            memory_faults: load(&calls.memory_faults),
-            restarts: 0,
             queue_depth: stats.depth + self.inbox.depth(),
             state: if self.workers.iter().all(JoinHandle::is_finished) {
                 PluginState::Stopped
             } else {
                 PluginState::Running
             },
-            failed: false,
-            events_dropped: DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
             replay_done: self.ready(),
             last_error: self.replace_error.clone(),
+            ..PluginStatus::new(
+                id,
+                &self.source,
+                &self.name,
+                &self.hash,
+                &self.subscriptions,
+                &self.context.calls,
+            )
         }
     }
 }
@@ -149,23 +142,7 @@ impl PluginHost {
             events,
             world,
         } = declare_v0_2(&compiled, &policy, &self.check_options()).await?;
-        let mut claims = Claims::default();
-        let access = match self.wire(&compiled.file, &info, &policy, &mut claims).await {
-            Ok((access, _)) => access,
-            Err(e) => {
-                self.release_indexes(&claims.indexes);
-                for key in &claims.created {
-                    self.stop_if_unclaimed(key).await;
-                }
-                return Err(e);
-            }
-        };
-        {
-            let mut users = self.inner.informer_users.lock();
-            for key in &claims.keys {
-                users.entry(key.clone()).or_default().plugins += 1;
-            }
-        }
+        let (claims, access, _) = self.lease(&compiled.file, &info, &policy).await?;
         let name: Arc<str> = info.name.as_str().into();
         let context = context.unwrap_or_else(|| self.new_context(&name, &policy));
         let informers = self.inner.factory.informers();
@@ -223,7 +200,13 @@ impl PluginHost {
         };
         let mut workers = Vec::new();
         if events.contains(&true) {
-            workers.push(spawn_handlers(recipe.clone(), inbox.clone()));
+            let kinds: Vec<String> = info
+                .subscriptions
+                .iter()
+                .map(|s| s.gvk.kind.clone())
+                .collect();
+            let observer = self.inner.options.observer.plugin(&info.name, &kinds);
+            workers.push(spawn_handlers(recipe.clone(), inbox.clone(), observer));
         }
         if world != World::Observer {
             workers.extend(spawn_workers(
@@ -329,8 +312,7 @@ impl PluginHost {
         let old = self.inner.controllers.lock().insert(id, entry);
         if let Some(mut old) = old {
             old.stop();
-            self.release_indexes(&old.indexes);
-            self.release(&old.keys).await;
+            self.inner.leases.release(&old.keys, &old.indexes).await;
         }
         Ok(())
     }
@@ -345,8 +327,7 @@ impl PluginHost {
         entry.stop();
         entry.context.queue.shut_down();
         tracing::info!(plugin = %entry.name, id = id.0, "0.2 plugin unloaded");
-        self.release_indexes(&entry.indexes);
-        self.release(&entry.keys).await;
+        self.inner.leases.release(&entry.keys, &entry.indexes).await;
         true
     }
 
