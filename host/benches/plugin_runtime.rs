@@ -19,7 +19,7 @@ use kube::api::GroupVersionKind;
 use kubewasm::metrics::Metrics;
 use kubewasm::plugin::{
     EngineOptions, EventKind, HostOptions, Observer, Origin, PluginEngine, PluginHost,
-    PluginObserver, PluginPolicy,
+    PluginObserver, PluginPolicy, ReconcileSettings,
 };
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{
@@ -222,6 +222,7 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     let probe = std::fs::read(kubewasm_tests::build_guest("probe"))?;
     let observer = std::fs::read(kubewasm_tests::build_guest("observer-v0-2"))?;
+    let reconciler = std::fs::read(kubewasm_tests::build_guest("reconciler-v0-2"))?;
     let server = DevServer::start(Options::default()).await?;
     let client = server.client();
     for ns in [NAMESPACE, "idle"] {
@@ -281,6 +282,14 @@ async fn run() -> anyhow::Result<()> {
         },
     )?;
 
+    // KUBEWASM_BENCH_ONLY=update-cpu / reconcile runs only that measurement.
+    let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
+    if only == "update-cpu" {
+        return update_event_cpu(&factory, &informer, &client, &probe, &observer).await;
+    }
+    if only == "reconcile" {
+        return reconcile_rate(&factory, &client, &reconciler).await;
+    }
     println!("# kubewasm plugin runtime benchmarks");
     println!(
         "{OBJECTS} ConfigMaps of {json_size} bytes of JSON each, replayed to one handler; median of {ROUNDS} rounds\n"
@@ -289,11 +298,6 @@ async fn run() -> anyhow::Result<()> {
     println!("|---|---|---|");
     let mut rates = Vec::new();
     // KUBEWASM_BENCH_ONLY=wasm-noop runs only that case, many rounds (for profiling).
-    // KUBEWASM_BENCH_ONLY=update-cpu runs only the CPU per update event.
-    let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
-    if only == "update-cpu" {
-        return update_event_cpu(&factory, &informer, &client, &probe, &observer).await;
-    }
     let only_noop = only == "wasm-noop";
     if only_noop {
         for _ in 0..50 {
@@ -379,6 +383,7 @@ async fn run() -> anyhow::Result<()> {
     let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
     informer.wait_synced().await;
     update_event_cpu(&factory, &informer, &client, &probe, &observer).await?;
+    reconcile_rate(&factory, &client, &reconciler).await?;
 
     // Load times.
     let engine_dir = tempfile::tempdir()?;
@@ -557,5 +562,82 @@ async fn update_event_cpu(
         wasm_v0_2 - native
     );
     host.shutdown(Duration::from_secs(5)).await;
+    Ok(())
+}
+
+/// Reconciles per second of a no-op reconcile (the `reconciler-v0-2` guest): loaded over the
+/// `OBJECTS` cached ConfigMaps, its own-key rule queues every key on the replay, and each is
+/// reconciled once. Rate = keys / time from the load until the last key is reconciled (the load
+/// itself, about a millisecond from the compile cache, included); CPU = whole-process CPU time
+/// over the same span less the idle rate; median of `ROUNDS`, with 1 and 2 workers
+/// (`max-concurrent-reconciles`).
+async fn reconcile_rate(
+    factory: &SharedInformerFactory,
+    client: &kube::Client,
+    reconciler: &[u8],
+) -> anyhow::Result<()> {
+    let idle_window = Duration::from_secs(2);
+    let (cpu0, t0) = (process_cpu_ns(), Instant::now());
+    tokio::time::sleep(idle_window).await;
+    let idle_ns_per_s = (process_cpu_ns() - cpu0) as f64 / t0.elapsed().as_secs_f64();
+    println!(
+        "### Reconciles per second\n\nNo-op `reconcile` (guest `reconciler-v0-2`, contract 0.2 \
+         world `reconciler`): {OBJECTS} cached ConfigMaps, each key queued once by the replay \
+         and reconciled once; from load to the last reconcile; median of {ROUNDS}; CPU = \
+         whole-process CPU less the idle rate ({:.1} ms/s).\n",
+        idle_ns_per_s / 1e6
+    );
+    println!("| workers (max-concurrent-reconciles) | reconciles/s | CPU us per reconcile |");
+    println!("|---|---|---|");
+    for workers in [1usize, 2] {
+        let cache_dir = tempfile::tempdir()?;
+        let host = plugin_host(
+            factory,
+            client,
+            cache_dir.path(),
+            Arc::new(Metrics::new(Arc::new(Vec::new))),
+            move |_: &Path| PluginPolicy {
+                config: json!({"name": "bench-reconciler", "namespace": NAMESPACE}).to_string(),
+                reconcile: ReconcileSettings {
+                    max_concurrent_reconciles: workers,
+                    ..ReconcileSettings::default()
+                },
+                ..PluginPolicy::default()
+            },
+        )?;
+        // Compiled once, so every round loads from the cache.
+        host.engine()
+            .compile(Path::new("reconciler.wasm"), reconciler.to_vec())
+            .await?;
+        let mut rates = Vec::new();
+        let mut cpu = Vec::new();
+        for _ in 0..ROUNDS {
+            let (cpu0, t0) = (process_cpu_ns(), Instant::now());
+            let id = host
+                .load(Path::new("reconciler.wasm"), reconciler.to_vec())
+                .await?;
+            let reconciled = || {
+                host.plugins()
+                    .iter()
+                    .find(|p| p.id == id)
+                    .map_or(0, |p| p.events_delivered as usize)
+            };
+            while reconciled() < OBJECTS {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let elapsed = t0.elapsed().as_secs_f64();
+            let used = (process_cpu_ns() - cpu0) as f64 - idle_ns_per_s * elapsed;
+            rates.push(OBJECTS as f64 / elapsed);
+            cpu.push(used.max(0.0) / OBJECTS as f64 / 1e3);
+            host.unload(id).await;
+        }
+        println!(
+            "| {workers} | {:.0} | {:.2} |",
+            median(rates),
+            median(cpu)
+        );
+        host.shutdown(Duration::from_secs(5)).await;
+    }
+    println!();
     Ok(())
 }

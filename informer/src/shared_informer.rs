@@ -239,17 +239,7 @@ impl SharedIndexInformer {
         handler: Arc<dyn ResourceEventHandler>,
         resync: Option<Duration>,
     ) -> Registration {
-        let pipeline = &self.inner.pipeline;
-        let resync = resync.or(self.inner.options.default_resync);
-        let shared = {
-            let _block = pipeline.block_deltas.lock();
-            let replay = pipeline.store.list();
-            pipeline.processor.add_listener(handler, resync, replay)
-        };
-        Registration {
-            shared,
-            synced: self.inner.fifo.subscribe_synced(),
-        }
+        self.register(handler, resync, false)
     }
 
     /// Registers a handler that is called on the informer's own processing thread, in order,
@@ -267,14 +257,29 @@ impl SharedIndexInformer {
         handler: Arc<dyn ResourceEventHandler>,
         resync: Option<Duration>,
     ) -> Registration {
+        self.register(handler, resync, true)
+    }
+
+    /// Adds a listener (`inline` or with its own thread) that is replayed the cache first,
+    /// with no delta applied between the snapshot and the registration.
+    fn register(
+        &self,
+        handler: Arc<dyn ResourceEventHandler>,
+        resync: Option<Duration>,
+        inline: bool,
+    ) -> Registration {
         let pipeline = &self.inner.pipeline;
         let resync = resync.or(self.inner.options.default_resync);
         let shared = {
             let _block = pipeline.block_deltas.lock();
             let replay = pipeline.store.list();
-            pipeline
-                .processor
-                .add_inline_listener(handler, resync, replay)
+            if inline {
+                pipeline
+                    .processor
+                    .add_inline_listener(handler, resync, replay)
+            } else {
+                pipeline.processor.add_listener(handler, resync, replay)
+            }
         };
         Registration {
             shared,

@@ -25,7 +25,7 @@ use super::informers::{EventSource, InformerCache, InformerSubscriber};
 use super::instance::{CallCounters, Instance};
 use super::leases::{Claims, Leases};
 use super::log_gate::LogLimits;
-use super::observer::{NoopObserver, Observer};
+use super::observer::{NoopObserver, Observer, PluginObserver};
 use super::{Delivery, PluginInfo};
 
 mod v0_2;
@@ -434,12 +434,7 @@ impl PluginHost {
         let (mut instance, info) = declare_v0_1(&compiled, &policy, &self.check_options()).await?;
         let (claims, access, sources) = self.lease(&compiled.file, &info, &policy).await?;
         instance.set_access(access.clone());
-        let kinds: Vec<String> = info
-            .subscriptions
-            .iter()
-            .map(|s| s.gvk.kind.clone())
-            .collect();
-        let observer = self.inner.options.observer.plugin(&info.name, &kinds);
+        let observer = self.observer(&info);
         let log_gate = instance.log_gate();
         log_gate.set_observer(observer.clone());
         let name: Arc<str> = info.name.as_str().into();
@@ -467,6 +462,16 @@ impl PluginHost {
                 log_gate,
             },
         })
+    }
+
+    /// The measurement handles of the plugin `info` declares.
+    fn observer(&self, info: &PluginInfo) -> Arc<dyn PluginObserver> {
+        let kinds: Vec<String> = info
+            .subscriptions
+            .iter()
+            .map(|s| s.gvk.kind.clone())
+            .collect();
+        self.inner.options.observer.plugin(&info.name, &kinds)
     }
 
     /// Leases the plugin's informers and indexes ([`wire`](Self::wire)); on failure what it

@@ -200,12 +200,7 @@ impl PluginHost {
         };
         let mut workers = Vec::new();
         if events.contains(&true) {
-            let kinds: Vec<String> = info
-                .subscriptions
-                .iter()
-                .map(|s| s.gvk.kind.clone())
-                .collect();
-            let observer = self.inner.options.observer.plugin(&info.name, &kinds);
+            let observer = self.observer(&info);
             workers.push(spawn_handlers(recipe.clone(), inbox.clone(), observer));
         }
         if world != World::Observer {
