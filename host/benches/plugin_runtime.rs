@@ -631,11 +631,7 @@ async fn reconcile_rate(
             cpu.push(used.max(0.0) / OBJECTS as f64 / 1e3);
             host.unload(id).await;
         }
-        println!(
-            "| {workers} | {:.0} | {:.2} |",
-            median(rates),
-            median(cpu)
-        );
+        println!("| {workers} | {:.0} | {:.2} |", median(rates), median(cpu));
         host.shutdown(Duration::from_secs(5)).await;
     }
     println!();

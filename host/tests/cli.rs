@@ -275,12 +275,14 @@ async fn dev_runs_the_example_plugins_and_reports_metrics_and_readiness() {
     );
     let (_, listing) = get(&format!("{base}/plugins"));
     let listing: Value = serde_json::from_str(&listing).expect("/plugins is JSON");
-    let names: Vec<&str> = listing["plugins"]
+    let mut names: Vec<&str> = listing["plugins"]
         .as_array()
         .expect("plugins array")
         .iter()
         .filter_map(|p| p["name"].as_str())
         .collect();
+    // Listed by id, given as each load completes: the plugins compile in parallel.
+    names.sort_unstable();
     assert_eq!(names, ["pod-diff", "ready-pods"]);
 
     let status = host.terminate();
