@@ -16,7 +16,7 @@ use super::grants::{Limits, describe};
 use super::inbox::{EventSink, Inbox, Queued, Subscribed, Subscriber};
 use super::instance::{CallCounters, Event, Instance, Outcome};
 use super::log_gate::LogGate;
-use super::observer::{FailureKind, PluginObserver};
+use super::observer::{DropReason, FailureKind, PluginObserver};
 
 /// Where a plugin is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,35 +51,6 @@ pub(crate) struct Shared {
     pub(crate) failed: AtomicBool,
     pub(crate) last_error: Mutex<Option<String>>,
     pub(crate) subscribed: Mutex<Option<Box<dyn Subscribed>>>,
-}
-
-/// Why a plugin did not receive an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    /// The event the instance faulted on.
-    Fault,
-    /// Queued for an instance that was then replaced after a fault: the fresh instance is
-    /// replayed the cache's current state instead.
-    Replaced,
-    /// An object version that made the plugin fail twice.
-    Quarantined,
-}
-
-impl DropReason {
-    pub(crate) const ALL: [DropReason; 3] = [
-        DropReason::Fault,
-        DropReason::Replaced,
-        DropReason::Quarantined,
-    ];
-
-    /// A lowercase label for logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropReason::Fault => "fault",
-            DropReason::Replaced => "replaced",
-            DropReason::Quarantined => "quarantined",
-        }
-    }
 }
 
 /// How a plugin whose instances keep faulting is restarted.

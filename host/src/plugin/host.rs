@@ -12,7 +12,7 @@ use kube::api::GroupVersionKind;
 use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory};
 use parking_lot::Mutex;
 
-use super::actor::{ActorConfig, ActorHandle, DropReason, PluginState, RestartPolicy};
+use super::actor::{ActorConfig, ActorHandle, PluginState, RestartPolicy};
 use super::cache_api::{Access, ResourceAccess};
 use super::component::{CompiledPlugin, Linked};
 use super::declare::{CheckOptions, declare_v0_1, invalid};
@@ -25,7 +25,7 @@ use super::informers::{EventSource, InformerCache, InformerSubscriber};
 use super::instance::{CallCounters, Instance};
 use super::leases::{Claims, Leases};
 use super::log_gate::LogLimits;
-use super::observer::{NoopObserver, Observer, PluginObserver};
+use super::observer::{DropReason, NoopObserver, Observer, PluginObserver};
 use super::{Delivery, PluginInfo};
 
 mod v0_2;

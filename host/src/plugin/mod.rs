@@ -35,7 +35,7 @@ mod workqueue;
 #[cfg(test)]
 mod testing;
 
-pub use actor::{DropReason, PluginState, RestartPolicy};
+pub use actor::{PluginState, RestartPolicy};
 pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
@@ -57,7 +57,7 @@ pub use grants::{
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
 pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use log_gate::LogLimits;
-pub use observer::{EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
+pub use observer::{DropReason, EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
 pub use paging::{Page, PageError, PageLimits, page};
 pub use reconciler::ReconcileSettings;
 pub use workqueue::{
