@@ -1101,26 +1101,57 @@ async fn server_side_apply_owns_removes_conflicts_and_forces(server: TestServer)
     assert_eq!(data(after)["c"], "forced", "{} server", server.name());
 }
 
+/// The code, the fields named in the causes and the message of a refused write.
+fn conflict_of<T: std::fmt::Debug>(
+    server: &TestServer,
+    refused: Result<T, kube::Error>,
+) -> (u16, Vec<String>, String) {
+    let Err(kube::Error::Api(status)) = refused else {
+        panic!(
+            "expected an API error on the {} server: {refused:?}",
+            server.name()
+        );
+    };
+    let fields = status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| c.field.clone())
+        .collect();
+    (status.code, fields, status.message)
+}
+
+/// `manager` applies a Deployment `name` (labels `app: NAME`) with these containers.
+async fn apply_deployment(
+    server: &TestServer,
+    api: &Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+    manager: &str,
+    containers: Value,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    let body = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": containers},
+            },
+        },
+    });
+    api.patch(name, &PatchParams::apply(manager), &Patch::Apply(&body))
+        .await
+        .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+}
+
 /// Two appliers of one Deployment each own their container (lists merge by key); one dropping
 /// its container removes only that one.
 async fn server_side_apply_merges_containers_by_name(server: TestServer) {
     let ns = server.namespace("apply-lists").await;
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(server.client(), &ns);
     let apply = async |manager: &str, containers: Value| {
-        let body = json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": containers},
-                },
-            },
-        });
-        api.patch("web", &PatchParams::apply(manager), &Patch::Apply(&body))
-            .await
-            .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+        apply_deployment(&server, &api, "web", manager, containers).await
     };
     let names = |d: k8s_openapi::api::apps::v1::Deployment| -> Vec<(String, String)> {
         let mut c: Vec<(String, String)> = d
@@ -1164,20 +1195,7 @@ async fn server_side_apply_keys_ports_by_port_and_protocol(server: TestServer) {
     let ns = server.namespace("apply-ports").await;
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(server.client(), &ns);
     let apply = async |manager: &str, container: Value| {
-        let body = json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "dns"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "dns"}},
-                "template": {
-                    "metadata": {"labels": {"app": "dns"}},
-                    "spec": {"containers": [container]},
-                },
-            },
-        });
-        api.patch("dns", &PatchParams::apply(manager), &Patch::Apply(&body))
-            .await
-            .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+        apply_deployment(&server, &api, "dns", manager, json!([container])).await
     };
     let ports = |d: &k8s_openapi::api::apps::v1::Deployment| -> Vec<(i32, String)> {
         let mut p: Vec<(i32, String)> = d
@@ -1297,20 +1315,10 @@ async fn server_side_apply_follows_a_crds_list_types(server: TestServer) {
         "{} server",
         server.name()
     );
-    let refused = apply("b", false, json!({"steps": ["test"]}))
-        .await
-        .expect_err("an atomic list owned by a");
-    let kube::Error::Api(status) = refused else {
-        panic!("expected an API error on the {} server", server.name());
-    };
-    let fields: Vec<String> = status
-        .details
-        .iter()
-        .flat_map(|d| d.causes.iter())
-        .map(|c| c.field.clone())
-        .collect();
+    let refused = apply("b", false, json!({"steps": ["test"]})).await;
+    let (code, fields, _) = conflict_of(&server, refused);
     assert_eq!(
-        (status.code, fields),
+        (code, fields),
         (409, vec![".spec.steps".to_owned()]),
         "{} server",
         server.name()
@@ -1383,25 +1391,14 @@ async fn an_update_takes_fields_from_an_applier(server: TestServer) {
     let refused = api
         .patch("mixed", &PatchParams::apply("alice"), &Patch::Apply(&body))
         .await;
-    let Err(kube::Error::Api(status)) = refused else {
-        panic!(
-            "expected a conflict on the {} server: {refused:?}",
-            server.name()
-        );
-    };
-    let fields: Vec<String> = status
-        .details
-        .iter()
-        .flat_map(|d| d.causes.iter())
-        .map(|c| c.field.clone())
-        .collect();
+    let (code, fields, message) = conflict_of(&server, refused);
     assert_eq!(
-        (status.code, fields),
+        (code, fields),
         (409, vec![".data.a".to_owned()]),
         "{} server",
         server.name()
     );
-    assert!(status.message.contains("controller"), "{}", status.message);
+    assert!(message.contains("controller"), "{message}");
 }
 
 /// Two electors on one Lease: the first creates and holds it (renewing it), the second waits as
