@@ -1,5 +1,7 @@
 //! The resource table: built-in kinds and resources registered from CustomResourceDefinitions.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::Status;
@@ -28,6 +30,9 @@ pub(crate) struct ResourceInfo {
     pub scale: Option<ScalePaths>,
     /// A CRD's `additionalPrinterColumns`, shown by `kubectl get`.
     pub printer_columns: Vec<PrinterColumn>,
+    /// A CRD version's `openAPIV3Schema`, for the list semantics server-side apply reads from
+    /// it (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`); `None` for built-in kinds.
+    pub schema: Option<Arc<Value>>,
 }
 
 /// One `additionalPrinterColumns` entry of a CRD version.
@@ -269,6 +274,7 @@ pub(crate) fn builtins() -> Vec<ResourceInfo> {
             scale: matches!(b.plural, "deployments" | "replicasets" | "statefulsets")
                 .then(ScalePaths::workload),
             printer_columns: Vec::new(),
+            schema: None,
         })
         .collect()
 }
@@ -383,6 +389,9 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
             categories: categories.clone(),
             scale,
             printer_columns,
+            schema: version
+                .pointer("/schema/openAPIV3Schema")
+                .map(|schema| Arc::new(schema.clone())),
         });
     }
     Ok(resources)

@@ -74,6 +74,8 @@ on_both_servers!(
     generation_follows_spec_changes_only,
     server_side_apply_owns_removes_conflicts_and_forces,
     server_side_apply_merges_containers_by_name,
+    server_side_apply_keys_ports_by_port_and_protocol,
+    server_side_apply_follows_a_crds_list_types,
     an_update_takes_fields_from_an_applier,
     leader_election_acquires_renews_hands_over_and_releases_a_lease;
     real only: server_side_apply_makes_the_plugin_a_field_manager_with_conflicts,
@@ -850,7 +852,6 @@ async fn a_write_the_credentials_do_not_allow_is_forbidden(server: TestServer) {
 /// Creates a namespaced CRD `plural.gen.kubewasm.dev` (with or without the status subresource)
 /// and waits until it is served.
 async fn served_crd(server: &TestServer, ns: &str, kind: &str, status: bool) -> Api<DynamicObject> {
-    let plural = format!("{}s", kind.to_lowercase());
     let mut version = json!({
         "name": "v1", "served": true, "storage": true,
         "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
@@ -858,6 +859,18 @@ async fn served_crd(server: &TestServer, ns: &str, kind: &str, status: bool) -> 
     if status {
         version["subresources"] = json!({"status": {}});
     }
+    serve_crd_version(server, ns, kind, version).await
+}
+
+/// Creates a namespaced CRD `plural.gen.kubewasm.dev` with one version, `v1`, and waits until
+/// it is served.
+async fn serve_crd_version(
+    server: &TestServer,
+    ns: &str,
+    kind: &str,
+    version: Value,
+) -> Api<DynamicObject> {
+    let plural = format!("{}s", kind.to_lowercase());
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -1088,26 +1101,57 @@ async fn server_side_apply_owns_removes_conflicts_and_forces(server: TestServer)
     assert_eq!(data(after)["c"], "forced", "{} server", server.name());
 }
 
+/// The code, the fields named in the causes and the message of a refused write.
+fn conflict_of<T: std::fmt::Debug>(
+    server: &TestServer,
+    refused: Result<T, kube::Error>,
+) -> (u16, Vec<String>, String) {
+    let Err(kube::Error::Api(status)) = refused else {
+        panic!(
+            "expected an API error on the {} server: {refused:?}",
+            server.name()
+        );
+    };
+    let fields = status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| c.field.clone())
+        .collect();
+    (status.code, fields, status.message)
+}
+
+/// `manager` applies a Deployment `name` (labels `app: NAME`) with these containers.
+async fn apply_deployment(
+    server: &TestServer,
+    api: &Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+    manager: &str,
+    containers: Value,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    let body = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": containers},
+            },
+        },
+    });
+    api.patch(name, &PatchParams::apply(manager), &Patch::Apply(&body))
+        .await
+        .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+}
+
 /// Two appliers of one Deployment each own their container (lists merge by key); one dropping
 /// its container removes only that one.
 async fn server_side_apply_merges_containers_by_name(server: TestServer) {
     let ns = server.namespace("apply-lists").await;
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(server.client(), &ns);
     let apply = async |manager: &str, containers: Value| {
-        let body = json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": containers},
-                },
-            },
-        });
-        api.patch("web", &PatchParams::apply(manager), &Patch::Apply(&body))
-            .await
-            .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+        apply_deployment(&server, &api, "web", manager, containers).await
     };
     let names = |d: k8s_openapi::api::apps::v1::Deployment| -> Vec<(String, String)> {
         let mut c: Vec<(String, String)> = d
@@ -1139,6 +1183,164 @@ async fn server_side_apply_merges_containers_by_name(server: TestServer) {
             ("api".to_owned(), "nginx:2".to_owned()),
             ("proxy".to_owned(), "envoy".to_owned())
         ],
+        "{} server",
+        server.name()
+    );
+}
+
+/// Container ports are keyed by port and protocol (TCP when left out): two appliers of one
+/// container, one with 53/UDP and one with 53, own two ports, and the second dropping its port
+/// leaves the first's.
+async fn server_side_apply_keys_ports_by_port_and_protocol(server: TestServer) {
+    let ns = server.namespace("apply-ports").await;
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(server.client(), &ns);
+    let apply = async |manager: &str, container: Value| {
+        apply_deployment(&server, &api, "dns", manager, json!([container])).await
+    };
+    let ports = |d: &k8s_openapi::api::apps::v1::Deployment| -> Vec<(i32, String)> {
+        let mut p: Vec<(i32, String)> = d
+            .spec
+            .iter()
+            .filter_map(|s| s.template.spec.as_ref())
+            .flat_map(|s| s.containers.iter())
+            .flat_map(|c| c.ports.iter().flatten())
+            .map(|p| (p.container_port, p.protocol.clone().unwrap_or_default()))
+            .collect();
+        p.sort();
+        p
+    };
+    apply(
+        "udp",
+        json!({"name": "dns", "image": "coredns",
+               "ports": [{"containerPort": 53, "protocol": "UDP"}]}),
+    )
+    .await;
+    let both = apply(
+        "tcp",
+        json!({"name": "dns", "ports": [{"containerPort": 53}]}),
+    )
+    .await;
+    assert_eq!(
+        ports(&both),
+        [(53, "TCP".to_owned()), (53, "UDP".to_owned())],
+        "{} server",
+        server.name()
+    );
+    let tcp_fields = both
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|e| e.manager.as_deref() == Some("tcp"))
+        .and_then(|e| e.fields_v1.as_ref())
+        .map(|f| f.0.to_string())
+        .unwrap_or_default();
+    assert!(
+        tcp_fields.contains(r#"k:{\"containerPort\":53,\"protocol\":\"TCP\"}"#),
+        "{} server: {tcp_fields}",
+        server.name()
+    );
+    let left = apply("tcp", json!({"name": "dns"})).await;
+    assert_eq!(
+        ports(&left),
+        [(53, "UDP".to_owned())],
+        "{} server",
+        server.name()
+    );
+}
+
+/// A custom resource's lists follow its CRD: a map list merges by all its keys (a defaulted key
+/// included), a set merges by value, and a list the schema leaves atomic is owned whole, so a
+/// second applier conflicts on it.
+async fn server_side_apply_follows_a_crds_list_types(server: TestServer) {
+    let ns = server.namespace("apply-crd-lists").await;
+    let spec = json!({"type": "object", "properties": {
+        "routes": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["host", "port"],
+            "items": {"type": "object", "required": ["host"], "properties": {
+                "host": {"type": "string"},
+                "port": {"type": "integer", "default": 80},
+                "backend": {"type": "string"},
+            }},
+        },
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "steps": {"type": "array", "items": {"type": "string"}},
+    }});
+    let version = json!({
+        "name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}},
+    });
+    let api = serve_crd_version(&server, &ns, "Gateway", version).await;
+    let apply = async |manager: &str, force: bool, spec: Value| {
+        let mut params = PatchParams::apply(manager);
+        params.force = force;
+        let body = json!({"apiVersion": "gen.kubewasm.dev/v1", "kind": "Gateway",
+                          "metadata": {"name": "edge"}, "spec": spec});
+        api.patch("edge", &params, &Patch::Apply(&body)).await
+    };
+    let spec_of = |o: DynamicObject| -> Value {
+        let mut spec = o.data["spec"].clone();
+        if let Some(tags) = spec["tags"].as_array_mut() {
+            tags.sort_by_key(|t| t.to_string());
+        }
+        if let Some(routes) = spec["routes"].as_array_mut() {
+            routes.sort_by_key(|r| r.to_string());
+        }
+        spec
+    };
+    apply(
+        "a",
+        false,
+        json!({"routes": [{"host": "shop", "backend": "web"}], "tags": ["red"], "steps": ["build"]}),
+    )
+    .await
+    .expect("a applies");
+    let both = apply(
+        "b",
+        false,
+        json!({"routes": [{"host": "shop", "port": 443, "backend": "tls"}], "tags": ["blue"]}),
+    )
+    .await
+    .expect("b applies beside a");
+    assert_eq!(
+        spec_of(both),
+        json!({
+            "routes": [{"backend": "tls", "host": "shop", "port": 443},
+                       {"backend": "web", "host": "shop", "port": 80}],
+            "tags": ["blue", "red"],
+            "steps": ["build"],
+        }),
+        "{} server",
+        server.name()
+    );
+    let refused = apply("b", false, json!({"steps": ["test"]})).await;
+    let (code, fields, _) = conflict_of(&server, refused);
+    assert_eq!(
+        (code, fields),
+        (409, vec![".spec.steps".to_owned()]),
+        "{} server",
+        server.name()
+    );
+    apply(
+        "b",
+        true,
+        json!({"routes": [{"host": "shop", "port": 443, "backend": "tls"}], "tags": ["blue"],
+               "steps": ["test"]}),
+    )
+    .await
+    .expect("b forces");
+    let after = apply("a", false, json!({"tags": ["red"]}))
+        .await
+        .expect("a drops its route and steps");
+    assert_eq!(
+        spec_of(after),
+        json!({
+            "routes": [{"backend": "tls", "host": "shop", "port": 443}],
+            "tags": ["blue", "red"],
+            "steps": ["test"],
+        }),
         "{} server",
         server.name()
     );
@@ -1189,25 +1391,14 @@ async fn an_update_takes_fields_from_an_applier(server: TestServer) {
     let refused = api
         .patch("mixed", &PatchParams::apply("alice"), &Patch::Apply(&body))
         .await;
-    let Err(kube::Error::Api(status)) = refused else {
-        panic!(
-            "expected a conflict on the {} server: {refused:?}",
-            server.name()
-        );
-    };
-    let fields: Vec<String> = status
-        .details
-        .iter()
-        .flat_map(|d| d.causes.iter())
-        .map(|c| c.field.clone())
-        .collect();
+    let (code, fields, message) = conflict_of(&server, refused);
     assert_eq!(
-        (status.code, fields),
+        (code, fields),
         (409, vec![".data.a".to_owned()]),
         "{} server",
         server.name()
     );
-    assert!(status.message.contains("controller"), "{}", status.message);
+    assert!(message.contains("controller"), "{message}");
 }
 
 /// Two electors on one Lease: the first creates and holds it (renewing it), the second waits as
