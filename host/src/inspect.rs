@@ -38,6 +38,22 @@ pub async fn inspect_file(path: &Path, config: &Config) -> anyhow::Result<String
     Ok(describe(path, &info))
 }
 
+/// The plugin's name from `init` and its contract version: what `kubewasm push` records.
+pub async fn identify(path: &Path, bytes: &[u8]) -> anyhow::Result<(String, &'static str)> {
+    // Every kind readable, Secrets included: this only asks the plugin who it is.
+    let mut config = Config::default();
+    config.defaults.grants = ["*", "Secret"]
+        .iter()
+        .filter_map(|g| g.parse().ok())
+        .collect();
+    let host = offline_host(config)?;
+    let (info, contract) = host
+        .check_contract(path, bytes)
+        .await
+        .with_context(|| format!("{} is not a plugin kubewasm can load", path.display()))?;
+    Ok((info.name, contract))
+}
+
 fn describe(path: &Path, info: &PluginInfo) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}: ok", path.display());

@@ -48,6 +48,12 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Dev(args) => run_dev(args).await.map(|()| ExitCode::SUCCESS),
         Command::Check(args) => check(args).await,
         Command::Rbac(args) => rbac(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Push(args) => kubewasm::oci::commands::push(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Pull(args) => kubewasm::oci::commands::pull(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
     }
 }
 
