@@ -114,10 +114,20 @@ impl TestRegistry {
 
     /// The stored manifest `digest` of `repo` (fetched by digest: served as pushed).
     fn manifest(&self, repo: &str, digest: &str) -> Value {
-        let (code, body) =
-            http_get(self.port, &format!("/v2/{repo}/manifests/{digest}")).expect("manifest");
-        assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).expect("manifest JSON")
+        use std::io::{Read as _, Write as _};
+        let mut stream =
+            std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("registry connection");
+        write!(
+            stream,
+            "GET /v2/{repo}/manifests/{digest} HTTP/1.0\r\nHost: localhost\r\n\
+             Accept: application/vnd.oci.image.manifest.v1+json\r\n\r\n"
+        )
+        .expect("request");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("response");
+        let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
+        assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{response}");
+        serde_json::from_str(body).expect("manifest JSON")
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest, OciManifest};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
@@ -247,11 +247,14 @@ impl Registry {
         let auth = self.auth(reference)?;
         let (layer, config, manifest) = artifact::build(wasm, file_name, meta);
         self.client
-            .push(reference, &[layer], config, &auth, Some(manifest.clone()))
+            .push(reference, &[layer], config, &auth, Some(manifest))
             .await
             .map_err(|e| RegistryError::from_client(reference, e))?;
-        let bytes = serde_json::to_vec(&OciManifest::Image(manifest)).unwrap_or_default();
-        Ok(sha256_digest(&bytes))
+        // The digest of the manifest as the registry stored it.
+        self.client
+            .fetch_manifest_digest(reference, &auth)
+            .await
+            .map_err(|e| RegistryError::from_client(reference, e))
     }
 
     /// The manifest digest `reference` names now: its pinned digest, or what its tag points at.
