@@ -126,7 +126,10 @@ impl TestRegistry {
         let mut response = String::new();
         stream.read_to_string(&mut response).expect("response");
         let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
-        assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "{response}");
+        assert!(
+            head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+            "{response}"
+        );
         serde_json::from_str(body).expect("manifest JSON")
     }
 }
@@ -379,6 +382,24 @@ fn sha256(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// Pushes an ordinary container image (a tar layer), which is no plugin.
+async fn push_container_image(host: &str, repo_tag: &str) {
+    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::Http,
+        ..ClientConfig::default()
+    });
+    let reference: oci_client::Reference = format!("{host}/{repo_tag}").parse().expect("reference");
+    let layer = ImageLayer::oci_v1(b"not a component".to_vec(), None);
+    let config = Config::oci_v1(b"{}".to_vec(), None);
+    let anonymous = oci_client::secrets::RegistryAuth::Anonymous;
+    client
+        .push(&reference, &[layer], config, &anonymous, None)
+        .await
+        .expect("push a container image");
+}
+
 /// Waits until `plugin` has heard of the ConfigMap `name` at `rv` (live or replayed).
 async fn wait_added(plugin: &str, name: &str, rv: &str) {
     let line = format!("EVENT add default/{name} rv={rv} ");
@@ -436,12 +457,14 @@ async fn registry_sources_hot_swap_and_survive_registry_faults() {
         .unwrap()
         .to_owned();
     registry.corrupt_blob(&layer);
+    push_container_image(&host, "team/image:1").await;
 
     let config = format!(
         "[registries]\nplain-http = [\"{host}\"]\n\
          [plugins.hot]\nsource = \"{tag}\"\npoll-seconds = 1\nconfig = '{}'\n\
          [plugins.bad]\nsource = \"oci://{host}/team/bad@{bad}\"\nconfig = '{}'\n\
-         [plugins.missing]\nsource = \"oci://{host}/team/missing:1\"\npoll-seconds = 1\n",
+         [plugins.missing]\nsource = \"oci://{host}/team/missing:1\"\npoll-seconds = 1\n\
+         [plugins.image]\nsource = \"oci://{host}/team/image:1\"\n",
         probe_config("hot"),
         probe_config("bad"),
     );
@@ -457,9 +480,17 @@ async fn registry_sources_hot_swap_and_survive_registry_faults() {
     app.wait("the bad sources show their errors", |a| {
         a.source("bad")["error_kind"] == "digest-mismatch"
             && a.source("missing")["error_kind"] == "not-found"
+            && a.source("image")["error_kind"] == "not-wasm"
     })
     .await;
     assert!(app.running("bad").is_none());
+    let logged = guest_logs().host_lines("bad");
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.starts_with("cannot pull the plugin")),
+        "{logged:?}"
+    );
     let pulls = http_get(app.port, "/metrics").expect("metrics").1;
     assert!(
         pulls.contains("kubewasm_plugin_oci_pulls_total{plugin=\"bad\",result=\"error\"}"),

@@ -5,7 +5,10 @@
 //! everything fetched, credentials from a Docker config file, and plain HTTP for the registries
 //! named (a registry on loopback in tests, never for anything reachable from outside).
 
+use std::collections::HashMap;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -144,6 +147,17 @@ impl RegistryError {
     }
 }
 
+fn new_client(protocol: &ClientProtocol) -> Client {
+    Client::new(ClientConfig {
+        protocol: protocol.clone(),
+        connect_timeout: Some(Duration::from_secs(10)),
+        read_timeout: Some(Duration::from_secs(60)),
+        // A plugin is one artifact: an image index is refused, not resolved by platform.
+        platform_resolver: None,
+        ..ClientConfig::default()
+    })
+}
+
 /// An error and its sources on one line (`reqwest` puts the useful part in the sources).
 fn error_chain(err: &dyn std::error::Error) -> String {
     let mut out = err.to_string();
@@ -196,8 +210,12 @@ impl Pulled {
 
 /// A registry client with its credentials.
 pub struct Registry {
-    client: Client,
+    protocol: ClientProtocol,
     credentials: Credentials,
+    /// The client, and the credentials it was given per registry: `oci-client` keeps the first
+    /// credentials it is given for a registry, so a client is replaced when they change (a
+    /// rotated Secret).
+    client: Mutex<(Client, HashMap<String, RegistryAuth>)>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -218,22 +236,25 @@ impl Registry {
         } else {
             ClientProtocol::HttpsExcept(options.plain_http.clone())
         };
-        let client = Client::new(ClientConfig {
-            protocol,
-            connect_timeout: Some(Duration::from_secs(10)),
-            read_timeout: Some(Duration::from_secs(60)),
-            // A plugin is one artifact: an image index is refused, not resolved by platform.
-            platform_resolver: None,
-            ..ClientConfig::default()
-        });
         Registry {
-            client,
+            client: Mutex::new((new_client(&protocol), HashMap::new())),
+            protocol,
             credentials: options.credentials,
         }
     }
 
-    fn auth(&self, reference: &Reference) -> Result<RegistryAuth, RegistryError> {
-        Ok(self.credentials.auth_for(reference.registry())?)
+    /// The client to reach `reference`'s registry with, and the credentials read for it now.
+    fn client(&self, reference: &Reference) -> Result<(Client, RegistryAuth), RegistryError> {
+        let auth = self.credentials.auth_for(reference.registry())?;
+        let mut guard = self.client.lock();
+        let (client, given) = &mut *guard;
+        let registry = reference.resolve_registry();
+        if given.get(registry).is_some_and(|old| *old != auth) {
+            *client = new_client(&self.protocol);
+            given.clear();
+        }
+        given.insert(registry.to_owned(), auth.clone());
+        Ok((client.clone(), auth))
     }
 
     /// Publishes `wasm` as a Wasm artifact at `reference`; returns the manifest's digest.
@@ -244,14 +265,14 @@ impl Registry {
         file_name: &str,
         meta: &Metadata,
     ) -> Result<String, RegistryError> {
-        let auth = self.auth(reference)?;
+        let (client, auth) = self.client(reference)?;
         let (layer, config, manifest) = artifact::build(wasm, file_name, meta);
-        self.client
+        client
             .push(reference, &[layer], config, &auth, Some(manifest))
             .await
             .map_err(|e| RegistryError::from_client(reference, e))?;
         // The digest of the manifest as the registry stored it.
-        self.client
+        client
             .fetch_manifest_digest(reference, &auth)
             .await
             .map_err(|e| RegistryError::from_client(reference, e))
@@ -262,8 +283,8 @@ impl Registry {
         if let Some(digest) = reference.digest() {
             return Ok(digest.to_owned());
         }
-        let auth = self.auth(reference)?;
-        self.client
+        let (client, auth) = self.client(reference)?;
+        client
             .fetch_manifest_digest(reference, &auth)
             .await
             .map_err(|e| RegistryError::from_client(reference, e))
@@ -277,9 +298,8 @@ impl Registry {
         digest: &str,
     ) -> Result<Pulled, RegistryError> {
         let pinned = reference.clone_with_digest(digest.to_owned());
-        let auth = self.auth(reference)?;
-        let (bytes, _) = self
-            .client
+        let (client, auth) = self.client(reference)?;
+        let (bytes, _) = client
             .pull_manifest_raw(&pinned, &auth, &[OCI_IMAGE_MEDIA_TYPE])
             .await
             .map_err(|e| RegistryError::from_client(reference, e))?;
@@ -292,8 +312,8 @@ impl Registry {
         reference: &Reference,
         pulled: &Pulled,
     ) -> Result<Vec<u8>, RegistryError> {
-        let auth = self.auth(reference)?;
-        self.client
+        let (client, auth) = self.client(reference)?;
+        client
             .store_auth_if_needed(reference.resolve_registry(), &auth)
             .await;
         let layer = pulled
@@ -305,7 +325,7 @@ impl Registry {
                 source: ArtifactError::Layers("none".into()),
             })?;
         let mut out = Vec::with_capacity(usize::try_from(layer.size).unwrap_or(0));
-        self.client
+        client
             .pull_blob(reference, layer, &mut out)
             .await
             .map_err(|e| match e {
@@ -352,5 +372,54 @@ impl Pulled {
             manifest_bytes: bytes,
             manifest,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Statuses a test registry cannot be made to answer are sorted too, each message saying
+    /// what happened to which reference.
+    #[test]
+    fn registry_answers_are_sorted_by_what_to_do() {
+        let reference = super::super::parse_reference("r.example/team/p:1").unwrap();
+        let status = |code: u16| {
+            RegistryError::from_client(
+                &reference,
+                OciDistributionError::ServerError {
+                    code,
+                    url: "https://r.example/v2/team/p/manifests/1".into(),
+                    message: String::new(),
+                },
+            )
+        };
+        for (code, kind, says) in [
+            (401, "unauthorized", "refused access"),
+            (404, "not-found", "not found"),
+            (429, "rate-limited", "rate limiting (429)"),
+            (500, "server-error", "failed (500)"),
+            (503, "server-error", "failed (503)"),
+        ] {
+            let err = status(code);
+            assert_eq!(err.kind(), kind, "{code}");
+            let message = err.to_string();
+            assert!(
+                message.contains(says) && message.contains("team/p"),
+                "{message}"
+            );
+        }
+        let envelope = serde_json::from_str(
+            r#"{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}"#,
+        )
+        .unwrap();
+        let err = RegistryError::from_client(
+            &reference,
+            OciDistributionError::RegistryError {
+                envelope,
+                url: String::new(),
+            },
+        );
+        assert_eq!(err.kind(), "rate-limited");
     }
 }
