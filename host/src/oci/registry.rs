@@ -382,7 +382,7 @@ mod tests {
     /// Statuses a test registry cannot be made to answer are sorted too, each message saying
     /// what happened to which reference.
     #[test]
-    fn registry_answers_are_sorted_by_what_to_do() {
+    fn answers_are_sorted_by_what_to_do() {
         let reference = super::super::parse_reference("r.example/team/p:1").unwrap();
         let status = |code: u16| {
             RegistryError::from_client(
