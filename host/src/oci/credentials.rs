@@ -87,11 +87,6 @@ impl Credentials {
         }
     }
 
-    /// The file credentials are read from, if any.
-    pub fn file(&self) -> Option<&Path> {
-        self.file.as_deref()
-    }
-
     /// How to authenticate to `registry` (`host[:port]`): its entry in the file, else anonymous.
     pub fn auth_for(&self, registry: &str) -> Result<RegistryAuth, CredentialsError> {
         let Some(path) = &self.file else {

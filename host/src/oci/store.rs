@@ -90,11 +90,6 @@ impl BlobStore {
             .join(&digest["sha256:".len()..]))
     }
 
-    /// Whether the blob `digest` is stored.
-    pub fn has(&self, digest: &str) -> bool {
-        self.blob_path(digest).is_ok_and(|p| p.is_file())
-    }
-
     /// The stored blob `digest`, checked against its digest (`None` when absent).
     pub fn read(&self, digest: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let path = self.blob_path(digest)?;
@@ -107,14 +102,11 @@ impl BlobStore {
         Ok(Some(bytes))
     }
 
-    /// Stores `bytes` as the blob `digest`, refusing content that does not hash to it.
+    /// Stores `bytes` as the blob `digest`, refusing content that does not hash to it. A blob
+    /// already there is replaced: callers write only what they could not read back intact.
     pub fn write(&self, digest: &str, bytes: &[u8]) -> Result<(), StoreError> {
         verify(digest, bytes)?;
-        let path = self.blob_path(digest)?;
-        if path.is_file() {
-            return Ok(());
-        }
-        write_atomically(&path, bytes)
+        write_atomically(&self.blob_path(digest)?, bytes)
     }
 
     /// What `name`'s link points at, if it is linked.
@@ -215,7 +207,7 @@ mod tests {
             store.write(&d1, &v2),
             Err(StoreError::DigestMismatch { .. })
         ));
-        assert!(!store.has(&d1));
+        assert_eq!(store.read(&d1).unwrap(), None);
         assert!(store.write("sha256:../../etc", &v1).is_err());
         store.write(&d1, &v1).unwrap();
         store.write(&d2, &v2).unwrap();
@@ -237,9 +229,11 @@ mod tests {
         assert_eq!(store.linked("p"), None);
         assert!(store.link_names().is_empty());
 
-        // A blob corrupted on disk is refused, not loaded.
+        // A blob corrupted on disk is refused, not loaded, and can be written again.
         let path = store.blob_path(&d1).unwrap();
         std::fs::write(&path, b"tampered").unwrap();
         assert!(store.read(&d1).is_err());
+        store.write(&d1, &v1).unwrap();
+        assert_eq!(store.read(&d1).unwrap(), Some(v1));
     }
 }
