@@ -271,11 +271,6 @@ pub async fn run(
         config.reload.debounce(),
     );
     let sources = oci_sources(args, &config, &metrics)?;
-    if let Some(sources) = &sources {
-        // Pulled (or found in the store) before the first scan, which then loads them.
-        sources.prepare().await?;
-        reloader = reloader.also_watch(sources.dir());
-    }
     let source_status = sources.as_ref().map(Sources::shared_status);
     metrics.set_plugin_source(plugin_source(plugins.clone()));
     let files = reloader.shared_status();
@@ -319,6 +314,13 @@ pub async fn run(
     let server_cancel = CancellationToken::new();
     let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
+
+    if let Some(sources) = &sources {
+        // Pulled (or found in the store) before the first scan, which then loads them; the
+        // endpoint already answers (not ready) while a slow registry is waited for.
+        sources.prepare().await?;
+        reloader = reloader.also_watch(sources.dir());
+    }
 
     let (initial_events, _) = reloader
         .scan()
