@@ -224,6 +224,11 @@ pub struct RbacArgs {
     /// Namespace of the Lease [default: the config file's, else `--namespace`].
     #[arg(long, env = "KUBEWASM_LEADER_ELECT_NAMESPACE")]
     pub leader_elect_namespace: Option<String>,
+
+    /// Docker config file with the credentials of the registries the config's `source =
+    /// "oci://..."` plugins are fetched from, to include them [default: as for `run`].
+    #[arg(long, env = "KUBEWASM_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
 }
 
 /// How `push` and `pull` reach a registry.

@@ -232,6 +232,32 @@ fn registry_push_then_pull_by_tag_and_by_digest() {
         probe
     );
 
+    // `kubewasm rbac` includes what a plugin configured by source needs.
+    let config = dir.path().join("kubewasm.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[registries]\nplain-http = [\"{}\"]\n[plugins.fromreg]\nsource = \"{reference}\"\n\
+             config = '{}'\n",
+            registry.host(),
+            probe_config("fromreg")
+        ),
+    )
+    .unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let rbac = stdout(&kubewasm(
+        &[
+            "rbac",
+            "--plugins",
+            &empty.to_string_lossy(),
+            "--config",
+            &config.to_string_lossy(),
+        ],
+        dir.path(),
+    ));
+    assert!(rbac.contains("configmaps"), "{rbac}");
+
     // A tag that does not exist, and a corrupted blob: clear errors, nothing written.
     let missing = format!("{}/team/probe:nope", registry.host());
     let out = kubewasm(

@@ -1,12 +1,13 @@
 //! `kubewasm push` and `kubewasm pull`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
 use super::{ANNOTATION_PLUGIN, Credentials, Metadata, Registry, RegistryOptions, parse_reference};
 use crate::app::UsageError;
 use crate::cli::{PullArgs, PushArgs, RegistryArgs};
+use crate::config::Config;
 
 fn registry(args: &RegistryArgs) -> Registry {
     Registry::new(RegistryOptions {
@@ -68,4 +69,30 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
     std::fs::write(&output, &wasm).with_context(|| format!("cannot write {}", output.display()))?;
     println!("{} {digest}", output.display());
     Ok(())
+}
+
+/// The components of the config's `source = "oci://..."` plugins, fetched into memory (not the
+/// store) for `kubewasm rbac`: each as `NAME.wasm` with its bytes, or why it could not be had.
+pub async fn fetch_sources(
+    config: &Config,
+    registry_config: Option<&Path>,
+) -> Vec<(PathBuf, anyhow::Result<Vec<u8>>)> {
+    let registry = Registry::new(RegistryOptions {
+        credentials: Credentials::from_file_or_default(
+            registry_config.or(config.registries.config.as_deref()),
+        ),
+        plain_http: config.registries.plain_http.clone(),
+    });
+    let mut out = Vec::new();
+    for spec in config.sources() {
+        let fetched = async {
+            let digest = registry.resolve(&spec.reference).await?;
+            let pulled = registry.fetch_manifest(&spec.reference, &digest).await?;
+            registry.fetch_component(&spec.reference, &pulled).await
+        }
+        .await
+        .with_context(|| format!("cannot fetch {}", spec.source));
+        out.push((PathBuf::from(format!("{}.wasm", spec.name)), fetched));
+    }
+    out
 }
