@@ -105,6 +105,8 @@ pub struct Metrics {
     log_dropped: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     reload_seconds: Histogram,
+    /// Registry checks of plugins configured by `source = "oci://..."`.
+    oci_pulls: Family<ReloadLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
     plugins: Arc<OnceLock<PluginSource>>,
     /// The event label sets made for each plugin name, to remove them with the plugin.
@@ -201,6 +203,13 @@ impl Metrics {
             "Time from noticing a changed file to the new version running",
             reload_seconds.clone(),
         );
+        let oci_pulls = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "plugin_oci_pulls",
+            "Registry checks and pulls of plugins configured by OCI reference, by result (ok, \
+             error); the error itself is in the log and /plugins",
+            oci_pulls.clone(),
+        );
         let leader = Family::<LeaseLabels, Gauge>::default();
         registry.register(
             "leader",
@@ -220,6 +229,7 @@ impl Metrics {
             log_dropped,
             reloads,
             reload_seconds,
+            oci_pulls,
             leader,
             plugins,
             series: Mutex::new(HashMap::new()),
@@ -324,6 +334,16 @@ impl Metrics {
         if ok {
             self.reload_seconds.observe(elapsed.as_secs_f64());
         }
+    }
+
+    /// Records one registry check of an OCI source.
+    pub fn oci_pulled(&self, plugin: &str, ok: bool) {
+        self.oci_pulls
+            .get_or_create(&ReloadLabels {
+                plugin: plugin.to_owned(),
+                result: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
     }
 
     /// Records whether this replica leads on `lease`.
@@ -441,6 +461,12 @@ impl prometheus_client::collector::Collector for InformerCollector {
             }
         }
         Ok(())
+    }
+}
+
+impl crate::oci::PullObserver for Metrics {
+    fn pulled(&self, plugin: &str, ok: bool) {
+        self.oci_pulled(plugin, ok);
     }
 }
 

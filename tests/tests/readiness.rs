@@ -40,6 +40,7 @@ impl App {
             cache_dir: Some(cache.path().to_owned()),
             metrics_addr: ([127, 0, 0, 1], port).into(),
             shutdown_grace: 5,
+            registry_config: None,
             leader: Default::default(),
         };
         let cancel = CancellationToken::new();

@@ -363,13 +363,26 @@ impl PluginHost {
     /// Compiles the component and calls `init` in a throw-away instance, checking the result
     /// against the policy for `source`; nothing is registered and the API server is not asked.
     pub async fn check(&self, source: &Path, bytes: &[u8]) -> Result<PluginInfo, PluginError> {
+        self.check_contract(source, bytes)
+            .await
+            .map(|(info, _)| info)
+    }
+
+    /// As [`PluginHost::check`], with the contract the component was built for
+    /// (`kubewasm:controller@0.1.0` or `@0.2.0`), as `kubewasm push` records it.
+    pub async fn check_contract(
+        &self,
+        source: &Path,
+        bytes: &[u8],
+    ) -> Result<(PluginInfo, &'static str), PluginError> {
         let compiled = self.inner.engine.compile(source, bytes.to_vec()).await?;
         let policy = self.inner.options.policy.policy(source);
         if matches!(*compiled.pre, Linked::V0_2(_)) {
-            return self.check_v0_2(&compiled, &policy).await;
+            let info = self.check_v0_2(&compiled, &policy).await?;
+            return Ok((info, "kubewasm:controller@0.2.0"));
         }
         let (_, info) = self.init(&compiled, &policy).await?;
-        Ok(info)
+        Ok((info, "kubewasm:controller@0.1.0"))
     }
 
     /// Stops every plugin: each finishes the event in hand (bounded by `grace`), then its
