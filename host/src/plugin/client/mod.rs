@@ -3,8 +3,10 @@
 //! One [`WriteClient`] per plugin writes through kube's dynamic API (raw requests on the
 //! discovered resource, no typed objects: the guest's JSON goes to the server as it is and the
 //! server's JSON comes back as it is). Each call is, in order:
-//! 1. checked against the plugin's [`WriteGrants`]: a refusal is `NotGranted`, logged with the
-//!    plugin's name and counted, and nothing is sent;
+//! 1. checked against the plugin's [`WriteGrants`] (and, with leader election, whether this
+//!    replica leads): a refusal is `NotGranted`, counted, logged with the plugin's name (the
+//!    first at once, then at most one line a second per plugin and kind, with how many went
+//!    unlogged), and nothing is sent;
 //! 2. held by the plugin's token bucket (client-go's default 5 writes/s, burst 10): a wait
 //!    longer than the call limit is refused at once as `TooManyRequests`;
 //! 3. sent under a wall-clock limit (discovery included): no answer in time is `Timeout`;
