@@ -161,7 +161,9 @@ struct WriteFamilies {
     rate_limiter: Family<PluginLabels, Histogram>,
     refused: Family<RefusalLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
-    /// The write-call label sets made for each plugin name, to remove them with the plugin.
+    /// The write-call label sets made for each loaded plugin name, to remove them with the
+    /// plugin. A name absent here is unloaded: a write of its that ends later (the Event
+    /// recorder writes in the background) makes no series that nothing would remove.
     series: Arc<Mutex<HashMap<String, HashSet<WriteLabels>>>>,
 }
 
@@ -212,12 +214,12 @@ impl WriteObserver for WriteHandles {
             resource: kind.to_owned(),
             code: code.to_owned(),
         };
-        self.families.calls.get_or_create(&labels).inc();
         let mut series = self.families.series.lock();
-        series
-            .entry(labels.plugin.clone())
-            .or_default()
-            .insert(labels);
+        let Some(made) = series.get_mut(plugin) else {
+            return;
+        };
+        self.families.calls.get_or_create(&labels).inc();
+        made.insert(labels);
     }
 
     fn throttled(&self, _plugin: &str, waited: Duration) {
@@ -409,6 +411,7 @@ impl Metrics {
             plugin: name.to_owned(),
         };
         let w = &self.writes;
+        w.series.lock().entry(name.to_owned()).or_default();
         WriteHandles {
             families: w.clone(),
             rate_limiter: w.rate_limiter.get_or_create_owned(&plugin),
@@ -853,6 +856,8 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
         loaded.lock().clear();
         metrics.remove_plugin("ctl");
+        // A write of the unloaded plugin that ends late makes no series.
+        writes.write_call("ctl", WriteVerb::Create, "Event", "2xx");
         let text = metrics.encode();
         assert!(!text.contains(r#""ctl""#), "{text}");
     }
