@@ -446,6 +446,7 @@ pub fn plugin_source(plugins: PluginHost) -> PluginSource {
                 plugin: p.name,
                 queue_depth: p.queue_depth as u64,
                 failed: p.failed,
+                workqueue: p.workqueue,
             })
             .collect()
     })
@@ -490,6 +491,12 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "restarts": p.restarts,
         "events_dropped": p.events_dropped.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "queue_depth": p.queue_depth,
+        "workqueue": p.workqueue.as_ref().map(|q| serde_json::json!({
+            "depth": q.depth,
+            "waiting": q.waiting,
+            "processing": q.processing,
+            "oldest_ready_seconds": q.oldest_ready.map(|d| d.as_secs_f64()),
+        })),
         "replay_done": p.replay_done,
         "last_error": p.last_error,
     })
