@@ -77,6 +77,21 @@ fn describe_writes(out: &mut String, writes: &WriteGrants) {
     }
 }
 
+/// The plugin's name from `init` and its contract version: what `kubewasm push` records.
+pub async fn identify(path: &Path, bytes: &[u8]) -> anyhow::Result<(String, &'static str)> {
+    // Every kind readable, Secrets included: this only asks the plugin who it is.
+    let mut config = Config::default();
+    config.defaults.grants = ["*", "Secret"]
+        .iter()
+        .filter_map(|g| g.parse().ok())
+        .collect();
+    let (checked, _) = Checker::new(&config)?
+        .check(path, bytes.to_vec())
+        .await
+        .with_context(|| format!("{} is not a plugin kubewasm can load", path.display()))?;
+    Ok((checked.info.name, checked.contract.package()))
+}
+
 fn describe(path: &Path, checked: &Checked, writes: &WriteGrants) -> String {
     let info = &checked.info;
     let mut out = String::new();
@@ -138,8 +153,14 @@ pub struct DirNeeds {
 
 /// What every plugin in `dir` needs, each one's `init` called with its configured config string
 /// (a plugin may take the kinds it watches from it) and checked against its grants as `run`
-/// checks it. A file that does not load is set apart in [`DirNeeds::rejected`].
-pub async fn needs_of_dir(dir: &Path, config: &Config) -> anyhow::Result<DirNeeds> {
+/// checks it; `more` are plugins from elsewhere (the config's OCI sources, as `NAME.wasm`), or
+/// why they could not be fetched. A file that does not load is set apart in
+/// [`DirNeeds::rejected`].
+pub async fn needs_of_dir(
+    dir: &Path,
+    config: &Config,
+    more: Vec<(PathBuf, anyhow::Result<Vec<u8>>)>,
+) -> anyhow::Result<DirNeeds> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read plugins directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -148,10 +169,15 @@ pub async fn needs_of_dir(dir: &Path, config: &Config) -> anyhow::Result<DirNeed
     files.sort();
     let checker = Checker::new(config)?;
     let mut out = DirNeeds::default();
-    for path in files {
-        let checked = match std::fs::read(&path) {
+    let read = files.into_iter().map(|path| {
+        let bytes = std::fs::read(&path)
+            .map_err(|err| anyhow::Error::new(err).context("cannot read the file"));
+        (path, bytes)
+    });
+    for (path, bytes) in read.chain(more) {
+        let checked = match bytes {
             Ok(bytes) => checker.check(&path, bytes).await,
-            Err(err) => Err(anyhow::Error::new(err).context("cannot read the file")),
+            Err(err) => Err(err),
         };
         match checked {
             Ok((Checked { info, .. }, policy)) => {

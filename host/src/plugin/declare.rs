@@ -39,6 +39,16 @@ pub enum Contract {
     V0_2(World),
 }
 
+impl Contract {
+    /// The WIT package and version, e.g. `kubewasm:controller@0.2.0`.
+    pub fn package(self) -> &'static str {
+        match self {
+            Contract::V0_1 => "kubewasm:controller@0.1.0",
+            Contract::V0_2(_) => "kubewasm:controller@0.2.0",
+        }
+    }
+}
+
 impl std::fmt::Display for Contract {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -26,6 +26,7 @@ use super::instance::{CallCounters, Instance};
 use super::leases::{Claims, Leases};
 use super::log_gate::LogLimits;
 use super::observer::{DropReason, NoopObserver, Observer, PluginObserver};
+use super::workqueue::QueueStats;
 use super::{Delivery, PluginInfo};
 
 mod v0_2;
@@ -117,6 +118,8 @@ pub struct PluginStatus {
     pub replay_done: bool,
     /// The last handler error, fault or failed replacement.
     pub last_error: Option<String>,
+    /// A 0.2 plugin's workqueue: its depth, and how long the oldest ready key has waited.
+    pub workqueue: Option<QueueStats>,
 }
 
 impl PluginStatus {
@@ -149,6 +152,7 @@ impl PluginStatus {
             events_dropped: DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
             replay_done: false,
             last_error: None,
+            workqueue: None,
         }
     }
 }
@@ -313,7 +317,8 @@ impl PluginHost {
     /// Stops the plugin (after the event in hand) and removes its handlers; informers no
     /// plugin needs any more are stopped.
     pub async fn unload(&self, id: PluginId) {
-        if self.unload_v0_2(id).await {
+        if let Some(name) = self.unload_v0_2(id).await {
+            self.forget_name(&name);
             return;
         }
         let entry = self.inner.plugins.lock().remove(&id);
@@ -327,7 +332,8 @@ impl PluginHost {
 
     /// Tells the observer a plugin name is gone, unless a loaded plugin still has it.
     fn forget_name(&self, name: &str) {
-        let in_use = self.inner.plugins.lock().values().any(|e| e.name == name);
+        let in_use = self.inner.plugins.lock().values().any(|e| e.name == name)
+            || self.controller_named(name);
         if !in_use {
             self.inner.options.observer.plugin_removed(name);
         }

@@ -13,7 +13,7 @@ use kubewasm_informer::{
 use tokio::task::JoinHandle;
 
 use super::super::bindings::v0_2::World;
-use super::super::client::{NoWriteObserver, Resources, WriteClient};
+use super::super::client::{Resources, WriteClient};
 use super::super::component::CompiledPlugin;
 use super::super::declare::{Declared, declare_v0_2, v0_2_pre};
 use super::super::events::{EventRecorder, RecorderOptions};
@@ -24,7 +24,7 @@ use super::super::informers::QueueHandler;
 use super::super::keys::{ObjectKey, QueueRule, keys_for};
 use super::super::log_gate::LogGate;
 use super::super::reconciler::{Recipe, spawn_workers};
-use super::super::workqueue::{NoQueueMetrics, WorkQueue};
+use super::super::workqueue::WorkQueue;
 use super::{
     PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
     describe_subscription,
@@ -76,6 +76,7 @@ impl ControllerEntry {
             },
             replay_done: self.ready(),
             last_error: self.replace_error.clone(),
+            workqueue: Some(stats),
             ..PluginStatus::new(
                 id,
                 &self.source,
@@ -245,7 +246,7 @@ impl PluginHost {
                 policy.writes.clone(),
                 policy.reconcile.client.clone(),
                 Arc::new(Resources::new(kube)),
-                Arc::new(NoWriteObserver),
+                self.inner.options.observer.writes(name),
             )
             .with_leader(self.inner.options.leader.clone()),
         );
@@ -256,7 +257,10 @@ impl PluginHost {
         Arc::new(Context {
             client,
             recorder,
-            queue: WorkQueue::new(policy.reconcile.queue.clone(), Arc::new(NoQueueMetrics)),
+            queue: WorkQueue::new(
+                policy.reconcile.queue.clone(),
+                self.inner.options.observer.queue(name),
+            ),
             calls: Default::default(),
         })
     }
@@ -312,18 +316,25 @@ impl PluginHost {
         Ok(())
     }
 
-    /// Unloads a 0.2 plugin: its workers stop, its queue is shut down. `false` if `id` is
-    /// not a 0.2 plugin.
-    pub(super) async fn unload_v0_2(&self, id: PluginId) -> bool {
+    /// Whether a loaded 0.2 plugin is called `name`.
+    pub(super) fn controller_named(&self, name: &str) -> bool {
+        self.inner
+            .controllers
+            .lock()
+            .values()
+            .any(|e| e.name == name)
+    }
+
+    /// Unloads a 0.2 plugin: its workers stop, its queue is shut down. Answers its name, or
+    /// `None` if `id` is not a 0.2 plugin.
+    pub(super) async fn unload_v0_2(&self, id: PluginId) -> Option<String> {
         let entry = self.inner.controllers.lock().remove(&id);
-        let Some(mut entry) = entry else {
-            return false;
-        };
+        let mut entry = entry?;
         entry.stop();
         entry.context.queue.shut_down();
         tracing::info!(plugin = %entry.name, id = id.0, "0.2 plugin unloaded");
         self.inner.leases.release(&entry.keys, &entry.indexes).await;
-        true
+        Some(entry.name)
     }
 
     /// Stops every 0.2 plugin.
