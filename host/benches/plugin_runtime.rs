@@ -515,15 +515,8 @@ async fn update_event_cpu(
             ("observer-noop.wasm", observer, &mut wasm_v0_2),
         ] {
             let id = host.load(Path::new(file), bytes.to_vec()).await?;
-            let delivered = || {
-                host.plugins()
-                    .iter()
-                    .find(|p| p.id == id)
-                    .map_or(0, |p| p.events_delivered as usize)
-            };
-            while delivered() < OBJECTS {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            let delivered = || calls_returned(&host, id);
+            wait_calls(&host, id, OBJECTS).await;
             into.extend(cpu_per_update(delivered, idle_ns_per_s).await);
             host.unload(id).await;
         }
@@ -616,15 +609,7 @@ async fn reconcile_rate(
             let id = host
                 .load(Path::new("reconciler.wasm"), reconciler.to_vec())
                 .await?;
-            let reconciled = || {
-                host.plugins()
-                    .iter()
-                    .find(|p| p.id == id)
-                    .map_or(0, |p| p.events_delivered as usize)
-            };
-            while reconciled() < OBJECTS {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            wait_calls(&host, id, OBJECTS).await;
             let elapsed = t0.elapsed().as_secs_f64();
             let used = (process_cpu_ns() - cpu0) as f64 - idle_ns_per_s * elapsed;
             rates.push(OBJECTS as f64 / elapsed);
@@ -636,4 +621,19 @@ async fn reconcile_rate(
     }
     println!();
     Ok(())
+}
+
+/// Guest calls of plugin `id` that returned (handler calls or reconciles).
+fn calls_returned(host: &PluginHost, id: kubewasm::plugin::PluginId) -> usize {
+    host.plugins()
+        .iter()
+        .find(|p| p.id == id)
+        .map_or(0, |p| p.events_delivered as usize)
+}
+
+/// Waits until plugin `id` has returned from `n` guest calls.
+async fn wait_calls(host: &PluginHost, id: kubewasm::plugin::PluginId, n: usize) {
+    while calls_returned(host, id) < n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
