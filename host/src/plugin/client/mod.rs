@@ -148,6 +148,13 @@ pub struct ObjectRef {
     pub name: String,
 }
 
+impl ObjectRef {
+    /// What decides the object's shard: its namespace, and name.
+    fn shard_key(&self) -> (Option<&str>, &str) {
+        (self.namespace.as_deref(), &self.name)
+    }
+}
+
 /// How a patch changes an object; the payloads are the guest's JSON text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PatchBody {
@@ -253,7 +260,11 @@ impl WriteClient {
     pub async fn create(&self, object: &str) -> Result<String, WriteError> {
         let parsed = ParsedObject::parse(object)?;
         let pp = self.post_params();
-        self.call(WriteVerb::Create, &parsed.gvk, |r| {
+        let object = (
+            parsed.namespace.as_deref(),
+            parsed.name.as_deref().unwrap_or(""),
+        );
+        self.call(WriteVerb::Create, &parsed.gvk, object, |r| {
             let ns = parsed.namespace_for(r)?;
             Ok(request(r, ns).create(&pp, parsed.body.clone())?)
         })
@@ -305,7 +316,7 @@ impl WriteClient {
             ..DeleteParams::default()
         };
         let answer = self
-            .call(WriteVerb::Delete, &target.gvk, |r| {
+            .call(WriteVerb::Delete, &target.gvk, target.shard_key(), |r| {
                 let ns = namespace_of(r, target.namespace.as_deref())?;
                 Ok(request(r, ns).delete(&target.name, &dp)?)
             })
@@ -335,15 +346,20 @@ impl WriteClient {
             )));
         }
         let pp = self.post_params();
-        self.call(verb, &parsed.gvk, |r| {
-            let ns = parsed.namespace_for(r)?;
-            let req = request(r, ns);
-            Ok(if verb == WriteVerb::UpdateStatus {
-                req.replace_subresource("status", &name, &pp, parsed.body.clone())?
-            } else {
-                req.replace(&name, &pp, parsed.body.clone())?
-            })
-        })
+        self.call(
+            verb,
+            &parsed.gvk,
+            (parsed.namespace.as_deref(), &name),
+            |r| {
+                let ns = parsed.namespace_for(r)?;
+                let req = request(r, ns);
+                Ok(if verb == WriteVerb::UpdateStatus {
+                    req.replace_subresource("status", &name, &pp, parsed.body.clone())?
+                } else {
+                    req.replace(&name, &pp, parsed.body.clone())?
+                })
+            },
+        )
         .await
     }
 
@@ -380,7 +396,7 @@ impl WriteClient {
                 (Patch::Apply(json(object)?), false)
             }
         };
-        self.call(verb, &target.gvk, |r| {
+        self.call(verb, &target.gvk, target.shard_key(), |r| {
             let ns = namespace_of(r, target.namespace.as_deref())?;
             let req = request(r, ns);
             let mut built = if verb == WriteVerb::PatchStatus {
@@ -406,14 +422,16 @@ impl WriteClient {
         }
     }
 
-    /// Grants, rate limit, wall-clock limit and metrics around one API call.
+    /// Leadership, grants, rate limit, wall-clock limit and metrics around one API call on
+    /// `object` (namespace, name), which decides the shard.
     async fn call(
         &self,
         verb: WriteVerb,
         gvk: &Gvk,
+        object: (Option<&str>, &str),
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
-        let result = self.call_inner(verb, gvk, build).await;
+        let result = self.call_inner(verb, gvk, object, build).await;
         let code = match &result {
             Ok(_) => "2xx".to_owned(),
             Err(WriteError::TooManyRequests(m)) if m.starts_with(RATE_LIMITED) => {
@@ -433,13 +451,16 @@ impl WriteClient {
         &self,
         verb: WriteVerb,
         gvk: &Gvk,
+        (namespace, name): (Option<&str>, &str),
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
-        if !self.leader.is_leader() {
-            tracing::warn!(plugin = %self.plugin, %verb, resource = %describe(gvk), lease = self.leader.lease(), "write refused: this replica is not the leader");
+        if !self.leader.leads(namespace, name) {
+            let lease = self
+                .leader
+                .shard_lease(self.leader.shard_of(namespace, name));
+            tracing::warn!(plugin = %self.plugin, %verb, resource = %describe(gvk), %lease, "write refused: this replica is not the leader");
             return Err(WriteError::NotGranted(format!(
-                "this replica is not the leader of Lease {}: writes leave the leader only",
-                self.leader.lease()
+                "this replica is not the leader of Lease {lease}: writes leave the leader only"
             )));
         }
         if !self.grants.allows(gvk, verb) {
