@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{HostArgs, LeaderElectArgs};
 use crate::config::{Config, LeaderElectionConfig};
-use crate::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate, Membership};
+use crate::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate};
 use crate::metrics::{InformerSample, Metrics, PluginSample, PluginSource};
 use crate::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PluginStatus};
 use crate::reload::{Action, FileStatus, Loader, Reloader, SharedStatus};
@@ -166,22 +166,9 @@ fn start_election(
         let gate = elector.gate();
         (gate, None, vec![tokio::spawn(elector.run(cancel))])
     } else {
-        let gate = LeaderGate::sharded(&options.lease_name, &options.identity, shards);
-        let balance = Arc::new(Balance::new(&options.identity, shards));
-        let membership = Membership::new(client.clone(), options.clone(), balance.clone());
-        let mut tasks = vec![tokio::spawn(membership.run(cancel.clone()))];
-        for shard in 0..shards {
-            let elector = LeaderElector::for_shard(
-                client.clone(),
-                options.clone(),
-                gate.clone(),
-                shard,
-                balance.clone(),
-            )
-            .map_err(invalid)?;
-            tasks.push(tokio::spawn(elector.run(cancel.clone())));
-        }
-        (gate, Some(balance), tasks)
+        let sharded =
+            crate::leader::spawn_sharded(client, options, shards, cancel).map_err(invalid)?;
+        (sharded.gate, Some(sharded.balance), sharded.tasks)
     };
     let mut changes = gate.subscribe_shards();
     let (metrics, watched) = (metrics.clone(), gate.clone());

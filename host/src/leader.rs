@@ -711,7 +711,7 @@ fn retry_ticks(period: Duration) -> tokio::time::Interval {
 }
 
 mod balance;
-pub use balance::{Balance, Membership};
+pub use balance::{Balance, Membership, Sharded, spawn_sharded};
 
 #[cfg(test)]
 mod tests;
