@@ -574,6 +574,18 @@ mod tests {
         };
         let err = election_options(&late, &config(""), "ns").unwrap_err();
         assert!(err.to_string().contains("renew deadline"), "{err}");
+
+        // More than one shard turns leader election on; the flag is over the config.
+        let sharded = config("[leader-election]\nshards = 4\n");
+        assert_eq!(shard_count(&off, &sharded), 4);
+        assert!(election_options(&off, &sharded, "ns").unwrap().is_some());
+        let two = LeaderElectArgs {
+            shards: Some(2),
+            ..LeaderElectArgs::default()
+        };
+        assert_eq!(shard_count(&two, &sharded), 2);
+        assert!(election_options(&two, &config(""), "ns").unwrap().is_some());
+        assert_eq!(shard_count(&off, &config("")), 1);
     }
 
     /// A kubeconfig named on the command line is used as it is, and its context can be chosen.

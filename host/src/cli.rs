@@ -218,6 +218,11 @@ pub struct RbacArgs {
     /// Namespace of the Lease [default: the config file's, else `--namespace`].
     #[arg(long, env = "KUBEWASM_LEADER_ELECT_NAMESPACE")]
     pub leader_elect_namespace: Option<String>,
+
+    /// Include what `run --shards N` needs (N above 1: also patch, list and delete on Leases,
+    /// for the membership heartbeat) [default: the config file's `[leader-election] shards`].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024), env = "KUBEWASM_SHARDS")]
+    pub shards: Option<u16>,
 }
 
 #[cfg(test)]

@@ -122,7 +122,10 @@ async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     let config = app::load_config(args.config.as_deref())?;
     app::check_plugins_dir(&args.plugins)?;
     let mut found = inspect::needs_of_dir(&args.plugins, &config).await?;
-    if args.leader_elect || config.leader_election.enabled {
+    let shards = args
+        .shards
+        .map_or(config.leader_election.shards, usize::from);
+    if args.leader_elect || config.leader_election.enabled || shards > 1 {
         let namespace = args
             .leader_elect_namespace
             .as_deref()
@@ -130,7 +133,7 @@ async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
             .unwrap_or(&args.namespace);
         found
             .needs
-            .push(kubewasm::rbac::leader_election_need(namespace));
+            .push(kubewasm::rbac::leader_election_need(namespace, shards));
     }
     for (path, err) in &found.rejected {
         eprintln!(
