@@ -431,3 +431,140 @@ async fn two_sharded_replicas_split_the_namespaces_and_take_over_a_dead_ones_sha
     drop(b);
     cluster.server.shutdown().await;
 }
+
+/// The `p`-th percentile (0–100) of `samples`, nearest rank.
+fn percentile(samples: &[Duration], p: usize) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+/// Benchmark (BENCHMARKS.md): 20 failovers of 2 replicas (lease 3 s, renew 2 s, retry 300 ms).
+/// Each time: kill -9 the leader, change a Foo at once, and time until the new leader's first
+/// write (its first reconcile); then a fresh standby is started and waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run it by name (see BENCHMARKS.md)"]
+async fn bench_failover_time() {
+    const FAILOVERS: usize = 20;
+    let namespaces = vec!["bench".to_owned()];
+    let cluster = Cluster::start(&namespaces).await;
+    cluster.create_foo("bench", "foo-0", 1).await;
+    let mut running = Vec::new();
+    for i in 0..2 {
+        running.push(cluster.replica(&format!("replica-{i}"), &[]).await);
+    }
+    let mut samples = Vec::new();
+    for round in 0..FAILOVERS {
+        let leader = single_leader(&running).await;
+        assert!(wait_until(PATIENCE, || running.iter().all(Replica::ready)).await);
+        cluster
+            .wait_converged(&[("bench".into(), "foo-0".into())])
+            .await;
+        running[leader].kill();
+        let killed = Instant::now();
+        let dead = running.remove(leader);
+        cluster
+            .scale_foo("bench", "foo-0", 1 + (round as i64 % 3) + 1)
+            .await;
+        let survivor = running[0].name.clone();
+        let mut first = None;
+        let wrote = wait_until(PATIENCE, || {
+            first = first_write(&cluster.writes(), killed, &survivor);
+            first.is_some()
+        })
+        .await;
+        assert!(wrote, "the survivor never reconciled");
+        let took = first.unwrap_or(killed) - killed;
+        eprintln!("failover {round}: {took:?}");
+        samples.push(took);
+        drop(dead);
+        running.push(
+            cluster
+                .replica(&format!("replica-{}", round + 2), &[])
+                .await,
+        );
+    }
+    eprintln!(
+        "failover (kill -9 -> first reconcile by the new leader) over {FAILOVERS}: p50 {:?}, p99 {:?}, min {:?}",
+        percentile(&samples, 50),
+        percentile(&samples, 99),
+        percentile(&samples, 0),
+    );
+    drop(running);
+    cluster.server.shutdown().await;
+}
+
+/// Benchmark (BENCHMARKS.md): reconcile throughput with 6 shards over 1, 2 and 3 replicas.
+/// Once the shards are spread, 600 Foos in 30 namespaces are created (16 at a time); timed
+/// from the first create until every Foo's Deployment exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run it by name (see BENCHMARKS.md)"]
+async fn bench_sharded_throughput() {
+    const SHARDS: usize = 6;
+    const FOOS: usize = 600;
+    let namespaces: Vec<String> = (0..30).map(|i| format!("team-{i}")).collect();
+    for replicas in 1..=3 {
+        let cluster = Cluster::start(&namespaces).await;
+        let shards = SHARDS.to_string();
+        let mut running = Vec::new();
+        for i in 0..replicas {
+            running.push(
+                cluster
+                    .replica(&format!("replica-{i}"), &["--shards", &shards])
+                    .await,
+            );
+        }
+        let share = SHARDS / replicas;
+        let spread = wait_until(PATIENCE, || {
+            running
+                .iter()
+                .all(|r| r.ready() && r.leads().is_some_and(|l| l.shards.len() == share))
+        })
+        .await;
+        assert!(spread, "the shards never spread over {replicas} replicas");
+        let foos = foo_names(&namespaces, FOOS / namespaces.len());
+        let started = Instant::now();
+        let cluster = Arc::new(cluster);
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let creators: Vec<_> = (0..16)
+            .map(|_| {
+                let (cluster, next, foos) = (cluster.clone(), next.clone(), foos.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((ns, name)) = foos.get(i) else {
+                            return;
+                        };
+                        cluster.create_foo(ns, name, 1).await;
+                    }
+                })
+            })
+            .collect();
+        for creator in creators {
+            creator.await.expect("creator");
+        }
+        let created = started.elapsed();
+        let done = wait_until(Duration::from_secs(300), || {
+            cluster
+                .server
+                .requests()
+                .iter()
+                .filter(|r| r.verb == Verb::Create && r.resource == "deployments")
+                .count()
+                >= FOOS
+        })
+        .await;
+        assert!(done, "not every Foo got its Deployment");
+        let took = started.elapsed();
+        eprintln!(
+            "{replicas} replica(s), {SHARDS} shards: {FOOS} Foos reconciled in {took:?} \
+             ({:.0} Foos/s; creating them took {created:?})",
+            FOOS as f64 / took.as_secs_f64()
+        );
+        drop(running);
+        if let Ok(cluster) = Arc::try_unwrap(cluster) {
+            cluster.server.shutdown().await;
+        }
+    }
+}
