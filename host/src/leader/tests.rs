@@ -454,3 +454,57 @@ async fn a_parked_key_runs_when_its_shard_is_led() {
     );
     assert_eq!(rx.try_recv().ok(), Some(9), "led: runs at once");
 }
+
+/// Sharded: a replica's write client sends writes for the namespaces of the shards it leads,
+/// and refuses (unsent) those of the shards another replica leads.
+#[tokio::test(start_paused = true)]
+async fn the_write_client_refuses_writes_for_shards_led_elsewhere() {
+    use crate::plugin::{
+        ClientOptions, NoWriteObserver, ResourcePattern, Resources, WriteClient, WriteError,
+        WriteGrant, WriteGrants,
+    };
+    let (server, client) = kubewasm_tests::devserver().await;
+    let a = spawn_sharded(&client, options("a"), 4, CancellationToken::new()).expect("a");
+    wait_split(&[&a.gate], &[4]).await;
+    let b = spawn_sharded(&client, options("b"), 4, CancellationToken::new()).expect("b");
+    wait_split(&[&a.gate, &b.gate], &[2, 2]).await;
+    let namespace_led_by = |gate: &LeaderGate| {
+        (0..)
+            .map(|i| format!("ns-{i}"))
+            .find(|ns| gate.leads(Some(ns), ""))
+            .expect("some namespace")
+    };
+    let (ours, theirs) = (namespace_led_by(&a.gate), namespace_led_by(&b.gate));
+    let grant = WriteGrant::new(ResourcePattern::new("", "ConfigMap"), None).expect("grant");
+    let writer = WriteClient::new(
+        client.clone(),
+        "tester".into(),
+        WriteGrants::only(vec![grant]),
+        ClientOptions::default(),
+        Arc::new(Resources::new(client.clone())),
+        Arc::new(NoWriteObserver),
+    )
+    .with_leader(a.gate.clone());
+    let config_map = |ns: &str| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "x", "namespace": ns},
+        })
+        .to_string()
+    };
+    server.clear_requests();
+    writer.create(&config_map(&ours)).await.expect("our shard");
+    let refused = writer.create(&config_map(&theirs)).await;
+    assert!(
+        matches!(&refused, Err(WriteError::NotGranted(m)) if m.contains("not the leader") && m.contains("-shard-")),
+        "{refused:?}"
+    );
+    let sent: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Verb::Create && r.resource == "configmaps")
+        .map(|r| r.namespace)
+        .collect();
+    assert_eq!(sent, [Some(ours)]);
+    server.shutdown().await;
+}
