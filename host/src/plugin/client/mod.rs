@@ -346,20 +346,16 @@ impl WriteClient {
             )));
         }
         let pp = self.post_params();
-        self.call(
-            verb,
-            &parsed.gvk,
-            (parsed.namespace.as_deref(), &name),
-            |r| {
-                let ns = parsed.namespace_for(r)?;
-                let req = request(r, ns);
-                Ok(if verb == WriteVerb::UpdateStatus {
-                    req.replace_subresource("status", &name, &pp, parsed.body.clone())?
-                } else {
-                    req.replace(&name, &pp, parsed.body.clone())?
-                })
-            },
-        )
+        let object = (parsed.namespace.as_deref(), name.as_str());
+        self.call(verb, &parsed.gvk, object, |r| {
+            let ns = parsed.namespace_for(r)?;
+            let req = request(r, ns);
+            Ok(if verb == WriteVerb::UpdateStatus {
+                req.replace_subresource("status", &name, &pp, parsed.body.clone())?
+            } else {
+                req.replace(&name, &pp, parsed.body.clone())?
+            })
+        })
         .await
     }
 
