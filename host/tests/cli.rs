@@ -559,7 +559,8 @@ fn bad_config_and_unreadable_plugins_dir_exit_2_with_a_clear_error() {
 }
 
 /// `rbac --leader-elect` adds a Role with the Lease verbs in the Lease's namespace (the service
-/// account's unless named); without it, no Lease access is asked for.
+/// account's unless named), more verbs with `--shards`; without either, no Lease access is asked
+/// for.
 #[test]
 fn rbac_with_leader_elect_grants_the_lease_verbs_in_the_lease_namespace() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -603,6 +604,13 @@ fn rbac_with_leader_elect_grants_the_lease_verbs_in_the_lease_namespace() {
             }])
         );
     }
+    // Sharded: the member Leases are also applied, listed and deleted.
+    let sharded = items(&["--shards", "4"]);
+    assert_eq!(sharded[2]["metadata"]["namespace"], "ops");
+    assert_eq!(
+        sharded[2]["rules"][0]["verbs"],
+        json!(["create", "delete", "get", "list", "patch", "update"])
+    );
 }
 
 /// Several replicas of the sample-controller: failover, sharding, benchmarks.
