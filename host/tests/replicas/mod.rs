@@ -568,3 +568,79 @@ async fn bench_sharded_throughput() {
         }
     }
 }
+
+/// A standby (its gate never opens) does not reconcile the sample-controller; with
+/// `every-replica` (and no write grants) it does, and still nothing it tries to write is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_plugins_reconcile_on_a_standby_and_write_nothing() {
+    use kubewasm::leader::LeaderGate;
+    use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy, ReconcileSettings};
+    use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+
+    let cluster = Cluster::start(&["team-0".to_owned()]).await;
+    cluster.create_foo("team-0", "foo-0", 1).await;
+    let mut reconciles = Vec::new();
+    for every_replica in [false, true] {
+        let policy = PluginPolicy {
+            reconcile: ReconcileSettings {
+                every_replica,
+                ..ReconcileSettings::default()
+            },
+            ..PluginPolicy::default()
+        };
+        let factory = SharedInformerFactory::new(cluster.client.clone(), FactoryOptions::default());
+        let host = PluginHost::new(
+            factory.clone(),
+            cluster.client.clone(),
+            HostOptions {
+                policy: Arc::new(move |_: &Path| policy.clone()),
+                leader: LeaderGate::new("kubewasm", "standby"),
+                ..HostOptions::default()
+            },
+        )
+        .expect("host");
+        host.load(
+            Path::new("sample-controller.wasm"),
+            kubewasm_tests::guest_bytes("sample-controller"),
+        )
+        .await
+        .expect("loads");
+        let calls = || {
+            let status = host.plugins().pop().expect("loaded");
+            status.events_delivered + status.errors
+        };
+        assert!(wait_until(PATIENCE, || host.ready()).await, "never ready");
+        if every_replica {
+            assert!(
+                wait_until(PATIENCE, || calls() > 0).await,
+                "never reconciled"
+            );
+        } else {
+            // Nothing to wait for: a standby takes no key. Give it the time a reconcile takes.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        reconciles.push(calls());
+        host.shutdown(Duration::from_secs(5)).await;
+        factory.shutdown().await;
+    }
+    assert_eq!(reconciles[0], 0, "a standby reconciled");
+    assert!(reconciles[1] > 0);
+    let writes: Vec<_> = cluster
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            matches!(
+                r.verb,
+                Verb::Create | Verb::Update | Verb::Patch | Verb::Delete
+            )
+        })
+        // The controller's writes: Deployments, Events, a Foo's status (the test created the Foo).
+        .filter(|r| {
+            matches!(r.resource.as_str(), "deployments" | "events")
+                || (r.resource == "foos" && r.name.is_some())
+        })
+        .collect();
+    assert!(writes.is_empty(), "written from a standby: {writes:?}");
+    cluster.server.shutdown().await;
+}
