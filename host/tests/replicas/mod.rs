@@ -595,6 +595,7 @@ async fn every_replica_plugins_reconcile_on_a_standby_and_write_nothing() {
             HostOptions {
                 policy: Arc::new(move |_: &Path| policy.clone()),
                 leader: LeaderGate::new("kubewasm", "standby"),
+                cache_dir: Some(cluster.dir.path().join("cache")),
                 ..HostOptions::default()
             },
         )
