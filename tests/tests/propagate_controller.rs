@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -74,7 +74,7 @@ struct Case<'a> {
 }
 
 impl Case<'_> {
-    async fn start(server: &DevServer, language: &'static str) -> Case<'_> {
+    async fn start<'a>(server: &'a DevServer, language: &'static str) -> Case<'a> {
         let client = server.client();
         let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
         let policy = policy();
@@ -320,8 +320,9 @@ async fn propagates(server: &DevServer, language: &'static str) {
         case.plugin,
         case.host.plugins()
     );
+    let early_data = json!({"k": "early"});
     case.converge("the early source is copied", || {
-        case.copies_are(&home, &early, &json!({"k": "early"}), &[])
+        case.copies_are(&home, &early, &early_data, &[])
     })
     .await;
 
@@ -329,8 +330,9 @@ async fn propagates(server: &DevServer, language: &'static str) {
     let settings = case.name("settings");
     case.create(&home, &settings, true, json!({"k": "v1"}))
         .await;
+    let v1 = json!({"k": "v1"});
     case.converge("copies created", || {
-        case.copies_are(&home, &settings, &json!({"k": "v1"}), &[])
+        case.copies_are(&home, &settings, &v1, &[])
     })
     .await;
     assert!(case.no_copies(&home, &plain).await.is_ok());
@@ -368,8 +370,9 @@ async fn propagates(server: &DevServer, language: &'static str) {
     case.create(&other, &blocked, false, json!({"mine": "yes"}))
         .await;
     case.create(&home, &blocked, true, json!({"k": "b"})).await;
+    let (blocked_data, foreign_namespace) = (json!({"k": "b"}), [other.as_str()]);
     case.converge("copies beside a foreign ConfigMap", || {
-        case.copies_are(&home, &blocked, &json!({"k": "b"}), &[&other])
+        case.copies_are(&home, &blocked, &blocked_data, &foreign_namespace)
     })
     .await;
     let foreign = &case.named(&blocked).await[&other];
@@ -433,9 +436,18 @@ async fn propagates(server: &DevServer, language: &'static str) {
 
     // A reload in the middle of a burst: the source changes continuously and new sources
     // appear while the plugin is replaced; every last value reaches every namespace.
+    // The new version is compiled first (into the compile cache), so the burst spans the swap
+    // of instances rather than a compile of many seconds.
+    let new_version = variant(&bytes, 1);
+    case.host
+        .engine()
+        .compile(&path, new_version.clone())
+        .await
+        .expect("compiling the new version");
     let stop = Arc::new(AtomicBool::new(false));
+    let rounds_done = Arc::new(AtomicU32::new(0));
     let burst = {
-        let stop = stop.clone();
+        let (stop, rounds_done) = (stop.clone(), rounds_done.clone());
         let config_maps = case.config_maps(&home);
         let language = case.language;
         tokio::spawn(async move {
@@ -469,13 +481,15 @@ async fn propagates(server: &DevServer, language: &'static str) {
                         .await
                         .expect("create in the burst");
                 }
+                rounds_done.store(round, Ordering::Release);
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             round
         })
     };
+    assert!(wait_until(PATIENCE, || rounds_done.load(Ordering::Acquire) >= 10).await);
     case.host
-        .replace(id, variant(&bytes, 1))
+        .replace(id, new_version)
         .await
         .unwrap_or_else(|e| panic!("replacing {}: {e}", case.plugin));
     stop.store(true, Ordering::Release);
@@ -486,9 +500,12 @@ async fn propagates(server: &DevServer, language: &'static str) {
     })
     .await;
     for round in (5..=rounds).step_by(5) {
-        let name = case.name(&format!("burst-{round}"));
+        let (name, data) = (
+            case.name(&format!("burst-{round}")),
+            json!({"round": round.to_string()}),
+        );
         case.converge("each source of the burst copied", || {
-            case.copies_are(&home, &name, &json!({"round": round.to_string()}), &[])
+            case.copies_are(&home, &name, &data, &[])
         })
         .await;
     }

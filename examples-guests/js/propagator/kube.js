@@ -46,6 +46,37 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * What `reconcile` (or a handler) throws to return `err(message)`: componentize-js returns the
+ * `payload` of a thrown value as the error; a thrown plain `Error` has none and traps instead.
+ */
+export class GuestError extends Error {
+  constructor(message) {
+    super(message);
+    this.payload = message;
+  }
+}
+
+/**
+ * Wraps an exported function so that whatever it throws returns `err(text)`: a `GuestError` as
+ * it is, an import's error (its `payload`) or any other exception described in words.
+ */
+export const guarded =
+  (f) =>
+  (...args) => {
+    try {
+      return f(...args);
+    } catch (e) {
+      if (e instanceof GuestError) throw e;
+      const payload = e?.payload;
+      const text =
+        payload === undefined
+          ? String(e?.message ?? e)
+          : `${payload.tag ?? 'error'}: ${JSON.stringify(payload.val ?? payload)}`;
+      throw new GuestError(text);
+    }
+  };
+
 /** Runs an import call, turning the error it throws for `err(e)` into an ApiError. */
 function call(what, f) {
   try {

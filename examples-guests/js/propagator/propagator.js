@@ -12,7 +12,7 @@
 // namespace queues every source. One reconcile brings every copy of one source in line,
 // reading everything from the cache and writing only what differs, so a settled source costs
 // no write at all.
-import { DONE, Resource, log, requeueAfter } from './kube.js';
+import { DONE, GuestError, Resource, guarded, log, requeueAfter } from './kube.js';
 
 const PLUGIN_NAME = 'configmap-propagator-js';
 const PROPAGATE = 'kubewasm.io/propagate';
@@ -151,7 +151,7 @@ function propagate({ namespace, name }) {
   );
   if (writes.failures.length > 0) {
     // The host retries the key with its exponential backoff.
-    throw new Error(writes.failures.join('; '));
+    throw new GuestError(writes.failures.join('; '));
   }
   return blocked > 0 ? requeueAfter(BLOCKED_RETRY_MS) : DONE;
 }
@@ -165,38 +165,29 @@ function queueEverySource() {
 }
 
 export const plugin = {
-  init(_config) {
-    return {
-      name: PLUGIN_NAME,
-      subscriptions: [
-        configMaps.subscription({ events: true }),
-        namespaces.subscription({ events: true }),
-      ],
-      indexes: [configMaps.index(BY_SOURCE, { tag: 'annotation', val: SOURCE_ANNOTATION })],
-    };
-  },
+  init: guarded((_config) => ({
+    name: PLUGIN_NAME,
+    subscriptions: [configMaps.subscription({ events: true }), namespaces.subscription({ events: true })],
+    indexes: [configMaps.index(BY_SOURCE, { tag: 'annotation', val: SOURCE_ANNOTATION })],
+  })),
 };
 
 export const handler = {
-  onAdd(subscription, object, _inInitialList) {
+  onAdd: guarded((subscription, object, _inInitialList) => {
     if (subscription === configMaps.handle) queueFor(JSON.parse(object));
     else queueEverySource();
-  },
-  onUpdate(subscription, old, object) {
+  }),
+  onUpdate: guarded((subscription, old, object) => {
     // Namespaces: a namespace that starts terminating needs nothing (its copies go with it).
     if (subscription !== configMaps.handle) return;
     // Both states: a source that lost its label is queued by its old state, and cleaned up.
     queueFor(JSON.parse(old));
     queueFor(JSON.parse(object));
-  },
-  onDelete(subscription, object, _finalStateUnknown) {
+  }),
+  onDelete: guarded((subscription, object, _finalStateUnknown) => {
     if (subscription === configMaps.handle) queueFor(JSON.parse(object));
     else queueEverySource();
-  },
+  }),
 };
 
-export const reconcile = {
-  reconcile(key) {
-    return propagate(key);
-  },
-};
+export const reconcile = { reconcile: guarded(propagate) };
