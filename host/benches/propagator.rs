@@ -2,7 +2,8 @@
 //! `cargo bench -p kubewasm --bench propagator` after `cargo xtask build-guests`): component
 //! size, compile time (cold, and from the compile cache), and reconcile latency: from a labelled
 //! source ConfigMap created to its copy present in every other namespace, with 10 and 50
-//! namespaces. Median of `ROUNDS` rounds; prints a Markdown section.
+//! namespaces, with the policy `cargo xtask dev` gives them (`examples/kubewasm-dev.toml`: 50
+//! writes/s, burst 100). Median of `ROUNDS` rounds; prints a Markdown section.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,10 +12,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use kubewasm::plugin::{
-    EngineOptions, HostOptions, PluginEngine, PluginHost, PluginPolicy, ResourcePattern,
-    WriteGrant, WriteGrants,
-};
+use kubewasm::config::Config;
+use kubewasm::plugin::{EngineOptions, HostOptions, PluginEngine, PluginHost};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::json;
@@ -117,14 +116,14 @@ async fn latency(path: &Path, bytes: &[u8], namespaces: usize) -> anyhow::Result
         server.create(json!({"apiVersion": "v1", "kind": "Namespace",
                              "metadata": {"name": format!("bench-{i}")}}))?;
     }
-    let writes = [("", "ConfigMap"), ("", "Event")]
-        .into_iter()
-        .map(|(group, kind)| WriteGrant::new(ResourcePattern::new(group, kind), None))
-        .collect::<Result<Vec<_>, _>>()?;
-    let policy = PluginPolicy {
-        writes: WriteGrants::only(writes),
-        ..PluginPolicy::default()
-    };
+    // What `cargo xtask dev` gives it: write grants and rate from examples/kubewasm-dev.toml.
+    let config =
+        Config::load(&kubewasm_tests::workspace_root().join("examples/kubewasm-dev.toml"))?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let policy = config.policy_for(&stem);
     let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
     let host = PluginHost::new(
         factory.clone(),

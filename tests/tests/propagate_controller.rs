@@ -16,9 +16,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use kubewasm::plugin::{
-    HostOptions, PluginHost, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
-};
+use kubewasm::config::Config;
+use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
 use kubewasm_devserver::{DevServer, Options, Verb};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use kubewasm_tests::{guest_logs, variant, wait_until, workspace_root};
@@ -49,18 +48,18 @@ fn example(language: &str) -> (PathBuf, Vec<u8>) {
     (path, bytes)
 }
 
-/// The grants `examples/kubewasm-dev.toml` gives the propagators: ConfigMaps and Events.
-fn policy() -> PluginPolicy {
-    let writes = [("", "ConfigMap"), ("", "Event")]
-        .into_iter()
-        .map(|(group, kind)| {
-            WriteGrant::new(ResourcePattern::new(group, kind), None).expect("write grant")
-        })
-        .collect();
-    PluginPolicy {
-        writes: WriteGrants::only(writes),
-        ..PluginPolicy::default()
-    }
+/// The policy `cargo xtask dev` gives the plugin: its entry in `examples/kubewasm-dev.toml`
+/// (write grants for ConfigMaps and Events, and a write rate for one write per namespace).
+fn policy(plugin: &str) -> PluginPolicy {
+    let path = workspace_root().join("examples/kubewasm-dev.toml");
+    let config = Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let policy = config.policy_for(plugin);
+    assert!(
+        !policy.writes.is_empty(),
+        "{} grants {plugin} no writes",
+        path.display()
+    );
+    policy
 }
 
 /// One language's propagator loaded on the shared server.
@@ -77,7 +76,8 @@ impl Case<'_> {
     async fn start<'a>(server: &'a DevServer, language: &'static str) -> Case<'a> {
         let client = server.client();
         let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
-        let policy = policy();
+        let plugin = format!("configmap-propagator-{language}");
+        let policy = policy(&plugin);
         let host = PluginHost::new(
             factory.clone(),
             client.clone(),
@@ -91,7 +91,7 @@ impl Case<'_> {
         .expect("plugin host");
         Case {
             language,
-            plugin: format!("configmap-propagator-{language}"),
+            plugin,
             server,
             client,
             factory,
