@@ -504,7 +504,7 @@ async fn propagates(server: &DevServer, language: &'static str) {
                     )
                     .await
                     .expect("patch in the burst");
-                if round % 5 == 0 {
+                if round.is_multiple_of(5) {
                     let cm: ConfigMap = serde_json::from_value(json!({
                         "metadata": {
                             "name": format!("{language}-burst-{round}"),
