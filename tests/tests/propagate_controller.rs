@@ -5,7 +5,8 @@
 //! `kubewasm.io/propagate=true` in every other namespace: through updates, new namespaces,
 //! copies deleted or edited by hand, injected 409 / 500 / 429 write answers and a reload in the
 //! middle of a burst of changes, and remove the copies when the source loses its label or is
-//! deleted. Every check reads the cluster's objects; the guest's log only counts reconciles.
+//! deleted. Every check reads the cluster's objects; the guest's log only counts reconciles. The
+//! same scenario, without the injected errors, runs on a real kube-apiserver (`real::`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,8 +19,9 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kubewasm::config::Config;
 use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
-use kubewasm_devserver::{DevServer, Options, Verb};
+use kubewasm_devserver::{DevServer, Verb};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::server::TestServer;
 use kubewasm_tests::{guest_logs, variant, wait_until, workspace_root};
 use serde_json::{Value, json};
 
@@ -66,14 +68,14 @@ fn policy(plugin: &str) -> PluginPolicy {
 struct Case<'a> {
     language: &'static str,
     plugin: String,
-    server: &'a DevServer,
+    server: &'a TestServer,
     client: Client,
     factory: SharedInformerFactory,
     host: PluginHost,
 }
 
 impl Case<'_> {
-    async fn start<'a>(server: &'a DevServer, language: &'static str) -> Case<'a> {
+    async fn start<'a>(server: &'a TestServer, language: &'static str) -> Case<'a> {
         let client = server.client();
         let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
         let plugin = format!("configmap-propagator-{language}");
@@ -287,11 +289,18 @@ impl Case<'_> {
             .is_some_and(|line| line.contains(" 0 written, 0 failed,"))
     }
 
-    /// The creates and updates of ConfigMaps the server answered or refused since the last
+    /// The dev server, with its fault injection and request log; `None` on a real one.
+    fn dev(&self) -> Option<&DevServer> {
+        match self.server {
+            TestServer::Dev(dev) => Some(dev),
+            TestServer::Real(_) => None,
+        }
+    }
+
+    /// The creates and updates of ConfigMaps the dev server answered or refused since the last
     /// `clear_requests`: the propagator's writes (the test itself only patches and deletes).
-    fn propagator_writes(&self) -> usize {
-        self.server
-            .requests()
+    fn propagator_writes(dev: &DevServer) -> usize {
+        dev.requests()
             .iter()
             .filter(|r| r.resource == "configmaps" && matches!(r.verb, Verb::Create | Verb::Update))
             .count()
@@ -304,7 +313,7 @@ impl Case<'_> {
 }
 
 /// The whole scenario for one language.
-async fn propagates(server: &DevServer, language: &'static str) {
+async fn propagates(server: &TestServer, language: &'static str) {
     let case = Case::start(server, language).await;
     let (home, other) = (case.name("home"), case.name("other"));
     case.create_namespace(&home).await;
@@ -384,7 +393,9 @@ async fn propagates(server: &DevServer, language: &'static str) {
         case.plugin,
         guest_logs().lines(&case.plugin)
     );
-    server.clear_requests();
+    if let Some(dev) = case.dev() {
+        dev.clear_requests();
+    }
     let before = case.reconciles(&home, &settings);
     case.patch(
         &home,
@@ -393,12 +404,10 @@ async fn propagates(server: &DevServer, language: &'static str) {
     )
     .await;
     assert!(wait_until(PATIENCE, || case.reconciles(&home, &settings) > before).await);
-    assert_eq!(
-        case.propagator_writes(),
-        0,
-        "{}: writes for nothing",
-        case.plugin
-    );
+    if let Some(dev) = case.dev() {
+        let writes = Case::propagator_writes(dev);
+        assert_eq!(writes, 0, "{}: writes for nothing", case.plugin);
+    }
 
     // A namespace already holding someone else's ConfigMap of that name keeps it.
     let blocked = case.name("blocked");
@@ -419,56 +428,59 @@ async fn propagates(server: &DevServer, language: &'static str) {
 
     // Injected write errors: each refused write is retried with the host's backoff, and the
     // copies converge with a bounded number of reconciles and writes (no hot loop).
-    let namespaces = case.other_namespaces(&home).await.len();
-    // One write per copy, the two refused ones again, and a few more for copies the cache
-    // showed stale (their update answers 409 and is retried).
-    let bound = 2 * namespaces + 8;
-    for (step, (verb, code)) in [
-        (Verb::Update, 409),
-        (Verb::Update, 500),
-        (Verb::Create, 429),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        server.clear_requests();
-        let before = case.reconciles(&home, &settings);
-        let value = json!({"k2": format!("fault-{step}")});
-        server.fail_next(verb, 2, code);
-        if verb == Verb::Create {
-            // Copies to create: two deleted by hand.
-            case.delete(&other, &settings).await;
-            case.delete(&new_namespace, &settings).await;
-            case.converge("copies recreated after 429s", || {
-                case.copies_are(&home, &settings, &v2, &[])
-            })
-            .await;
-        } else {
-            case.patch(&home, &settings, json!({"data": value.clone()}))
-                .await;
-            case.converge(&format!("copies updated after {code}s"), || {
-                case.copies_are(&home, &settings, &value, &[])
-            })
-            .await;
-            // The source's value for the next steps.
-            if step == 1 {
-                case.patch(&home, &settings, json!({"data": {"k2": "v2"}}))
-                    .await;
-                case.converge("copies back to v2", || {
+    // The dev server injects them; a real one cannot.
+    if let Some(dev) = case.dev() {
+        let namespaces = case.other_namespaces(&home).await.len();
+        // One write per copy, the two refused ones again, and a few more for copies the cache
+        // showed stale (their update answers 409 and is retried).
+        let bound = 2 * namespaces + 8;
+        for (step, (verb, code)) in [
+            (Verb::Update, 409),
+            (Verb::Update, 500),
+            (Verb::Create, 429),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            dev.clear_requests();
+            let before = case.reconciles(&home, &settings);
+            let value = json!({"k2": format!("fault-{step}")});
+            dev.fail_next(verb, 2, code);
+            if verb == Verb::Create {
+                // Copies to create: two deleted by hand.
+                case.delete(&other, &settings).await;
+                case.delete(&new_namespace, &settings).await;
+                case.converge("copies recreated after 429s", || {
                     case.copies_are(&home, &settings, &v2, &[])
                 })
                 .await;
+            } else {
+                case.patch(&home, &settings, json!({"data": value.clone()}))
+                    .await;
+                case.converge(&format!("copies updated after {code}s"), || {
+                    case.copies_are(&home, &settings, &value, &[])
+                })
+                .await;
+                // The source's value for the next steps.
+                if step == 1 {
+                    case.patch(&home, &settings, json!({"data": {"k2": "v2"}}))
+                        .await;
+                    case.converge("copies back to v2", || {
+                        case.copies_are(&home, &settings, &v2, &[])
+                    })
+                    .await;
+                }
             }
+            dev.fail_next(verb, 0, code);
+            let reconciles = case.reconciles(&home, &settings) - before;
+            let writes = Case::propagator_writes(dev);
+            assert!(
+                reconciles <= bound && writes <= bound,
+                "{}: after {code}s: {reconciles} reconciles and {writes} writes for {namespaces} \
+                 namespaces (bound {bound})",
+                case.plugin
+            );
         }
-        server.fail_next(verb, 0, code);
-        let reconciles = case.reconciles(&home, &settings) - before;
-        let writes = case.propagator_writes();
-        assert!(
-            reconciles <= bound && writes <= bound,
-            "{}: after {code}s: {reconciles} reconciles and {writes} writes for {namespaces} \
-             namespaces (bound {bound})",
-            case.plugin
-        );
     }
 
     // A reload in the middle of a burst: the source changes continuously and new sources
@@ -580,14 +592,27 @@ async fn propagates(server: &DevServer, language: &'static str) {
     case.stop().await;
 }
 
+/// Both languages on one dev server, one after the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_js_and_c_propagators_keep_copies_in_every_namespace() {
     guest_logs();
-    let server = DevServer::start(Options::default())
-        .await
-        .expect("dev server");
+    let server = TestServer::dev().await;
     for language in ["js", "c"] {
         propagates(&server, language).await;
     }
-    server.shutdown().await;
+}
+
+/// The same on a real kube-apiserver (`KUBEBUILDER_ASSETS`), without the injected errors: what
+/// works on `kubewasm dev` works on a cluster.
+mod real {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_js_and_c_propagators_keep_copies_in_every_namespace() {
+        guest_logs();
+        let server = TestServer::real().await;
+        for language in ["js", "c"] {
+            propagates(&server, language).await;
+        }
+    }
 }
