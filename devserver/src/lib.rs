@@ -22,9 +22,11 @@
 //! - Server-side apply keeps `managedFields` and field ownership (removal of fields an applier
 //!   stops applying, 409 `FieldManagerConflict`, `force`), but a non-apply write is recorded (as
 //!   an `Update` manager, named by `fieldManager` or the User-Agent) only on an object that
-//!   already has `managedFields`. Lists are keyed by field name (containers, ports by
-//!   `containerPort`, env, volumes, ...), not per kind, and CRDs' `x-kubernetes-list-type` /
-//!   `x-kubernetes-list-map-keys` are ignored (such lists are owned and replaced whole).
+//!   already has `managedFields`. A built-in kind's lists are keyed by field name
+//!   (containers, env and volumes by name, ports by port and protocol, ...), not per kind; a
+//!   custom resource's lists follow its CRD's `x-kubernetes-list-type` and
+//!   `x-kubernetes-list-map-keys` (atomic where the schema says nothing). Of defaulting, only
+//!   that of list keys is done (a port's protocol, a CRD key field's `default`).
 //! - The garbage collector runs synchronously inside the write that makes garbage (a real one
 //!   works shortly after, from its own informers); an owner reference to a kind the server does
 //!   not serve is left alone. No other controller runs: a Deployment gets no ReplicaSets.
@@ -66,6 +68,7 @@ mod gc;
 mod handler;
 mod hooks;
 mod list;
+mod lists;
 mod managed;
 mod manifests;
 mod object;

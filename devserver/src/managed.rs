@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
+use crate::lists::{ListType, Schema, has_key, is_scalar, key_of};
 use crate::status::{Status, StatusCause};
-use crate::strategic;
 use crate::time::now_rfc3339;
 
 /// A field's path: `f:name` (a map key), `k:{"name":"x"}` (a keyed list item) or `v:1` (an
@@ -22,17 +22,22 @@ struct Entry {
     fields: BTreeSet<Path>,
 }
 
-/// Applies `applied` for `manager` to `current`: the merged object, with `managedFields`
-/// updated; 409 Conflict (with one `FieldManagerConflict` cause per field) when another applier
-/// owns a field `applied` sets to another value, unless `force`.
+/// Applies `applied` for `manager` to `current` (an object of the kind `schema` describes, its
+/// list keys defaulted): the merged object, with `managedFields` updated; 409 Conflict (with one
+/// `FieldManagerConflict` cause per field) when another applier owns a field `applied` sets to
+/// another value, unless `force`.
 pub(crate) fn apply(
     current: &Value,
     applied: &Value,
     manager: &str,
     force: bool,
+    schema: Schema<'_>,
 ) -> Result<Value, Status> {
+    let mut applied = applied.clone();
+    crate::lists::default_keys(&mut applied, schema);
+    let applied = &applied;
     let mut entries = entries(current);
-    let wanted = field_set(applied);
+    let wanted = field_set(applied, schema);
     let mut conflicts = Vec::new();
     for entry in entries.iter_mut().filter(|e| !is_own(e, manager)) {
         let clashing: Vec<Path> = entry
@@ -63,7 +68,7 @@ pub(crate) fn apply(
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
     let mut merged = current.clone();
-    strategic::apply(&mut merged, applied);
+    merge_object(&mut merged, applied, schema);
     for path in previously.difference(&wanted) {
         if !others.contains(path) {
             remove_path(&mut merged, path);
@@ -84,8 +89,9 @@ pub(crate) fn apply(
 }
 
 /// The `managedFields` of a newly applied object: everything it sets belongs to `manager`.
-pub(crate) fn first_apply(mut object: Value, manager: &str) -> Value {
-    let fields = to_fields_v1(&field_set(&object));
+pub(crate) fn first_apply(mut object: Value, manager: &str, schema: Schema<'_>) -> Value {
+    crate::lists::default_keys(&mut object, schema);
+    let fields = to_fields_v1(&field_set(&object, schema));
     let api_version = object.get("apiVersion").cloned().unwrap_or(Value::Null);
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert(
@@ -100,7 +106,12 @@ pub(crate) fn first_apply(mut object: Value, manager: &str) -> Value {
 /// Records a non-apply write by `manager` (operation `Update`) on an object that already has
 /// `managedFields`: the fields it changed become its own and no one else's. Objects never applied
 /// get no `managedFields` (a real API server gives every object an `Update` entry).
-pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, manager: &str) {
+pub(crate) fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    schema: Schema<'_>,
+) {
     let own = |o: &Value| {
         o.pointer("/metadata/managedFields")
             .is_some_and(|m| m.as_array().is_some_and(|a| !a.is_empty()))
@@ -112,7 +123,7 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, manager: &str)
     } else {
         return;
     };
-    let changed: BTreeSet<Path> = field_set(new)
+    let changed: BTreeSet<Path> = field_set(new, schema)
         .into_iter()
         .filter(|path| old.and_then(|o| value_at(o, path)) != value_at(new, path))
         .collect();
@@ -194,7 +205,7 @@ fn entries(object: &Value) -> Vec<Entry> {
 }
 
 /// The leaf fields an applied configuration sets (identity and server-owned metadata left out).
-fn field_set(object: &Value) -> BTreeSet<Path> {
+fn field_set(object: &Value, schema: Schema<'_>) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
     if let Some(map) = object.as_object() {
         for (key, value) in map {
@@ -209,66 +220,141 @@ fn field_set(object: &Value) -> BTreeSet<Path> {
                             collect(
                                 v,
                                 k,
+                                Schema::BuiltIn,
                                 &mut vec!["f:metadata".into(), format!("f:{k}")],
                                 &mut out,
                             );
                         }
                     }
                 }
-                _ => collect(value, key, &mut vec![format!("f:{key}")], &mut out),
+                _ => collect(
+                    value,
+                    key,
+                    schema.top(key),
+                    &mut vec![format!("f:{key}")],
+                    &mut out,
+                ),
             }
         }
     }
     out
 }
 
-fn collect(value: &Value, field: &str, path: &mut Path, out: &mut BTreeSet<Path>) {
+fn collect(
+    value: &Value,
+    field: &str,
+    schema: Schema<'_>,
+    path: &mut Path,
+    out: &mut BTreeSet<Path>,
+) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (k, v) in map {
                 path.push(format!("f:{k}"));
-                collect(v, k, path, out);
+                collect(v, k, schema.field(k), path, out);
                 path.pop();
             }
         }
-        Value::Array(items) if !items.is_empty() => {
-            if let Some(key) = strategic::merge_key(field, items) {
+        Value::Array(items) if !items.is_empty() => match schema.list_type(field, items) {
+            ListType::Map(keys) => {
                 for item in items {
-                    let Some(id) = item.get(key) else {
+                    let Some(id) = key_of(item, &keys) else {
                         out.insert(path.clone());
                         return;
                     };
-                    path.push(format!("k:{}", json!({key: id})));
-                    collect(item, field, path, out);
+                    path.push(format!("k:{}", Value::Object(id)));
+                    collect(item, field, schema.item(), path, out);
                     path.pop();
                 }
-            } else if strategic::merges_primitives(field) && items.iter().all(is_scalar) {
+            }
+            ListType::Set if items.iter().all(is_scalar) => {
                 for item in items {
                     path.push(format!("v:{item}"));
                     out.insert(path.clone());
                     path.pop();
                 }
-            } else {
+            }
+            _ => {
                 out.insert(path.clone());
             }
-        }
+        },
         _ => {
             out.insert(path.clone());
         }
     }
 }
 
-fn is_scalar(value: &Value) -> bool {
-    !matches!(value, Value::Object(_) | Value::Array(_))
+/// Merges an applied configuration into `target` field by field, lists as `schema` says:
+/// map lists item by item under their keys, sets by value, atomic lists replaced whole.
+fn merge_object(target: &mut Value, applied: &Value, schema: Schema<'_>) {
+    let (Some(target), Some(applied)) = (target.as_object_mut(), applied.as_object()) else {
+        return;
+    };
+    for (name, value) in applied {
+        merge_field(target, name, value, schema.top(name));
+    }
+}
+
+fn merge_field(target: &mut Map<String, Value>, name: &str, value: &Value, schema: Schema<'_>) {
+    match value {
+        Value::Null => {
+            target.remove(name);
+        }
+        Value::Object(fields) => {
+            let slot = target
+                .entry(name.to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !slot.is_object() {
+                *slot = Value::Object(Map::new());
+            }
+            if let Some(slot) = slot.as_object_mut() {
+                for (k, v) in fields {
+                    merge_field(slot, k, v, schema.field(k));
+                }
+            }
+        }
+        Value::Array(items) => {
+            let merged = match (schema.list_type(name, items), target.remove(name)) {
+                (ListType::Map(keys), Some(Value::Array(mut current))) => {
+                    for item in items {
+                        let position = key_of(item, &keys)
+                            .and_then(|id| current.iter().position(|c| has_key(c, &id)));
+                        match (position, item.as_object()) {
+                            (Some(i), Some(fields)) => {
+                                if let Some(slot) = current[i].as_object_mut() {
+                                    for (k, v) in fields {
+                                        merge_field(slot, k, v, schema.item().field(k));
+                                    }
+                                }
+                            }
+                            _ => current.push(item.clone()),
+                        }
+                    }
+                    current
+                }
+                (ListType::Set, Some(Value::Array(mut current))) => {
+                    for item in items {
+                        if !current.contains(item) {
+                            current.push(item.clone());
+                        }
+                    }
+                    current
+                }
+                _ => items.clone(),
+            };
+            target.insert(name.to_owned(), Value::Array(merged));
+        }
+        scalar => {
+            target.insert(name.to_owned(), scalar.clone());
+        }
+    }
 }
 
 /// The item of `items` a `k:` or `v:` segment names.
 fn find_item(items: &[Value], segment: &str) -> Option<usize> {
     if let Some(key) = segment.strip_prefix("k:") {
         let key: Map<String, Value> = serde_json::from_str(key).ok()?;
-        items
-            .iter()
-            .position(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)))
+        items.iter().position(|item| has_key(item, &key))
     } else {
         let wanted: Value = serde_json::from_str(segment.strip_prefix("v:")?).ok()?;
         items.iter().position(|item| *item == wanted)
@@ -429,7 +515,7 @@ mod tests {
     fn fields_v1_round_trips_and_names_keyed_items() {
         let object =
             json!({"spec": {"containers": [{"name": "a", "image": "x"}]}, "data": {"k": "v"}});
-        let fields = field_set(&object);
+        let fields = field_set(&object, Schema::BuiltIn);
         let mut back = BTreeSet::new();
         from_fields_v1(&to_fields_v1(&fields), &mut Vec::new(), &mut back);
         assert_eq!(fields, back);

@@ -1,5 +1,7 @@
 //! The resource table: built-in kinds and resources registered from CustomResourceDefinitions.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::Status;
@@ -28,6 +30,9 @@ pub(crate) struct ResourceInfo {
     pub scale: Option<ScalePaths>,
     /// A CRD's `additionalPrinterColumns`, shown by `kubectl get`.
     pub printer_columns: Vec<PrinterColumn>,
+    /// A CRD version's `openAPIV3Schema`, for the list semantics server-side apply reads from
+    /// it (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`); `None` for built-in kinds.
+    pub schema: Option<Arc<Value>>,
 }
 
 /// One `additionalPrinterColumns` entry of a CRD version.
@@ -269,8 +274,59 @@ pub(crate) fn builtins() -> Vec<ResourceInfo> {
             scale: matches!(b.plural, "deployments" | "replicasets" | "statefulsets")
                 .then(ScalePaths::workload),
             printer_columns: Vec::new(),
+            schema: None,
         })
         .collect()
+}
+
+/// The annotation a CRD in a protected group (`k8s.io`, `kubernetes.io` and their subdomains)
+/// must carry: a URL of the API review that approved it, or a reason starting `unapproved`.
+const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// Refuses a CRD in a protected group without a valid approval annotation (422), as the API
+/// server does (kubernetes/enhancements#1111).
+fn check_api_approval(crd: &Value, group: &str) -> Result<(), Status> {
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|p| group == *p || group.ends_with(&format!(".{p}")));
+    if !protected {
+        return Ok(());
+    }
+    let field = format!("metadata.annotations[{API_APPROVED}]");
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind = "CustomResourceDefinition.apiextensions.k8s.io";
+    let see = "see https://github.com/kubernetes/enhancements/pull/1111";
+    let refuse = |reason: &str, detail: String| {
+        Err(Status::invalid_field(kind, name, &field, reason, &detail))
+    };
+    match crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED))
+        .and_then(Value::as_str)
+    {
+        None => refuse(
+            "FieldValueRequired",
+            format!(
+                "Required value: protected groups must have approval annotation \"{API_APPROVED}\", {see}"
+            ),
+        ),
+        Some(value)
+            if value.starts_with("unapproved")
+                || value.starts_with("https://")
+                || value.starts_with("http://") =>
+        {
+            Ok(())
+        }
+        Some(value) => refuse(
+            "FieldValueInvalid",
+            format!(
+                "Invalid value: {value:?}: protected groups must have approval annotation \"{API_APPROVED}\" with either a URL or a reason starting with \"unapproved\", {see}"
+            ),
+        ),
+    }
 }
 
 /// The resources a CustomResourceDefinition declares: one per served version. Fails with 422 if
@@ -286,6 +342,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
             .ok_or_else(|| Status::invalid(format!("CustomResourceDefinition: {what} is required")))
     };
     let group = text(spec.get("group"), "spec.group")?;
+    check_api_approval(crd, &group)?;
     let names = spec.get("names");
     let plural = text(names.and_then(|n| n.get("plural")), "spec.names.plural")?;
     let kind = text(names.and_then(|n| n.get("kind")), "spec.names.kind")?;
@@ -383,6 +440,9 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
             categories: categories.clone(),
             scale,
             printer_columns,
+            schema: version
+                .pointer("/schema/openAPIV3Schema")
+                .map(|schema| Arc::new(schema.clone())),
         });
     }
     Ok(resources)

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::Status;
 use crate::core::Core;
 use crate::gc::{self, Propagation, finalizers};
+use crate::lists::{self, Schema};
 use crate::managed;
 use crate::object::{StoredObject, new_uid, store_key};
 use crate::patch::{self, PatchType};
@@ -111,8 +112,9 @@ impl Core {
             map.remove("status");
         }
         default_status(resource, &mut object);
+        lists::default_keys(&mut object, Schema::of(resource));
         if let Some(manager) = target.manager {
-            managed::record_update(None, &mut object, manager);
+            managed::record_update(None, &mut object, manager, Schema::of(resource));
         }
         let crd = register_crd(resource, &object)?;
         let key = store_key(namespace.as_deref(), &name);
@@ -192,10 +194,14 @@ impl Core {
                          name must be provided"
                     )));
                 }
-                return self.create(target, managed::first_apply(object, manager));
+                return self.create(
+                    target,
+                    managed::first_apply(object, manager, Schema::of(resource)),
+                );
             }
             return self.modify(target, name, part, |current| {
-                let mut merged = managed::apply(&current, applied, manager, force)?;
+                let mut merged =
+                    managed::apply(&current, applied, manager, force, Schema::of(resource))?;
                 if part != Part::Scale {
                     check_type(resource, &mut merged)?;
                 }
@@ -258,8 +264,9 @@ impl Core {
                     }
                 };
                 fold_string_data(resource, &mut new)?;
+                lists::default_keys(&mut new, Schema::of(resource));
                 if let Some(manager) = target.manager {
-                    managed::record_update(Some(&old), &mut new, manager);
+                    managed::record_update(Some(&old), &mut new, manager, Schema::of(resource));
                 }
                 if same_except(&new, &old, &[], &["resourceVersion"]) {
                     return Ok(Change::Unchanged);

@@ -14,6 +14,9 @@ use crate::cli::{HostArgs, LeaderElectArgs};
 use crate::config::{Config, LeaderElectionConfig};
 use crate::leader::{ElectionOptions, LeaderElector, LeaderGate};
 use crate::metrics::{InformerSample, Metrics, PluginSample, PluginSource};
+use crate::oci::{
+    BlobStore, Credentials, PullObserver, Registry, RegistryOptions, SourceStatus, Sources,
+};
 use crate::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PluginStatus};
 use crate::reload::{Action, FileStatus, Loader, Reloader, SharedStatus};
 use crate::server::{self, Probes};
@@ -267,6 +270,8 @@ pub async fn run(
         HostLoader(plugins.clone()),
         config.reload.debounce(),
     );
+    let sources = oci_sources(args, &config, &metrics)?;
+    let source_status = sources.as_ref().map(Sources::shared_status);
     metrics.set_plugin_source(plugin_source(plugins.clone()));
     let files = reloader.shared_status();
     // The plugin files found by the first scan: readiness waits for each of them.
@@ -288,7 +293,12 @@ pub async fn run(
             let (plugins, files, gate) = (plugins.clone(), files.clone(), gate.clone());
             Arc::new(move || {
                 let files = files.lock().clone().unwrap_or_default();
+                let sources: Vec<SourceStatus> = source_status
+                    .as_ref()
+                    .map(|s| s.lock().values().cloned().collect())
+                    .unwrap_or_default();
                 serde_json::json!({
+                    "sources": sources,
                     "leader": leader_json(&gate),
                     "plugins": plugins.plugins().iter().map(status_json).collect::<Vec<_>>(),
                     "files": files.iter().map(|f| serde_json::json!({
@@ -304,6 +314,13 @@ pub async fn run(
     let server_cancel = CancellationToken::new();
     let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
+
+    if let Some(sources) = &sources {
+        // Pulled (or found in the store) before the first scan, which then loads them; the
+        // endpoint already answers (not ready) while a slow registry is waited for.
+        sources.prepare().await?;
+        reloader = reloader.also_watch(sources.dir());
+    }
 
     let (initial_events, _) = reloader
         .scan()
@@ -347,6 +364,7 @@ pub async fn run(
     let _ = initial.set(status.into_iter().map(|f| f.path).collect());
     let watch_cancel = CancellationToken::new();
     let watcher = tokio::spawn(reloader.run(watch_cancel.clone(), report));
+    let poller = sources.map(|sources| tokio::spawn(sources.run(watch_cancel.clone())));
 
     cancel.cancelled().await;
     tracing::info!("shutting down");
@@ -358,6 +376,11 @@ pub async fn run(
         tracing::error!(error = %err, "leader elector panicked");
     }
     watch_cancel.cancel();
+    if let Some(poller) = poller
+        && let Err(err) = poller.await
+    {
+        tracing::error!(error = %err, "OCI source poller panicked");
+    }
     match watcher.await {
         Ok(Err(err)) => tracing::error!(error = %format!("{err:#}"), "plugin watcher failed"),
         Err(err) => tracing::error!(error = %err, "plugin watcher panicked"),
@@ -373,6 +396,46 @@ pub async fn run(
     Ok(())
 }
 
+/// The plugins configured by `source = "oci://..."`, if any, with the registry and store they
+/// use. A source named like a file of the plugins directory is refused: both would load.
+fn oci_sources(
+    args: &HostArgs,
+    config: &Config,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Sources>, UsageError> {
+    let specs = config.sources();
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    if let Some(spec) = specs
+        .iter()
+        .find(|s| args.plugins.join(format!("{}.wasm", s.name)).exists())
+    {
+        return Err(UsageError(anyhow::anyhow!(
+            "plugin `{}` has a source ({}) and a file in the plugins directory: remove one",
+            spec.name,
+            spec.source
+        )));
+    }
+    let credentials = Credentials::from_file_or_default(
+        args.registry_config
+            .as_deref()
+            .or(config.registries.config.as_deref()),
+    );
+    let registry = Registry::new(RegistryOptions {
+        credentials,
+        plain_http: config.registries.plain_http.clone(),
+    });
+    let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
+    let observer: Arc<dyn PullObserver> = metrics.clone();
+    Ok(Some(Sources::new(
+        specs,
+        registry,
+        BlobStore::new(&cache_dir),
+        Some(observer),
+    )))
+}
+
 /// The live plugin figures the metrics read on each scrape.
 pub fn plugin_source(plugins: PluginHost) -> PluginSource {
     Arc::new(move || {
@@ -383,6 +446,7 @@ pub fn plugin_source(plugins: PluginHost) -> PluginSource {
                 plugin: p.name,
                 queue_depth: p.queue_depth as u64,
                 failed: p.failed,
+                workqueue: p.workqueue,
             })
             .collect()
     })
@@ -427,6 +491,12 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "restarts": p.restarts,
         "events_dropped": p.events_dropped.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "queue_depth": p.queue_depth,
+        "workqueue": p.workqueue.as_ref().map(|q| serde_json::json!({
+            "depth": q.depth,
+            "waiting": q.waiting,
+            "processing": q.processing,
+            "oldest_ready_seconds": q.oldest_ready.map(|d| d.as_secs_f64()),
+        })),
         "replay_done": p.replay_done,
         "last_error": p.last_error,
     })

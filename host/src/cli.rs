@@ -49,6 +49,11 @@ pub enum Command {
     /// Each plugin's `init` is called with its config string from `--config`, so kinds a plugin
     /// takes from it are included. A file that would not load is reported and skipped.
     Rbac(RbacArgs),
+    /// Publish a plugin file as a Wasm OCI artifact (annotated with the plugin's name from
+    /// `init` and its contract version) and print its digest.
+    Push(PushArgs),
+    /// Fetch a plugin published as a Wasm OCI artifact, checked against its digests.
+    Pull(PullArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -79,6 +84,13 @@ pub struct HostArgs {
     /// How long plugins get to finish the event in hand on shutdown, in seconds.
     #[arg(long, default_value_t = 5, env = "KUBEWASM_SHUTDOWN_GRACE")]
     pub shutdown_grace: u64,
+
+    /// Docker config file with registry credentials, for plugins configured by `source =
+    /// "oci://..."` (a mounted `kubernetes.io/dockerconfigjson` Secret's file or directory works)
+    /// [default: the config file's `[registries] config`, else $DOCKER_CONFIG/config.json, else
+    /// ~/.docker/config.json].
+    #[arg(long, env = "KUBEWASM_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
 
     #[command(flatten)]
     pub leader: LeaderElectArgs,
@@ -212,6 +224,54 @@ pub struct RbacArgs {
     /// Namespace of the Lease [default: the config file's, else `--namespace`].
     #[arg(long, env = "KUBEWASM_LEADER_ELECT_NAMESPACE")]
     pub leader_elect_namespace: Option<String>,
+
+    /// Docker config file with the credentials of the registries the config's `source =
+    /// "oci://..."` plugins are fetched from, to include them [default: as for `run`].
+    #[arg(long, env = "KUBEWASM_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
+}
+
+/// How `push` and `pull` reach a registry.
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// Docker config file with registry credentials [default: $DOCKER_CONFIG/config.json, else
+    /// ~/.docker/config.json].
+    #[arg(long, env = "KUBEWASM_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
+
+    /// Speak plain HTTP to the registry instead of HTTPS (a registry on loopback).
+    #[arg(long)]
+    pub plain_http: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The plugin file (a component).
+    pub file: PathBuf,
+
+    /// Where to publish it: `[oci://]host/repo:tag`.
+    pub reference: String,
+
+    /// URL of the plugin's source, recorded as `org.opencontainers.image.source`.
+    #[arg(long)]
+    pub source: Option<String>,
+
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// What to fetch: `[oci://]host/repo:tag` or `...@sha256:<hex>`.
+    pub reference: String,
+
+    /// Where to write the component [default: `NAME.wasm` in the current directory, NAME the
+    /// plugin's name recorded in the artifact, else the repository's last segment].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 #[cfg(test)]

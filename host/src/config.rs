@@ -36,6 +36,15 @@
 //! grants = ["Pod", "ConfigMap", "apps/*"]
 //! call-deadline-ms = 500
 //!
+//! [registries]                # plugins from OCI registries (see `source` below)
+//! config = "/etc/kubewasm/registry/.dockerconfigjson"  # default: $DOCKER_CONFIG/config.json,
+//!                              # else ~/.docker/config.json; --registry-config overrides it
+//! plain-http = ["127.0.0.1:5000"]  # registries spoken to without TLS (loopback, tests)
+//!
+//! [plugins.pod-diff-oci]       # a plugin pulled from a registry, linked as `pod-diff-oci.wasm`
+//! source = "oci://registry.example/team/pod-diff:1.2"   # or ...@sha256:<hex>
+//! poll-seconds = 60            # look for a moved tag this often (default: once per start)
+//!
 //! [plugins.sample-controller]
 //! writes = ["apps/Deployment", "Event:create,patch"]   # none by default
 //! max-concurrent-reconciles = 2   # 0.2 plugins: instances reconciling at once (default 1)
@@ -63,6 +72,7 @@ use std::time::Duration;
 use kubewasm_informer::ListStrategy;
 use serde::Deserialize;
 
+use crate::oci::SourceSpec;
 use crate::plugin::{
     ClientOptions, DeclarationLimits, Grants, Limits, LogLimits, PluginPolicy, QueueOptions,
     ResourcePattern, RestartPolicy, WriteGrant, WriteGrants,
@@ -100,6 +110,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub leader_election: LeaderElectionConfig,
+    #[serde(default)]
+    pub registries: RegistriesConfig,
     /// Per-plugin settings, keyed by the plugin file's name without `.wasm`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -295,12 +307,28 @@ impl LeaderElectionConfig {
     }
 }
 
+/// How registries are reached, for plugins configured by `source = "oci://..."`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RegistriesConfig {
+    /// A Docker config file (or a mounted `kubernetes.io/dockerconfigjson` Secret's
+    /// `.dockerconfigjson`) with the registries' credentials; `--registry-config` overrides it.
+    pub config: Option<PathBuf>,
+    /// Registries (`host:port`) spoken to over plain HTTP instead of HTTPS.
+    pub plain_http: Vec<String>,
+}
+
 /// One plugin's own settings; unset fields fall back to [`Defaults`].
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PluginConfig {
     /// Passed to the guest's `init`.
     pub config: Option<String>,
+    /// Where the plugin is pulled from (`oci://host/repo:tag` or `...@sha256:<hex>`) instead of
+    /// a file in the plugins directory.
+    pub source: Option<String>,
+    /// How often a `source` tag is resolved again; a moved tag is pulled and hot-reloaded.
+    pub poll_seconds: Option<u64>,
     pub grants: Option<Vec<Grant>>,
     /// What the plugin may write; nothing when absent.
     pub writes: Option<Vec<WriteGrantEntry>>,
@@ -484,6 +512,17 @@ impl Config {
             }
         }
         for (name, plugin) in &self.plugins {
+            let checked = match (&plugin.source, plugin.poll_seconds) {
+                (_, Some(0)) => Err("poll-seconds must be > 0".to_owned()),
+                (None, Some(_)) => Err("poll-seconds needs a source".to_owned()),
+                (Some(source), poll) => {
+                    SourceSpec::new(name, source, poll.map(Duration::from_secs)).map(drop)
+                }
+                (None, None) => Ok(()),
+            };
+            if let Err(message) = checked {
+                return Err(invalid(format!("[plugins.{name}] {message}")));
+            }
             let settings = plugin.reconcile_settings();
             let checked = (settings.max_concurrent_reconciles >= 1)
                 .then_some(())
@@ -507,6 +546,17 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The plugins configured by registry reference.
+    pub fn sources(&self) -> Vec<SourceSpec> {
+        self.plugins
+            .iter()
+            .filter_map(|(name, p)| {
+                let poll = p.poll_seconds.map(Duration::from_secs);
+                SourceSpec::new(name, p.source.as_deref()?, poll).ok()
+            })
+            .collect()
     }
 
     /// The reconcile settings of the plugin loaded from a file named `stem.wasm`.
@@ -749,5 +799,29 @@ mod tests {
         assert!(parse("[plugins.x]\nmemory-mib = 0\n").is_err());
         assert!(parse("[defaults]\ngrants = [\"a/b/c\"]\n").is_err());
         assert!(parse("[defaults]\nmemory-mib = \"lots\"\n").is_err());
+    }
+
+    #[test]
+    fn oci_sources_are_checked_and_listed() {
+        let config = parse(
+            "[registries]\nplain-http = [\"127.0.0.1:5000\"]\n\
+             [plugins.a]\nsource = \"oci://127.0.0.1:5000/team/a:1\"\npoll-seconds = 5\n\
+             [plugins.b]\nconfig = \"x\"\n",
+        )
+        .unwrap();
+        let sources = config.sources();
+        assert_eq!(sources.len(), 1);
+        assert_eq!(sources[0].name, "a");
+        assert_eq!(sources[0].poll, Some(Duration::from_secs(5)));
+        assert_eq!(config.registries.plain_http, ["127.0.0.1:5000"]);
+        for bad in [
+            "[plugins.a]\nsource = \"https://r.example/a:1\"\n",
+            "[plugins.a]\nsource = \"oci://a:1\"\n",
+            "[plugins.a]\nsource = \"oci://r.example/a:1\"\npoll-seconds = 0\n",
+            "[plugins.a]\npoll-seconds = 5\n",
+        ] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(err.contains("[plugins.a]"), "{err}");
+        }
     }
 }

@@ -38,6 +38,22 @@ pub async fn inspect_file(path: &Path, config: &Config) -> anyhow::Result<String
     Ok(describe(path, &info))
 }
 
+/// The plugin's name from `init` and its contract version: what `kubewasm push` records.
+pub async fn identify(path: &Path, bytes: &[u8]) -> anyhow::Result<(String, &'static str)> {
+    // Every kind readable, Secrets included: this only asks the plugin who it is.
+    let mut config = Config::default();
+    config.defaults.grants = ["*", "Secret"]
+        .iter()
+        .filter_map(|g| g.parse().ok())
+        .collect();
+    let host = offline_host(config)?;
+    let (info, contract) = host
+        .check_contract(path, bytes)
+        .await
+        .with_context(|| format!("{} is not a plugin kubewasm can load", path.display()))?;
+    Ok((info.name, contract))
+}
+
 fn describe(path: &Path, info: &PluginInfo) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}: ok", path.display());
@@ -97,8 +113,14 @@ pub struct DirNeeds {
 
 /// What every plugin in `dir` needs, each one's `init` called with its configured config string
 /// (a plugin may take the kinds it watches from it) and checked against its grants as `run`
-/// checks it. A file that does not load is set apart in [`DirNeeds::rejected`].
-pub async fn needs_of_dir(dir: &Path, config: &Config) -> anyhow::Result<DirNeeds> {
+/// checks it; `more` are plugins from elsewhere (the config's OCI sources, as `NAME.wasm`), or
+/// why they could not be fetched. A file that does not load is set apart in
+/// [`DirNeeds::rejected`].
+pub async fn needs_of_dir(
+    dir: &Path,
+    config: &Config,
+    more: Vec<(PathBuf, anyhow::Result<Vec<u8>>)>,
+) -> anyhow::Result<DirNeeds> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read plugins directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -107,10 +129,15 @@ pub async fn needs_of_dir(dir: &Path, config: &Config) -> anyhow::Result<DirNeed
     files.sort();
     let host = offline_host(config.clone())?;
     let mut out = DirNeeds::default();
-    for path in files {
-        let info = match std::fs::read(&path) {
+    let read = files.into_iter().map(|path| {
+        let bytes = std::fs::read(&path)
+            .map_err(|err| anyhow::Error::new(err).context("cannot read the file"));
+        (path, bytes)
+    });
+    for (path, bytes) in read.chain(more) {
+        let info = match bytes {
             Ok(bytes) => host.check(&path, &bytes).await.map_err(anyhow::Error::from),
-            Err(err) => Err(anyhow::Error::new(err).context("cannot read the file")),
+            Err(err) => Err(err),
         };
         match info {
             Ok(info) => {

@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
+pub mod oci;
 pub mod plugin;
 pub mod rbac;
 pub mod reload;

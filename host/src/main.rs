@@ -48,6 +48,12 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Dev(args) => run_dev(args).await.map(|()| ExitCode::SUCCESS),
         Command::Check(args) => check(args).await,
         Command::Rbac(args) => rbac(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Push(args) => kubewasm::oci::commands::push(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Pull(args) => kubewasm::oci::commands::pull(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -121,7 +127,9 @@ async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
 async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     let config = app::load_config(args.config.as_deref())?;
     app::check_plugins_dir(&args.plugins)?;
-    let mut found = inspect::needs_of_dir(&args.plugins, &config).await?;
+    let sources =
+        kubewasm::oci::commands::fetch_sources(&config, args.registry_config.as_deref()).await;
+    let mut found = inspect::needs_of_dir(&args.plugins, &config, sources).await?;
     if args.leader_elect || config.leader_election.enabled {
         let namespace = args
             .leader_elect_namespace

@@ -5,8 +5,12 @@
 //! has failed, and the informer figures (objects cached, relists, watch restarts), are read live
 //! on each scrape through [`PluginSource`] and [`InformerSource`]. The series of a plugin that is
 //! unloaded are removed.
+//!
+//! The workqueue of each 0.2 plugin reports client-go's workqueue metrics under their own names
+//! (`workqueue_depth`, `workqueue_adds_total`, ... with label `name` = the plugin), unprefixed
+//! as client-go and controller-runtime expose them, so existing dashboards work unchanged.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -20,7 +24,10 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::plugin::{DropReason, EventKind, FailureKind, Observer, PluginObserver};
+use crate::plugin::{
+    DropReason, EventKind, FailureKind, Observer, PluginObserver, QueueMetrics, QueueStats,
+    Refusal, WriteObserver, WriteVerb,
+};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
@@ -33,6 +40,26 @@ struct EventLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabels {
     plugin: String,
+}
+
+/// client-go's workqueue label: the queue's name, here the plugin's.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    plugin: String,
+    verb: String,
+    resource: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    plugin: String,
+    reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -90,6 +117,8 @@ pub struct PluginSample {
     pub queue_depth: u64,
     /// Whether the plugin is in the failed state.
     pub failed: bool,
+    /// A 0.2 plugin's workqueue, now.
+    pub workqueue: Option<QueueStats>,
 }
 
 /// Reads the plugins' live figures at scrape time.
@@ -105,10 +134,107 @@ pub struct Metrics {
     log_dropped: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     reload_seconds: Histogram,
+    /// Registry checks of plugins configured by `source = "oci://..."`.
+    oci_pulls: Family<ReloadLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
     plugins: Arc<OnceLock<PluginSource>>,
     /// The event label sets made for each plugin name, to remove them with the plugin.
     series: Mutex<HashMap<String, Vec<EventLabels>>>,
+    /// client-go's workqueue metrics, without the `kubewasm_` prefix.
+    workqueue_registry: Registry,
+    workqueue: WorkqueueFamilies,
+    writes: WriteFamilies,
+}
+
+/// The pushed workqueue metrics, by plugin.
+#[derive(Clone)]
+struct WorkqueueFamilies {
+    depth: Family<QueueLabels, Gauge>,
+    adds: Family<QueueLabels, Counter>,
+    queue_duration: Family<QueueLabels, Histogram>,
+    work_duration: Family<QueueLabels, Histogram>,
+    retries: Family<QueueLabels, Counter>,
+}
+
+/// The write client's and Event recorder's metrics, by plugin.
+#[derive(Clone)]
+struct WriteFamilies {
+    calls: Family<WriteLabels, Counter>,
+    rate_limiter: Family<PluginLabels, Histogram>,
+    refused: Family<RefusalLabels, Counter>,
+    events_dropped: Family<PluginLabels, Counter>,
+    /// The write-call label sets made for each loaded plugin name, to remove them with the
+    /// plugin. A name absent here is unloaded: a write of its that ends later (the Event
+    /// recorder writes in the background) makes no series that nothing would remove.
+    series: Arc<Mutex<HashMap<String, HashSet<WriteLabels>>>>,
+}
+
+/// One 0.2 plugin's workqueue handles.
+pub struct QueueHandles {
+    depth: Gauge,
+    adds: Counter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+    retries: Counter,
+}
+
+impl QueueMetrics for QueueHandles {
+    fn add(&self) {
+        self.adds.inc();
+    }
+
+    fn depth(&self, depth: usize) {
+        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    fn queue_latency(&self, waited: Duration) {
+        self.queue_duration.observe(waited.as_secs_f64());
+    }
+
+    fn work_duration(&self, worked: Duration) {
+        self.work_duration.observe(worked.as_secs_f64());
+    }
+
+    fn retry(&self) {
+        self.retries.inc();
+    }
+}
+
+/// One 0.2 plugin's write handles: the call counts are made as verbs, kinds and codes occur.
+pub struct WriteHandles {
+    families: WriteFamilies,
+    rate_limiter: Histogram,
+    refused: [Counter; 2],
+    events_dropped: Counter,
+}
+
+impl WriteObserver for WriteHandles {
+    fn write_call(&self, plugin: &str, verb: WriteVerb, kind: &str, code: &str) {
+        let labels = WriteLabels {
+            plugin: plugin.to_owned(),
+            verb: verb.as_str().to_owned(),
+            resource: kind.to_owned(),
+            code: code.to_owned(),
+        };
+        let mut series = self.families.series.lock();
+        let Some(made) = series.get_mut(plugin) else {
+            return;
+        };
+        self.families.calls.get_or_create(&labels).inc();
+        made.insert(labels);
+    }
+
+    fn throttled(&self, _plugin: &str, waited: Duration) {
+        self.rate_limiter.observe(waited.as_secs_f64());
+    }
+
+    fn refused(&self, _plugin: &str, refusal: Refusal) {
+        self.refused[refusal as usize].inc();
+    }
+
+    fn event_dropped(&self, _plugin: &str) {
+        self.events_dropped.inc();
+    }
 }
 
 const EVENT_KINDS: [EventKind; 3] = [EventKind::Add, EventKind::Update, EventKind::Delete];
@@ -201,6 +327,13 @@ impl Metrics {
             "Time from noticing a changed file to the new version running",
             reload_seconds.clone(),
         );
+        let oci_pulls = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "plugin_oci_pulls",
+            "Registry checks and pulls of plugins configured by OCI reference, by result (ok, \
+             error); the error itself is in the log and /plugins",
+            oci_pulls.clone(),
+        );
         let leader = Family::<LeaseLabels, Gauge>::default();
         registry.register(
             "leader",
@@ -211,6 +344,43 @@ impl Metrics {
         registry.register_collector(Box::new(InformerCollector(informers)));
         let plugins: Arc<OnceLock<PluginSource>> = Arc::default();
         registry.register_collector(Box::new(PluginCollector(plugins.clone())));
+        let writes = WriteFamilies {
+            calls: Family::default(),
+            rate_limiter: Family::new_with_constructor(|| {
+                // client-go's rest_client_rate_limiter_duration_seconds buckets.
+                Histogram::new([
+                    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+                ])
+            }),
+            refused: Family::default(),
+            events_dropped: Family::default(),
+            series: Arc::default(),
+        };
+        registry.register(
+            "plugin_write_calls",
+            "Writes by 0.2 plugins, by plugin, verb, resource (kind) and code: 2xx, the server's \
+             HTTP code, or what stopped the write before an answer (not-granted, not-leader, \
+             rate-limited, timeout, unreachable, invalid)",
+            writes.calls.clone(),
+        );
+        registry.register(
+            "plugin_write_rate_limiter_duration_seconds",
+            "Time a write waited for its plugin's client-side rate limit",
+            writes.rate_limiter.clone(),
+        );
+        registry.register(
+            "plugin_writes_refused",
+            "Writes the host refused without sending: not granted, or this replica is not the \
+             leader",
+            writes.refused.clone(),
+        );
+        registry.register(
+            "plugin_recorded_events_dropped",
+            "Kubernetes Events a plugin recorded that its Event recorder dropped: the object's \
+             event budget was spent",
+            writes.events_dropped.clone(),
+        );
+        let (workqueue_registry, workqueue) = workqueue_metrics(plugins.clone());
         Metrics {
             registry,
             events,
@@ -220,9 +390,48 @@ impl Metrics {
             log_dropped,
             reloads,
             reload_seconds,
+            oci_pulls,
             leader,
             plugins,
             series: Mutex::new(HashMap::new()),
+            workqueue_registry,
+            workqueue,
+            writes,
+        }
+    }
+
+    /// The workqueue handles of plugin `name`.
+    pub fn queue_metrics(&self, name: &str) -> QueueHandles {
+        let labels = QueueLabels {
+            name: name.to_owned(),
+        };
+        let wq = &self.workqueue;
+        QueueHandles {
+            depth: wq.depth.get_or_create_owned(&labels),
+            adds: wq.adds.get_or_create_owned(&labels),
+            queue_duration: wq.queue_duration.get_or_create_owned(&labels),
+            work_duration: wq.work_duration.get_or_create_owned(&labels),
+            retries: wq.retries.get_or_create_owned(&labels),
+        }
+    }
+
+    /// The write handles of plugin `name`.
+    pub fn write_metrics(&self, name: &str) -> WriteHandles {
+        let plugin = PluginLabels {
+            plugin: name.to_owned(),
+        };
+        let w = &self.writes;
+        w.series.lock().entry(name.to_owned()).or_default();
+        WriteHandles {
+            families: w.clone(),
+            rate_limiter: w.rate_limiter.get_or_create_owned(&plugin),
+            refused: Refusal::ALL.map(|r| {
+                w.refused.get_or_create_owned(&RefusalLabels {
+                    plugin: name.to_owned(),
+                    reason: r.as_str().to_owned(),
+                })
+            }),
+            events_dropped: w.events_dropped.get_or_create_owned(&plugin),
         }
     }
 
@@ -293,6 +502,26 @@ impl Metrics {
         };
         self.handler_seconds.remove(&p);
         self.log_dropped.remove(&p);
+        self.writes.rate_limiter.remove(&p);
+        self.writes.events_dropped.remove(&p);
+        for labels in self.writes.series.lock().remove(plugin).unwrap_or_default() {
+            self.writes.calls.remove(&labels);
+        }
+        for r in Refusal::ALL {
+            self.writes.refused.remove(&RefusalLabels {
+                plugin: plugin.to_owned(),
+                reason: r.as_str().to_owned(),
+            });
+        }
+        let q = QueueLabels {
+            name: plugin.to_owned(),
+        };
+        let wq = &self.workqueue;
+        wq.depth.remove(&q);
+        wq.adds.remove(&q);
+        wq.queue_duration.remove(&q);
+        wq.work_duration.remove(&q);
+        wq.retries.remove(&q);
         for f in FAILURES {
             self.failures.remove(&FailureLabels {
                 plugin: plugin.to_owned(),
@@ -326,6 +555,16 @@ impl Metrics {
         }
     }
 
+    /// Records one registry check of an OCI source.
+    pub fn oci_pulled(&self, plugin: &str, ok: bool) {
+        self.oci_pulls
+            .get_or_create(&ReloadLabels {
+                plugin: plugin.to_owned(),
+                result: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+    }
+
     /// Records whether this replica leads on `lease`.
     pub fn set_leader(&self, lease: &str, leader: bool) {
         self.leader
@@ -337,9 +576,12 @@ impl Metrics {
 
     /// The metrics in the Prometheus text format.
     pub fn encode(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &self.workqueue_registry))
+            .and_then(|()| encode_eof(&mut out));
         out
     }
 }
@@ -349,8 +591,101 @@ impl Observer for Metrics {
         Arc::new(self.plugin_metrics(name, resources))
     }
 
+    fn queue(&self, name: &str) -> Arc<dyn QueueMetrics> {
+        Arc::new(self.queue_metrics(name))
+    }
+
+    fn writes(&self, name: &str) -> Arc<dyn WriteObserver> {
+        Arc::new(self.write_metrics(name))
+    }
+
     fn plugin_removed(&self, name: &str) {
         self.remove_plugin(name);
+    }
+}
+
+/// client-go's workqueue metrics in a registry of their own (no prefix): the pushed families,
+/// and a collector for the gauges read from each queue when scraped.
+fn workqueue_metrics(plugins: Arc<OnceLock<PluginSource>>) -> (Registry, WorkqueueFamilies) {
+    // client-go's buckets for both durations: 10 ns to 10 s.
+    let durations = || Histogram::new(exponential_buckets(1e-8, 10.0, 10));
+    let families = WorkqueueFamilies {
+        depth: Family::default(),
+        adds: Family::default(),
+        queue_duration: Family::new_with_constructor(durations),
+        work_duration: Family::new_with_constructor(durations),
+        retries: Family::default(),
+    };
+    let mut registry = Registry::default();
+    registry.register(
+        "workqueue_depth",
+        "Current depth of workqueue",
+        families.depth.clone(),
+    );
+    registry.register(
+        "workqueue_adds",
+        "Total number of adds handled by workqueue",
+        families.adds.clone(),
+    );
+    registry.register(
+        "workqueue_queue_duration_seconds",
+        "How long in seconds an item stays in workqueue before being requested",
+        families.queue_duration.clone(),
+    );
+    registry.register(
+        "workqueue_work_duration_seconds",
+        "How long in seconds processing an item from workqueue takes",
+        families.work_duration.clone(),
+    );
+    registry.register(
+        "workqueue_retries",
+        "Total number of retries handled by workqueue",
+        families.retries.clone(),
+    );
+    registry.register_collector(Box::new(WorkqueueCollector(plugins)));
+    (registry, families)
+}
+
+/// The workqueue gauges client-go computes from the items in progress.
+struct WorkqueueCollector(Arc<OnceLock<PluginSource>>);
+
+impl std::fmt::Debug for WorkqueueCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkqueueCollector")
+    }
+}
+
+/// A workqueue gauge read from each queue: name, help, value.
+type QueueColumn = (&'static str, &'static str, fn(&QueueStats) -> f64);
+
+impl prometheus_client::collector::Collector for WorkqueueCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let samples = self.0.get().map(|source| source()).unwrap_or_default();
+        let gauges: [QueueColumn; 2] = [
+            (
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has been done that is in progress and hasn't been \
+                 observed by work_duration. Large values indicate stuck threads. One can deduce \
+                 the number of stuck threads by observing the rate at which this increases.",
+                |q| q.unfinished_work.as_secs_f64(),
+            ),
+            (
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running.",
+                |q| q.longest_running.as_secs_f64(),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for s in &samples {
+                let Some(queue) = &s.workqueue else { continue };
+                let labels = QueueLabels {
+                    name: s.plugin.clone(),
+                };
+                ConstGauge::new(value(queue)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -444,6 +779,12 @@ impl prometheus_client::collector::Collector for InformerCollector {
     }
 }
 
+impl crate::oci::PullObserver for Metrics {
+    fn pulled(&self, plugin: &str, ok: bool) {
+        self.oci_pulled(plugin, ok);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,6 +804,7 @@ mod tests {
                 plugin: "diff".into(),
                 queue_depth: 3,
                 failed: true,
+                workqueue: None,
             }]
         }));
         let diff = metrics.plugin_metrics("diff", &["ConfigMap".to_owned()]);
@@ -487,6 +829,63 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn workqueue_and_write_metrics_are_named_as_client_gos_and_removed_with_the_plugin() {
+        let metrics = Metrics::new(Arc::new(Vec::new));
+        let loaded = Arc::new(Mutex::new(vec![PluginSample {
+            plugin: "ctl".into(),
+            workqueue: Some(QueueStats {
+                processing: 1,
+                unfinished_work: Duration::from_millis(1500),
+                longest_running: Duration::from_millis(1500),
+                ..QueueStats::default()
+            }),
+            ..PluginSample::default()
+        }]));
+        let source = loaded.clone();
+        metrics.set_plugin_source(Arc::new(move || source.lock().clone()));
+        let queue = metrics.queue_metrics("ctl");
+        queue.add();
+        queue.add();
+        queue.depth(2);
+        queue.queue_latency(Duration::from_millis(3));
+        queue.work_duration(Duration::from_millis(4));
+        queue.retry();
+        let writes = metrics.write_metrics("ctl");
+        writes.write_call("ctl", WriteVerb::Create, "Deployment", "2xx");
+        writes.write_call("ctl", WriteVerb::Create, "Deployment", "2xx");
+        writes.write_call("ctl", WriteVerb::Patch, "Foo", "409");
+        writes.throttled("ctl", Duration::from_millis(200));
+        writes.refused("ctl", Refusal::NotLeader);
+        writes.event_dropped("ctl");
+        let text = metrics.encode();
+        for line in [
+            r#"workqueue_depth{name="ctl"} 2"#,
+            r#"workqueue_adds_total{name="ctl"} 2"#,
+            r#"workqueue_retries_total{name="ctl"} 1"#,
+            r#"workqueue_queue_duration_seconds_count{name="ctl"} 1"#,
+            r#"workqueue_work_duration_seconds_bucket{le="0.01",name="ctl"} 1"#,
+            r#"workqueue_unfinished_work_seconds{name="ctl"} 1.5"#,
+            r#"workqueue_longest_running_processor_seconds{name="ctl"} 1.5"#,
+            r#"kubewasm_plugin_write_calls_total{plugin="ctl",verb="create",resource="Deployment",code="2xx"} 2"#,
+            r#"kubewasm_plugin_write_calls_total{plugin="ctl",verb="patch",resource="Foo",code="409"} 1"#,
+            r#"kubewasm_plugin_write_rate_limiter_duration_seconds_count{plugin="ctl"} 1"#,
+            r#"kubewasm_plugin_writes_refused_total{plugin="ctl",reason="not-leader"} 1"#,
+            r#"kubewasm_plugin_writes_refused_total{plugin="ctl",reason="not-granted"} 0"#,
+            r#"kubewasm_plugin_recorded_events_dropped_total{plugin="ctl"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        loaded.lock().clear();
+        metrics.remove_plugin("ctl");
+        // A write of the unloaded plugin that ends late makes no series.
+        writes.write_call("ctl", WriteVerb::Create, "Event", "2xx");
+        let text = metrics.encode();
+        assert!(!text.contains(r#""ctl""#), "{text}");
     }
 
     #[test]

@@ -141,9 +141,12 @@ async fn apply<L: Loader>(loader: &L, job: &mut Job<L::Id>) -> Outcome<L::Id> {
     }
 }
 
-/// Keeps the loaded plugins in step with a directory.
+/// Keeps the loaded plugins in step with a directory (and the directories added with
+/// [`Reloader::also_watch`]).
 pub struct Reloader<L: Loader> {
     dir: PathBuf,
+    /// More directories whose files are plugins too: the links of OCI sources.
+    more: Vec<PathBuf>,
     loader: L,
     debounce: Duration,
     entries: BTreeMap<PathBuf, Entry<L::Id>>,
@@ -161,12 +164,20 @@ impl<L: Loader> Reloader<L> {
     pub fn new(dir: PathBuf, loader: L, debounce: Duration) -> Self {
         Reloader {
             dir,
+            more: Vec::new(),
             loader,
             debounce,
             entries: BTreeMap::new(),
             fresh: BTreeSet::new(),
             shared: SharedStatus::default(),
         }
+    }
+
+    /// Also loads the `*.wasm` files of `dir`, under the same rules: the directory OCI sources
+    /// are linked into ([`crate::oci::Sources`]), so a pulled version reloads like a changed file.
+    pub fn also_watch(mut self, dir: PathBuf) -> Self {
+        self.more.push(dir);
+        self
     }
 
     /// The status as of the last scan (`None` before the first), updated by every scan.
@@ -209,7 +220,11 @@ impl<L: Loader> Reloader<L> {
         let mut jobs = Vec::new();
         self.fresh.clear();
         let settle = settle_period(self.debounce);
-        for path in wasm_files(&self.dir)? {
+        let mut files = wasm_files(&self.dir)?;
+        for dir in &self.more {
+            files.extend(wasm_files(dir)?);
+        }
+        for path in files {
             present.insert(path.clone());
             // Follows symlinks, so a `..data` swap shows the new target's content and time.
             let Ok(meta) = std::fs::metadata(&path) else {
@@ -401,9 +416,11 @@ impl<L: Loader> Reloader<L> {
                 }
             })
             .context("cannot create a file watcher")?;
-        watcher
-            .watch(&self.dir, notify::RecursiveMode::NonRecursive)
-            .with_context(|| format!("cannot watch plugins directory {}", self.dir.display()))?;
+        for dir in std::iter::once(&self.dir).chain(&self.more) {
+            watcher
+                .watch(dir, notify::RecursiveMode::NonRecursive)
+                .with_context(|| format!("cannot watch plugins directory {}", dir.display()))?;
+        }
 
         // Scan at once on the first event of a burst (no fixed delay before a reload) and
         // again whenever events arrived during a scan. A file still being written is left

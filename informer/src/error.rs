@@ -41,6 +41,10 @@ pub enum Error {
     /// (its server-side timeout plus a margin): the connection is presumed dead.
     #[error("the watch sent nothing for {0:?} (its timeout plus margin); presumed dead")]
     WatchIdle(std::time::Duration),
+    /// A LIST did not answer, or its body stopped arriving, for its idle limit: the connection
+    /// is presumed dead and the LIST is retried.
+    #[error("the LIST sent nothing for {0:?}; presumed dead")]
+    ListIdle(std::time::Duration),
     /// A response body could not be read or parsed.
     #[error("malformed response from the API server: {0}")]
     Response(String),

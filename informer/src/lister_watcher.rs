@@ -82,6 +82,11 @@ pub struct ListWatchOptions {
     pub page_size: u32,
     /// Drop `metadata.managedFields` from every object (the default transform).
     pub strip_managed_fields: bool,
+    /// A LIST whose response headers, or whose next piece of body, take longer than this is
+    /// given up (a dead connection, a stopped server, a proxy that stopped forwarding) and
+    /// retried after the reflector's backoff. It bounds silence, not the whole LIST, so a big
+    /// list that keeps arriving is never cut off.
+    pub list_idle_limit: Duration,
 }
 
 impl Default for ListWatchOptions {
@@ -89,6 +94,7 @@ impl Default for ListWatchOptions {
         ListWatchOptions {
             page_size: 500,
             strip_managed_fields: true,
+            list_idle_limit: Duration::from_secs(60),
         }
     }
 }
@@ -148,12 +154,15 @@ impl KubeListerWatcher {
             .request
             .list(&params)
             .map_err(|e| Error::Client(kube::Error::BuildRequest(e)))?;
-        let mut reader = Box::pin(self.client.request_stream(request).await?);
+        let limit = self.options.list_idle_limit;
+        let idle = |_| Error::ListIdle(limit);
+        let response = tokio::time::timeout(limit, self.client.request_stream(request));
+        let mut reader = Box::pin(response.await.map_err(idle)??);
         let mut body = ListBody::new(&self.parse);
         loop {
-            let chunk = reader
-                .fill_buf()
+            let chunk = tokio::time::timeout(limit, reader.fill_buf())
                 .await
+                .map_err(idle)?
                 .map_err(|e| Error::Response(format!("reading LIST body: {e}")))?;
             if chunk.is_empty() {
                 return body.finish();

@@ -368,6 +368,36 @@ async fn a_dropped_watch_resumes_without_relist_or_lost_events() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_that_does_not_answer_is_given_up_at_its_idle_limit_and_retried() {
+    let server = start_server().await;
+    server.create(config_map("first", "v")).unwrap();
+    // Every request waits 10 minutes before it is answered: without an idle limit the first
+    // LIST would hang for all of them.
+    server.set_latency(Duration::from_secs(600));
+    let mut options = fast_options();
+    options.list_watch.list_idle_limit = Duration::from_millis(300);
+    let factory = SharedInformerFactory::new(server.client(), options);
+    let informer = factory.informer_for(config_maps_key());
+    let idle_errors = Arc::new(Mutex::new(0));
+    informer.set_watch_error_handler({
+        let idle_errors = idle_errors.clone();
+        Arc::new(move |err| {
+            if matches!(err, kubewasm_informer::Error::ListIdle(_)) {
+                *idle_errors.lock() += 1;
+            }
+        })
+    });
+    factory.start();
+    eventually("a LIST given up twice", || *idle_errors.lock() >= 2).await;
+    assert!(!informer.has_synced());
+    server.set_latency(Duration::ZERO);
+    wait_synced(&informer).await;
+    assert!(informer.indexer().get("default/first").is_some());
+    factory.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_watch_is_dropped_at_its_idle_limit_and_resumed_without_relist() {
     let server = start_server().await;
     server.create(config_map("first", "v")).unwrap();

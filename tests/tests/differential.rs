@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -74,8 +75,12 @@ on_both_servers!(
     generation_follows_spec_changes_only,
     server_side_apply_owns_removes_conflicts_and_forces,
     server_side_apply_merges_containers_by_name,
+    server_side_apply_keys_ports_by_port_and_protocol,
+    server_side_apply_follows_a_crds_list_types,
     an_update_takes_fields_from_an_applier,
-    leader_election_acquires_renews_hands_over_and_releases_a_lease;
+    leader_election_acquires_renews_hands_over_and_releases_a_lease,
+    the_mirror_controller_creates_follows_and_restores_what_it_owns,
+    the_sample_controller_owns_scales_restores_and_reports;
     real only: server_side_apply_makes_the_plugin_a_field_manager_with_conflicts,
     a_write_the_credentials_do_not_allow_is_forbidden,
 );
@@ -850,7 +855,6 @@ async fn a_write_the_credentials_do_not_allow_is_forbidden(server: TestServer) {
 /// Creates a namespaced CRD `plural.gen.kubewasm.dev` (with or without the status subresource)
 /// and waits until it is served.
 async fn served_crd(server: &TestServer, ns: &str, kind: &str, status: bool) -> Api<DynamicObject> {
-    let plural = format!("{}s", kind.to_lowercase());
     let mut version = json!({
         "name": "v1", "served": true, "storage": true,
         "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
@@ -858,6 +862,18 @@ async fn served_crd(server: &TestServer, ns: &str, kind: &str, status: bool) -> 
     if status {
         version["subresources"] = json!({"status": {}});
     }
+    serve_crd_version(server, ns, kind, version).await
+}
+
+/// Creates a namespaced CRD `plural.gen.kubewasm.dev` with one version, `v1`, and waits until
+/// it is served.
+async fn serve_crd_version(
+    server: &TestServer,
+    ns: &str,
+    kind: &str,
+    version: Value,
+) -> Api<DynamicObject> {
+    let plural = format!("{}s", kind.to_lowercase());
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -1088,26 +1104,57 @@ async fn server_side_apply_owns_removes_conflicts_and_forces(server: TestServer)
     assert_eq!(data(after)["c"], "forced", "{} server", server.name());
 }
 
+/// The code, the fields named in the causes and the message of a refused write.
+fn conflict_of<T: std::fmt::Debug>(
+    server: &TestServer,
+    refused: Result<T, kube::Error>,
+) -> (u16, Vec<String>, String) {
+    let Err(kube::Error::Api(status)) = refused else {
+        panic!(
+            "expected an API error on the {} server: {refused:?}",
+            server.name()
+        );
+    };
+    let fields = status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| c.field.clone())
+        .collect();
+    (status.code, fields, status.message)
+}
+
+/// `manager` applies a Deployment `name` (labels `app: NAME`) with these containers.
+async fn apply_deployment(
+    server: &TestServer,
+    api: &Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+    manager: &str,
+    containers: Value,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    let body = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": containers},
+            },
+        },
+    });
+    api.patch(name, &PatchParams::apply(manager), &Patch::Apply(&body))
+        .await
+        .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+}
+
 /// Two appliers of one Deployment each own their container (lists merge by key); one dropping
 /// its container removes only that one.
 async fn server_side_apply_merges_containers_by_name(server: TestServer) {
     let ns = server.namespace("apply-lists").await;
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(server.client(), &ns);
     let apply = async |manager: &str, containers: Value| {
-        let body = json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": containers},
-                },
-            },
-        });
-        api.patch("web", &PatchParams::apply(manager), &Patch::Apply(&body))
-            .await
-            .unwrap_or_else(|e| panic!("{manager} applies on the {} server: {e}", server.name()))
+        apply_deployment(&server, &api, "web", manager, containers).await
     };
     let names = |d: k8s_openapi::api::apps::v1::Deployment| -> Vec<(String, String)> {
         let mut c: Vec<(String, String)> = d
@@ -1139,6 +1186,164 @@ async fn server_side_apply_merges_containers_by_name(server: TestServer) {
             ("api".to_owned(), "nginx:2".to_owned()),
             ("proxy".to_owned(), "envoy".to_owned())
         ],
+        "{} server",
+        server.name()
+    );
+}
+
+/// Container ports are keyed by port and protocol (TCP when left out): two appliers of one
+/// container, one with 53/UDP and one with 53, own two ports, and the second dropping its port
+/// leaves the first's.
+async fn server_side_apply_keys_ports_by_port_and_protocol(server: TestServer) {
+    let ns = server.namespace("apply-ports").await;
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(server.client(), &ns);
+    let apply = async |manager: &str, container: Value| {
+        apply_deployment(&server, &api, "dns", manager, json!([container])).await
+    };
+    let ports = |d: &k8s_openapi::api::apps::v1::Deployment| -> Vec<(i32, String)> {
+        let mut p: Vec<(i32, String)> = d
+            .spec
+            .iter()
+            .filter_map(|s| s.template.spec.as_ref())
+            .flat_map(|s| s.containers.iter())
+            .flat_map(|c| c.ports.iter().flatten())
+            .map(|p| (p.container_port, p.protocol.clone().unwrap_or_default()))
+            .collect();
+        p.sort();
+        p
+    };
+    apply(
+        "udp",
+        json!({"name": "dns", "image": "coredns",
+               "ports": [{"containerPort": 53, "protocol": "UDP"}]}),
+    )
+    .await;
+    let both = apply(
+        "tcp",
+        json!({"name": "dns", "ports": [{"containerPort": 53}]}),
+    )
+    .await;
+    assert_eq!(
+        ports(&both),
+        [(53, "TCP".to_owned()), (53, "UDP".to_owned())],
+        "{} server",
+        server.name()
+    );
+    let tcp_fields = both
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|e| e.manager.as_deref() == Some("tcp"))
+        .and_then(|e| e.fields_v1.as_ref())
+        .map(|f| f.0.to_string())
+        .unwrap_or_default();
+    assert!(
+        tcp_fields.contains(r#"k:{\"containerPort\":53,\"protocol\":\"TCP\"}"#),
+        "{} server: {tcp_fields}",
+        server.name()
+    );
+    let left = apply("tcp", json!({"name": "dns"})).await;
+    assert_eq!(
+        ports(&left),
+        [(53, "UDP".to_owned())],
+        "{} server",
+        server.name()
+    );
+}
+
+/// A custom resource's lists follow its CRD: a map list merges by all its keys (a defaulted key
+/// included), a set merges by value, and a list the schema leaves atomic is owned whole, so a
+/// second applier conflicts on it.
+async fn server_side_apply_follows_a_crds_list_types(server: TestServer) {
+    let ns = server.namespace("apply-crd-lists").await;
+    let spec = json!({"type": "object", "properties": {
+        "routes": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["host", "port"],
+            "items": {"type": "object", "required": ["host"], "properties": {
+                "host": {"type": "string"},
+                "port": {"type": "integer", "default": 80},
+                "backend": {"type": "string"},
+            }},
+        },
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "steps": {"type": "array", "items": {"type": "string"}},
+    }});
+    let version = json!({
+        "name": "v1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}},
+    });
+    let api = serve_crd_version(&server, &ns, "Gateway", version).await;
+    let apply = async |manager: &str, force: bool, spec: Value| {
+        let mut params = PatchParams::apply(manager);
+        params.force = force;
+        let body = json!({"apiVersion": "gen.kubewasm.dev/v1", "kind": "Gateway",
+                          "metadata": {"name": "edge"}, "spec": spec});
+        api.patch("edge", &params, &Patch::Apply(&body)).await
+    };
+    let spec_of = |o: DynamicObject| -> Value {
+        let mut spec = o.data["spec"].clone();
+        if let Some(tags) = spec["tags"].as_array_mut() {
+            tags.sort_by_key(|t| t.to_string());
+        }
+        if let Some(routes) = spec["routes"].as_array_mut() {
+            routes.sort_by_key(|r| r.to_string());
+        }
+        spec
+    };
+    apply(
+        "a",
+        false,
+        json!({"routes": [{"host": "shop", "backend": "web"}], "tags": ["red"], "steps": ["build"]}),
+    )
+    .await
+    .expect("a applies");
+    let both = apply(
+        "b",
+        false,
+        json!({"routes": [{"host": "shop", "port": 443, "backend": "tls"}], "tags": ["blue"]}),
+    )
+    .await
+    .expect("b applies beside a");
+    assert_eq!(
+        spec_of(both),
+        json!({
+            "routes": [{"backend": "tls", "host": "shop", "port": 443},
+                       {"backend": "web", "host": "shop", "port": 80}],
+            "tags": ["blue", "red"],
+            "steps": ["build"],
+        }),
+        "{} server",
+        server.name()
+    );
+    let refused = apply("b", false, json!({"steps": ["test"]})).await;
+    let (code, fields, _) = conflict_of(&server, refused);
+    assert_eq!(
+        (code, fields),
+        (409, vec![".spec.steps".to_owned()]),
+        "{} server",
+        server.name()
+    );
+    apply(
+        "b",
+        true,
+        json!({"routes": [{"host": "shop", "port": 443, "backend": "tls"}], "tags": ["blue"],
+               "steps": ["test"]}),
+    )
+    .await
+    .expect("b forces");
+    let after = apply("a", false, json!({"tags": ["red"]}))
+        .await
+        .expect("a drops its route and steps");
+    assert_eq!(
+        spec_of(after),
+        json!({
+            "routes": [{"backend": "tls", "host": "shop", "port": 443}],
+            "tags": ["blue", "red"],
+            "steps": ["test"],
+        }),
         "{} server",
         server.name()
     );
@@ -1189,25 +1394,14 @@ async fn an_update_takes_fields_from_an_applier(server: TestServer) {
     let refused = api
         .patch("mixed", &PatchParams::apply("alice"), &Patch::Apply(&body))
         .await;
-    let Err(kube::Error::Api(status)) = refused else {
-        panic!(
-            "expected a conflict on the {} server: {refused:?}",
-            server.name()
-        );
-    };
-    let fields: Vec<String> = status
-        .details
-        .iter()
-        .flat_map(|d| d.causes.iter())
-        .map(|c| c.field.clone())
-        .collect();
+    let (code, fields, message) = conflict_of(&server, refused);
     assert_eq!(
-        (status.code, fields),
+        (code, fields),
         (409, vec![".data.a".to_owned()]),
         "{} server",
         server.name()
     );
-    assert!(status.message.contains("controller"), "{}", status.message);
+    assert!(message.contains("controller"), "{message}");
 }
 
 /// Two electors on one Lease: the first creates and holds it (renewing it), the second waits as
@@ -1301,4 +1495,371 @@ async fn leader_election_acquires_renews_hands_over_and_releases_a_lease(server:
         "released on the {} server",
         server.name()
     );
+}
+
+/// Waits until the async `check` holds (polling every 50 ms, up to [`PATIENCE`]).
+async fn eventually<F: std::future::Future<Output = bool>>(mut check: impl FnMut() -> F) -> bool {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// The `mirror-v0-2` guest (contract 0.2, on the Rust SDK) reconciling through the host's
+/// workqueue and writing through the host's write client: for a labelled ConfigMap it creates
+/// `NAME-mirror` owned by it, follows its data, undoes a change to the mirror (the
+/// controlling-owner queue rule) and restores a deleted mirror.
+async fn the_mirror_controller_creates_follows_and_restores_what_it_owns(server: TestServer) {
+    let ns = server.namespace("mirror").await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(server.client(), &ns);
+    let plugin = format!("mirror-{}", server.name());
+    let config_map_grant = ResourcePattern::new("", "ConfigMap");
+    let policy = PluginPolicy {
+        writes: WriteGrants::only(vec![
+            WriteGrant::new(config_map_grant, None).expect("grant"),
+        ]),
+        config: plugin.clone(),
+        ..PluginPolicy::default()
+    };
+    let env = Env::new(server, move |_: &Path| policy.clone());
+    env.load("mirror.wasm", guest_bytes("mirror-v0-2")).await;
+    let value = |name: &'static str| {
+        let config_maps = config_maps.clone();
+        async move {
+            config_maps
+                .get_opt(name)
+                .await
+                .expect("get ConfigMap")
+                .and_then(|cm| cm.data?.get("v").cloned())
+        }
+    };
+    let set = |name: &'static str, v: &'static str| {
+        let config_maps = config_maps.clone();
+        async move {
+            let patch = json!({"data": {"v": v}});
+            config_maps
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .expect("patch ConfigMap");
+        }
+    };
+    let mut source = config_map("src", "blue", 1);
+    source
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("kubewasm.io/mirror".into(), "true".into());
+    let source = config_maps
+        .create(&PostParams::default(), &source)
+        .await
+        .expect("create the source");
+    config_maps
+        .create(&PostParams::default(), &config_map("plain", "blue", 1))
+        .await
+        .expect("create an unlabelled ConfigMap");
+    let server_name = env.server.name();
+    assert!(
+        eventually(|| async { value("src-mirror").await.as_deref() == Some("1") }).await,
+        "{server_name} server: no mirror"
+    );
+    let mirror = config_maps.get("src-mirror").await.expect("the mirror");
+    let owners = mirror.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(
+        (owners[0].kind.as_str(), owners[0].name.as_str()),
+        ("ConfigMap", "src")
+    );
+    assert_eq!(Some(owners[0].uid.clone()), source.metadata.uid);
+    assert_eq!(owners[0].controller, Some(true));
+    // The plugin is the field manager of its create. The dev server records a non-apply
+    // write in managedFields only on an object that already has them (its documented
+    // difference), so this is checked on the real server only.
+    if server_name == "real" {
+        let managers: Vec<_> = mirror
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| m.manager)
+            .collect();
+        assert_eq!(managers, std::slice::from_ref(&plugin));
+    }
+
+    set("src", "2").await;
+    assert!(
+        eventually(|| async { value("src-mirror").await.as_deref() == Some("2") }).await,
+        "{server_name} server: the mirror does not follow its source"
+    );
+    set("src-mirror", "tampered").await;
+    assert!(
+        eventually(|| async { value("src-mirror").await.as_deref() == Some("2") }).await,
+        "{server_name} server: tampering not undone"
+    );
+    config_maps
+        .delete("src-mirror", &DeleteParams::default())
+        .await
+        .expect("delete the mirror");
+    assert!(
+        eventually(|| async { value("src-mirror").await.as_deref() == Some("2") }).await,
+        "{server_name} server: the mirror was not restored"
+    );
+    // The unlabelled ConfigMap was reconciled, and left alone.
+    let reconciled = format!("RECONCILED {ns}/plain ");
+    assert!(
+        wait_until(PATIENCE, || guest_logs()
+            .lines(&plugin)
+            .iter()
+            .any(|l| l.starts_with(&reconciled)))
+        .await
+    );
+    assert_eq!(value("plain-mirror").await, None);
+    env.stop().await;
+}
+
+/// The Foo CRD of `examples/manifests/50-foo-crd.yaml`, as JSON, with its API approval
+/// annotation (`samplecontroller.k8s.io` is a protected group) or without.
+fn foo_crd(approved: bool) -> CustomResourceDefinition {
+    let annotations = if approved {
+        json!({"api-approved.kubernetes.io": "unapproved, experimental-only"})
+    } else {
+        json!({})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "foos.samplecontroller.k8s.io", "annotations": annotations},
+        "spec": {
+            "group": "samplecontroller.k8s.io",
+            "scope": "Namespaced",
+            "names": {"kind": "Foo", "plural": "foos", "singular": "foo"},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {"type": "object", "properties": {
+                            "deploymentName": {"type": "string"},
+                            "replicas": {"type": "integer", "minimum": 1, "maximum": 10},
+                        }},
+                        "status": {"type": "object", "properties": {
+                            "availableReplicas": {"type": "integer"},
+                        }},
+                    },
+                }},
+            }],
+        },
+    }))
+    .expect("the Foo CRD")
+}
+
+/// The sample-controller example (`examples-guests/rust/sample-controller`) with the write grants
+/// of `examples/kubewasm-dev.toml`: a Foo gets its Deployment (owner reference set), a change of
+/// `spec.replicas` scales it, a Deployment deleted by hand comes back, the Foo's status follows
+/// the Deployment's (no controller-manager runs with envtest: the test writes the Deployment's
+/// status itself, on both servers), and a Deployment the Foo does not own is left alone with an
+/// Event saying so. Deleting the Foo takes its Deployment with it on the dev server only: envtest
+/// runs no garbage collector.
+async fn the_sample_controller_owns_scales_restores_and_reports(server: TestServer) {
+    let ns = server.namespace("samples").await;
+    let crds = Api::<CustomResourceDefinition>::all(server.client());
+    // A CRD in a protected group (*.k8s.io) needs the API approval annotation.
+    let refused = crds.create(&PostParams::default(), &foo_crd(false)).await;
+    let Err(kube::Error::Api(status)) = &refused else {
+        panic!("{} server: {refused:?}", server.name())
+    };
+    let causes = status.details.as_ref().map(|d| d.causes.clone());
+    let field = causes
+        .as_ref()
+        .and_then(|c| c.first())
+        .map(|c| (c.reason.as_str(), c.field.as_str()));
+    assert_eq!(
+        (status.code, field),
+        (
+            422,
+            Some((
+                "FieldValueRequired",
+                "metadata.annotations[api-approved.kubernetes.io]"
+            ))
+        ),
+        "{} server: {status:?}",
+        server.name()
+    );
+    crds.create(&PostParams::default(), &foo_crd(true))
+        .await
+        .expect("create the Foo CRD");
+    let foo_gvk = GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo");
+    let foos: Api<DynamicObject> = Api::namespaced_with(
+        server.client(),
+        &ns,
+        &ApiResource::from_gvk_with_plural(&foo_gvk, "foos"),
+    );
+    assert!(
+        eventually(|| async { foos.list(&ListParams::default()).await.is_ok() }).await,
+        "{} server never served foos",
+        server.name()
+    );
+    let deployments: Api<Deployment> = Api::namespaced(server.client(), &ns);
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        server.client(),
+        &ns,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Event")),
+    );
+    let writes = ["apps/Deployment", "samplecontroller.k8s.io/Foo", "Event"]
+        .iter()
+        .map(|w| {
+            let (group, kind) = w.split_once('/').unwrap_or(("", w));
+            WriteGrant::new(ResourcePattern::new(group, kind), None).expect("grant")
+        })
+        .collect();
+    let policy = PluginPolicy {
+        writes: WriteGrants::only(writes),
+        ..PluginPolicy::default()
+    };
+    let env = Env::new(server, move |_: &Path| policy.clone());
+    let server_name = env.server.name();
+    env.load("sample-controller.wasm", guest_bytes("sample-controller"))
+        .await;
+    let new_foo = |name: &str, deployment: &str, replicas: u32| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "Foo",
+            "metadata": {"name": name},
+            "spec": {"deploymentName": deployment, "replicas": replicas},
+        }))
+        .expect("a Foo")
+    };
+    let replicas = |name: &'static str| {
+        let deployments = deployments.clone();
+        async move {
+            deployments
+                .get_opt(name)
+                .await
+                .expect("get Deployment")
+                .and_then(|d| d.spec?.replicas)
+        }
+    };
+    let available = |name: &'static str| {
+        let foos = foos.clone();
+        async move {
+            foos.get(name).await.expect("get Foo").data["status"]["availableReplicas"].as_i64()
+        }
+    };
+
+    // A Foo gets its Deployment, owned by it, and a status of 0 available replicas.
+    let alpha = foos
+        .create(&PostParams::default(), &new_foo("alpha", "alpha", 1))
+        .await
+        .expect("create a Foo");
+    assert!(
+        eventually(|| async { replicas("alpha").await == Some(1) }).await,
+        "{server_name} server: no Deployment"
+    );
+    let deployment = deployments.get("alpha").await.expect("the Deployment");
+    let owner = &deployment.metadata.owner_references.unwrap_or_default()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("Foo", "alpha", Some(true))
+    );
+    assert_eq!(Some(owner.uid.clone()), alpha.metadata.uid);
+    assert!(
+        eventually(|| async { available("alpha").await == Some(0) }).await,
+        "{server_name} server: no status on the Foo"
+    );
+
+    // Scaling the Foo scales its Deployment.
+    foos.patch(
+        "alpha",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .expect("scale the Foo");
+    assert!(
+        eventually(|| async { replicas("alpha").await == Some(3) }).await,
+        "{server_name} server: the Deployment was not scaled"
+    );
+
+    // The Foo's status follows the Deployment's: 0, then 2.
+    let status = json!({"status": {
+        "replicas": 3, "updatedReplicas": 3, "readyReplicas": 2, "availableReplicas": 2,
+    }});
+    deployments
+        .patch_status("alpha", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("write the Deployment's status");
+    assert!(
+        eventually(|| async { available("alpha").await == Some(2) }).await,
+        "{server_name} server: the Foo's status did not follow"
+    );
+
+    // A Deployment deleted by hand comes back, at the Foo's scale.
+    deployments
+        .delete("alpha", &DeleteParams::default())
+        .await
+        .expect("delete the Deployment");
+    assert!(
+        eventually(|| async { replicas("alpha").await == Some(3) }).await,
+        "{server_name} server: the Deployment was not restored"
+    );
+
+    // A Deployment no Foo owns is left alone, and an Event on the Foo says so.
+    let web: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:latest"}]},
+            },
+        },
+    }))
+    .expect("a Deployment");
+    deployments
+        .create(&PostParams::default(), &web)
+        .await
+        .expect("create the unowned Deployment");
+    foos.create(&PostParams::default(), &new_foo("squatter", "web", 5))
+        .await
+        .expect("create a Foo naming it");
+    assert!(
+        eventually(|| async {
+            events
+                .list(&ListParams::default())
+                .await
+                .expect("list Events")
+                .items
+                .iter()
+                .any(|e| {
+                    e.data["reason"] == json!("ErrResourceExists")
+                        && e.data["involvedObject"]["name"] == json!("squatter")
+                        && e.data["involvedObject"]["kind"] == json!("Foo")
+                        && e.data["type"] == json!("Warning")
+                })
+        })
+        .await,
+        "{server_name} server: no Event about the unowned Deployment"
+    );
+    let web = deployments.get("web").await.expect("web");
+    assert_eq!(web.spec.and_then(|s| s.replicas), Some(1));
+    assert!(web.metadata.owner_references.unwrap_or_default().is_empty());
+
+    // The cascade: only the dev server collects garbage.
+    if server_name == "dev" {
+        foos.delete("alpha", &DeleteParams::background())
+            .await
+            .expect("delete the Foo");
+        assert!(
+            eventually(|| async { replicas("alpha").await.is_none() }).await,
+            "the dev server's garbage collector left the Deployment"
+        );
+    }
+    env.stop().await;
 }

@@ -1,11 +1,14 @@
-//! `/readyz` end to end: the whole host (`app::run`, as `kubewasm dev` runs it) on the dev API
-//! server with a plugins directory, probed over HTTP. Kept apart from the reload tests, whose
-//! memory measurements the extra hosts here would disturb.
+//! `/readyz`, `/metrics` and `/plugins` end to end: the whole host (`app::run`, as `kubewasm dev`
+//! runs it) on the dev API server with a plugins directory, probed over HTTP. Kept apart from the
+//! reload tests, whose memory measurements the extra hosts here would disturb.
 
 use std::path::Path;
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kubewasm_devserver::DevServer;
@@ -40,6 +43,7 @@ impl App {
             cache_dir: Some(cache.path().to_owned()),
             metrics_addr: ([127, 0, 0, 1], port).into(),
             shutdown_grace: 5,
+            registry_config: None,
             leader: Default::default(),
         };
         let cancel = CancellationToken::new();
@@ -60,6 +64,31 @@ impl App {
         tokio::task::spawn_blocking(move || kubewasm_tests::http_get(port, path))
             .await
             .expect("GET task")
+    }
+
+    /// `/metrics` now.
+    async fn metrics(&self) -> String {
+        let (code, body) = self.get("/metrics").await.expect("/metrics answers");
+        assert_eq!(code, 200, "{body}");
+        body
+    }
+
+    /// `/plugins` now.
+    async fn plugins(&self) -> serde_json::Value {
+        let (_, body) = self.get("/plugins").await.expect("/plugins answers");
+        serde_json::from_str(&body).expect("/plugins is JSON")
+    }
+
+    /// Waits until `check` holds for `/metrics`; the last scrape either way.
+    async fn metrics_until(&self, check: impl Fn(&str) -> bool) -> (bool, String) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let text = self.metrics().await;
+            if check(&text) || tokio::time::Instant::now() >= deadline {
+                return (check(&text), text);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Waits for the first 200 from `/readyz` and returns `/plugins` as it was right then.
@@ -171,6 +200,215 @@ async fn readyz_is_not_held_back_by_a_plugin_that_keeps_failing_its_replay() {
             .as_str()
             .unwrap_or_default()
             .contains("trap")
+    );
+    app.stop().await;
+}
+
+/// The value of the sample `series` (name and labels, exactly as exposed), if it is there.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// A ConfigMap in `default` labelled for the mirror guest.
+async fn mirrored(client: &kube::Client, name: &str) {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("kubewasm.io/mirror".to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("v".to_owned(), "one".to_owned())].into()),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create ConfigMap");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_a_0_2_plugins_workqueue_writes_and_refusals_until_it_is_unloaded() {
+    let (server, client) = devserver().await;
+    let dir = tempfile::tempdir().expect("plugins dir");
+    // The read-only mirror retries its refused create from 1 ms, doubling to at most 1 s:
+    // ten refusals within its first second. The writing mirror comes later (its mirror
+    // would end the refusals).
+    write_settled(
+        &dir.path().join("mirror-ro.wasm"),
+        &guest_bytes("mirror-v0-2"),
+    );
+    let config = r#"
+        [plugins.mirror]
+        config = "wq-mirror"
+        grants = ["ConfigMap"]
+        writes = ["ConfigMap"]
+        [plugins.mirror-ro]
+        config = "wq-mirror-ro"
+        grants = ["ConfigMap"]
+        retry-base-delay-ms = 1
+        retry-max-delay-seconds = 1
+    "#;
+    let app = App::start(server, dir.path(), config).await;
+    app.plugins_when_ready().await;
+    let started = tokio::time::Instant::now();
+    mirrored(&client, "wq").await;
+    let refused =
+        r#"kubewasm_plugin_writes_refused_total{plugin="wq-mirror-ro",reason="not-granted"}"#;
+    let (ok, text) = app
+        .metrics_until(|t| sample(t, refused).is_some_and(|n| n >= 10.0))
+        .await;
+    assert!(ok, "too few refusals counted:\n{text}");
+    let elapsed = started.elapsed();
+    // The refusals are counted, but the host's log has at most one line of them a second.
+    let refusals = sample(&text, refused).unwrap_or_default();
+    let logged = guest_logs()
+        .host_lines("wq-mirror-ro")
+        .iter()
+        .filter(|l| l.starts_with("write refused"))
+        .count();
+    assert!(
+        logged >= 1 && (logged as f64) < refusals && logged as u64 <= elapsed.as_secs() + 1,
+        "{logged} refusal lines logged for {refusals} refusals in {elapsed:?}"
+    );
+    for (series, least) in [
+        (r#"workqueue_retries_total{name="wq-mirror-ro"}"#, 10.0),
+        (
+            r#"kubewasm_plugin_write_calls_total{plugin="wq-mirror-ro",verb="create",resource="ConfigMap",code="not-granted"}"#,
+            10.0,
+        ),
+    ] {
+        assert!(
+            sample(&text, series).is_some_and(|v| v >= least),
+            "{series} below {least}:\n{text}"
+        );
+    }
+
+    write_settled(&dir.path().join("mirror.wasm"), &guest_bytes("mirror-v0-2"));
+    let created = r#"kubewasm_plugin_write_calls_total{plugin="wq-mirror",verb="create",resource="ConfigMap",code="2xx"}"#;
+    let (ok, text) = app.metrics_until(|t| sample(t, created) == Some(1.0)).await;
+    assert!(ok, "the mirror's create not counted:\n{text}");
+    for (series, least) in [
+        (r#"workqueue_adds_total{name="wq-mirror"}"#, 1.0),
+        (
+            r#"workqueue_queue_duration_seconds_count{name="wq-mirror"}"#,
+            1.0,
+        ),
+        (
+            r#"workqueue_work_duration_seconds_count{name="wq-mirror"}"#,
+            1.0,
+        ),
+        (r#"workqueue_depth{name="wq-mirror"}"#, 0.0),
+        (
+            r#"workqueue_unfinished_work_seconds{name="wq-mirror"}"#,
+            0.0,
+        ),
+        (
+            r#"workqueue_longest_running_processor_seconds{name="wq-mirror"}"#,
+            0.0,
+        ),
+    ] {
+        assert!(
+            sample(&text, series).is_some_and(|v| v >= least),
+            "{series} below {least}:\n{text}"
+        );
+    }
+
+    // `/plugins` shows the 0.2 plugin's workqueue.
+    let listing = app.plugins().await;
+    let mirror = listing["plugins"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "wq-mirror"))
+        .cloned()
+        .unwrap_or_else(|| panic!("wq-mirror not listed: {listing}"));
+    assert!(mirror["workqueue"]["depth"].is_u64(), "{listing}");
+    assert!(mirror["workqueue"]["processing"].is_u64(), "{listing}");
+
+    // Unloading the read-only mirror removes its series; the other's stay.
+    std::fs::remove_file(dir.path().join("mirror-ro.wasm")).expect("remove plugin file");
+    let (gone, text) = app
+        .metrics_until(|t| !t.contains(r#""wq-mirror-ro""#))
+        .await;
+    assert!(gone, "series of the unloaded plugin left:\n{text}");
+    assert!(sample(&text, created) == Some(1.0), "{text}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_shows_its_waiting_keys_and_the_oldest_ones_age() {
+    let (server, client) = devserver().await;
+    // Another replica holds the Lease for an hour: this host never leads, so its 0.2 plugin's
+    // keys wait in the queue.
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some("wq-held".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("another-replica".into()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(MicroTime(Timestamp::now())),
+            renew_time: Some(MicroTime(Timestamp::now())),
+            ..LeaseSpec::default()
+        }),
+    };
+    Api::<Lease>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create Lease");
+    let dir = tempfile::tempdir().expect("plugins dir");
+    write_settled(&dir.path().join("mirror.wasm"), &guest_bytes("mirror-v0-2"));
+    let config = r#"
+        [leader-election]
+        enabled = true
+        namespace = "default"
+        lease-name = "wq-held"
+        [plugins.mirror]
+        config = "wq-standby"
+        grants = ["ConfigMap"]
+        writes = ["ConfigMap"]
+    "#;
+    let app = App::start(server, dir.path(), config).await;
+    app.plugins_when_ready().await;
+    mirrored(&client, "waits").await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let queue = loop {
+        let listing = app.plugins().await;
+        assert_eq!(listing["leader"]["leader"], false, "{listing}");
+        let queue = listing["plugins"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["name"] == "wq-standby"))
+            .map(|p| p["workqueue"].clone())
+            .unwrap_or_default();
+        if queue["oldest_ready_seconds"]
+            .as_f64()
+            .is_some_and(|s| s > 0.2)
+        {
+            break queue;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{listing}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(queue["depth"], 1, "{queue}");
+    assert_eq!(queue["processing"], 0, "{queue}");
+    let text = app.metrics().await;
+    assert_eq!(
+        sample(&text, r#"workqueue_depth{name="wq-standby"}"#),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"workqueue_work_duration_seconds_count{name="wq-standby"}"#
+        ),
+        Some(0.0),
+        "{text}"
     );
     app.stop().await;
 }

@@ -38,6 +38,7 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
         eprintln!("xtask: image test skipped: building the image needs root (`cargo xtask image`)");
         false
     };
+    let registry_test = ensure_registry();
     if cmd::succeeds(&cargo, &["nextest", "--version"]) {
         // nextest does not run doc tests: the documented examples must compile and pass too.
         // They go first so the run closes with nextest's summary of the whole suite.
@@ -47,6 +48,9 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
         let mut filter = format!("not {}", real_tier::FILTER);
         if !image_test {
             filter.push_str(" and not binary(image)");
+        }
+        if !registry_test {
+            filter.push_str(" and not binary(oci)");
         }
         let suite = cmd::run(cmd::command(&cargo, &ctx.root).args([
             "nextest",
@@ -73,9 +77,28 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
         if !image_test {
             command.args(["--skip", "image_"]);
         }
+        if !registry_test {
+            command.args(["--skip", "registry_"]);
+        }
         cmd::run(&mut command)
     }
 }
+
+/// Installs Debian's `docker-registry` (the registry the OCI tests start on loopback) when it
+/// is missing; whether those tests can run. Without it (not root), they are left out, said so.
+fn ensure_registry() -> bool {
+    let present = || std::path::Path::new(REGISTRY).exists();
+    match install::apt(&["docker-registry"], present, "the OCI registry tests") {
+        Ok(()) => true,
+        Err(err) => {
+            eprintln!("xtask: OCI registry tests (host/tests/oci.rs) SKIPPED: {err:#}");
+            false
+        }
+    }
+}
+
+/// Where Debian's `docker-registry` package puts the registry (the tests look there too).
+const REGISTRY: &str = "/usr/bin/docker-registry";
 
 /// Runs the real-server tier on its own and prints how many of its tests ran and passed, or
 /// that it was skipped and why.

@@ -65,6 +65,12 @@ pub use wit_bindgen::rt as wit_bindgen_rt;
 
 use bindings::kubewasm::controller::{client as wit_client, queue as wit_queue};
 
+/// The controller chapter of the guest guide (`docs/controllers.md`), its Rust examples compiled
+/// as doc tests so the chapter cannot drift from the SDK.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/controllers.md")]
+pub struct ControllerGuide;
+
 /// What to do with a key after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {

@@ -146,6 +146,7 @@ impl EventRecorder {
         let decision = self.correlator.lock().correlate(&event, Instant::now());
         let job = match decision {
             Decision::Drop => {
+                self.client.event_dropped();
                 return Err(WriteError::TooManyRequests(format!(
                     "too many events about {}: dropped",
                     event.regarding.name

@@ -24,6 +24,7 @@ use super::informers::{EventSource, InformerCache, InformerSubscriber, ensure_in
 use super::instance::{Instance, Outcome};
 use super::log_gate::{LogGate, LogLimits};
 use super::observer::{NoopObserver, Observer};
+use super::workqueue::QueueStats;
 use super::{Delivery, PluginInfo};
 
 mod v0_2;
@@ -115,6 +116,8 @@ pub struct PluginStatus {
     pub replay_done: bool,
     /// The last handler error, fault or failed replacement.
     pub last_error: Option<String>,
+    /// A 0.2 plugin's workqueue: its depth, and how long the oldest ready key has waited.
+    pub workqueue: Option<QueueStats>,
 }
 
 /// A running plugin.
@@ -285,7 +288,8 @@ impl PluginHost {
     /// Stops the plugin (after the event in hand) and removes its handlers; informers no
     /// plugin needs any more are stopped.
     pub async fn unload(&self, id: PluginId) {
-        if self.unload_v0_2(id).await {
+        if let Some(name) = self.unload_v0_2(id).await {
+            self.forget_name(&name);
             return;
         }
         let entry = self.inner.plugins.lock().remove(&id);
@@ -300,7 +304,8 @@ impl PluginHost {
 
     /// Tells the observer a plugin name is gone, unless a loaded plugin still has it.
     fn forget_name(&self, name: &str) {
-        let in_use = self.inner.plugins.lock().values().any(|e| e.name == name);
+        let in_use = self.inner.plugins.lock().values().any(|e| e.name == name)
+            || self.controller_named(name);
         if !in_use {
             self.inner.options.observer.plugin_removed(name);
         }
@@ -338,6 +343,7 @@ impl PluginHost {
                         .replace_error
                         .clone()
                         .or_else(|| s.last_error.lock().clone()),
+                    workqueue: None,
                 }
             })
             .chain(
@@ -363,13 +369,26 @@ impl PluginHost {
     /// Compiles the component and calls `init` in a throw-away instance, checking the result
     /// against the policy for `source`; nothing is registered and the API server is not asked.
     pub async fn check(&self, source: &Path, bytes: &[u8]) -> Result<PluginInfo, PluginError> {
+        self.check_contract(source, bytes)
+            .await
+            .map(|(info, _)| info)
+    }
+
+    /// As [`PluginHost::check`], with the contract the component was built for
+    /// (`kubewasm:controller@0.1.0` or `@0.2.0`), as `kubewasm push` records it.
+    pub async fn check_contract(
+        &self,
+        source: &Path,
+        bytes: &[u8],
+    ) -> Result<(PluginInfo, &'static str), PluginError> {
         let compiled = self.inner.engine.compile(source, bytes.to_vec()).await?;
         let policy = self.inner.options.policy.policy(source);
         if matches!(*compiled.pre, Linked::V0_2(_)) {
-            return self.check_v0_2(&compiled, &policy).await;
+            let info = self.check_v0_2(&compiled, &policy).await?;
+            return Ok((info, "kubewasm:controller@0.2.0"));
         }
         let (_, info) = self.init(&compiled, &policy).await?;
-        Ok(info)
+        Ok((info, "kubewasm:controller@0.1.0"))
     }
 
     /// Stops every plugin: each finishes the event in hand (bounded by `grace`), then its

@@ -39,8 +39,8 @@ pub use bindings::kubewasm::controller::types::{
 pub use cache_api::{Document, SharedDocument};
 pub use client::{
     ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, ObjectRef, PatchBody,
-    Propagation, Resources, WriteClient, WriteError, WriteGrant, WriteGrants, WriteObserver,
-    WriteVerb,
+    Propagation, Refusal, Resources, WriteClient, WriteError, WriteGrant, WriteGrants,
+    WriteObserver, WriteVerb,
 };
 pub use component::{CompiledPlugin, Origin};
 pub use engine::{EngineOptions, PluginEngine};

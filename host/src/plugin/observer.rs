@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::actor::DropReason;
+use super::client::{NoWriteObserver, WriteObserver};
+use super::workqueue::{NoQueueMetrics, QueueMetrics};
 
 /// Which handler an event went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,6 +56,15 @@ pub trait Observer: Send + Sync {
     /// share series.
     fn plugin(&self, _name: &str, _resources: &[String]) -> Arc<dyn PluginObserver> {
         Arc::new(NoopObserver)
+    }
+    /// The handles the workqueue of 0.2 plugin `name` reports through (made once per queue:
+    /// the queue outlives the plugin's versions).
+    fn queue(&self, _name: &str) -> Arc<dyn QueueMetrics> {
+        Arc::new(NoQueueMetrics)
+    }
+    /// What the write client and Event recorder of 0.2 plugin `name` report to.
+    fn writes(&self, _name: &str) -> Arc<dyn WriteObserver> {
+        Arc::new(NoWriteObserver)
     }
     /// No loaded plugin is called `name` any more: its series can be removed.
     fn plugin_removed(&self, _name: &str) {}

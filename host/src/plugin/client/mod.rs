@@ -3,8 +3,10 @@
 //! One [`WriteClient`] per plugin writes through kube's dynamic API (raw requests on the
 //! discovered resource, no typed objects: the guest's JSON goes to the server as it is and the
 //! server's JSON comes back as it is). Each call is, in order:
-//! 1. checked against the plugin's [`WriteGrants`]: a refusal is `NotGranted`, logged with the
-//!    plugin's name and counted, and nothing is sent;
+//! 1. checked against the plugin's [`WriteGrants`] (and, with leader election, whether this
+//!    replica leads): a refusal is `NotGranted`, counted, logged with the plugin's name (the
+//!    first at once, then at most one line a second per plugin and kind, with how many went
+//!    unlogged), and nothing is sent;
 //! 2. held by the plugin's token bucket (client-go's default 5 writes/s, burst 10): a wait
 //!    longer than the call limit is refused at once as `TooManyRequests`;
 //! 3. sent under a wall-clock limit (discovery included): no answer in time is `Timeout`;
@@ -14,6 +16,7 @@
 
 mod error;
 mod grants;
+mod refusals;
 
 use crate::leader::LeaderGate;
 use std::collections::HashMap;
@@ -34,6 +37,7 @@ use tokio::time::Instant;
 use super::Gvk;
 use super::grants::describe;
 use super::rate_limit::TokenBucket;
+use refusals::RefusalLog;
 
 pub use error::{InvalidCause, WriteError};
 pub use grants::{WriteGrant, WriteGrants, WriteVerb};
@@ -86,6 +90,32 @@ pub trait WriteObserver: Send + Sync {
     fn write_call(&self, _plugin: &str, _verb: WriteVerb, _kind: &str, _code: &str) {}
     /// A write waited this long for the plugin's rate limit.
     fn throttled(&self, _plugin: &str, _waited: Duration) {}
+    /// A write was refused before it was sent, for `refusal`.
+    fn refused(&self, _plugin: &str, _refusal: Refusal) {}
+    /// The Event recorder dropped an event: the object's event budget was spent.
+    fn event_dropped(&self, _plugin: &str) {}
+}
+
+/// Why the host refused a write without sending it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The plugin has no write grant for the resource and verb.
+    NotGranted,
+    /// This replica does not hold the leader election Lease.
+    NotLeader,
+}
+
+impl Refusal {
+    /// Every refusal, for making metric series up front.
+    pub const ALL: [Refusal; 2] = [Refusal::NotGranted, Refusal::NotLeader];
+
+    /// A lowercase label for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::NotGranted => "not-granted",
+            Refusal::NotLeader => "not-leader",
+        }
+    }
 }
 
 /// An observer that ignores everything.
@@ -199,6 +229,8 @@ pub struct WriteClient {
     limiter: Mutex<TokenBucket>,
     resources: Arc<Resources>,
     observer: Arc<dyn WriteObserver>,
+    /// Which refusals reach the log.
+    refusals: RefusalLog,
     /// Writes leave this replica only while it leads (always, without leader election).
     leader: LeaderGate,
 }
@@ -227,6 +259,7 @@ impl WriteClient {
             limiter,
             resources,
             observer,
+            refusals: RefusalLog::default(),
             leader: LeaderGate::always(),
         }
     }
@@ -419,6 +452,9 @@ impl WriteClient {
             Err(WriteError::TooManyRequests(m)) if m.starts_with(RATE_LIMITED) => {
                 "rate-limited".to_owned()
             }
+            Err(WriteError::NotGranted(m)) if m.starts_with(NOT_LEADER) => {
+                Refusal::NotLeader.as_str().to_owned()
+            }
             Err(e) => e.code_label(),
         };
         self.observer
@@ -429,6 +465,31 @@ impl WriteClient {
         result
     }
 
+    /// Counts a refused write, and logs it unless this plugin's refusals of the kind were
+    /// logged within the last second (a guest looping on a refused write cannot flood the log).
+    fn refused(&self, refusal: Refusal, verb: WriteVerb, gvk: &Gvk) {
+        self.observer.refused(&self.plugin, refusal);
+        let Some(unlogged) = self.refusals.admit(refusal, Instant::now()) else {
+            return;
+        };
+        let resource = describe(gvk);
+        match refusal {
+            Refusal::NotLeader => tracing::warn!(
+                plugin = %self.plugin, %verb, %resource, lease = self.leader.lease(), unlogged,
+                "write refused: this replica is not the leader"
+            ),
+            Refusal::NotGranted => tracing::warn!(
+                plugin = %self.plugin, %verb, %resource, unlogged,
+                "write refused: not granted"
+            ),
+        }
+    }
+
+    /// Reports an event the plugin's Event recorder dropped.
+    pub(crate) fn event_dropped(&self) {
+        self.observer.event_dropped(&self.plugin);
+    }
+
     async fn call_inner(
         &self,
         verb: WriteVerb,
@@ -436,14 +497,14 @@ impl WriteClient {
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
         if !self.leader.is_leader() {
-            tracing::warn!(plugin = %self.plugin, %verb, resource = %describe(gvk), lease = self.leader.lease(), "write refused: this replica is not the leader");
+            self.refused(Refusal::NotLeader, verb, gvk);
             return Err(WriteError::NotGranted(format!(
-                "this replica is not the leader of Lease {}: writes leave the leader only",
+                "{NOT_LEADER} of Lease {}: writes leave the leader only",
                 self.leader.lease()
             )));
         }
         if !self.grants.allows(gvk, verb) {
-            tracing::warn!(plugin = %self.plugin, %verb, resource = %describe(gvk), "write refused: not granted");
+            self.refused(Refusal::NotGranted, verb, gvk);
             return Err(WriteError::NotGranted(format!(
                 "plugin {} may not {verb} {}: add it to `writes` in the plugin's config",
                 self.plugin,
@@ -479,6 +540,9 @@ impl WriteClient {
 
 /// How a refusal by the plugin's own rate limit begins (to tell it from a server's 429).
 const RATE_LIMITED: &str = "the plugin's write rate limit is exhausted";
+
+/// How a refusal because this replica does not lead begins (to tell it from a missing grant).
+const NOT_LEADER: &str = "this replica is not the leader";
 
 impl From<kube::core::request::Error> for WriteError {
     fn from(error: kube::core::request::Error) -> Self {

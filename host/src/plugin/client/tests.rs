@@ -10,11 +10,14 @@ use serde_json::{Value, json};
 use super::*;
 use crate::plugin::ResourcePattern;
 
-/// Records every write the observer hears of as `verb kind code`.
+/// Records every write the observer hears of as `verb kind code`, the refusals and the
+/// Events dropped.
 #[derive(Default)]
-struct Recorded {
+pub(crate) struct Recorded {
     calls: Mutex<Vec<String>>,
     throttled: Mutex<Vec<Duration>>,
+    refused: Mutex<Vec<Refusal>>,
+    pub(crate) events_dropped: std::sync::atomic::AtomicU64,
 }
 
 impl WriteObserver for Recorded {
@@ -23,6 +26,13 @@ impl WriteObserver for Recorded {
     }
     fn throttled(&self, _plugin: &str, waited: Duration) {
         self.throttled.lock().push(waited);
+    }
+    fn refused(&self, _plugin: &str, refusal: Refusal) {
+        self.refused.lock().push(refusal);
+    }
+    fn event_dropped(&self, _plugin: &str) {
+        self.events_dropped
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -338,6 +348,10 @@ async fn writes_without_a_grant_are_refused_counted_and_never_sent() {
             "delete ConfigMap not-granted"
         ]
     );
+    assert_eq!(
+        *env.observed.refused.lock(),
+        [Refusal::NotGranted, Refusal::NotGranted]
+    );
     env.server.shutdown().await;
 }
 
@@ -356,6 +370,8 @@ async fn a_replica_that_does_not_lead_sends_no_write() {
         env.server.requests().is_empty(),
         "nothing reached the server"
     );
+    assert_eq!(env.calls(), ["create ConfigMap not-leader"]);
+    assert_eq!(*env.observed.refused.lock(), [Refusal::NotLeader]);
     env.server.shutdown().await;
 }
 

@@ -8,8 +8,8 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kubewasm_devserver::{DevServer, Options, Verb};
 
 use super::*;
-use crate::plugin::client::tests::write_client;
-use crate::plugin::client::{ClientOptions, NoWriteObserver, Resources};
+use crate::plugin::client::tests::{Recorded, write_client};
+use crate::plugin::client::{ClientOptions, Resources};
 
 fn about(name: &str, reason: &str, message: &str) -> EventRecord {
     EventRecord {
@@ -170,12 +170,14 @@ fn the_caches_stay_within_their_size() {
 struct Env {
     server: DevServer,
     recorder: EventRecorder,
+    observed: Arc<Recorded>,
 }
 
 impl Env {
     async fn new(writes: &[&str], options: RecorderOptions) -> Env {
         let server = DevServer::start(Options::default()).await.unwrap();
         let resources = Arc::new(Resources::new(server.client()));
+        let observed = Arc::new(Recorded::default());
         let client = write_client(
             &server,
             writes,
@@ -185,10 +187,14 @@ impl Env {
                 ..ClientOptions::default()
             },
             &resources,
-            Arc::new(NoWriteObserver),
+            observed.clone(),
         );
         let recorder = EventRecorder::new(Arc::new(client), options);
-        Env { server, recorder }
+        Env {
+            server,
+            recorder,
+            observed,
+        }
     }
 
     async fn events(&self) -> Vec<Event> {
@@ -247,6 +253,13 @@ async fn a_hot_loop_writes_at_most_the_objects_budget() {
         .count();
     env.recorder.flush().await;
     assert_eq!(accepted, 25, "client-go's per-object burst");
+    assert_eq!(
+        env.observed
+            .events_dropped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1000 - 25,
+        "every dropped Event is counted"
+    );
     let writes = env
         .server
         .requests()

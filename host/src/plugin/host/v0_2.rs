@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use super::super::bindings::v0_2::ControllerPre;
 use super::super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::super::cache_api::Access;
-use super::super::client::{NoWriteObserver, Resources, WriteClient};
+use super::super::client::{Resources, WriteClient};
 use super::super::component::{CompiledPlugin, Linked};
 use super::super::events::{EventRecorder, RecorderOptions};
 use super::super::handlers_v0_2::{EventForwarder, spawn_handlers};
@@ -24,7 +24,7 @@ use super::super::keys::{ObjectKey, QueueRule, keys_for, resolve_rules};
 use super::super::log_gate::LogGate;
 use super::super::reconciler::{Recipe, ReconcilerInstance, spawn_workers};
 use super::super::state::HostState;
-use super::super::workqueue::{NoQueueMetrics, WorkQueue};
+use super::super::workqueue::WorkQueue;
 use super::super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 use super::{
     Claims, DropReason, PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
@@ -89,6 +89,7 @@ impl ControllerEntry {
             events_dropped: DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
             replay_done: self.ready(),
             last_error: self.replace_error.clone(),
+            workqueue: Some(stats),
         }
     }
 }
@@ -368,7 +369,7 @@ impl PluginHost {
                 policy.writes.clone(),
                 policy.reconcile.client.clone(),
                 Arc::new(Resources::new(kube)),
-                Arc::new(NoWriteObserver),
+                self.inner.options.observer.writes(name),
             )
             .with_leader(self.inner.options.leader.clone()),
         );
@@ -379,7 +380,10 @@ impl PluginHost {
         Arc::new(Context {
             client,
             recorder,
-            queue: WorkQueue::new(policy.reconcile.queue.clone(), Arc::new(NoQueueMetrics)),
+            queue: WorkQueue::new(
+                policy.reconcile.queue.clone(),
+                self.inner.options.observer.queue(name),
+            ),
             calls: Default::default(),
         })
     }
@@ -436,19 +440,26 @@ impl PluginHost {
         Ok(())
     }
 
-    /// Unloads a 0.2 plugin: its workers stop, its queue is shut down. `false` if `id` is
-    /// not a 0.2 plugin.
-    pub(super) async fn unload_v0_2(&self, id: PluginId) -> bool {
+    /// Whether a loaded 0.2 plugin is called `name`.
+    pub(super) fn controller_named(&self, name: &str) -> bool {
+        self.inner
+            .controllers
+            .lock()
+            .values()
+            .any(|e| e.name == name)
+    }
+
+    /// Unloads a 0.2 plugin: its workers stop, its queue is shut down. Answers its name, or
+    /// `None` if `id` is not a 0.2 plugin.
+    pub(super) async fn unload_v0_2(&self, id: PluginId) -> Option<String> {
         let entry = self.inner.controllers.lock().remove(&id);
-        let Some(mut entry) = entry else {
-            return false;
-        };
+        let mut entry = entry?;
         entry.stop();
         entry.context.queue.shut_down();
         tracing::info!(plugin = %entry.name, id = id.0, "0.2 plugin unloaded");
         self.release_indexes(&entry.indexes);
         self.release(&entry.keys).await;
-        true
+        Some(entry.name)
     }
 
     /// Stops every 0.2 plugin.

@@ -1,0 +1,322 @@
+//! Plugins configured by registry reference (`[plugins.NAME] source = "oci://..."`): each is
+//! resolved to a manifest digest, its component pulled once into the [`BlobStore`], and linked
+//! as `NAME.wasm` into the directory the reloader watches beside the plugins directory. With
+//! `poll-seconds`, a tag is resolved again on that period and a moved tag is pulled and linked
+//! in place of the old version: the reloader then replaces the running plugin exactly as for a
+//! changed file.
+//!
+//! # Failure
+//! Nothing that goes wrong with a source touches its link: a registry that is down, refuses
+//! access or rate limits, a digest that does not match, an artifact that is not a component,
+//! all leave the last good version linked (and running). The error is logged once per change,
+//! shown in `/plugins` and counted; the source is tried again at its next poll. A restart while
+//! the registry is down starts from the link left by the last run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use oci_client::Reference;
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::reference::parse_reference;
+use super::registry::{Pulled, Registry, RegistryError};
+use super::store::{BlobStore, Linked};
+
+/// How often a source that has never been pulled is tried again when it has no `poll-seconds`.
+const RETRY: Duration = Duration::from_secs(30);
+
+/// One configured source.
+#[derive(Debug, Clone)]
+pub struct SourceSpec {
+    /// The plugin's config key: its link is `NAME.wasm`.
+    pub name: String,
+    /// As configured (`oci://...`).
+    pub source: String,
+    pub reference: Reference,
+    /// How often to look for a moved tag; `None`: resolved once per start.
+    pub poll: Option<Duration>,
+}
+
+impl SourceSpec {
+    /// Parses a configured source.
+    pub fn new(name: &str, source: &str, poll: Option<Duration>) -> Result<SourceSpec, String> {
+        if !source.starts_with("oci://") {
+            return Err(format!(
+                "source `{source}` must start with oci:// (the only kind of source)"
+            ));
+        }
+        let reference = parse_reference(source).map_err(|e| e.to_string())?;
+        Ok(SourceSpec {
+            name: name.to_owned(),
+            source: source.to_owned(),
+            reference,
+            poll,
+        })
+    }
+}
+
+/// What `/plugins` shows of a source.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SourceStatus {
+    pub plugin: String,
+    pub source: String,
+    /// The manifest digest linked (and so loaded, unless the component itself is refused:
+    /// see the file's entry).
+    pub digest: Option<String>,
+    /// The component's digest, the blob the link points at.
+    pub layer: Option<String>,
+    /// The last attempt's error, until one succeeds.
+    pub last_error: Option<String>,
+    /// Its kind (`unauthorized`, `not-found`, `rate-limited`, `server-error`, `unreachable`,
+    /// `digest-mismatch`, `not-wasm`, ...).
+    pub error_kind: Option<String>,
+    /// Registry checks (resolve, pull) so far, and how many failed.
+    pub checks: u64,
+    pub failures: u64,
+}
+
+/// Counts registry checks of sources, by plugin and outcome.
+pub trait PullObserver: Send + Sync {
+    fn pulled(&self, plugin: &str, ok: bool);
+}
+
+/// Every source's status, by plugin.
+pub type SharedSources = Arc<Mutex<BTreeMap<String, SourceStatus>>>;
+
+/// The configured sources and what keeps them in step.
+pub struct Sources {
+    specs: Vec<SourceSpec>,
+    registry: Arc<Registry>,
+    store: BlobStore,
+    status: SharedSources,
+    observer: Option<Arc<dyn PullObserver>>,
+}
+
+/// What one check of a source came to.
+#[derive(Debug, PartialEq, Eq)]
+enum Checked {
+    /// The linked version is still the current one.
+    Unchanged,
+    /// A new version was linked.
+    Linked,
+}
+
+impl Sources {
+    pub fn new(
+        specs: Vec<SourceSpec>,
+        registry: Registry,
+        store: BlobStore,
+        observer: Option<Arc<dyn PullObserver>>,
+    ) -> Sources {
+        let status = specs
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    SourceStatus {
+                        plugin: s.name.clone(),
+                        source: s.source.clone(),
+                        ..SourceStatus::default()
+                    },
+                )
+            })
+            .collect();
+        Sources {
+            specs,
+            registry: Arc::new(registry),
+            store,
+            status: Arc::new(Mutex::new(status)),
+            observer,
+        }
+    }
+
+    /// The directory of links, for the reloader.
+    pub fn dir(&self) -> std::path::PathBuf {
+        self.store.plugins_dir()
+    }
+
+    /// Every source's status, updated as they are checked.
+    pub fn shared_status(&self) -> SharedSources {
+        self.status.clone()
+    }
+
+    /// Before the first scan: creates the store, removes links no source (or another source)
+    /// made, and checks every source once, in parallel. A source that cannot be reached keeps
+    /// the link the last run left.
+    pub async fn prepare(&self) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        self.store
+            .create()
+            .context("cannot create the OCI store in the cache directory")?;
+        for name in self.store.link_names() {
+            let wanted = self.specs.iter().find(|s| s.name == name);
+            let linked = self.store.linked(&name);
+            if wanted.is_none_or(|s| linked.is_none_or(|l| l.source != s.source)) {
+                tracing::info!(plugin = %name, "removing the link of a source no longer configured");
+                self.store.unlink(&name);
+            }
+        }
+        for spec in &self.specs {
+            if let Some(linked) = self.store.linked(&spec.name) {
+                let mut status = self.status.lock();
+                if let Some(s) = status.get_mut(&spec.name) {
+                    s.digest = Some(linked.manifest);
+                    s.layer = Some(linked.layer);
+                }
+            }
+        }
+        futures::future::join_all(self.specs.iter().map(|spec| self.check_and_report(spec))).await;
+        Ok(())
+    }
+
+    /// Checks each source again on its period until `cancel` fires. A source without a poll
+    /// period is only retried while it has never been pulled.
+    pub async fn run(self, cancel: CancellationToken) {
+        let this = &self;
+        let loops = self.specs.iter().map(|spec| {
+            let cancel = cancel.clone();
+            async move {
+                loop {
+                    let period = match spec.poll {
+                        Some(poll) => poll,
+                        None if this.store.linked(&spec.name).is_none() => RETRY,
+                        None => return,
+                    };
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep(period) => {}
+                    }
+                    this.check_and_report(spec).await;
+                }
+            }
+        });
+        futures::future::join_all(loops).await;
+    }
+
+    /// Checks one source, records and logs the outcome.
+    async fn check_and_report(&self, spec: &SourceSpec) {
+        let outcome = self.check(spec).await;
+        if let Some(observer) = &self.observer {
+            observer.pulled(&spec.name, outcome.is_ok());
+        }
+        let linked = self.store.linked(&spec.name);
+        let mut status = self.status.lock();
+        let Some(s) = status.get_mut(&spec.name) else {
+            return;
+        };
+        s.checks += 1;
+        s.digest = linked.as_ref().map(|l| l.manifest.clone());
+        s.layer = linked.as_ref().map(|l| l.layer.clone());
+        match outcome {
+            Ok(Checked::Linked) => {
+                tracing::info!(
+                    plugin = %spec.name,
+                    source = %spec.source,
+                    digest = s.digest.as_deref().unwrap_or_default(),
+                    "pulled a new version of the plugin"
+                );
+                s.last_error = None;
+                s.error_kind = None;
+            }
+            Ok(Checked::Unchanged) => {
+                if s.last_error.take().is_some() {
+                    tracing::info!(plugin = %spec.name, source = %spec.source, "source reachable again");
+                }
+                s.error_kind = None;
+            }
+            Err(err) => {
+                s.failures += 1;
+                let message = err.to_string();
+                // Logged when it changes, not on every poll of a registry that stays down.
+                if s.last_error.as_deref() != Some(message.as_str()) {
+                    let running = s.digest.as_deref().unwrap_or("none");
+                    tracing::error!(
+                        plugin = %spec.name,
+                        source = %spec.source,
+                        kind = err.kind(),
+                        running,
+                        error = %message,
+                        "cannot pull the plugin; the last good version (if any) keeps running"
+                    );
+                }
+                s.last_error = Some(message);
+                s.error_kind = Some(err.kind().to_owned());
+            }
+        }
+    }
+
+    /// Resolves a source and, when it names a version not linked yet, pulls and links it.
+    async fn check(&self, spec: &SourceSpec) -> Result<Checked, RegistryError> {
+        let linked = self.store.linked(&spec.name);
+        let digest = match spec.reference.digest() {
+            // A pinned digest needs the network only to fetch what the store lacks.
+            Some(digest) => digest.to_owned(),
+            None => self.registry.resolve(&spec.reference).await?,
+        };
+        if linked.as_ref().is_some_and(|l| l.manifest == digest) {
+            return Ok(Checked::Unchanged);
+        }
+        let stored = self
+            .store
+            .read(&digest)
+            .ok()
+            .flatten()
+            .and_then(|bytes| Pulled::parse(&spec.reference, &digest, bytes).ok());
+        let pulled = match stored {
+            Some(pulled) => pulled,
+            None => {
+                let pulled = self
+                    .registry
+                    .fetch_manifest(&spec.reference, &digest)
+                    .await?;
+                self.store_blob(spec, &digest, &pulled.manifest_bytes)?;
+                pulled
+            }
+        };
+        let layer = pulled.layer_digest().to_owned();
+        if self.store.read(&layer).ok().flatten().is_none() {
+            let component = self
+                .registry
+                .fetch_component(&spec.reference, &pulled)
+                .await?;
+            self.store_blob(spec, &layer, &component)?;
+        }
+        self.store
+            .link(
+                &spec.name,
+                &Linked {
+                    source: spec.source.clone(),
+                    manifest: digest,
+                    layer,
+                },
+            )
+            .map_err(|e| RegistryError::Other {
+                reference: spec.reference.whole(),
+                message: format!("cannot link the pulled plugin: {e}"),
+            })?;
+        Ok(Checked::Linked)
+    }
+
+    fn store_blob(
+        &self,
+        spec: &SourceSpec,
+        digest: &str,
+        bytes: &[u8],
+    ) -> Result<(), RegistryError> {
+        self.store
+            .write(digest, bytes)
+            .map_err(|source| match source {
+                source @ super::StoreError::DigestMismatch { .. } => RegistryError::Digest {
+                    reference: spec.reference.whole(),
+                    source,
+                },
+                e => RegistryError::Other {
+                    reference: spec.reference.whole(),
+                    message: format!("cannot store the pulled artifact: {e}"),
+                },
+            })
+    }
+}
