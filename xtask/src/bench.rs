@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 5] = [
+const BENCHES: [(&str, &str); 6] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -27,7 +27,14 @@ const BENCHES: [(&str, &str); 5] = [
         "Plugins: wasm guests against native handlers",
     ),
     ("reload", "Plugins: hot reload"),
+    (
+        "propagator",
+        "Controllers: the ConfigMap propagators (JavaScript, C)",
+    ),
 ];
+
+/// Benches that load the example components of `target/plugins/` (built first).
+const NEEDS_EXAMPLES: [&str; 1] = ["propagator"];
 
 /// Every benchmark is built and run with all bench packages selected, so shared dependencies
 /// get one feature set and are compiled once, not once per package.
@@ -46,6 +53,9 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
     for (bench, title) in BENCHES {
         if !only.is_empty() && !only.iter().any(|o| o == bench) {
             continue;
+        }
+        if NEEDS_EXAMPLES.contains(&bench) {
+            guests::build_all(ctx)?;
         }
         let command = format!("cargo bench {packages} --bench {bench}");
         eprintln!("xtask: {command}");
