@@ -151,7 +151,7 @@ impl<'a> Rig<'a> {
     /// Creates a Foo by server-side apply (a patch, so that failures injected on creates hit
     /// the controller's writes only).
     async fn create_foo(&self, name: &str, deployment: &str, replicas: i64) {
-        let foo = json!({
+        let object = json!({
             "apiVersion": "samplecontroller.k8s.io/v1alpha1",
             "kind": "Foo",
             "metadata": {"name": name, "namespace": self.ns()},
@@ -161,7 +161,7 @@ impl<'a> Rig<'a> {
             .patch(
                 name,
                 &PatchParams::apply("sample-controller-test"),
-                &Patch::Apply(foo),
+                &Patch::Apply(object),
             )
             .await
             .unwrap_or_else(|e| panic!("{}: creating Foo {name}: {e}", self.ns()));
@@ -196,7 +196,7 @@ impl<'a> Rig<'a> {
 
     async fn foo_status(&self, name: &str) -> Value {
         match self.foos.get_opt(name).await {
-            Ok(Some(foo)) => foo.data["status"]["availableReplicas"].clone(),
+            Ok(Some(object)) => object.data["status"]["availableReplicas"].clone(),
             _ => Value::Null,
         }
     }
@@ -239,7 +239,7 @@ impl<'a> Rig<'a> {
             .count()
     }
 
-    async fn has_event(&self, foo: &str, reason: &str) -> bool {
+    async fn has_event(&self, about: &str, reason: &str) -> bool {
         let events: Api<DynamicObject> = Api::namespaced_with(
             self.client.clone(),
             self.ns(),
@@ -251,7 +251,7 @@ impl<'a> Rig<'a> {
             .map(|list| {
                 list.items.iter().any(|e| {
                     e.data["reason"] == json!(reason)
-                        && e.data["involvedObject"]["name"] == json!(foo)
+                        && e.data["involvedObject"]["name"] == json!(about)
                 })
             })
             .unwrap_or(false)
@@ -260,8 +260,8 @@ impl<'a> Rig<'a> {
     /// Deletes every Foo left in the namespace (the garbage collector takes their Deployments)
     /// and unloads the plugin.
     async fn finish(self) {
-        for foo in self.foos.list(&Default::default()).await.expect("foos") {
-            let name = foo.metadata.name.unwrap_or_default();
+        for object in self.foos.list(&Default::default()).await.expect("foos") {
+            let name = object.metadata.name.unwrap_or_default();
             let _ = self.foos.delete(&name, &DeleteParams::default()).await;
         }
         self.host.unload(self.id).await;
@@ -274,7 +274,7 @@ impl<'a> Rig<'a> {
 async fn lifecycle(rig: &Rig<'_>) {
     rig.create_foo("web", "web", 1).await;
     rig.expect_replicas("web", Some(1), "created").await;
-    let foo = rig.foos.get("web").await.expect("foo");
+    let owner = rig.foos.get("web").await.expect("foo");
     let d = rig.deployments.get("web").await.expect("deployment");
     let owners = d.metadata.owner_references.expect("owned");
     assert_eq!(owners.len(), 1, "{}: {owners:?}", rig.ns());
@@ -282,7 +282,7 @@ async fn lifecycle(rig: &Rig<'_>) {
         (owners[0].kind.as_str(), owners[0].controller),
         ("Foo", Some(true))
     );
-    assert_eq!(Some(owners[0].uid.clone()), foo.metadata.uid);
+    assert_eq!(Some(owners[0].uid.clone()), owner.metadata.uid);
     assert!(
         eventually(|| rig.has_event("web", "Synced")).await,
         "{}: a Synced Event on the Foo",
