@@ -41,15 +41,21 @@ struct Case {
     component: fn() -> Vec<u8>,
 }
 
-const CASES: &[Case] = &[Case {
-    language: "rust",
-    plugin: "sample-controller",
-    component: || guest_bytes("sample-controller"),
-}];
+const CASES: &[Case] = &[
+    Case {
+        language: "rust",
+        plugin: "sample-controller",
+        component: || guest_bytes("sample-controller"),
+    },
+    Case {
+        language: "go",
+        plugin: "sample-controller-go",
+        component: || built_example("sample-controller-go"),
+    },
+];
 
 /// A component built by `cargo xtask build-guests` into `target/plugins/` (its toolchain is not
 /// Rust, so the test cannot build it on demand).
-#[allow(dead_code)]
 fn built_example(name: &str) -> Vec<u8> {
     let path = workspace_root().join(format!("target/plugins/{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {

