@@ -52,6 +52,11 @@ const CASES: &[Case] = &[
         plugin: "sample-controller-go",
         component: || built_example("sample-controller-go"),
     },
+    Case {
+        language: "python",
+        plugin: "sample-controller-python",
+        component: || built_example("sample-controller-python"),
+    },
 ];
 
 /// A component built by `cargo xtask build-guests` into `target/plugins/` (its toolchain is not
@@ -114,6 +119,9 @@ impl<'a> Rig<'a> {
             factory,
             client.clone(),
             HostOptions {
+                // Shared with the other polyglot tests: the Go and Python components (and the
+                // reload's variant) compile once, not on every run.
+                cache_dir: Some(workspace_root().join("target/test-compile-cache")),
                 policy: Arc::new(move |_: &Path| policy.clone()),
                 ..HostOptions::default()
             },

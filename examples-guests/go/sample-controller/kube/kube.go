@@ -40,7 +40,7 @@ type APIError struct {
 	Message string
 }
 
-func (e *APIError) Error() string  { return fmt.Sprintf("%v: %s", e.Kind, e.Message) }
+func (e *APIError) Error() string        { return fmt.Sprintf("%v: %s", e.Kind, e.Message) }
 func (e *APIError) Is(target error) bool { return target == e.Kind }
 
 func apiError(e kubewasm_controller_types.ApiError) error {

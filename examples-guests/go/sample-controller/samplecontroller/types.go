@@ -30,9 +30,9 @@ type Deployment struct {
 }
 
 type DeploymentSpec struct {
-	Replicas *int32             `json:"replicas,omitempty"`
-	Selector LabelSelector      `json:"selector"`
-	Template PodTemplateSpec    `json:"template"`
+	Replicas *int32          `json:"replicas,omitempty"`
+	Selector LabelSelector   `json:"selector"`
+	Template PodTemplateSpec `json:"template"`
 }
 
 type DeploymentStatus struct {
