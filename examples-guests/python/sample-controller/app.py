@@ -132,12 +132,12 @@ class Plugin(exports.Plugin):
 
 class Reconcile(exports.Reconcile):
     def reconcile(self, key: types.Key) -> reconcile.Action:
-        foo: Foo | None = kube.get(FOOS, key.namespace, key.name)
-        if foo is not None:  # gone: the garbage collector removes its Deployment
-            try:
+        try:
+            foo: Foo | None = kube.get(FOOS, key.namespace, key.name)
+            if foo is not None:  # gone: the garbage collector removes its Deployment
                 sync(foo)
-            except kube.ApiError as error:
-                raise Err(f"{type(error).__name__}: {error}")
+        except Exception as error:  # the host logs it and retries the key with backoff
+            raise Err(f"{type(error).__name__}: {error}") from error
         return reconcile.Action_Done()
 
 

@@ -97,9 +97,16 @@ def _write(call, *args) -> dict:
         raise _api_error(error) from None
 
 
+class CacheError(Exception):
+    """A cache query the host refused (a subscription or index it does not know)."""
+
+
 def get(subscription: int, namespace: Optional[str], name: str) -> Optional[dict]:
     """The object from the host's cache, or None."""
-    found = cache.get(subscription, namespace, name)
+    try:
+        found = cache.get(subscription, namespace, name)
+    except Err as error:
+        raise CacheError(repr(error.value)) from None
     return json.loads(found) if found is not None else None
 
 
