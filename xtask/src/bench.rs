@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 5] = [
+const BENCHES: [(&str, &str); 6] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -27,6 +27,10 @@ const BENCHES: [(&str, &str); 5] = [
         "Plugins: wasm guests against native handlers",
     ),
     ("reload", "Plugins: hot reload"),
+    (
+        "controller_languages",
+        "Controllers: the sample-controller in each language",
+    ),
 ];
 
 /// Every benchmark is built and run with all bench packages selected, so shared dependencies
@@ -46,6 +50,10 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
     for (bench, title) in BENCHES {
         if !only.is_empty() && !only.iter().any(|o| o == bench) {
             continue;
+        }
+        if bench == "controller_languages" {
+            // It loads the example components of every language from target/plugins/.
+            guests::build_all(ctx)?;
         }
         let command = format!("cargo bench {packages} --bench {bench}");
         eprintln!("xtask: {command}");
