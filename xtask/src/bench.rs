@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 6] = [
+const BENCHES: [(&str, &str); 7] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -31,10 +31,14 @@ const BENCHES: [(&str, &str); 6] = [
         "propagator",
         "Controllers: the ConfigMap propagators (JavaScript, C)",
     ),
+    (
+        "controller_languages",
+        "Controllers: the sample-controller in each language",
+    ),
 ];
 
 /// Benches that load the example components of `target/plugins/` (built first).
-const NEEDS_EXAMPLES: [&str; 1] = ["propagator"];
+const NEEDS_EXAMPLES: [&str; 2] = ["propagator", "controller_languages"];
 
 /// Every benchmark is built and run with all bench packages selected, so shared dependencies
 /// get one feature set and are compiled once, not once per package.

@@ -98,7 +98,7 @@ fn build_one(
     )?;
     let module = std::fs::read(&module)?;
     let component = toolchain::componentize_reactor(&module)?;
-    toolchain::write_contract_component(ctx, contract, name, &component, started)
+    toolchain::write_component(ctx, contract, name, &component, started)
 }
 
 #[cfg(test)]

@@ -47,5 +47,5 @@ fn build_one(ctx: &Ctx, contract: Contract, name: &str, module: &Path) -> anyhow
             .arg(&component),
     )?;
     let bytes = std::fs::read(&component)?;
-    toolchain::write_contract_component(ctx, contract, name, &bytes, started)
+    toolchain::write_component(ctx, contract, name, &bytes, started)
 }

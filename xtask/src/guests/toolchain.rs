@@ -40,7 +40,8 @@ pub enum Contract {
 }
 
 impl Contract {
-    fn wit_dir(self, ctx: &Ctx) -> PathBuf {
+    /// The directory of the version's WIT package.
+    pub fn wit_dir(self, ctx: &Ctx) -> PathBuf {
         match self {
             Contract::V0_1 => ctx.wit_dir.clone(),
             Contract::V0_2 => ctx.wit_dir.join("0.2"),
@@ -61,18 +62,17 @@ impl Contract {
     }
 }
 
-/// The 0.1 world most guests target, parsed from `wit/`.
-pub fn controller_world(ctx: &Ctx) -> anyhow::Result<(Resolve, WorldId)> {
-    contract_world(ctx, Contract::V0_1)
-}
-
 /// The `controller` world of `contract`, parsed from its WIT directory.
 pub fn contract_world(ctx: &Ctx, contract: Contract) -> anyhow::Result<(Resolve, WorldId)> {
-    let dir = contract.wit_dir(ctx);
+    world_in(&contract.wit_dir(ctx))
+}
+
+/// The `controller` world of the WIT package in `wit_dir`.
+fn world_in(wit_dir: &Path) -> anyhow::Result<(Resolve, WorldId)> {
     let mut resolve = Resolve::default();
     let (package, _) = resolve
-        .push_dir(&dir)
-        .with_context(|| format!("parsing the WIT package in {}", dir.display()))?;
+        .push_dir(wit_dir)
+        .with_context(|| format!("parsing the WIT package in {}", wit_dir.display()))?;
     let world = resolve.select_world(&[package], Some("controller"))?;
     Ok((resolve, world))
 }
@@ -184,10 +184,10 @@ fn find_on_path(names: &[&str]) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// Appends the `controller` world's type information to a core module (what
-/// `wasm-tools component embed` does), for toolchains whose output lacks it.
-pub fn embed_world(ctx: &Ctx, module: &mut Vec<u8>) -> anyhow::Result<()> {
-    let (resolve, world) = controller_world(ctx)?;
+/// Appends the type information of the `controller` world of the WIT package in `wit_dir` to a
+/// core module (what `wasm-tools component embed` does), for toolchains whose output lacks it.
+pub fn embed_world(wit_dir: &Path, module: &mut Vec<u8>) -> anyhow::Result<()> {
+    let (resolve, world) = world_in(wit_dir)?;
     wit_component::embed_component_metadata(module, &resolve, world, StringEncoding::UTF8, false)
 }
 
@@ -240,19 +240,9 @@ pub fn check_controller_component(bytes: &[u8], contract: Contract) -> anyhow::R
     Ok(())
 }
 
-/// Writes a finished 0.1 component to `out_dir/NAME.wasm` after checking it, and reports how long
-/// its build took.
+/// Writes a finished component of `contract` to `out_dir/NAME.wasm` after checking it, and
+/// reports how long its build took.
 pub fn write_component(
-    ctx: &Ctx,
-    name: &str,
-    bytes: &[u8],
-    started: Instant,
-) -> anyhow::Result<PathBuf> {
-    write_contract_component(ctx, Contract::V0_1, name, bytes, started)
-}
-
-/// [`write_component`] for a component of `contract`.
-pub fn write_contract_component(
     ctx: &Ctx,
     contract: Contract,
     name: &str,
@@ -296,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_controller_module_becomes_a_component_the_check_accepts() {
-        let (resolve, world) = controller_world(&Ctx::new()).expect("wit/ parses");
+        let (resolve, world) = contract_world(&Ctx::new(), Contract::V0_1).expect("wit/ parses");
         let component = component_for(&resolve, world);
         check_controller_component(&component, Contract::V0_1)
             .expect("a controller component passes");
@@ -348,7 +338,7 @@ mod tests {
 
     #[test]
     fn the_check_rejects_imports_the_host_does_not_provide() {
-        let (mut resolve, _) = controller_world(&Ctx::new()).expect("wit/ parses");
+        let (mut resolve, _) = contract_world(&Ctx::new(), Contract::V0_1).expect("wit/ parses");
         let package = resolve
             .push_str(
                 "extra.wit",
