@@ -153,6 +153,21 @@ async fn handle(
     response
 }
 
+/// Who sent `request`, for the request log: its bearer token, else its user agent.
+fn client_of(request: &Request) -> String {
+    let header = |name| {
+        request
+            .headers
+            .get(name)
+            .and_then(|v: &http::HeaderValue| v.to_str().ok())
+    };
+    header(header::AUTHORIZATION)
+        .and_then(|auth| auth.strip_prefix("Bearer "))
+        .or_else(|| header(header::USER_AGENT))
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn handle_resource(
     core: &Arc<Core>,
     path: &ResourcePath,
@@ -170,6 +185,9 @@ fn handle_resource(
         resource: path.plural.clone(),
         namespace: path.namespace.clone(),
         query: request.raw_query.clone(),
+        name: path.name.clone(),
+        client: client_of(request),
+        at: std::time::Instant::now(),
     })?;
     let resource = core
         .registry

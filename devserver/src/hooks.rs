@@ -31,6 +31,13 @@ pub struct RequestRecord {
     pub namespace: Option<String>,
     /// The raw query string (without `?`).
     pub query: String,
+    /// The object's name when the path names one (not on a create or a collection).
+    pub name: Option<String>,
+    /// Who sent it: the bearer token (the dev server authenticates no one, so a token is how
+    /// a test tells its clients apart), else the user agent, else empty.
+    pub client: String,
+    /// When the request arrived.
+    pub at: std::time::Instant,
 }
 
 /// Faults, latency and log shared by all requests.
@@ -109,6 +116,9 @@ mod tests {
             resource: "pods".into(),
             namespace: None,
             query: String::new(),
+            name: None,
+            client: String::new(),
+            at: std::time::Instant::now(),
         }
     }
 

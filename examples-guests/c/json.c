@@ -198,12 +198,28 @@ static int find_member(cursor_t *c, const char *key) {
     }
 }
 
+// Moves the cursor onto the value at `path`. Returns 0 when absent or malformed on the way.
+static int find_path(cursor_t *c, const char *const *path, size_t depth) {
+    for (size_t i = 0; i < depth; i++) {
+        if (!find_member(c, path[i])) return 0;
+    }
+    skip_ws(c);
+    return 1;
+}
+
+const char *json_get_raw(const char *json, size_t len, const char *const *path, size_t depth,
+                         size_t *raw_len) {
+    cursor_t c = {json, json + len};
+    if (!find_path(&c, path, depth)) return NULL;
+    const char *start = c.at;
+    if (!skip_value(&c, 1)) return NULL;
+    *raw_len = (size_t)(c.at - start);
+    return start;
+}
+
 char *json_get_string(const char *json, size_t len, const char *const *path, size_t depth) {
     cursor_t c = {json, json + len};
-    for (size_t i = 0; i < depth; i++) {
-        if (!find_member(&c, path[i])) return NULL;
-    }
-    skip_ws(&c);
+    if (!find_path(&c, path, depth)) return NULL;
     cursor_t probe = c;
     size_t value_len;
     if (!read_string(&probe, NULL, &value_len)) return NULL;

@@ -18,6 +18,18 @@ static void expect(const char *json, const char *const *path, size_t depth, cons
     free(got);
 }
 
+static void expect_raw(const char *json, const char *const *path, size_t depth, const char *want) {
+    size_t len = 0;
+    const char *got = json_get_raw(json, strlen(json), path, depth, &len);
+    int ok = (want == NULL && got == NULL) ||
+             (want != NULL && got != NULL && len == strlen(want) && memcmp(got, want, len) == 0);
+    if (!ok) {
+        failures++;
+        fprintf(stderr, "FAIL raw %s at %s...: want %s, got %.*s\n", json, path[0],
+                want ? want : "(null)", got ? (int)len : 6, got ? got : "(null)");
+    }
+}
+
 int main(void) {
     static const char *const name[] = {"metadata", "name"};
     static const char *const app[] = {"metadata", "labels", "app"};
@@ -39,6 +51,16 @@ int main(void) {
     expect("{\"metadata\":[\"name\",\"x\"]}", name, 2, NULL);             // not an object
     expect("{\"metadata\":{\"name\":\"unterminated}}", name, 2, NULL);    // malformed
     expect("{\"metadata\":{\"x\":[1,2,\"name\":\"y\"}}", name, 2, NULL);  // malformed on the way
+
+    static const char *const data[] = {"data"};
+    static const char *const labels[] = {"metadata", "labels"};
+    expect_raw(object, data, 1, "{\"metadata\":{\"name\":\"decoy\"}}");     // an object, whole
+    expect_raw(object, labels, 2, "{\"tier\":\"x\",\"app\":\"shop\"}");
+    expect_raw(object, top, 1, "\"ConfigMap\"");                          // a string, quoted
+    expect_raw("{\"data\": [1, {\"a\": \"]\"}] }", data, 1, "[1, {\"a\": \"]\"}]");  // brackets in strings
+    expect_raw("{\"data\":42,\"x\":1}", data, 1, "42");
+    expect_raw("{\"metadata\":{}}", data, 1, NULL);                         // missing
+    expect_raw("{\"data\":{\"a\":}", data, 1, NULL);                       // malformed value
 
     if (failures) return 1;
     printf("json_test: all passed\n");

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{HostArgs, LeaderElectArgs};
 use crate::config::{Config, LeaderElectionConfig};
-use crate::leader::{ElectionOptions, LeaderElector, LeaderGate};
+use crate::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate};
 use crate::metrics::{InformerSample, Metrics, PluginSample, PluginSource};
 use crate::oci::{
     BlobStore, Credentials, PullObserver, Registry, RegistryOptions, SourceStatus, Sources,
@@ -100,13 +100,14 @@ pub fn policy_lookup(config: Arc<Config>) -> impl Fn(&Path) -> PluginPolicy + Se
 
 /// The leader election this replica takes part in, the flags over the config file's
 /// `[leader-election]`; `None` when neither turns it on. `default_namespace` is the Lease's
-/// namespace when neither names one (the pod's, or the kubeconfig context's).
+/// namespace when neither names one (the pod's, or the kubeconfig context's). More than one
+/// shard ([`shard_count`]) turns it on.
 pub fn election_options(
     args: &LeaderElectArgs,
     config: &LeaderElectionConfig,
     default_namespace: &str,
 ) -> Result<Option<ElectionOptions>, UsageError> {
-    if !(args.leader_elect || config.enabled) {
+    if !(args.leader_elect || config.enabled || shard_count(args, config) > 1) {
         return Ok(None);
     }
     let [lease_duration, renew_deadline, retry_period] = config
@@ -131,29 +132,66 @@ pub fn election_options(
     Ok(Some(options))
 }
 
-/// Starts contending for the Lease when leader election is on; the gate says whether this
-/// replica leads (always, when it is off), and the metric and `/plugins` follow it.
+/// How many shards the work is split into: `--shards`, else `[leader-election] shards`.
+pub fn shard_count(args: &LeaderElectArgs, config: &LeaderElectionConfig) -> usize {
+    args.shards.map_or(config.shards, usize::from).max(1)
+}
+
+/// This replica's part in leader election: the gate, the balance of shards (when sharded) and
+/// the tasks that end once they have released what they held.
+struct Election {
+    gate: LeaderGate,
+    balance: Option<Arc<Balance>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Starts contending when leader election is on: for the one Lease, or, with `shards` above 1,
+/// for each shard's Lease beside a membership heartbeat that keeps the shards spread fairly.
+/// The gate says what this replica leads (everything, when it is off); the metric per Lease
+/// and `/plugins` follow it.
 fn start_election(
     client: &kube::Client,
     options: Option<ElectionOptions>,
+    shards: usize,
     metrics: &Arc<Metrics>,
     cancel: CancellationToken,
-) -> anyhow::Result<(LeaderGate, Option<tokio::task::JoinHandle<()>>)> {
+) -> anyhow::Result<Election> {
     let Some(options) = options else {
-        return Ok((LeaderGate::always(), None));
+        return Ok(Election {
+            gate: LeaderGate::always(),
+            balance: None,
+            tasks: Vec::new(),
+        });
     };
-    let elector = LeaderElector::new(client.clone(), options).map_err(|e| UsageError(e.into()))?;
-    let gate = elector.gate();
-    let mut changes = gate.subscribe();
-    let (metrics, lease) = (metrics.clone(), gate.lease().to_owned());
-    metrics.set_leader(&lease, false);
+    let invalid = |e: crate::leader::LeaderError| UsageError(e.into());
+    let (gate, balance, tasks) = if shards <= 1 {
+        let elector = LeaderElector::new(client.clone(), options).map_err(invalid)?;
+        let gate = elector.gate();
+        (gate, None, vec![tokio::spawn(elector.run(cancel))])
+    } else {
+        let sharded =
+            crate::leader::spawn_sharded(client, options, shards, cancel).map_err(invalid)?;
+        (sharded.gate, Some(sharded.balance), sharded.tasks)
+    };
+    let mut changes = gate.subscribe_shards();
+    let (metrics, watched) = (metrics.clone(), gate.clone());
+    let publish = move || {
+        for shard in 0..watched.shards() {
+            metrics.set_leader(&watched.shard_lease(shard), watched.leads_shard(shard));
+        }
+    };
+    publish();
     tokio::spawn(async move {
         while changes.changed().await.is_ok() {
-            let leader = *changes.borrow_and_update();
-            metrics.set_leader(&lease, leader);
+            changes.borrow_and_update();
+            publish();
         }
     });
-    Ok((gate, Some(tokio::spawn(elector.run(cancel)))))
+    Ok(Election {
+        gate,
+        balance,
+        tasks,
+    })
 }
 
 /// The clients the host talks to the API server with.
@@ -207,6 +245,7 @@ pub async fn run(
         &config.leader_election,
         client.default_namespace(),
     )?;
+    let shards = shard_count(&args.leader, &config.leader_election);
     let factory = SharedInformerFactory::new(
         client.clone(),
         FactoryOptions {
@@ -246,7 +285,11 @@ pub async fn run(
     // Every replica keeps its informers synced and its plugins loaded (a warm standby); the
     // gate says which one leads, for whatever must only run on the leader.
     let election_cancel = CancellationToken::new();
-    let (gate, elector) = start_election(&client, election, &metrics, election_cancel.clone())?;
+    let Election {
+        gate,
+        balance,
+        tasks: electors,
+    } = start_election(&client, election, shards, &metrics, election_cancel.clone())?;
 
     let plugins = PluginHost::new(
         factory.clone(),
@@ -291,6 +334,7 @@ pub async fn run(
         },
         plugins: {
             let (plugins, files, gate) = (plugins.clone(), files.clone(), gate.clone());
+            let balance = balance.clone();
             Arc::new(move || {
                 let files = files.lock().clone().unwrap_or_default();
                 let sources: Vec<SourceStatus> = source_status
@@ -299,7 +343,7 @@ pub async fn run(
                     .unwrap_or_default();
                 serde_json::json!({
                     "sources": sources,
-                    "leader": leader_json(&gate),
+                    "leader": leader_json(&gate, balance.as_deref()),
                     "plugins": plugins.plugins().iter().map(status_json).collect::<Vec<_>>(),
                     "files": files.iter().map(|f| serde_json::json!({
                         "path": f.path,
@@ -370,10 +414,10 @@ pub async fn run(
     tracing::info!("shutting down");
     // Leadership goes first, so a standby takes over while this replica drains.
     election_cancel.cancel();
-    if let Some(elector) = elector
-        && let Err(err) = elector.await
-    {
-        tracing::error!(error = %err, "leader elector panicked");
+    for elector in electors {
+        if let Err(err) = elector.await {
+            tracing::error!(error = %err, "leader elector panicked");
+        }
     }
     watch_cancel.cancel();
     if let Some(poller) = poller
@@ -465,12 +509,16 @@ fn initial_files_settled(initial: &BTreeSet<PathBuf>, files: &SharedStatus) -> b
         .all(|f| !f.pending && (f.plugin.is_some() || f.error.is_some()))
 }
 
-fn leader_json(gate: &LeaderGate) -> serde_json::Value {
+fn leader_json(gate: &LeaderGate, balance: Option<&Balance>) -> serde_json::Value {
     serde_json::json!({
         "election": gate.elects(),
         "lease": gate.lease(),
         "identity": gate.identity(),
         "leader": gate.is_leader(),
+        "shards": gate.shards(),
+        "led_shards": gate.led_shards(),
+        "members": balance.map(Balance::members),
+        "target": balance.map(|b| b.target(gate.identity())),
     })
 }
 
@@ -596,6 +644,18 @@ mod tests {
         };
         let err = election_options(&late, &config(""), "ns").unwrap_err();
         assert!(err.to_string().contains("renew deadline"), "{err}");
+
+        // More than one shard turns leader election on; the flag is over the config.
+        let sharded = config("[leader-election]\nshards = 4\n");
+        assert_eq!(shard_count(&off, &sharded), 4);
+        assert!(election_options(&off, &sharded, "ns").unwrap().is_some());
+        let two = LeaderElectArgs {
+            shards: Some(2),
+            ..LeaderElectArgs::default()
+        };
+        assert_eq!(shard_count(&two, &sharded), 2);
+        assert!(election_options(&two, &config(""), "ns").unwrap().is_some());
+        assert_eq!(shard_count(&off, &config("")), 1);
     }
 
     /// A kubeconfig named on the command line is used as it is, and its context can be chosen.

@@ -124,6 +124,12 @@ pub struct LeaderElectArgs {
     /// How often the leader renews and standbys try to acquire [default: 2s].
     #[arg(long, value_parser = parse_duration, env = "KUBEWASM_LEADER_ELECT_RETRY_PERIOD")]
     pub leader_elect_retry_period: Option<Duration>,
+
+    /// Split the work into this many shards by a stable hash of namespace (of name for
+    /// cluster-scoped objects), each led by one replica through its own Lease; above 1 turns
+    /// leader election on [default: 1, not sharded].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024), env = "KUBEWASM_SHARDS")]
+    pub shards: Option<u16>,
 }
 
 /// A duration as `15s`, `500ms` or plain seconds (`15`, `0.5`).
@@ -229,6 +235,11 @@ pub struct RbacArgs {
     /// "oci://..."` plugins are fetched from, to include them [default: as for `run`].
     #[arg(long, env = "KUBEWASM_REGISTRY_CONFIG")]
     pub registry_config: Option<PathBuf>,
+
+    /// Include what `run --shards N` needs (N above 1: also patch, list and delete on Leases,
+    /// for the membership heartbeat) [default: the config file's `[leader-election] shards`].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024), env = "KUBEWASM_SHARDS")]
+    pub shards: Option<u16>,
 }
 
 /// How `push` and `pull` reach a registry.

@@ -30,6 +30,7 @@
 //! lease-duration-seconds = 15  # a standby takes the Lease after it is unrenewed this long
 //! renew-deadline-seconds = 10  # a leader that cannot renew for this long stops leading
 //! retry-period-seconds = 2     # how often the leader renews and standbys try
+//! shards = 1                   # above 1: split the work by namespace, one Lease per shard
 //!
 //! [plugins.pod-diff]           # keyed by the file name without `.wasm`
 //! config = "verbose"
@@ -55,6 +56,10 @@
 //! retry-max-delay-seconds = 1000  # ...up to this
 //! retry-qps = 10.0                # overall retry token bucket of the plugin's workqueue
 //! retry-burst = 100
+//!
+//! [plugins.replica-stats]
+//! every-replica = true            # reconcile on every replica, not only the leader; only
+//!                                 # for plugins without `writes` (default false)
 //! ```
 //!
 //! A grant names resources by API group and kind: `ConfigMap` (core group), `apps/Deployment`,
@@ -269,6 +274,9 @@ pub struct LeaderElectionConfig {
     pub lease_duration_seconds: f64,
     pub renew_deadline_seconds: f64,
     pub retry_period_seconds: f64,
+    /// Split the work into this many shards by namespace, each with its own Lease (1: one
+    /// leader for everything; above 1 turns leader election on).
+    pub shards: usize,
 }
 
 impl Default for LeaderElectionConfig {
@@ -281,6 +289,7 @@ impl Default for LeaderElectionConfig {
             lease_duration_seconds: defaults.lease_duration.as_secs_f64(),
             renew_deadline_seconds: defaults.renew_deadline.as_secs_f64(),
             retry_period_seconds: defaults.retry_period.as_secs_f64(),
+            shards: 1,
         }
     }
 }
@@ -349,6 +358,8 @@ pub struct PluginConfig {
     /// The overall retry rate of the plugin's workqueue.
     pub retry_qps: Option<f64>,
     pub retry_burst: Option<u32>,
+    /// Reconcile on every replica, leader or not; only for a plugin that writes nothing.
+    pub every_replica: Option<bool>,
 }
 
 pub use crate::plugin::ReconcileSettings;
@@ -360,6 +371,7 @@ impl PluginConfig {
         let client = ClientOptions::default();
         ReconcileSettings {
             max_concurrent_reconciles: self.max_concurrent_reconciles.unwrap_or(1),
+            every_replica: self.every_replica.unwrap_or(false),
             queue: QueueOptions {
                 base_delay: self
                     .retry_base_delay_ms
@@ -480,6 +492,12 @@ impl Config {
                 "[leader-election] lease-name must not be empty".into(),
             ));
         }
+        if !(1..=1024).contains(&self.leader_election.shards) {
+            return Err(invalid(format!(
+                "[leader-election] shards must be from 1 to 1024, not {}",
+                self.leader_election.shards
+            )));
+        }
         let limits = std::iter::once((
             "defaults",
             Some(self.defaults.call_deadline_ms),
@@ -531,6 +549,12 @@ impl Config {
                 .and_then(|()| settings.client.validate());
             if let Err(message) = checked {
                 return Err(invalid(format!("[plugins.{name}] {message}")));
+            }
+            if settings.every_replica && plugin.writes.as_ref().is_some_and(|w| !w.is_empty()) {
+                return Err(invalid(format!(
+                    "[plugins.{name}] every-replica is only for plugins that write nothing: \
+                     writes from every replica would race; remove `writes` or `every-replica`"
+                )));
             }
         }
         for (section, deadline, memory) in limits {
@@ -686,6 +710,7 @@ mod tests {
             "renew-deadline-seconds = 0",
             "lease-duration-seconds = -1",
             "lease-name = \"\"",
+            "shards = 0",
         ] {
             let err = parse(&format!("[leader-election]\n{bad}\n"))
                 .unwrap_err()
@@ -763,6 +788,7 @@ mod tests {
             "api-call-timeout-ms = 0",
             "retry-base-delay-ms = 0",
             "retry-qps = -1.0",
+            "every-replica = true\nwrites = [\"ConfigMap\"]",
         ] {
             let err = parse(&format!("[plugins.x]\n{bad}\n"))
                 .unwrap_err()

@@ -18,6 +18,7 @@
 //!   sets a one-second duration (client-go's `ReleaseOnCancel`), so a standby takes over on its
 //!   next retry.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,33 +130,47 @@ pub fn default_identity() -> String {
     )
 }
 
-/// Whether this replica leads, cheap to read from any thread.
+/// Whether this replica leads, cheap to read from any thread: one Lease, or each shard's.
 ///
 /// Cloning shares the state. A gate made by [`LeaderGate::always`] (leader election off) is
-/// always open. The elector opens it with a deadline; [`LeaderGate::is_leader`] is false from
-/// that deadline on even if the elector has not run since, so a starved elector can never leave
-/// a write going out after the lease could have been taken.
+/// always open. The elector of each shard opens that shard with a deadline;
+/// [`LeaderGate::leads_shard`] is false from that deadline on even if the elector has not run
+/// since, so a starved elector can never leave a write going out after the lease could have
+/// been taken. Without sharding there is one shard, the whole cluster.
 #[derive(Clone)]
 pub struct LeaderGate {
     inner: Arc<GateInner>,
 }
 
 struct GateInner {
-    /// The Lease name (for metrics and logs); empty when leader election is off.
+    /// The Lease name (for metrics and logs); empty when leader election is off. With shards,
+    /// the prefix of each shard's Lease name ([`LeaderGate::shard_lease`]).
     lease: String,
     /// This replica's identity in the Lease; empty when leader election is off.
     identity: String,
-    open: AtomicBool,
-    /// Until when an open gate stays open without a renewal; `None`: no deadline.
-    until: Mutex<Option<Instant>>,
+    shards: Vec<ShardSlot>,
+    /// Whether any shard is led, as last reported by an elector.
     changes: watch::Sender<bool>,
+    /// Bumped on every transition of any shard.
+    transitions: watch::Sender<u64>,
+    /// Per shard, work waiting for this replica to lead it, by a key the parker chose.
+    parked: Mutex<Vec<HashMap<String, Wake>>>,
+}
+
+/// What a parked piece of work runs when its shard is led here.
+pub type Wake = Box<dyn FnOnce() + Send>;
+
+struct ShardSlot {
+    open: AtomicBool,
+    /// Until when an open shard stays open without a renewal; `None`: no deadline.
+    until: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for LeaderGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaderGate")
             .field("lease", &self.inner.lease)
-            .field("leader", &self.is_leader())
+            .field("led_shards", &self.led_shards())
             .finish()
     }
 }
@@ -163,29 +178,52 @@ impl std::fmt::Debug for LeaderGate {
 impl LeaderGate {
     /// A gate for `identity`'s leader election on `lease`, closed until the elector opens it.
     pub fn new(lease: &str, identity: &str) -> LeaderGate {
-        LeaderGate::with_state(lease, identity, false)
+        LeaderGate::sharded(lease, identity, 1)
+    }
+
+    /// A gate over `shards` shards (at least one) whose Leases are named after `lease`
+    /// ([`LeaderGate::shard_lease`]), all closed until their electors open them.
+    pub fn sharded(lease: &str, identity: &str, shards: usize) -> LeaderGate {
+        LeaderGate::with_state(lease, identity, shards.max(1), false)
     }
 
     /// A gate that is always open: this replica is the only one (leader election off).
     pub fn always() -> LeaderGate {
-        LeaderGate::with_state("", "", true)
+        LeaderGate::with_state("", "", 1, true)
     }
 
-    fn with_state(lease: &str, identity: &str, open: bool) -> LeaderGate {
+    fn with_state(lease: &str, identity: &str, shards: usize, open: bool) -> LeaderGate {
         LeaderGate {
             inner: Arc::new(GateInner {
                 lease: lease.to_owned(),
                 identity: identity.to_owned(),
-                open: AtomicBool::new(open),
-                until: Mutex::new(None),
+                shards: (0..shards)
+                    .map(|_| ShardSlot {
+                        open: AtomicBool::new(open),
+                        until: Mutex::new(None),
+                    })
+                    .collect(),
                 changes: watch::Sender::new(open),
+                transitions: watch::Sender::new(0),
+                parked: Mutex::new((0..shards).map(|_| HashMap::new()).collect()),
             }),
         }
     }
 
-    /// The Lease this gate follows; empty when leader election is off.
+    /// The Lease this gate follows (with shards, the prefix of their names); empty when leader
+    /// election is off.
     pub fn lease(&self) -> &str {
         &self.inner.lease
+    }
+
+    /// The Lease of shard `shard`: the lease name itself without sharding, else
+    /// `<lease>-shard-<shard>`.
+    pub fn shard_lease(&self, shard: usize) -> String {
+        if self.shards() == 1 {
+            self.inner.lease.clone()
+        } else {
+            format!("{}-shard-{shard}", self.inner.lease)
+        }
     }
 
     /// This replica's identity in the Lease; empty when leader election is off.
@@ -193,23 +231,69 @@ impl LeaderGate {
         &self.inner.identity
     }
 
-    /// Whether leader election is on (a gate from [`LeaderGate::new`]).
+    /// Whether leader election is on (a gate from [`LeaderGate::new`] or
+    /// [`LeaderGate::sharded`]).
     pub fn elects(&self) -> bool {
         !self.inner.lease.is_empty()
     }
 
-    /// Whether this replica leads now. Writes must be refused when this is false.
+    /// How many shards the work is split into (1: not sharded).
+    pub fn shards(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    /// Whether this replica leads at least one shard now (without sharding: leads).
     pub fn is_leader(&self) -> bool {
-        if !self.inner.open.load(Ordering::Acquire) {
+        (0..self.shards()).any(|s| self.leads_shard(s))
+    }
+
+    /// Whether this replica leads shard `shard` now. Its writes must be refused when false.
+    pub fn leads_shard(&self, shard: usize) -> bool {
+        let Some(slot) = self.inner.shards.get(shard) else {
+            return false;
+        };
+        if !slot.open.load(Ordering::Acquire) {
             return false;
         }
-        match *self.inner.until.lock() {
+        match *slot.until.lock() {
             Some(until) => Instant::now() < until,
             None => true,
         }
     }
 
-    /// Waits until this replica leads (at once if it does).
+    /// The shards this replica leads now, in order.
+    pub fn led_shards(&self) -> Vec<usize> {
+        (0..self.shards())
+            .filter(|&s| self.leads_shard(s))
+            .collect()
+    }
+
+    /// The shard an object belongs to: by its namespace, or by its name when cluster-scoped
+    /// (`namespace` `None`); see [`shard_of`].
+    pub fn shard_of(&self, namespace: Option<&str>, name: &str) -> usize {
+        shard_of(namespace, name, self.shards())
+    }
+
+    /// Whether this replica leads the shard of the object (`namespace` `None`: cluster-scoped).
+    pub fn leads(&self, namespace: Option<&str>, name: &str) -> bool {
+        self.leads_shard(self.shard_of(namespace, name))
+    }
+
+    /// Runs `wake` once this replica leads the object's shard: at once if it does now, else
+    /// when an elector next opens that shard. One `wake` is kept per `key` (a later one
+    /// replaces it), so parking the same work again costs nothing more.
+    pub fn park(&self, key: String, namespace: Option<&str>, name: &str, wake: Wake) {
+        let shard = self.shard_of(namespace, name);
+        let mut parked = self.inner.parked.lock();
+        if self.leads_shard(shard) {
+            drop(parked);
+            wake();
+            return;
+        }
+        parked[shard].insert(key, wake);
+    }
+
+    /// Waits until this replica leads some shard (at once if it does).
     pub async fn wait_leader(&self) {
         let mut changes = self.inner.changes.subscribe();
         loop {
@@ -223,27 +307,77 @@ impl LeaderGate {
         }
     }
 
-    /// Leadership transitions as they happen: `true` when this replica became leader, `false`
-    /// when it stopped. A deadline passing unrenewed is reported when the elector notices it.
+    /// Leadership transitions as they happen: `true` when this replica came to lead some
+    /// shard, `false` when it leads none any more. A deadline passing unrenewed is reported
+    /// when the elector notices it.
     pub fn subscribe(&self) -> watch::Receiver<bool> {
         self.inner.changes.subscribe()
     }
 
-    /// Opens the gate, or extends it, until `until`.
-    fn open_until(&self, until: Instant) {
-        *self.inner.until.lock() = Some(until);
-        self.inner.open.store(true, Ordering::Release);
+    /// Bumped on every transition of any shard (read [`LeaderGate::leads_shard`] for each).
+    pub fn subscribe_shards(&self) -> watch::Receiver<u64> {
+        self.inner.transitions.subscribe()
+    }
+
+    /// Opens shard `shard`, or extends it, until `until`; work parked for it is woken.
+    fn open_until(&self, shard: usize, until: Instant) {
+        let slot = &self.inner.shards[shard];
+        let (woken, opened) = {
+            let mut parked = self.inner.parked.lock();
+            *slot.until.lock() = Some(until);
+            let was = slot.open.swap(true, Ordering::AcqRel);
+            (std::mem::take(&mut parked[shard]), !was)
+        };
+        if opened {
+            self.inner.transitions.send_modify(|n| *n += 1);
+        }
+        for wake in woken.into_values() {
+            wake();
+        }
         self.inner
             .changes
             .send_if_modified(|open| !std::mem::replace(open, true));
     }
 
-    fn close(&self) {
-        self.inner.open.store(false, Ordering::Release);
+    fn close(&self, shard: usize) {
+        if self.inner.shards[shard].open.swap(false, Ordering::AcqRel) {
+            self.inner.transitions.send_modify(|n| *n += 1);
+        }
+        let any = self
+            .inner
+            .shards
+            .iter()
+            .any(|s| s.open.load(Ordering::Acquire));
         self.inner
             .changes
-            .send_if_modified(|open| std::mem::replace(open, false));
+            .send_if_modified(|open| std::mem::replace(open, any) != any);
     }
+
+    fn deadline(&self, shard: usize) -> Option<Instant> {
+        *self.inner.shards[shard].until.lock()
+    }
+}
+
+/// The shard of an object among `shards`: a stable hash (64-bit FNV-1a, the same on every
+/// replica, build and platform) of its namespace, or of its name when cluster-scoped, modulo
+/// the shard count. Every object of a namespace is in one shard, so a controller's reads and
+/// writes within a namespace stay with one replica.
+pub fn shard_of(namespace: Option<&str>, name: &str, shards: usize) -> usize {
+    if shards <= 1 {
+        return 0;
+    }
+    let text = match namespace {
+        Some(ns) => ns,
+        None => name,
+    };
+    (fnv1a(text) % shards as u64) as usize
+}
+
+/// 64-bit FNV-1a: a hash that is the same on every replica, build and platform.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The Lease record as last observed, and when this replica observed it change.
@@ -259,6 +393,10 @@ pub struct LeaderElector {
     api: Api<Lease>,
     options: ElectionOptions,
     gate: LeaderGate,
+    /// The shard of the gate this elector contends for (0 without sharding).
+    shard: usize,
+    /// With sharding, the fair share this replica keeps to.
+    balance: Option<Arc<Balance>>,
     observed: Option<Observed>,
 }
 
@@ -269,6 +407,39 @@ impl LeaderElector {
         Ok(LeaderElector {
             api: Api::namespaced(client, &options.namespace),
             gate: LeaderGate::new(&options.lease_name, &options.identity),
+            shard: 0,
+            balance: None,
+            options,
+            observed: None,
+        })
+    }
+
+    /// The elector of shard `shard` of `gate` (made by [`LeaderGate::sharded`] from the same
+    /// lease name and identity as `options`): it contends for the shard's own Lease, and only
+    /// while `balance` says this replica is under its fair share or the Lease has expired.
+    pub fn for_shard(
+        client: Client,
+        options: ElectionOptions,
+        gate: LeaderGate,
+        shard: usize,
+        balance: Arc<Balance>,
+    ) -> Result<LeaderElector, LeaderError> {
+        options.validate()?;
+        if shard >= gate.shards() {
+            return Err(LeaderError::Invalid(format!(
+                "shard {shard} of a gate with {} shards",
+                gate.shards()
+            )));
+        }
+        let options = ElectionOptions {
+            lease_name: gate.shard_lease(shard),
+            ..options
+        };
+        Ok(LeaderElector {
+            api: Api::namespaced(client, &options.namespace),
+            gate,
+            shard,
+            balance: Some(balance),
             options,
             observed: None,
         })
@@ -290,14 +461,25 @@ impl LeaderElector {
                 return;
             }
             tracing::info!(%lease, %identity, "became leader");
-            let released = self.renew(&cancel).await;
-            self.gate.close();
-            if released {
-                self.release().await;
-                tracing::info!(%lease, %identity, "released leadership on shutdown");
-                return;
+            let ended = self.renew(&cancel).await;
+            self.gate.close(self.shard);
+            match ended {
+                Renewal::Cancelled => {
+                    self.release().await;
+                    tracing::info!(%lease, %identity, "released leadership on shutdown");
+                    return;
+                }
+                Renewal::Rebalanced => {
+                    self.release().await;
+                    tracing::info!(%lease, %identity, "released leadership: over this replica's fair share of shards");
+                }
+                Renewal::Lost => {
+                    tracing::warn!(%lease, %identity, "lost leadership: could not renew before the renew deadline")
+                }
             }
-            tracing::warn!(%lease, %identity, "lost leadership: could not renew before the renew deadline");
+            if let Some(balance) = &self.balance {
+                balance.set_holder(self.shard, None);
+            }
         }
     }
 
@@ -315,39 +497,42 @@ impl LeaderElector {
                 ok = self.try_acquire_or_renew() => ok,
             };
             if attempt {
-                self.gate.open_until(started + self.options.renew_deadline);
+                self.gate
+                    .open_until(self.shard, started + self.options.renew_deadline);
                 return true;
             }
         }
     }
 
-    /// Renews every retry period while leader. Returns true when `cancel` fired (release), false
-    /// when no renewal succeeded before the renew deadline.
-    async fn renew(&mut self, cancel: &CancellationToken) -> bool {
+    /// Renews every retry period while leader, until `cancel` fires, no renewal succeeds
+    /// before the renew deadline, or (sharded) this replica holds more than its fair share and
+    /// this is the shard it gives up.
+    async fn renew(&mut self, cancel: &CancellationToken) -> Renewal {
         let mut tick = retry_ticks(self.options.retry_period);
         tick.tick().await;
-        let mut deadline = self.deadline_of_gate();
+        let mut deadline = self.gate.deadline(self.shard).unwrap_or_else(Instant::now);
         loop {
             tokio::select! {
-                _ = cancel.cancelled() => return true,
-                _ = tokio::time::sleep_until(deadline) => return false,
+                _ = cancel.cancelled() => return Renewal::Cancelled,
+                _ = tokio::time::sleep_until(deadline) => return Renewal::Lost,
                 _ = tick.tick() => {}
+            }
+            if let Some(balance) = &self.balance
+                && balance.should_release(self.shard, &self.gate)
+            {
+                return Renewal::Rebalanced;
             }
             let started = Instant::now();
             let renewed = tokio::select! {
-                _ = cancel.cancelled() => return true,
-                _ = tokio::time::sleep_until(deadline) => return false,
+                _ = cancel.cancelled() => return Renewal::Cancelled,
+                _ = tokio::time::sleep_until(deadline) => return Renewal::Lost,
                 ok = self.try_acquire_or_renew() => ok,
             };
             if renewed {
                 deadline = started + self.options.renew_deadline;
-                self.gate.open_until(deadline);
+                self.gate.open_until(self.shard, deadline);
             }
         }
-    }
-
-    fn deadline_of_gate(&self) -> Instant {
-        (*self.gate.inner.until.lock()).unwrap_or_else(Instant::now)
     }
 
     /// One attempt, as client-go's `tryAcquireOrRenew`: create the Lease if missing; else take
@@ -408,6 +593,17 @@ impl LeaderElector {
         if !holder.is_empty() && !held_by_us && Instant::now() < observed.at + duration {
             return false;
         }
+        // Sharded: a free shard goes first to a replica under its fair share; one left free
+        // (or expired with its holder) for a whole lease duration goes to anyone, so every
+        // shard is led while any replica lives.
+        if let Some(balance) = &self.balance
+            && !held_by_us
+            && holder.is_empty()
+            && Instant::now() < observed.at + self.options.lease_duration
+            && !balance.may_take(&self.gate)
+        {
+            return false;
+        }
 
         let transitions = spec.lease_transitions.unwrap_or(0);
         let record = LeaseSpec {
@@ -445,6 +641,10 @@ impl LeaderElector {
     }
 
     fn observe(&mut self, lease: Lease) {
+        if let Some(balance) = &self.balance {
+            let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+            balance.set_holder(self.shard, holder.filter(|h| !h.is_empty()));
+        }
         self.observed = Some(Observed {
             spec: lease.spec.unwrap_or_default(),
             resource_version: lease.metadata.resource_version,
@@ -492,6 +692,16 @@ impl LeaderElector {
     }
 }
 
+/// How a leader's renewal loop ended.
+enum Renewal {
+    /// Shutting down: release the Lease.
+    Cancelled,
+    /// Over the fair share: release this shard's Lease for a replica under its share.
+    Rebalanced,
+    /// No renewal before the renew deadline.
+    Lost,
+}
+
 /// Ticks every `period`, the first at once; an attempt that overran a tick is followed by a
 /// full period, not a burst of catch-up attempts.
 fn retry_ticks(period: Duration) -> tokio::time::Interval {
@@ -499,6 +709,9 @@ fn retry_ticks(period: Duration) -> tokio::time::Interval {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks
 }
+
+mod balance;
+pub use balance::{Balance, Membership, Sharded, spawn_sharded};
 
 #[cfg(test)]
 mod tests;

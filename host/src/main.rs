@@ -130,7 +130,10 @@ async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
     let sources =
         kubewasm::oci::commands::fetch_sources(&config, args.registry_config.as_deref()).await;
     let mut found = inspect::needs_of_dir(&args.plugins, &config, sources).await?;
-    if args.leader_elect || config.leader_election.enabled {
+    let shards = args
+        .shards
+        .map_or(config.leader_election.shards, usize::from);
+    if args.leader_elect || config.leader_election.enabled || shards > 1 {
         let namespace = args
             .leader_elect_namespace
             .as_deref()
@@ -138,7 +141,7 @@ async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
             .unwrap_or(&args.namespace);
         found
             .needs
-            .push(kubewasm::rbac::leader_election_need(namespace));
+            .push(kubewasm::rbac::leader_election_need(namespace, shards));
     }
     for (path, err) in &found.rejected {
         eprintln!(

@@ -25,6 +25,9 @@ pub enum Access {
     Read,
     /// Leader election's Lease: read it, create it the first time, renew and release it.
     Lease,
+    /// Sharded leader election: the shards' Leases as [`Access::Lease`], and the member Leases
+    /// each replica applies, lists and deletes on shutdown.
+    ShardedLeases,
 }
 
 impl Access {
@@ -33,18 +36,24 @@ impl Access {
         match self {
             Access::Read => &["get", "list", "watch"],
             Access::Lease => &["get", "create", "update"],
+            Access::ShardedLeases => &["get", "create", "update", "patch", "list", "delete"],
         }
     }
 }
 
-/// What leader election needs: the Lease verbs in the Lease's namespace.
-pub fn leader_election_need(namespace: &str) -> Need {
+/// What leader election needs: the Lease verbs in the Lease's namespace (more of them with
+/// more than one shard).
+pub fn leader_election_need(namespace: &str, shards: usize) -> Need {
     Need {
         group: "coordination.k8s.io".into(),
         version: "v1".into(),
         kind: "Lease".into(),
         namespace: Some(namespace.to_owned()),
-        access: Access::Lease,
+        access: if shards > 1 {
+            Access::ShardedLeases
+        } else {
+            Access::Lease
+        },
     }
 }
 
@@ -355,12 +364,18 @@ mod tests {
     fn each_access_brings_its_verbs() {
         assert_eq!(Access::Read.verbs(), ["get", "list", "watch"]);
         let items =
-            parse(&manifests(&identity("default"), &[leader_election_need("default")]).unwrap());
+            parse(&manifests(&identity("default"), &[leader_election_need("default", 1)]).unwrap());
         assert_eq!(items[1]["kind"], "Role");
         assert_eq!(items[1]["metadata"]["namespace"], "default");
         assert_eq!(
             items[1]["rules"],
             json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update"]}])
+        );
+        let items =
+            parse(&manifests(&identity("default"), &[leader_election_need("default", 4)]).unwrap());
+        assert_eq!(
+            items[1]["rules"][0]["verbs"],
+            json!(["create", "delete", "get", "list", "patch", "update"])
         );
         let items = parse(
             &manifests(&identity("default"), &[need("example.com", "Backup", None)]).unwrap(),

@@ -1,5 +1,6 @@
 //! The `kubewasm` binary driven as a user would: `dev` with the Rust example plugins, `run`
-//! against a dev API server, `check`, `rbac`, bad configs, metrics, probes and SIGTERM.
+//! against a dev API server, `check`, `rbac`, bad configs, metrics, probes and SIGTERM, and
+//! several `run` replicas electing leaders ([`replicas`]).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -627,132 +628,9 @@ fn bad_config_and_unreadable_plugins_dir_exit_2_with_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// Whether the replica serving on `addr` says in `/plugins` that it leads, and its metric agrees.
-fn leads(addr: &str) -> Option<bool> {
-    let (code, body) = get(&format!("http://{addr}/plugins"));
-    if code != 200 {
-        return None;
-    }
-    let json: Value = serde_json::from_str(&body).ok()?;
-    let leader = json["leader"]["leader"].as_bool()?;
-    let metric = sample(
-        &get(&format!("http://{addr}/metrics")).1,
-        "kubewasm_leader",
-        &[r#"lease="kubewasm""#],
-    )?;
-    // The metric follows the elector's transitions; between them both say the same.
-    (metric == f64::from(u8::from(leader))).then_some(leader)
-}
-
-/// Two `run --leader-elect` replicas against one `kubewasm dev` API server: exactly one leads; a
-/// leader killed with SIGKILL is replaced within the lease duration (plus a retry or two and
-/// slack for a loaded machine); a leader stopped with SIGTERM releases the Lease and the other
-/// leads in under 3 s.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_elect_one_leader_and_hand_over_on_kill_and_on_sigterm() {
-    const LEASE: Duration = Duration::from_secs(4);
-    const RETRY: Duration = Duration::from_millis(500);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let plugins = plugins_dir(dir.path(), &[]);
-    let kubeconfig = dir.path().join("dev.kubeconfig");
-    let path = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
-    let dev = Host::spawn(
-        &[
-            "dev",
-            "--plugins",
-            &path(&plugins),
-            "--kubeconfig-out",
-            &path(&kubeconfig),
-        ],
-        dir.path(),
-        &[],
-        tempfile::tempdir().expect("tempdir"),
-    );
-    dev.logged_field("development API server running", "url")
-        .await;
-    let replica = |name: &str| {
-        Host::spawn(
-            &[
-                "run",
-                "--plugins",
-                &path(&plugins),
-                "--leader-elect",
-                "--leader-elect-lease-duration",
-                "4s",
-                "--leader-elect-renew-deadline",
-                "3s",
-                "--leader-elect-retry-period",
-                "500ms",
-            ],
-            dir.path(),
-            &[("KUBECONFIG", &kubeconfig), ("POD_NAME", Path::new(name))],
-            tempfile::tempdir().expect("tempdir"),
-        )
-    };
-    let a = replica("replica-a");
-    let b = replica("replica-b");
-    let addr_a = a.logged_field("serving /metrics", "addr").await;
-    let addr_b = b.logged_field("serving /metrics", "addr").await;
-    let one_leads = wait_until(PATIENCE, || {
-        matches!(
-            (leads(&addr_a), leads(&addr_b)),
-            (Some(true), Some(false)) | (Some(false), Some(true))
-        )
-    })
-    .await;
-    assert!(
-        one_leads,
-        "no single leader: {:#?} {:#?}",
-        a.logs(),
-        b.logs()
-    );
-    let (mut leader, standby, standby_addr) = if leads(&addr_a) == Some(true) {
-        (a, b, addr_b)
-    } else {
-        (b, a, addr_a)
-    };
-    leader.logged_field("became leader", "identity").await;
-
-    leader.child.kill().expect("kill -9 the leader");
-    let killed = std::time::Instant::now();
-    let took_over = wait_until(PATIENCE, || leads(&standby_addr) == Some(true)).await;
-    let took = killed.elapsed();
-    assert!(took_over, "the standby never led: {:#?}", standby.logs());
-    eprintln!("failover after kill -9: {took:?}");
-    assert!(
-        took <= LEASE + RETRY * 2 + Duration::from_millis(1500),
-        "failover after kill -9 took {took:?}"
-    );
-    drop(leader);
-
-    // A fresh standby, then SIGTERM the leader: the Lease is released and taken at once.
-    let c = replica("replica-c");
-    let addr_c = c.logged_field("serving /metrics", "addr").await;
-    assert!(wait_until(PATIENCE, || leads(&addr_c) == Some(false)).await);
-    tokio::time::sleep(LEASE).await;
-    assert_eq!(
-        leads(&addr_c),
-        Some(false),
-        "the standby waits while the leader renews"
-    );
-    let stopping = std::time::Instant::now();
-    let terminated = tokio::task::spawn_blocking(move || standby.terminate());
-    let handed_over = wait_until(PATIENCE, || leads(&addr_c) == Some(true)).await;
-    let took = stopping.elapsed();
-    assert!(handed_over, "the new standby never led: {:#?}", c.logs());
-    eprintln!("hand-over after SIGTERM: {took:?}");
-    assert!(
-        took < Duration::from_secs(3),
-        "SIGTERM hand-over took {took:?}"
-    );
-    let status = terminated.await.expect("terminate");
-    assert!(status.success(), "exit status {status}");
-    assert!(c.terminate().success());
-    drop(dev);
-}
-
 /// `rbac --leader-elect` adds a Role with the Lease verbs in the Lease's namespace (the service
-/// account's unless named); without it, no Lease access is asked for.
+/// account's unless named), more verbs with `--shards`; without either, no Lease access is asked
+/// for.
 #[test]
 fn rbac_with_leader_elect_grants_the_lease_verbs_in_the_lease_namespace() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -796,7 +674,17 @@ fn rbac_with_leader_elect_grants_the_lease_verbs_in_the_lease_namespace() {
             }])
         );
     }
+    // Sharded: the member Leases are also applied, listed and deleted.
+    let sharded = items(&["--shards", "4"]);
+    assert_eq!(sharded[2]["metadata"]["namespace"], "ops");
+    assert_eq!(
+        sharded[2]["rules"][0]["verbs"],
+        json!(["create", "delete", "get", "list", "patch", "update"])
+    );
 }
+
+/// Several replicas of the sample-controller: failover, sharding, benchmarks.
+mod replicas;
 
 /// The real-server tier: a real kube-apiserver from `KUBEBUILDER_ASSETS` (see
 /// `kubewasm_tests::envtest`), where RBAC is enforced.

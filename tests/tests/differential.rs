@@ -80,7 +80,8 @@ on_both_servers!(
     an_update_takes_fields_from_an_applier,
     leader_election_acquires_renews_hands_over_and_releases_a_lease,
     the_mirror_controller_creates_follows_and_restores_what_it_owns,
-    the_sample_controller_owns_scales_restores_and_reports;
+    the_sample_controller_owns_scales_restores_and_reports,
+    sharded_replicas_split_the_shards_and_one_takes_all_when_the_other_stops;
     real only: server_side_apply_makes_the_plugin_a_field_manager_with_conflicts,
     a_write_the_credentials_do_not_allow_is_forbidden,
 );
@@ -1862,4 +1863,68 @@ async fn the_sample_controller_owns_scales_restores_and_reports(server: TestServ
         );
     }
     env.stop().await;
+}
+
+/// Sharded leader election (4 shards): two replicas split the shards 2/2 through their member
+/// Leases (applied, listed by label); when one stops, it releases its shards and deletes its
+/// member Lease, and the other leads all four.
+async fn sharded_replicas_split_the_shards_and_one_takes_all_when_the_other_stops(
+    server: TestServer,
+) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::ListParams;
+    use kubewasm::leader::{ElectionOptions, spawn_sharded};
+    use tokio_util::sync::CancellationToken;
+
+    let namespace = server.namespace("sharded-election").await;
+    let client = server.client();
+    let start = |identity: &str| {
+        let options = ElectionOptions {
+            lease_duration: Duration::from_secs(2),
+            renew_deadline: Duration::from_millis(1500),
+            retry_period: Duration::from_millis(200),
+            ..ElectionOptions::new("kubewasm", &namespace, identity)
+        };
+        let cancel = CancellationToken::new();
+        let sharded = spawn_sharded(&client, options, 4, cancel.clone()).expect("valid options");
+        (sharded, cancel)
+    };
+    let led = |gate: &kubewasm::leader::LeaderGate| gate.led_shards().len();
+    let (a, _stop_a) = start("a");
+    let (b, stop_b) = start("b");
+    let split = wait_until(PATIENCE, || led(&a.gate) == 2 && led(&b.gate) == 2).await;
+    assert!(
+        split,
+        "no 2/2 split on the {} server: {:?} {:?}",
+        server.name(),
+        a.gate.led_shards(),
+        b.gate.led_shards()
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let members = leases
+        .list(&ListParams::default().labels("kubewasm.io/lease-group=kubewasm"))
+        .await
+        .expect("member leases");
+    assert_eq!(members.items.len(), 2, "{}", server.name());
+
+    stop_b.cancel();
+    for task in b.tasks {
+        task.await.expect("b stops");
+    }
+    let all = wait_until(PATIENCE, || led(&a.gate) == 4).await;
+    assert!(
+        all,
+        "a never led every shard on the {} server",
+        server.name()
+    );
+    let members = leases
+        .list(&ListParams::default().labels("kubewasm.io/lease-group=kubewasm"))
+        .await
+        .expect("member leases");
+    assert_eq!(
+        members.items.len(),
+        1,
+        "b's member Lease deleted on the {} server",
+        server.name()
+    );
 }

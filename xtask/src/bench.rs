@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 5] = [
+const BENCHES: [(&str, &str); 7] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -27,7 +27,18 @@ const BENCHES: [(&str, &str); 5] = [
         "Plugins: wasm guests against native handlers",
     ),
     ("reload", "Plugins: hot reload"),
+    (
+        "propagator",
+        "Controllers: the ConfigMap propagators (JavaScript, C)",
+    ),
+    (
+        "controller_languages",
+        "Controllers: the sample-controller in each language",
+    ),
 ];
+
+/// Benches that load the example components of `target/plugins/` (built first).
+const NEEDS_EXAMPLES: [&str; 2] = ["propagator", "controller_languages"];
 
 /// Every benchmark is built and run with all bench packages selected, so shared dependencies
 /// get one feature set and are compiled once, not once per package.
@@ -47,6 +58,9 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
         if !only.is_empty() && !only.iter().any(|o| o == bench) {
             continue;
         }
+        if NEEDS_EXAMPLES.contains(&bench) {
+            guests::build_all(ctx)?;
+        }
         let command = format!("cargo bench {packages} --bench {bench}");
         eprintln!("xtask: {command}");
         let load_before = load_average();
@@ -64,7 +78,8 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
         );
         let body = String::from_utf8_lossy(&output.stdout);
         sections.push(format!(
-            "## {title}\n\n`{command}`\n\n{}\n\n{}",
+            "## {title}\n\n`{command}`\n\nRun {}. {}\n\n{}",
+            shell("date -u '+%Y-%m-%d %H:%M UTC'"),
             load_note(&load_before, &load_average()),
             demote_headings(body.trim())
         ));
@@ -80,20 +95,58 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
             image::mib(&built.binary)
         ));
     }
-    let doc = format!(
+    let path = ctx.root.join("BENCHMARKS.md");
+    let existing = std::fs::read_to_string(&path).unwrap_or_default();
+    let header = format!(
         "# Benchmarks\n\n\
-         Written by `cargo xtask bench` (all of them, in release, one after the other on one \
-         machine). Regenerate after a change that touches a hot path.\n\n\
-         - date: {}\n- machine: {}\n- toolchain: {}\n\n{}\n",
+         Written by `cargo xtask bench` (in release, one after the other on one machine; \
+         `cargo xtask bench NAME...` reruns some and replaces only their sections, each of which \
+         says when it ran). Regenerate after a change that touches a hot path.\n\n\
+         - last written: {}\n- machine: {}\n- toolchain: {}",
         shell("date -u '+%Y-%m-%d %H:%M UTC'"),
         machine(),
         shell("rustc --version"),
-        sections.join("\n\n")
     );
-    let path = ctx.root.join("BENCHMARKS.md");
+    let doc = splice(&existing, &header, &sections);
     std::fs::write(&path, doc).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("xtask: wrote {}", path.display());
     Ok(())
+}
+
+/// The file with `header` in place of its first section (the text before the first `## `), each
+/// of `sections` in place of the section with its heading, and sections not rerun (another
+/// bench's, or one measured by hand) kept as they were; new sections are appended.
+fn splice(existing: &str, header: &str, sections: &[String]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for line in existing.lines() {
+        if line.starts_with("## ") || parts.is_empty() {
+            parts.push(String::new());
+        }
+        if let Some(part) = parts.last_mut() {
+            part.push_str(line);
+            part.push('\n');
+        }
+    }
+    let heading = |text: &str| text.lines().next().unwrap_or_default().to_owned();
+    let mut body: Vec<String> = parts
+        .into_iter()
+        .filter(|p| p.starts_with("## "))
+        .map(|p| p.trim_end().to_owned())
+        .collect();
+    for section in sections {
+        let section = section.trim_end().to_owned();
+        match body.iter_mut().find(|p| heading(p) == heading(&section)) {
+            Some(old) => *old = section,
+            None => body.push(section),
+        }
+    }
+    let mut doc = header.trim_end().to_owned();
+    for part in body {
+        doc.push_str("\n\n");
+        doc.push_str(&part);
+    }
+    doc.push('\n');
+    doc
 }
 
 /// A benchmark's own headings sit below the section heading this file gives it; its plain lines
@@ -189,6 +242,20 @@ fn machine() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_partial_run_replaces_only_its_sections() {
+        let existing = "# Benchmarks\n\nold header\n\n## A\n\nold a\n\n## B\n\nby hand\n";
+        let doc = super::splice(
+            existing,
+            "# Benchmarks\n\nnew header",
+            &["## A\n\nnew a\n".into(), "## C\n\nnew c".into()],
+        );
+        assert_eq!(
+            doc,
+            "# Benchmarks\n\nnew header\n\n## A\n\nnew a\n\n## B\n\nby hand\n\n## C\n\nnew c\n"
+        );
+    }
+
     #[test]
     fn bench_output_becomes_markdown_below_the_section_heading() {
         let text = "# Title\nfirst\nsecond\n| a |\n|---|\n| 1 |\nafter\n- x\n- y";

@@ -311,3 +311,200 @@ async fn conflicting_updates_let_exactly_one_replica_take_the_lease() {
     assert!(!loser.try_acquire_or_renew().await);
     server.shutdown().await;
 }
+
+/// Samples the gates every 5 ms (virtual) until `stop`, failing if two lead one shard at once.
+fn watch_exclusive(gates: Vec<LeaderGate>, stop: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            for shard in 0..gates[0].shards() {
+                let leaders = gates.iter().filter(|g| g.leads_shard(shard)).count();
+                assert!(
+                    leaders <= 1,
+                    "shard {shard} led by {leaders} replicas at once"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+}
+
+async fn wait_split(gates: &[&LeaderGate], split: &[usize]) {
+    let wanted = || {
+        let mut led = gates
+            .iter()
+            .map(|g| g.led_shards().len())
+            .collect::<Vec<_>>();
+        led.sort_unstable();
+        led == split
+    };
+    let mut waited = Duration::ZERO;
+    while !wanted() {
+        assert!(
+            waited < LEASE * 6,
+            "the shards never split {split:?}: {:?}",
+            gates.iter().map(|g| g.led_shards()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += Duration::from_millis(100);
+    }
+}
+
+/// Sharded: one replica alone leads every shard; a second one joining gets its fair share
+/// handed over; a third joining evens them out; killing one (no release) moves its shards to
+/// the others within a lease duration and a few retries; no shard ever has two leaders.
+#[tokio::test(start_paused = true)]
+async fn shards_spread_over_replicas_and_move_when_one_dies() {
+    const SHARDS: usize = 6;
+    let (server, client) = kubewasm_tests::devserver().await;
+    let start = |identity: &str| {
+        let cancel = CancellationToken::new();
+        let sharded = spawn_sharded(&client, options(identity), SHARDS, cancel.clone())
+            .expect("valid options");
+        (sharded, cancel)
+    };
+    let (a, _cancel_a) = start("a");
+    let stop = CancellationToken::new();
+    wait_split(&[&a.gate], &[SHARDS]).await;
+    let (b, _cancel_b) = start("b");
+    let (c, cancel_c) = start("c");
+    let checker = watch_exclusive(
+        vec![a.gate.clone(), b.gate.clone(), c.gate.clone()],
+        stop.clone(),
+    );
+    wait_split(&[&a.gate, &b.gate, &c.gate], &[2, 2, 2]).await;
+    assert_eq!(a.balance.members(), ["a", "b", "c"]);
+
+    for task in &b.tasks {
+        task.abort();
+    }
+    let killed = Instant::now();
+    wait_split(&[&a.gate, &c.gate], &[3, 3]).await;
+    let took = killed.elapsed();
+    assert!(
+        took <= LEASE * 2 + RETRY * 3,
+        "the dead replica's shards moved after {took:?}"
+    );
+    assert_eq!(a.balance.members(), ["a", "c"]);
+
+    // A graceful stop releases at once and deletes the member Lease.
+    cancel_c.cancel();
+    for task in c.tasks {
+        task.await.expect("c stops");
+    }
+    let stopped = Instant::now();
+    wait_split(&[&a.gate], &[SHARDS]).await;
+    assert!(
+        stopped.elapsed() <= RETRY * 2,
+        "took {:?}",
+        stopped.elapsed()
+    );
+    stop.cancel();
+    checker.await.expect("no shard had two leaders");
+    server.shutdown().await;
+}
+
+#[test]
+fn a_namespace_always_falls_in_the_same_shard() {
+    assert_eq!(shard_of(Some("team-a"), "x", 1), 0);
+    let shard = shard_of(Some("team-a"), "x", 8);
+    assert_eq!(shard, shard_of(Some("team-a"), "y", 8));
+    // FNV-1a of "team-a", pinned: the split must not change between builds.
+    assert_eq!(shard, (0xde90_a371_7d12_52d6_u64 % 8) as usize);
+    let spread: std::collections::BTreeSet<_> = (0..64)
+        .map(|i| shard_of(Some(&format!("ns-{i}")), "", 8))
+        .collect();
+    assert_eq!(spread.len(), 8, "64 namespaces reach every one of 8 shards");
+    assert_eq!(shard_of(None, "node-1", 8), shard_of(Some("node-1"), "", 8));
+}
+
+#[tokio::test]
+async fn a_parked_key_runs_when_its_shard_is_led() {
+    let gate = LeaderGate::sharded("l", "me", 4);
+    let shard = gate.shard_of(Some("ns"), "x");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for n in 0..3 {
+        let tx = tx.clone();
+        gate.park(
+            "k".into(),
+            Some("ns"),
+            "x",
+            Box::new(move || {
+                let _ = tx.send(n);
+            }),
+        );
+    }
+    assert!(rx.try_recv().is_err(), "not led: nothing runs");
+    gate.open_until((shard + 1) % 4, Instant::now() + LEASE);
+    assert!(rx.try_recv().is_err(), "another shard led: nothing runs");
+    gate.open_until(shard, Instant::now() + LEASE);
+    assert_eq!(
+        rx.try_recv().ok(),
+        Some(2),
+        "the last parked of a key runs, once"
+    );
+    assert!(rx.try_recv().is_err());
+    let tx2 = tx.clone();
+    gate.park(
+        "k".into(),
+        Some("ns"),
+        "x",
+        Box::new(move || {
+            let _ = tx2.send(9);
+        }),
+    );
+    assert_eq!(rx.try_recv().ok(), Some(9), "led: runs at once");
+}
+
+/// Sharded: a replica's write client sends writes for the namespaces of the shards it leads,
+/// and refuses (unsent) those of the shards another replica leads.
+#[tokio::test(start_paused = true)]
+async fn the_write_client_refuses_writes_for_shards_led_elsewhere() {
+    use crate::plugin::{
+        ClientOptions, NoWriteObserver, ResourcePattern, Resources, WriteClient, WriteError,
+        WriteGrant, WriteGrants,
+    };
+    let (server, client) = kubewasm_tests::devserver().await;
+    let a = spawn_sharded(&client, options("a"), 4, CancellationToken::new()).expect("a");
+    wait_split(&[&a.gate], &[4]).await;
+    let b = spawn_sharded(&client, options("b"), 4, CancellationToken::new()).expect("b");
+    wait_split(&[&a.gate, &b.gate], &[2, 2]).await;
+    let namespace_led_by = |gate: &LeaderGate| {
+        (0..)
+            .map(|i| format!("ns-{i}"))
+            .find(|ns| gate.leads(Some(ns), ""))
+            .expect("some namespace")
+    };
+    let (ours, theirs) = (namespace_led_by(&a.gate), namespace_led_by(&b.gate));
+    let grant = WriteGrant::new(ResourcePattern::new("", "ConfigMap"), None).expect("grant");
+    let writer = WriteClient::new(
+        client.clone(),
+        "tester".into(),
+        WriteGrants::only(vec![grant]),
+        ClientOptions::default(),
+        Arc::new(Resources::new(client.clone())),
+        Arc::new(NoWriteObserver),
+    )
+    .with_leader(a.gate.clone());
+    let config_map = |ns: &str| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "x", "namespace": ns},
+        })
+        .to_string()
+    };
+    server.clear_requests();
+    writer.create(&config_map(&ours)).await.expect("our shard");
+    let refused = writer.create(&config_map(&theirs)).await;
+    assert!(
+        matches!(&refused, Err(WriteError::NotGranted(m)) if m.contains("not the leader") && m.contains("-shard-")),
+        "{refused:?}"
+    );
+    let sent: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Verb::Create && r.resource == "configmaps")
+        .map(|r| r.namespace)
+        .collect();
+    assert_eq!(sent, [Some(ours)]);
+    server.shutdown().await;
+}

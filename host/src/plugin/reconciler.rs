@@ -31,6 +31,10 @@ use super::workqueue::Completion;
 pub struct ReconcileSettings {
     /// Instances reconciling at once (at least 1); one key is never in two of them at once.
     pub max_concurrent_reconciles: usize,
+    /// Reconcile on every replica rather than only where the key's shard is led: for plugins
+    /// that only observe (no write grants). Off by default, so that what a reconcile does
+    /// besides writing (logs, metrics, calls out) happens once, not once per replica.
+    pub every_replica: bool,
     pub queue: super::QueueOptions,
     pub client: super::ClientOptions,
 }
@@ -40,6 +44,7 @@ impl Default for ReconcileSettings {
     fn default() -> Self {
         ReconcileSettings {
             max_concurrent_reconciles: 1,
+            every_replica: false,
             queue: super::QueueOptions::default(),
             client: super::ClientOptions::default(),
         }
@@ -238,6 +243,20 @@ pub(crate) fn spawn_workers(recipe: Recipe, count: usize) -> Vec<JoinHandle<()>>
         .collect()
 }
 
+/// Holds a key of a shard this replica does not lead (or no longer leads) until it does, then
+/// queues it again: a standby's keys wait for the shard rather than being lost or polled.
+fn park(recipe: &Recipe, key: ObjectKey) {
+    let queue = recipe.plugin.queue.clone();
+    let parked = format!("{:p}/{key:?}", Arc::as_ptr(&recipe.plugin));
+    let (namespace, name) = (key.namespace.clone(), key.name.clone());
+    recipe.leader.park(
+        parked,
+        namespace.as_deref(),
+        &name,
+        Box::new(move || queue.add(key)),
+    );
+}
+
 async fn work(recipe: Recipe) {
     let queue = recipe.plugin.queue.clone();
     let mut current: Option<(ReconcilerInstance, Vec<Gvk>)> = None;
@@ -260,6 +279,14 @@ async fn work(recipe: Recipe) {
         let Some(item) = queue.get().await else {
             return;
         };
+        if !recipe
+            .leader
+            .leads(item.key().namespace.as_deref(), &item.key().name)
+        {
+            park(&recipe, item.key().clone());
+            item.complete(Completion::Done);
+            continue;
+        }
         let Some(key) = wit_key(subscriptions, item.key()) else {
             tracing::warn!(plugin = %recipe.name, key = ?item.key(), "a queued key of a resource this version does not subscribe to: dropped");
             item.complete(Completion::Done);

@@ -9,47 +9,88 @@ use std::time::Instant;
 use anyhow::Context;
 use wit_bindgen_core::Files;
 
-use super::{Ctx, toolchain};
+use super::Ctx;
+use super::toolchain::{self, Contract};
 
-/// The component this module writes (`configmap-counter-c.wasm`).
+/// The 0.1 example this module writes (`configmap-counter-c.wasm`).
 pub const NAME: &str = "configmap-counter-c";
+/// The 0.2 example this module writes (`configmap-propagator-c.wasm`), from
+/// `examples-guests/c/propagator/`.
+pub const PROPAGATOR: &str = "configmap-propagator-c";
 
-/// Builds `examples-guests/c/` into `out_dir/configmap-counter-c.wasm`.
+/// Builds `examples-guests/c/` into `out_dir/configmap-counter-c.wasm` and its `propagator/`
+/// into `out_dir/configmap-propagator-c.wasm`.
 pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
+    let source = ctx.root.join("examples-guests/c");
+    let counter = build_one(
+        ctx,
+        Contract::V0_1,
+        NAME,
+        &[
+            source.join("controller_main.c"),
+            source.join("json.c"),
+            source.join("counts.c"),
+        ],
+    )?;
+    let propagator_dir = source.join("propagator");
+    let propagator = build_one(
+        ctx,
+        Contract::V0_2,
+        PROPAGATOR,
+        &[
+            propagator_dir.join("propagator.c"),
+            propagator_dir.join("kube.c"),
+            source.join("json.c"),
+        ],
+    )?;
+    Ok(vec![counter, propagator])
+}
+
+/// Generates `contract`'s C bindings, compiles `sources` with them (the example's own directory
+/// and `examples-guests/c/` on the include path) and writes the component `NAME.wasm`.
+fn build_one(
+    ctx: &Ctx,
+    contract: Contract,
+    name: &str,
+    sources: &[PathBuf],
+) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
     let clang = toolchain::clang(ctx)?;
-    let scratch = toolchain::scratch_dir(ctx, "c")?;
-    let source = ctx.root.join("examples-guests/c");
+    let scratch = toolchain::scratch_dir(ctx, &format!("c-{name}"))?;
 
-    let (mut resolve, world) = toolchain::controller_world(ctx)?;
+    let (mut resolve, world) = toolchain::contract_world(ctx, contract)?;
     let mut files = Files::default();
     // Besides controller.c and controller.h this writes controller_component_type.o, which
     // carries the world's type information into the module.
     wit_bindgen_c::Opts::default()
         .build()
         .generate(&mut resolve, world, &mut files)?;
-    for (name, contents) in files.iter() {
-        std::fs::write(scratch.join(name), contents)
-            .with_context(|| format!("writing generated {name}"))?;
+    for (file, contents) in files.iter() {
+        std::fs::write(scratch.join(file), contents)
+            .with_context(|| format!("writing generated {file}"))?;
     }
 
     let module = scratch.join("module.wasm");
+    let mut command = Command::new(&clang);
+    command
+        .args([
+            "--target=wasm32-wasi",
+            "-mexec-model=reactor",
+            "-Os",
+            "-std=c11",
+        ])
+        .args(["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
+        .arg("-fuse-ld=lld")
+        .arg("-Wl,--strip-all")
+        .arg("-I")
+        .arg(&scratch)
+        .arg("-I")
+        .arg(ctx.root.join("examples-guests/c"));
+    for source in sources {
+        command.arg(source);
+    }
     toolchain::run(
-        Command::new(&clang)
-            .args([
-                "--target=wasm32-wasi",
-                "-mexec-model=reactor",
-                "-Os",
-                "-std=c11",
-            ])
-            .args(["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
-            .arg("-fuse-ld=lld")
-            .arg("-Wl,--strip-all")
-            .arg("-I")
-            .arg(&scratch)
-            .arg(source.join("controller_main.c"))
-            .arg(source.join("json.c"))
-            .arg(source.join("counts.c"))
+        command
             .arg(scratch.join("controller.c"))
             .arg(scratch.join("controller_component_type.o"))
             .arg("-o")
@@ -57,9 +98,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     )?;
     let module = std::fs::read(&module)?;
     let component = toolchain::componentize_reactor(&module)?;
-    Ok(vec![toolchain::write_component(
-        ctx, NAME, &component, started,
-    )?])
+    toolchain::write_component(ctx, contract, name, &component, started)
 }
 
 #[cfg(test)]
@@ -70,9 +109,15 @@ mod tests {
     /// runs it.
     fn run_native_test(test: &str, sources: &[&str]) {
         let source = crate::workspace_root().join("examples-guests/c");
-        let out = std::env::temp_dir().join(format!("kubewasm-{test}-{}", std::process::id()));
+        let out = std::env::temp_dir().join(format!(
+            "kubewasm-{}-{}",
+            test.replace('/', "-"),
+            std::process::id()
+        ));
         let status = Command::new("cc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
+            .arg(&source)
+            .arg("-o")
             .arg(&out)
             .arg(source.join(test))
             .args(sources.iter().map(|s| source.join(s)))
@@ -92,6 +137,13 @@ mod tests {
     #[test]
     fn the_c_examples_json_reader_passes_its_native_tests() {
         run_native_test("json_test.c", &["json.c"]);
+    }
+
+    /// The propagator's object helpers (`examples-guests/c/propagator/kube.c`) against
+    /// `propagator/kube_test.c`.
+    #[test]
+    fn the_c_propagators_object_helpers_pass_their_native_tests() {
+        run_native_test("propagator/kube_test.c", &["propagator/kube.c", "json.c"]);
     }
 
     /// The example's counts table (`examples-guests/c/counts.c`) against `counts_test.c`.

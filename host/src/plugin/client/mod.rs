@@ -178,6 +178,13 @@ pub struct ObjectRef {
     pub name: String,
 }
 
+impl ObjectRef {
+    /// What decides the object's shard: its namespace, and name.
+    fn shard_key(&self) -> (Option<&str>, &str) {
+        (self.namespace.as_deref(), &self.name)
+    }
+}
+
 /// How a patch changes an object; the payloads are the guest's JSON text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PatchBody {
@@ -286,7 +293,11 @@ impl WriteClient {
     pub async fn create(&self, object: &str) -> Result<String, WriteError> {
         let parsed = ParsedObject::parse(object)?;
         let pp = self.post_params();
-        self.call(WriteVerb::Create, &parsed.gvk, |r| {
+        let object = (
+            parsed.namespace.as_deref(),
+            parsed.name.as_deref().unwrap_or(""),
+        );
+        self.call(WriteVerb::Create, &parsed.gvk, object, |r| {
             let ns = parsed.namespace_for(r)?;
             Ok(request(r, ns).create(&pp, parsed.body.clone())?)
         })
@@ -338,7 +349,7 @@ impl WriteClient {
             ..DeleteParams::default()
         };
         let answer = self
-            .call(WriteVerb::Delete, &target.gvk, |r| {
+            .call(WriteVerb::Delete, &target.gvk, target.shard_key(), |r| {
                 let ns = namespace_of(r, target.namespace.as_deref())?;
                 Ok(request(r, ns).delete(&target.name, &dp)?)
             })
@@ -368,7 +379,8 @@ impl WriteClient {
             )));
         }
         let pp = self.post_params();
-        self.call(verb, &parsed.gvk, |r| {
+        let object = (parsed.namespace.as_deref(), name.as_str());
+        self.call(verb, &parsed.gvk, object, |r| {
             let ns = parsed.namespace_for(r)?;
             let req = request(r, ns);
             Ok(if verb == WriteVerb::UpdateStatus {
@@ -413,7 +425,7 @@ impl WriteClient {
                 (Patch::Apply(json(object)?), false)
             }
         };
-        self.call(verb, &target.gvk, |r| {
+        self.call(verb, &target.gvk, target.shard_key(), |r| {
             let ns = namespace_of(r, target.namespace.as_deref())?;
             let req = request(r, ns);
             let mut built = if verb == WriteVerb::PatchStatus {
@@ -439,14 +451,16 @@ impl WriteClient {
         }
     }
 
-    /// Grants, rate limit, wall-clock limit and metrics around one API call.
+    /// Leadership, grants, rate limit, wall-clock limit and metrics around one API call on
+    /// `object` (namespace, name), which decides the shard.
     async fn call(
         &self,
         verb: WriteVerb,
         gvk: &Gvk,
+        object: (Option<&str>, &str),
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
-        let result = self.call_inner(verb, gvk, build).await;
+        let result = self.call_inner(verb, gvk, object, build).await;
         let code = match &result {
             Ok(_) => "2xx".to_owned(),
             Err(WriteError::TooManyRequests(m)) if m.starts_with(RATE_LIMITED) => {
@@ -494,13 +508,16 @@ impl WriteClient {
         &self,
         verb: WriteVerb,
         gvk: &Gvk,
+        (namespace, name): (Option<&str>, &str),
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
-        if !self.leader.is_leader() {
+        if !self.leader.leads(namespace, name) {
+            let lease = self
+                .leader
+                .shard_lease(self.leader.shard_of(namespace, name));
             self.refused(Refusal::NotLeader, verb, gvk);
             return Err(WriteError::NotGranted(format!(
-                "{NOT_LEADER} of Lease {}: writes leave the leader only",
-                self.leader.lease()
+                "{NOT_LEADER} of Lease {lease}: writes leave the leader only"
             )));
         }
         if !self.grants.allows(gvk, verb) {

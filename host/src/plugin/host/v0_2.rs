@@ -197,7 +197,11 @@ impl PluginHost {
             access,
             log_gate: Arc::new(LogGate::new(self.inner.options.logs)),
             plugin: context.clone(),
-            leader: self.inner.options.leader.clone(),
+            leader: if policy.reconcile.every_replica {
+                crate::leader::LeaderGate::always()
+            } else {
+                self.inner.options.leader.clone()
+            },
         };
         let mut workers = Vec::new();
         if events.contains(&true) {
