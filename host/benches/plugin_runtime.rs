@@ -19,7 +19,7 @@ use kube::api::GroupVersionKind;
 use kubewasm::metrics::Metrics;
 use kubewasm::plugin::{
     EngineOptions, EventKind, HostOptions, Observer, Origin, PluginEngine, PluginHost,
-    PluginObserver, PluginPolicy,
+    PluginObserver, PluginPolicy, ReconcileSettings,
 };
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{
@@ -221,6 +221,8 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     let probe = std::fs::read(kubewasm_tests::build_guest("probe"))?;
+    let observer = std::fs::read(kubewasm_tests::build_guest("observer-v0-2"))?;
+    let reconciler = std::fs::read(kubewasm_tests::build_guest("reconciler-v0-2"))?;
     let server = DevServer::start(Options::default()).await?;
     let client = server.client();
     for ns in [NAMESPACE, "idle"] {
@@ -280,6 +282,14 @@ async fn run() -> anyhow::Result<()> {
         },
     )?;
 
+    // KUBEWASM_BENCH_ONLY=update-cpu / reconcile runs only that measurement.
+    let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
+    if only == "update-cpu" {
+        return update_event_cpu(&factory, &informer, &client, &probe, &observer).await;
+    }
+    if only == "reconcile" {
+        return reconcile_rate(&factory, &client, &reconciler).await;
+    }
     println!("# kubewasm plugin runtime benchmarks");
     println!(
         "{OBJECTS} ConfigMaps of {json_size} bytes of JSON each, replayed to one handler; median of {ROUNDS} rounds\n"
@@ -288,7 +298,7 @@ async fn run() -> anyhow::Result<()> {
     println!("|---|---|---|");
     let mut rates = Vec::new();
     // KUBEWASM_BENCH_ONLY=wasm-noop runs only that case, many rounds (for profiling).
-    let only_noop = std::env::var("KUBEWASM_BENCH_ONLY").as_deref() == Ok("wasm-noop");
+    let only_noop = only == "wasm-noop";
     if only_noop {
         for _ in 0..50 {
             span.reset();
@@ -372,7 +382,8 @@ async fn run() -> anyhow::Result<()> {
     // informer grace): take the factory's current one.
     let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
     informer.wait_synced().await;
-    update_event_cpu(&factory, &informer, &client, &probe).await?;
+    update_event_cpu(&factory, &informer, &client, &probe, &observer).await?;
+    reconcile_rate(&factory, &client, &reconciler).await?;
 
     // Load times.
     let engine_dir = tempfile::tempdir()?;
@@ -460,6 +471,7 @@ async fn update_event_cpu(
     informer: &kubewasm_informer::SharedIndexInformer,
     client: &kube::Client,
     probe: &[u8],
+    observer: &[u8],
 ) -> anyhow::Result<()> {
     let cache_dir = tempfile::tempdir()?;
     let host = plugin_host(
@@ -467,9 +479,16 @@ async fn update_event_cpu(
         client,
         cache_dir.path(),
         Arc::new(Metrics::new(Arc::new(Vec::new))),
-        |p: &Path| PluginPolicy {
-            config: probe_resync_config(&p.file_stem().unwrap_or_default().to_string_lossy()),
-            ..PluginPolicy::default()
+        |p: &Path| {
+            let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+            PluginPolicy {
+                config: if stem.starts_with("observer") {
+                    json!({"name": stem, "namespace": NAMESPACE, "resyncSeconds": 1}).to_string()
+                } else {
+                    probe_resync_config(&stem)
+                },
+                ..PluginPolicy::default()
+            }
         },
     )?;
     let idle_window = Duration::from_secs(2);
@@ -479,6 +498,7 @@ async fn update_event_cpu(
 
     let mut native = Vec::new();
     let mut wasm = Vec::new();
+    let mut wasm_v0_2 = Vec::new();
     for _ in 0..3 {
         let span = Arc::new(Span::default());
         let handler = Arc::new(Counting {
@@ -490,32 +510,29 @@ async fn update_event_cpu(
         native.extend(cpu_per_update(|| span.count.load(Ordering::Acquire), idle_ns_per_s).await);
         informer.remove_event_handler(&registration);
 
-        let id = host
-            .load(Path::new("resync-noop.wasm"), probe.to_vec())
-            .await?;
-        let delivered = || {
-            host.plugins()
-                .iter()
-                .find(|p| p.id == id)
-                .map_or(0, |p| p.events_delivered as usize)
-        };
-        while delivered() < OBJECTS {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+        for (file, bytes, into) in [
+            ("resync-noop.wasm", probe, &mut wasm),
+            ("observer-noop.wasm", observer, &mut wasm_v0_2),
+        ] {
+            let id = host.load(Path::new(file), bytes.to_vec()).await?;
+            let delivered = || calls_returned(&host, id);
+            wait_calls(&host, id, OBJECTS).await;
+            into.extend(cpu_per_update(delivered, idle_ns_per_s).await);
+            host.unload(id).await;
         }
-        wasm.extend(cpu_per_update(delivered, idle_ns_per_s).await);
-        host.unload(id).await;
     }
-    if native.is_empty() || wasm.is_empty() {
+    if native.is_empty() || wasm.is_empty() || wasm_v0_2.is_empty() {
         println!(
             "CPU per update event: not measured in this run (resync updates stopped arriving: \
-             {} native and {} wasm measurements completed).\n",
+             {} native, {} wasm 0.1 and {} wasm 0.2 measurements completed).\n",
             native.len(),
-            wasm.len()
+            wasm.len(),
+            wasm_v0_2.len()
         );
         host.shutdown(Duration::from_secs(5)).await;
         return Ok(());
     }
-    let (native, wasm) = (median(native), median(wasm));
+    let (native, wasm, wasm_v0_2) = (median(native), median(wasm), median(wasm_v0_2));
     println!(
         "CPU per update event (old and new object handed to the handler), {OBJECTS} cached \
          ConfigMaps re-delivered by a 1 s resync, {RESYNCS} resyncs per measurement, median of 3; \
@@ -527,11 +544,96 @@ async fn update_event_cpu(
     println!("| handler | CPU us per update event |");
     println!("|---|---|");
     println!("| native no-op handler (resync, store, dispatch included) | {native:.2} |");
-    println!("| wasm no-op plugin, metrics on (same path) | {wasm:.2} |");
+    println!("| wasm no-op plugin, contract 0.1, metrics on (same path) | {wasm:.2} |");
+    println!("| wasm no-op plugin, contract 0.2 (`observer`), metrics on | {wasm_v0_2:.2} |");
     println!(
-        "| the plugin's own cost (difference) | {:.2} |\n",
+        "| the 0.1 plugin's own cost (difference) | {:.2} |",
         wasm - native
+    );
+    println!(
+        "| the 0.2 plugin's own cost (difference) | {:.2} |\n",
+        wasm_v0_2 - native
     );
     host.shutdown(Duration::from_secs(5)).await;
     Ok(())
+}
+
+/// Reconciles per second of a no-op reconcile (the `reconciler-v0-2` guest): loaded over the
+/// `OBJECTS` cached ConfigMaps, its own-key rule queues every key on the replay, and each is
+/// reconciled once. Rate = keys / time from the load until the last key is reconciled (the load
+/// itself, about a millisecond from the compile cache, included); CPU = whole-process CPU time
+/// over the same span less the idle rate; median of `ROUNDS`, with 1 and 2 workers
+/// (`max-concurrent-reconciles`).
+async fn reconcile_rate(
+    factory: &SharedInformerFactory,
+    client: &kube::Client,
+    reconciler: &[u8],
+) -> anyhow::Result<()> {
+    let idle_window = Duration::from_secs(2);
+    let (cpu0, t0) = (process_cpu_ns(), Instant::now());
+    tokio::time::sleep(idle_window).await;
+    let idle_ns_per_s = (process_cpu_ns() - cpu0) as f64 / t0.elapsed().as_secs_f64();
+    println!(
+        "### Reconciles per second\n\nNo-op `reconcile` (guest `reconciler-v0-2`, contract 0.2 \
+         world `reconciler`): {OBJECTS} cached ConfigMaps, each key queued once by the replay \
+         and reconciled once; from load to the last reconcile; median of {ROUNDS}; CPU = \
+         whole-process CPU less the idle rate ({:.1} ms/s).\n",
+        idle_ns_per_s / 1e6
+    );
+    println!("| workers (max-concurrent-reconciles) | reconciles/s | CPU us per reconcile |");
+    println!("|---|---|---|");
+    for workers in [1usize, 2] {
+        let cache_dir = tempfile::tempdir()?;
+        let host = plugin_host(
+            factory,
+            client,
+            cache_dir.path(),
+            Arc::new(Metrics::new(Arc::new(Vec::new))),
+            move |_: &Path| PluginPolicy {
+                config: json!({"name": "bench-reconciler", "namespace": NAMESPACE}).to_string(),
+                reconcile: ReconcileSettings {
+                    max_concurrent_reconciles: workers,
+                    ..ReconcileSettings::default()
+                },
+                ..PluginPolicy::default()
+            },
+        )?;
+        // Compiled once, so every round loads from the cache.
+        host.engine()
+            .compile(Path::new("reconciler.wasm"), reconciler.to_vec())
+            .await?;
+        let mut rates = Vec::new();
+        let mut cpu = Vec::new();
+        for _ in 0..ROUNDS {
+            let (cpu0, t0) = (process_cpu_ns(), Instant::now());
+            let id = host
+                .load(Path::new("reconciler.wasm"), reconciler.to_vec())
+                .await?;
+            wait_calls(&host, id, OBJECTS).await;
+            let elapsed = t0.elapsed().as_secs_f64();
+            let used = (process_cpu_ns() - cpu0) as f64 - idle_ns_per_s * elapsed;
+            rates.push(OBJECTS as f64 / elapsed);
+            cpu.push(used.max(0.0) / OBJECTS as f64 / 1e3);
+            host.unload(id).await;
+        }
+        println!("| {workers} | {:.0} | {:.2} |", median(rates), median(cpu));
+        host.shutdown(Duration::from_secs(5)).await;
+    }
+    println!();
+    Ok(())
+}
+
+/// Guest calls of plugin `id` that returned (handler calls or reconciles).
+fn calls_returned(host: &PluginHost, id: kubewasm::plugin::PluginId) -> usize {
+    host.plugins()
+        .iter()
+        .find(|p| p.id == id)
+        .map_or(0, |p| p.events_delivered as usize)
+}
+
+/// Waits until plugin `id` has returned from `n` guest calls.
+async fn wait_calls(host: &PluginHost, id: kubewasm::plugin::PluginId, n: usize) {
+    while calls_returned(host, id) < n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }

@@ -5,37 +5,76 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 
 use crate::app::{default_cache_dir, policy_lookup};
 use crate::config::Config;
-use crate::plugin::{Delivery, HostOptions, IndexSource, PluginHost, PluginInfo};
+use crate::plugin::{
+    CheckOptions, Checked, Delivery, EngineOptions, IndexSource, PluginEngine, PluginPolicy,
+    WriteGrants,
+};
 use crate::rbac::{Access, Need};
 
-/// A plugin host that never talks to an API server: `check` only compiles and calls `init`.
-fn offline_host(config: Config) -> anyhow::Result<PluginHost> {
-    // The client is never used: nothing is registered, so no informer starts.
-    let nowhere = kube::Config::new("http://127.0.0.1:9".parse()?);
-    let client = kube::Client::try_from(nowhere)?;
-    let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
-    Ok(PluginHost::new(
-        factory,
-        client,
-        HostOptions {
-            cache_dir: Some(default_cache_dir()),
-            policy: Arc::new(policy_lookup(Arc::new(config))),
-            ..HostOptions::default()
-        },
-    )?)
+/// Checks plugin files against a config: compiles (through the on-disk compile cache) and
+/// calls `init`, with no cluster and no plugin host.
+struct Checker {
+    engine: PluginEngine,
+    config: Arc<Config>,
+}
+
+impl Checker {
+    fn new(config: &Config) -> anyhow::Result<Self> {
+        Ok(Checker {
+            engine: PluginEngine::new(EngineOptions {
+                cache_dir: Some(default_cache_dir()),
+            })?,
+            config: Arc::new(config.clone()),
+        })
+    }
+
+    fn policy(&self, path: &Path) -> PluginPolicy {
+        policy_lookup(self.config.clone())(path)
+    }
+
+    async fn check(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<(Checked, PluginPolicy)> {
+        let policy = self.policy(path);
+        let options = CheckOptions {
+            limits: Default::default(),
+            declarations: self.config.limits.declarations(),
+            logs: self.config.limits.logs(),
+        };
+        let checked = crate::plugin::check(&self.engine, path, bytes, &policy, &options).await?;
+        Ok((checked, policy))
+    }
 }
 
 /// Compiles a plugin file, calls its `init` and describes what it asked for, checked against
-/// the config's grants.
+/// the config's grants: its contract and world, its subscriptions and indexes, and the writes
+/// it is granted with the RBAC verbs they need.
 pub async fn inspect_file(path: &Path, config: &Config) -> anyhow::Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let host = offline_host(config.clone())?;
-    let info = host.check(path, &bytes).await?;
-    Ok(describe(path, &info))
+    let (checked, policy) = Checker::new(config)?.check(path, bytes).await?;
+    Ok(describe(path, &checked, &policy.writes))
+}
+
+/// The write grants, one line per RBAC rule they need.
+fn describe_writes(out: &mut String, writes: &WriteGrants) {
+    if writes.is_empty() {
+        let _ = writeln!(out, "  writes:  none granted");
+        return;
+    }
+    for rule in writes.rbac_rules() {
+        let groups = rule.api_groups.unwrap_or_default();
+        let group = match groups.first().map(String::as_str) {
+            None | Some("") => "core".to_owned(),
+            Some(g) => g.to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "  writes:  {group} {}: RBAC verbs {}",
+            rule.resources.unwrap_or_default().join(", "),
+            rule.verbs.join(", ")
+        );
+    }
 }
 
 /// The plugin's name from `init` and its contract version: what `kubewasm push` records.
@@ -46,20 +85,21 @@ pub async fn identify(path: &Path, bytes: &[u8]) -> anyhow::Result<(String, &'st
         .iter()
         .filter_map(|g| g.parse().ok())
         .collect();
-    let host = offline_host(config)?;
-    let (info, contract) = host
-        .check_contract(path, bytes)
+    let (checked, _) = Checker::new(&config)?
+        .check(path, bytes.to_vec())
         .await
         .with_context(|| format!("{} is not a plugin kubewasm can load", path.display()))?;
-    Ok((info.name, contract))
+    Ok((checked.info.name, checked.contract.package()))
 }
 
-fn describe(path: &Path, info: &PluginInfo) -> String {
+fn describe(path: &Path, checked: &Checked, writes: &WriteGrants) -> String {
+    let info = &checked.info;
     let mut out = String::new();
     let _ = writeln!(out, "{}: ok", path.display());
-    let _ = writeln!(out, "  world:   kubewasm:controller/controller@0.1.0");
+    let _ = writeln!(out, "  contract: {}", checked.contract);
     let _ = writeln!(out, "  name:    {}", info.name);
     let _ = writeln!(out, "  grants:  every subscription granted");
+    describe_writes(&mut out, writes);
     for s in &info.subscriptions {
         let g = &s.gvk;
         let mut line = format!(
@@ -127,7 +167,7 @@ pub async fn needs_of_dir(
         .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
         .collect();
     files.sort();
-    let host = offline_host(config.clone())?;
+    let checker = Checker::new(config)?;
     let mut out = DirNeeds::default();
     let read = files.into_iter().map(|path| {
         let bytes = std::fs::read(&path)
@@ -135,17 +175,13 @@ pub async fn needs_of_dir(
         (path, bytes)
     });
     for (path, bytes) in read.chain(more) {
-        let info = match bytes {
-            Ok(bytes) => host.check(&path, &bytes).await.map_err(anyhow::Error::from),
+        let checked = match bytes {
+            Ok(bytes) => checker.check(&path, bytes).await,
             Err(err) => Err(err),
         };
-        match info {
-            Ok(info) => {
-                out.writes.extend(
-                    policy_lookup(Arc::new(config.clone()))(&path)
-                        .writes
-                        .rbac_rules(),
-                );
+        match checked {
+            Ok((Checked { info, .. }, policy)) => {
+                out.writes.extend(policy.writes.rbac_rules());
                 out.needs.extend(info.subscriptions.iter().map(|s| Need {
                     group: s.gvk.group.clone(),
                     version: s.gvk.version.clone(),

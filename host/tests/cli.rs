@@ -276,12 +276,14 @@ async fn dev_runs_the_example_plugins_and_reports_metrics_and_readiness() {
     );
     let (_, listing) = get(&format!("{base}/plugins"));
     let listing: Value = serde_json::from_str(&listing).expect("/plugins is JSON");
-    let names: Vec<&str> = listing["plugins"]
+    let mut names: Vec<&str> = listing["plugins"]
         .as_array()
         .expect("plugins array")
         .iter()
         .filter_map(|p| p["name"].as_str())
         .collect();
+    // Listed by id, given as each load completes: the plugins compile in parallel.
+    names.sort_unstable();
     assert_eq!(names, ["pod-diff", "ready-pods"]);
 
     let status = host.terminate();
@@ -358,6 +360,74 @@ fn check_accepts_a_plugin_and_names_what_is_wrong_with_a_bad_one() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("Pod"), "{text}");
+}
+
+/// `check` names the contract and world of 0.1 and 0.2 components (each 0.2 world loads), the
+/// writes granted with the RBAC verbs they need, and refuses a declaration its world cannot
+/// honour.
+#[test]
+fn check_shows_the_contract_world_and_write_grants() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).expect("plugins dir");
+    let copy = |package: &str, file: &str| {
+        let to = plugins.join(file);
+        std::fs::copy(build_guest(package), &to).expect("copy guest");
+        to.to_str().expect("utf-8").to_owned()
+    };
+    let controller = copy("sample-controller", "sample-controller.wasm");
+    let observer = copy("observer-v0-2", "observer.wasm");
+    let reconciler = copy("reconciler-v0-2", "reconciler.wasm");
+    let wrong = copy("observer-v0-2", "wrong.wasm");
+    let old = copy("pod-diff", "pod-diff.wasm");
+    let config = dir.path().join("kubewasm.toml");
+    std::fs::write(
+        &config,
+        "[plugins.sample-controller]\nwrites = [\"apps/Deployment\", \"Event\"]\n\n\
+         [plugins.wrong]\nconfig = '{\"queue\": true}'\n",
+    )
+    .expect("config");
+    let config = config.to_str().expect("utf-8");
+    let check = |file: &str| {
+        let out = run(&["check", "--config", config, file], dir.path());
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+
+    let (code, text) = check(&controller);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("contract: kubewasm:controller@0.2.0, world controller"),
+        "{text}"
+    );
+    assert!(
+        text.contains("writes:  apps deployments: RBAC verbs create, update, patch, delete"),
+        "{text}"
+    );
+    assert!(text.contains("writes:  core events"), "{text}");
+
+    let (code, text) = check(&observer);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("@0.2.0, world observer"), "{text}");
+    assert!(text.contains("writes:  none granted"), "{text}");
+    let (code, text) = check(&reconciler);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("@0.2.0, world reconciler"), "{text}");
+    let (code, text) = check(&old);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("contract: kubewasm:controller@0.1.0, world controller"),
+        "{text}"
+    );
+
+    let (code, text) = check(&wrong);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("wrong.wasm: FAILED") && text.contains("world `observer`"),
+        "{text}"
+    );
 }
 
 /// `kubewasm rbac --plugins DIR --config FILE | kubectl apply -f -` against the development API

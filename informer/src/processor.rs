@@ -1,4 +1,5 @@
-//! sharedProcessor and processorListener: fan-out to handlers, each with its own buffer and thread.
+//! sharedProcessor and processorListener: fan-out to handlers, each with its own buffer and thread
+//! (or, for a handler registered inline, its own queue behind it).
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -29,6 +30,13 @@ pub trait ResourceEventHandler: Send + Sync + 'static {
     /// An object is gone. `final_state_unknown`: the deletion was seen on a relist (a
     /// tombstone), so `obj` is the last state the cache knew, not the state at deletion.
     fn on_delete(&self, obj: &ObjectRef, final_state_unknown: bool);
+    /// The end of a batch of calls. Called only on handlers registered inline
+    /// ([`SharedIndexInformer::add_inline_event_handler`]), after each burst of events the
+    /// informer handled in one go and after the replay: the place for a handler that queues
+    /// events to wake its consumer once per batch rather than once per event.
+    ///
+    /// [`SharedIndexInformer::add_inline_event_handler`]: crate::SharedIndexInformer::add_inline_event_handler
+    fn flush(&self) {}
 }
 
 /// What a listener delivers to its handler.
@@ -136,9 +144,18 @@ impl Mailbox {
     }
 }
 
+/// How a listener hands notifications to its handler.
+enum Delivery {
+    /// Through its own buffer, to its own thread.
+    Thread(Arc<Mailbox>),
+    /// By calling the handler at once, on the distributing thread: the handler only queues the
+    /// notification in a buffer of its own, which is its processorListener buffer.
+    Inline(Arc<dyn ResourceEventHandler>),
+}
+
 struct Listener {
     shared: Arc<ListenerShared>,
-    mailbox: Arc<Mailbox>,
+    delivery: Delivery,
     resync_period: Option<Duration>,
     next_resync: Mutex<Instant>,
     done: Mutex<Option<oneshot::Receiver<()>>>,
@@ -158,12 +175,27 @@ impl Listener {
         if matches!(notification, Notification::Add { initial: true, .. }) {
             self.shared.pending_initial.fetch_add(1, Ordering::AcqRel);
         }
-        self.mailbox.push(Message::Deliver(notification));
+        match &self.delivery {
+            Delivery::Thread(mailbox) => mailbox.push(Message::Deliver(notification)),
+            Delivery::Inline(handler) => deliver(&self.shared, handler.as_ref(), &notification),
+        }
+    }
+
+    /// Wakes the listener's thread (or tells an inline handler a batch ended).
+    fn flush(&self) {
+        match &self.delivery {
+            Delivery::Thread(mailbox) => mailbox.flush(),
+            Delivery::Inline(handler) => {
+                let _ = catch_unwind(AssertUnwindSafe(|| handler.flush()));
+            }
+        }
     }
 
     fn stop(&self) {
-        self.mailbox.push(Message::Stop);
-        self.mailbox.flush();
+        if let Delivery::Thread(mailbox) = &self.delivery {
+            mailbox.push(Message::Stop);
+            mailbox.flush();
+        }
     }
 }
 
@@ -185,14 +217,11 @@ impl Processor {
         resync_period: Option<Duration>,
         replay: Vec<ObjectRef>,
     ) -> Arc<ListenerShared> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let shared = Arc::new(ListenerShared {
-            id,
-            ..ListenerShared::default()
-        });
+        let shared = self.new_shared();
         let mailbox = Arc::new(Mailbox::default());
         let (done_tx, done_rx) = oneshot::channel();
         let (thread_shared, thread_mailbox) = (shared.clone(), mailbox.clone());
+        let id = shared.id;
         let spawned = std::thread::Builder::new()
             .name(format!("informer-listener-{id}"))
             .spawn(move || {
@@ -202,18 +231,61 @@ impl Processor {
         if let Err(err) = spawned {
             tracing::error!(listener = id, error = %err, "cannot start listener thread");
         }
+        self.register(
+            shared,
+            Delivery::Thread(mailbox),
+            resync_period,
+            Some(done_rx),
+            replay,
+        )
+    }
+
+    /// Adds a listener that calls `handler` on the distributing thread, with no buffer or
+    /// thread of its own (see [`ResourceEventHandler::flush`]). `replay` is handed over first,
+    /// on the calling thread.
+    pub(crate) fn add_inline_listener(
+        &self,
+        handler: Arc<dyn ResourceEventHandler>,
+        resync_period: Option<Duration>,
+        replay: Vec<ObjectRef>,
+    ) -> Arc<ListenerShared> {
+        let shared = self.new_shared();
+        self.register(
+            shared,
+            Delivery::Inline(handler),
+            resync_period,
+            None,
+            replay,
+        )
+    }
+
+    fn new_shared(&self) -> Arc<ListenerShared> {
+        Arc::new(ListenerShared {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            ..ListenerShared::default()
+        })
+    }
+
+    fn register(
+        &self,
+        shared: Arc<ListenerShared>,
+        delivery: Delivery,
+        resync_period: Option<Duration>,
+        done: Option<oneshot::Receiver<()>>,
+        replay: Vec<ObjectRef>,
+    ) -> Arc<ListenerShared> {
         let period = resync_period.filter(|p| !p.is_zero());
         let listener = Arc::new(Listener {
             shared: shared.clone(),
-            mailbox,
+            delivery,
             resync_period: period,
             next_resync: Mutex::new(Instant::now() + period.unwrap_or_default()),
-            done: Mutex::new(Some(done_rx)),
+            done: Mutex::new(done),
         });
         for obj in replay {
             listener.push(Notification::Add { obj, initial: true });
         }
-        listener.mailbox.flush();
+        listener.flush();
         self.listeners.write().push(listener);
         shared
     }
@@ -236,7 +308,7 @@ impl Processor {
     /// each batch of distributions.
     pub(crate) fn flush(&self) {
         for listener in self.listeners.read().iter() {
-            listener.mailbox.flush();
+            listener.flush();
         }
     }
 
@@ -552,6 +624,86 @@ pub(crate) mod tests {
         assert_eq!(every_10s.events(), vec!["update:ns/a:1>1"]);
         assert!(every_25s.events().is_empty());
         assert!(never.events().is_empty());
+    }
+
+    /// Counts the batches it was told of besides recording events.
+    #[derive(Default)]
+    struct Batched {
+        recorder: Recorder,
+        flushes: AtomicUsize,
+    }
+
+    impl ResourceEventHandler for Batched {
+        fn on_add(&self, obj: &ObjectRef, initial: bool) {
+            self.recorder.on_add(obj, initial);
+        }
+        fn on_update(&self, old: &ObjectRef, new: &ObjectRef) {
+            self.recorder.on_update(old, new);
+        }
+        fn on_delete(&self, obj: &ObjectRef, unknown: bool) {
+            self.recorder.on_delete(obj, unknown);
+        }
+        fn flush(&self) {
+            self.flushes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_inline_listener_is_called_at_once_in_order_and_told_of_each_batch() {
+        let processor = Processor::default();
+        let inline = Arc::new(Batched::default());
+        let threaded = Arc::new(Recorder::default());
+        let shared =
+            processor.add_inline_listener(inline.clone(), None, vec![obj("a", 1), obj("b", 2)]);
+        processor.add_listener(threaded.clone(), None, vec![obj("a", 1), obj("b", 2)]);
+        // The replay is handed over before the call returns: synced at once.
+        assert_eq!(
+            inline.recorder.events(),
+            ["add:ns/a:1:true", "add:ns/b:2:true"]
+        );
+        assert_eq!(shared.pending_initial.load(Ordering::Acquire), 0);
+        assert_eq!(inline.flushes.load(Ordering::Relaxed), 1);
+        processor.distribute(
+            Notification::Update {
+                old: obj("a", 1),
+                new: obj("a", 3),
+            },
+            false,
+        );
+        processor.distribute(
+            Notification::Delete {
+                obj: obj("b", 2),
+                final_state_unknown: true,
+            },
+            false,
+        );
+        assert_eq!(inline.recorder.events().len(), 4);
+        processor.flush();
+        assert_eq!(inline.flushes.load(Ordering::Relaxed), 2);
+        // Removed: never called again, while the threaded listener still is.
+        processor.remove_listener(shared.id);
+        processor.distribute(
+            Notification::Add {
+                obj: obj("c", 4),
+                initial: false,
+            },
+            false,
+        );
+        processor.stop().await;
+        let inline_events = inline.recorder.events();
+        assert_eq!(
+            inline_events,
+            [
+                "add:ns/a:1:true",
+                "add:ns/b:2:true",
+                "update:ns/a:1>3",
+                "delete:ns/b:2:true"
+            ]
+        );
+        assert_eq!(threaded.events()[..4], inline_events[..]);
+        assert_eq!(threaded.events().len(), 5);
+        assert_eq!(shared.delivered.load(Ordering::Relaxed), 4);
+        assert_eq!(shared.pending.load(Ordering::Relaxed), 0);
     }
 
     #[tokio::test]

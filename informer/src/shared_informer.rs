@@ -239,12 +239,47 @@ impl SharedIndexInformer {
         handler: Arc<dyn ResourceEventHandler>,
         resync: Option<Duration>,
     ) -> Registration {
+        self.register(handler, resync, false)
+    }
+
+    /// Registers a handler that is called on the informer's own processing thread, in order,
+    /// with no buffer or thread of its own: for a handler whose only work is to put each event
+    /// in a queue it owns (that queue is then its per-handler buffer, and whoever drains it
+    /// its listener), saving a thread and a hand-off per event. It must never block or do
+    /// real work: every other handler of the informer waits for it. [`ResourceEventHandler::flush`]
+    /// ends each batch. Replay, resync and [`Registration::has_synced`] are as for
+    /// [`add_event_handler`](Self::add_event_handler), except that the replay is handed over
+    /// before this call returns (on the calling thread), so the handler is synced as soon as
+    /// the informer is. After [`remove_event_handler`](Self::remove_event_handler) returns, the
+    /// handler is never called again.
+    pub fn add_inline_event_handler(
+        &self,
+        handler: Arc<dyn ResourceEventHandler>,
+        resync: Option<Duration>,
+    ) -> Registration {
+        self.register(handler, resync, true)
+    }
+
+    /// Adds a listener (`inline` or with its own thread) that is replayed the cache first,
+    /// with no delta applied between the snapshot and the registration.
+    fn register(
+        &self,
+        handler: Arc<dyn ResourceEventHandler>,
+        resync: Option<Duration>,
+        inline: bool,
+    ) -> Registration {
         let pipeline = &self.inner.pipeline;
         let resync = resync.or(self.inner.options.default_resync);
         let shared = {
             let _block = pipeline.block_deltas.lock();
             let replay = pipeline.store.list();
-            pipeline.processor.add_listener(handler, resync, replay)
+            if inline {
+                pipeline
+                    .processor
+                    .add_inline_listener(handler, resync, replay)
+            } else {
+                pipeline.processor.add_listener(handler, resync, replay)
+            }
         };
         Registration {
             shared,

@@ -48,6 +48,11 @@ fn policy(name: &str, writes: bool) -> PluginPolicy {
 
 impl Env {
     async fn new(policy: PluginPolicy) -> Env {
+        Env::with(move |_: &Path| policy.clone()).await
+    }
+
+    /// An environment whose plugins' policies `policy` gives by file.
+    async fn with(policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static) -> Env {
         guest_logs();
         let (server, client) = devserver().await;
         let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
@@ -55,7 +60,7 @@ impl Env {
             factory.clone(),
             client.clone(),
             HostOptions {
-                policy: Arc::new(move |_: &Path| policy.clone()),
+                policy: Arc::new(policy),
                 ..HostOptions::default()
             },
         )
@@ -302,4 +307,68 @@ async fn every_key_changed_during_reloads_is_reconciled_after_its_last_change() 
             "{want} never reconciled"
         );
     }
+}
+
+/// Components of the 0.2 worlds `observer` (handlers only) and `reconciler` (reconcile only)
+/// load and run; a declaration its world cannot honour (queue rules without `reconcile`,
+/// events without handlers) is refused, naming the world.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observer_and_reconciler_only_components_load_and_run() {
+    let env = Env::with(|file: &Path| {
+        let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+        let config = match &*stem {
+            "bad-observer" => r#"{"queue": true}"#,
+            "bad-reconciler" => r#"{"events": true}"#,
+            _ => r#"{"namespace": "default"}"#,
+        };
+        PluginPolicy {
+            grants: Grants::only(vec![ResourcePattern::new("", "ConfigMap")]),
+            config: config.to_owned(),
+            ..PluginPolicy::default()
+        }
+    })
+    .await;
+    for name in ["a", "b", "c"] {
+        env.create(name, &[], "v").await;
+    }
+    let observer = env
+        .host
+        .load(Path::new("observer.wasm"), guest_bytes("observer-v0-2"))
+        .await
+        .expect("an observer-only component loads");
+    let reconciler = env
+        .host
+        .load(Path::new("reconciler.wasm"), guest_bytes("reconciler-v0-2"))
+        .await
+        .expect("a reconciler-only component loads");
+    let calls = |id| {
+        env.host
+            .plugins()
+            .iter()
+            .find(|p| p.id == id)
+            .map_or(0, |p| p.events_delivered)
+    };
+    // The observer's handlers are called for the replay, the reconciler reconciles each key.
+    assert!(wait_until(PATIENCE, || calls(observer) == 3 && calls(reconciler) == 3).await);
+    env.create("d", &[], "v").await;
+    assert!(wait_until(PATIENCE, || calls(observer) == 4 && calls(reconciler) == 4).await);
+    assert!(env.host.ready());
+    let statuses = env.host.plugins();
+    assert!(statuses.iter().all(|p| p.errors == 0 && p.traps == 0));
+
+    for (file, package, world) in [
+        ("bad-observer.wasm", "observer-v0-2", "`observer`"),
+        ("bad-reconciler.wasm", "reconciler-v0-2", "`reconciler`"),
+    ] {
+        let err = env
+            .host
+            .load(Path::new(file), guest_bytes(package))
+            .await
+            .expect_err("a declaration the world cannot honour is refused")
+            .to_string();
+        assert!(err.contains(file) && err.contains(world), "{err}");
+    }
+    env.host.unload(observer).await;
+    env.host.unload(reconciler).await;
+    assert!(env.host.plugins().is_empty());
 }

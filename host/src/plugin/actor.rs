@@ -2,21 +2,21 @@
 //! fault the instance is replaced by a fresh one that is replayed the cache.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Gvk;
 use super::cache_api::{Access, SharedDocument};
 use super::component::CompiledPlugin;
 use super::grants::{Limits, describe};
-use super::instance::{Event, Instance, Outcome};
+use super::inbox::{EventSink, Inbox, Queued, Subscribed, Subscriber};
+use super::instance::{CallCounters, Event, Instance, Outcome};
 use super::log_gate::LogGate;
-use super::observer::{FailureKind, PluginObserver};
-use super::wiring::{EventSink, Queued, Subscribed, Subscriber};
+use super::observer::{DropReason, FailureKind, PluginObserver};
 
 /// Where a plugin is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,19 +33,14 @@ pub enum PluginState {
     Stopped,
 }
 
-/// The state an actor shares with the host (status, readiness) and with its event sinks.
+/// The state an actor shares with the host (status, readiness).
 pub(crate) struct Shared {
-    /// The instance generation whose handlers are registered; older events are skipped.
-    pub(crate) generation: AtomicU64,
-    pub(crate) queue: AtomicUsize,
-    pub(crate) delivered: AtomicU64,
-    pub(crate) errors: AtomicU64,
-    pub(crate) traps: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) memory_faults: AtomicU64,
+    /// The queue its handlers push into.
+    pub(crate) inbox: Arc<Inbox>,
+    /// How the guest calls ended (a fault's call counted when the instance is dropped).
+    pub(crate) calls: CallCounters,
     pub(crate) restarts: AtomicU64,
-    /// Initial-list adds pushed / handled for the current generation.
-    pub(crate) replay_pushed: AtomicU64,
+    /// Initial-list adds handled for the current generation.
     pub(crate) replay_handled: AtomicU64,
     /// Events the plugin did not receive, by [`DropReason`].
     pub(crate) dropped: [AtomicU64; DropReason::ALL.len()],
@@ -56,35 +51,6 @@ pub(crate) struct Shared {
     pub(crate) failed: AtomicBool,
     pub(crate) last_error: Mutex<Option<String>>,
     pub(crate) subscribed: Mutex<Option<Box<dyn Subscribed>>>,
-}
-
-/// Why a plugin did not receive an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    /// The event the instance faulted on.
-    Fault,
-    /// Queued for an instance that was then replaced after a fault: the fresh instance is
-    /// replayed the cache's current state instead.
-    Replaced,
-    /// An object version that made the plugin fail twice.
-    Quarantined,
-}
-
-impl DropReason {
-    pub(crate) const ALL: [DropReason; 3] = [
-        DropReason::Fault,
-        DropReason::Replaced,
-        DropReason::Quarantined,
-    ];
-
-    /// A lowercase label for logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropReason::Fault => "fault",
-            DropReason::Replaced => "replaced",
-            DropReason::Quarantined => "quarantined",
-        }
-    }
 }
 
 /// How a plugin whose instances keep faulting is restarted.
@@ -112,15 +78,9 @@ impl Default for RestartPolicy {
 impl Shared {
     fn new() -> Self {
         Shared {
-            generation: AtomicU64::new(0),
-            queue: AtomicUsize::new(0),
-            delivered: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            traps: AtomicU64::new(0),
-            timeouts: AtomicU64::new(0),
-            memory_faults: AtomicU64::new(0),
+            inbox: Arc::default(),
+            calls: CallCounters::default(),
             restarts: AtomicU64::new(0),
-            replay_pushed: AtomicU64::new(0),
             replay_handled: AtomicU64::new(0),
             dropped: Default::default(),
             state: Mutex::new(PluginState::Running),
@@ -133,9 +93,7 @@ impl Shared {
     /// Whether the current instance has handled its whole replay.
     pub(crate) fn replay_done(&self) -> bool {
         let synced = self.subscribed.lock().as_ref().is_some_and(|s| s.synced());
-        synced
-            && self.replay_handled.load(Ordering::Acquire)
-                >= self.replay_pushed.load(Ordering::Acquire)
+        synced && self.replay_handled.load(Ordering::Acquire) >= self.inbox.replay_pushed()
     }
 
     fn record_error(&self, message: String) {
@@ -184,12 +142,10 @@ impl ActorHandle {
     /// Starts the actor with an initialised instance and registers its handlers.
     pub(crate) fn spawn(config: ActorConfig, instance: Instance) -> Self {
         let shared = Arc::new(Shared::new());
-        let (tx, rx) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);
         let mut actor = Actor {
             config,
             shared: shared.clone(),
-            tx,
             instance: Some(instance),
             consecutive_failures: 0,
             restart_at: None,
@@ -198,7 +154,7 @@ impl ActorHandle {
             poisoned: Quarantine::default(),
         };
         actor.subscribe(1);
-        let task = tokio::spawn(actor.run(rx, stop_rx));
+        let task = tokio::spawn(actor.run(stop_rx));
         ActorHandle {
             shared,
             stop,
@@ -217,6 +173,7 @@ impl ActorHandle {
             task.abort();
         }
         self.shared.subscribed.lock().take();
+        self.shared.inbox.close();
         *self.shared.state.lock() = PluginState::Stopped;
     }
 }
@@ -231,7 +188,6 @@ fn restart_backoff(consecutive_failures: u32) -> Duration {
 struct Actor {
     config: ActorConfig,
     shared: Arc<Shared>,
-    tx: mpsc::UnboundedSender<Queued>,
     instance: Option<Instance>,
     /// Restarts in a row whose instance faulted before completing its replay.
     consecutive_failures: u32,
@@ -281,20 +237,18 @@ impl Actor {
     /// so its events are skipped and the new handlers replay the cache).
     fn subscribe(&mut self, generation: u64) {
         self.shared.subscribed.lock().take();
-        self.shared.replay_pushed.store(0, Ordering::Release);
         self.shared.replay_handled.store(0, Ordering::Release);
-        self.shared.generation.store(generation, Ordering::Release);
-        let sink = EventSink::new(self.tx.clone(), self.shared.clone(), generation, 0);
+        self.shared.inbox.set_generation(generation);
+        let sink = EventSink::new(self.shared.inbox.clone(), generation);
         let subscribed = self.config.subscriber.subscribe(&sink);
         *self.shared.subscribed.lock() = Some(subscribed);
     }
 
-    async fn run(
-        mut self,
-        mut rx: mpsc::UnboundedReceiver<Queued>,
-        mut stop: watch::Receiver<bool>,
-    ) {
-        loop {
+    /// Takes the inbox's events in batches and handles them one by one, until stopped.
+    async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let inbox = self.shared.inbox.clone();
+        let mut batch = std::collections::VecDeque::new();
+        'run: loop {
             let restart_at = self.restart_at;
             let restart = async {
                 match restart_at {
@@ -306,12 +260,21 @@ impl Actor {
                 biased;
                 _ = stop.changed() => break,
                 _ = restart => self.restart().await,
-                queued = rx.recv() => match queued {
-                    Some(q) => self.handle(q).await,
-                    None => break,
-                },
+                more = inbox.take(&mut batch) => {
+                    if !more {
+                        break;
+                    }
+                    while let Some(queued) = batch.pop_front() {
+                        if *stop.borrow() {
+                            inbox.handled(1);
+                            break 'run;
+                        }
+                        self.handle(queued).await;
+                    }
+                }
             }
         }
+        inbox.handled(batch.len());
         self.shared.subscribed.lock().take();
     }
 
@@ -321,8 +284,8 @@ impl Actor {
     }
 
     async fn handle(&mut self, queued: Queued) {
-        self.shared.queue.fetch_sub(1, Ordering::AcqRel);
-        let generation = self.shared.generation.load(Ordering::Acquire);
+        self.shared.inbox.handled(1);
+        let generation = self.shared.inbox.generation();
         if queued.generation != generation {
             self.stale += 1;
             self.drop_events(DropReason::Replaced, 1);
@@ -374,14 +337,14 @@ impl Actor {
         let name = &*self.config.name;
         match outcome {
             Outcome::Ok(()) => {
-                self.shared.delivered.fetch_add(1, Ordering::Relaxed);
+                self.shared.calls.returned.fetch_add(1, Ordering::Relaxed);
                 self.config
                     .observer
                     .event_handled(queued.subscription, kind, elapsed, true);
             }
             Outcome::GuestError(reason) => {
-                self.shared.delivered.fetch_add(1, Ordering::Relaxed);
-                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                self.shared.calls.returned.fetch_add(1, Ordering::Relaxed);
+                self.shared.calls.errors.fetch_add(1, Ordering::Relaxed);
                 self.config
                     .observer
                     .event_handled(queued.subscription, kind, elapsed, false);
@@ -447,9 +410,9 @@ impl Actor {
     fn fail(&mut self, failure: FailureKind, message: String) {
         let name = self.config.name.clone();
         let counter = match failure {
-            FailureKind::Trap => &self.shared.traps,
-            FailureKind::Timeout => &self.shared.timeouts,
-            FailureKind::Memory => &self.shared.memory_faults,
+            FailureKind::Trap => &self.shared.calls.traps,
+            FailureKind::Timeout => &self.shared.calls.timeouts,
+            FailureKind::Memory => &self.shared.calls.memory_faults,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.config.observer.instance_failed(failure);
@@ -468,8 +431,9 @@ impl Actor {
         }
         self.instance = None;
         // Unregister at once so no more events pile up for the dead generation.
-        let next = self.shared.generation.load(Ordering::Acquire) + 1;
-        self.shared.generation.store(next, Ordering::Release);
+        self.shared
+            .inbox
+            .set_generation(self.shared.inbox.generation() + 1);
         self.shared.subscribed.lock().take();
         self.schedule_restart();
     }
@@ -508,8 +472,7 @@ impl Actor {
                 self.instance = Some(instance);
                 self.shared.restarts.fetch_add(1, Ordering::Relaxed);
                 *self.shared.state.lock() = PluginState::Running;
-                let next = self.shared.generation.load(Ordering::Acquire);
-                self.subscribe(next);
+                self.subscribe(self.shared.inbox.generation());
                 if self.shared.failed.load(Ordering::Acquire) {
                     tracing::debug!(plugin = &*name, "failed plugin tried again");
                 } else {
@@ -631,7 +594,7 @@ mod tests {
             ]
         );
         assert_eq!(guest_logs().lines_starting("order", "OLD"), ["OLD rv=1"]);
-        assert_eq!(handle.shared.delivered.load(Ordering::Relaxed), 5);
+        assert_eq!(handle.shared.calls.returned.load(Ordering::Relaxed), 5);
         assert!(wait_until(WAIT, || handle.shared.replay_done()).await);
         handle.stop(Duration::from_secs(5)).await;
         assert_eq!(*handle.shared.state.lock(), PluginState::Stopped);
@@ -651,7 +614,11 @@ mod tests {
         .await;
         assert!(wait_until(WAIT, || events("trapper").len() == 1).await);
         feed.upsert(config_map("a", "bad", 2, &[]));
-        assert!(wait_until(WAIT, || handle.shared.traps.load(Ordering::Relaxed) == 1).await);
+        assert!(
+            wait_until(WAIT, || handle.shared.calls.traps.load(Ordering::Relaxed)
+                == 1)
+            .await
+        );
         // The fresh instance is replayed both objects, then gets live events again.
         assert!(
             wait_until(WAIT, || handle.shared.replay_done()
@@ -719,7 +686,7 @@ mod tests {
                 .contains(&"EVENT add a/good rv=3 flag=false".to_owned()))
             .await
         );
-        assert_eq!(handle.shared.traps.load(Ordering::Relaxed), 2);
+        assert_eq!(handle.shared.calls.traps.load(Ordering::Relaxed), 2);
         assert_eq!(*handle.shared.state.lock(), PluginState::Running);
         assert!(
             guest_logs()
@@ -729,7 +696,11 @@ mod tests {
         );
         // A new version of the object is delivered (and traps: the guest still dislikes it).
         feed.upsert(config_map("a", "bad", 4, &[]));
-        assert!(wait_until(WAIT, || handle.shared.traps.load(Ordering::Relaxed) == 3).await);
+        assert!(
+            wait_until(WAIT, || handle.shared.calls.traps.load(Ordering::Relaxed)
+                == 3)
+            .await
+        );
         handle.stop(Duration::from_secs(5)).await;
     }
 
@@ -764,8 +735,8 @@ mod tests {
             ..Limits::default()
         };
         let h = fault("looper", "loop", limits).await;
-        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 1);
-        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.calls.timeouts.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.traps.load(Ordering::Relaxed), 0);
         // The event it timed out on, and the one queued behind it for the dropped instance
         // (the fresh instance got it through its replay instead): counted and logged.
         assert_eq!(h.shared.dropped(DropReason::Fault), 1);
@@ -786,7 +757,7 @@ mod tests {
             ..Limits::default()
         };
         let h = fault("sleeper", "sleep", limits).await;
-        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.timeouts.load(Ordering::Relaxed), 1);
         h.stop(Duration::from_secs(5)).await;
     }
 
@@ -812,8 +783,8 @@ mod tests {
                 .contains(&"NAPPED slow".to_owned()))
             .await
         );
-        assert_eq!(h.shared.timeouts.load(Ordering::Relaxed), 0);
-        assert_eq!(h.shared.delivered.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.timeouts.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.calls.returned.load(Ordering::Relaxed), 1);
         h.stop(Duration::from_secs(5)).await;
     }
 
@@ -824,15 +795,15 @@ mod tests {
             ..Limits::default()
         };
         let h = fault("hoarder", "alloc", limits).await;
-        assert_eq!(h.shared.memory_faults.load(Ordering::Relaxed), 1);
-        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.calls.memory_faults.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.traps.load(Ordering::Relaxed), 0);
         h.stop(Duration::from_secs(5)).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn guest_errors_are_counted_without_a_restart() {
         let h = fault("refuser", "error", Limits::default()).await;
-        assert_eq!(h.shared.errors.load(Ordering::Relaxed), 1);
+        assert_eq!(h.shared.calls.errors.load(Ordering::Relaxed), 1);
         assert_eq!(h.shared.restarts.load(Ordering::Relaxed), 0);
         let last = h.shared.last_error.lock().clone().unwrap_or_default();
         assert!(last.contains("probe refuses bad"), "{last}");
@@ -846,7 +817,7 @@ mod tests {
             guest_logs().lines_starting("nosy", "UNGRANTED"),
             ["UNGRANTED err not-granted v1/Secret"]
         );
-        assert_eq!(h.shared.traps.load(Ordering::Relaxed), 0);
+        assert_eq!(h.shared.calls.traps.load(Ordering::Relaxed), 0);
         h.stop(Duration::from_secs(5)).await;
     }
 
@@ -960,11 +931,11 @@ mod tests {
         let s = handle.shared.clone();
         assert!(wait_until(WAIT, || *s.state.lock() == PluginState::Failed).await);
         // Five restarts in a row never completed the replay: failed, not restarted at once.
-        assert_eq!(s.traps.load(Ordering::Relaxed), 5);
+        assert_eq!(s.calls.traps.load(Ordering::Relaxed), 5);
         assert_eq!(s.restarts.load(Ordering::Relaxed), 4);
         assert!(s.ready(), "a failed plugin does not hold readiness back");
         // Retried after the long backoff, it fails again at once: still failed, logged once.
-        assert!(wait_until(WAIT, || s.traps.load(Ordering::Relaxed) >= 6).await);
+        assert!(wait_until(WAIT, || s.calls.traps.load(Ordering::Relaxed) >= 6).await);
         assert!(wait_until(WAIT, || *s.state.lock() == PluginState::Failed).await);
         let failed_lines = guest_logs()
             .host_lines("flapper")
@@ -993,7 +964,7 @@ mod tests {
         for i in 0..7 {
             assert!(wait_until(WAIT, || s.ready() && s.replay_done()).await);
             feed.upsert(config_map("a", &format!("bad{i}"), 10 + i, &[]));
-            assert!(wait_until(WAIT, || s.traps.load(Ordering::Relaxed) == i + 1).await);
+            assert!(wait_until(WAIT, || s.calls.traps.load(Ordering::Relaxed) == i + 1).await);
         }
         assert!(
             wait_until(WAIT, || *s.state.lock() == PluginState::Running
@@ -1023,7 +994,11 @@ mod tests {
         )
         .await;
         feed.upsert(config_map("a", "flood", 1, &[]));
-        assert!(wait_until(WAIT, || h.shared.delivered.load(Ordering::Relaxed) == 1).await);
+        assert!(
+            wait_until(WAIT, || h.shared.calls.returned.load(Ordering::Relaxed)
+                == 1)
+            .await
+        );
         // 600 lines (log import and stdout) at once: about a burst of 100 gets through. Past a
         // second, the next line is admitted with a notice of what was dropped.
         tokio::time::sleep(Duration::from_millis(1100)).await;

@@ -18,6 +18,105 @@ pub(crate) mod v0_2 {
         imports: { "kubewasm:controller/client": async },
         exports: { default: async },
     });
+
+    use wasmtime::Store;
+    use wasmtime::component::InstancePre;
+
+    use self::exports::kubewasm::controller::{handler, plugin, reconcile};
+    use super::super::state::HostState;
+
+    /// Which world of the 0.2 package a component targets, read from its exports.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum World {
+        /// `init` and the event handlers.
+        Observer,
+        /// `init` and `reconcile`.
+        Reconciler,
+        /// Both.
+        Controller,
+    }
+
+    impl World {
+        /// The world's name in the WIT package.
+        pub fn as_str(self) -> &'static str {
+            match self {
+                World::Observer => "observer",
+                World::Reconciler => "reconciler",
+                World::Controller => "controller",
+            }
+        }
+    }
+
+    /// A 0.2 component linked against the host's imports, with the exports of its world found
+    /// once: `plugin` always, `handler` and `reconcile` as its world has them.
+    #[derive(Clone)]
+    pub(crate) struct PluginPre {
+        pre: InstancePre<HostState>,
+        plugin: plugin::GuestIndices,
+        handler: Option<handler::GuestIndices>,
+        reconcile: Option<reconcile::GuestIndices>,
+    }
+
+    /// The exports of one 0.2 instance.
+    pub(crate) struct PluginExports {
+        pub(crate) plugin: plugin::Guest,
+        pub(crate) handler: Option<handler::Guest>,
+        pub(crate) reconcile: Option<reconcile::Guest>,
+    }
+
+    impl PluginPre {
+        /// `None` when the component does not export the 0.2 `plugin` interface (it is not a
+        /// 0.2 component); an error when it exports neither handlers nor `reconcile`.
+        pub(crate) fn new(pre: InstancePre<HostState>) -> Option<wasmtime::Result<Self>> {
+            let plugin = plugin::GuestIndices::new(&pre).ok()?;
+            let handler = handler::GuestIndices::new(&pre).ok();
+            let reconcile = reconcile::GuestIndices::new(&pre).ok();
+            if handler.is_none() && reconcile.is_none() {
+                return Some(Err(wasmtime::format_err!(
+                    "it exports `kubewasm:controller/plugin@0.2.0` but neither `handler` nor \
+                     `reconcile`: it targets none of the worlds observer, reconciler, controller"
+                )));
+            }
+            Some(Ok(PluginPre {
+                pre,
+                plugin,
+                handler,
+                reconcile,
+            }))
+        }
+
+        /// The world the component targets.
+        pub fn world(&self) -> World {
+            match (self.handler.is_some(), self.reconcile.is_some()) {
+                (true, true) => World::Controller,
+                (true, false) => World::Observer,
+                _ => World::Reconciler,
+            }
+        }
+
+        pub(crate) fn engine(&self) -> &wasmtime::Engine {
+            self.pre.engine()
+        }
+
+        /// Instantiates the component and finds its exports.
+        pub(crate) async fn instantiate_async(
+            &self,
+            store: &mut Store<HostState>,
+        ) -> wasmtime::Result<PluginExports> {
+            let instance = self.pre.instantiate_async(&mut *store).await?;
+            Ok(PluginExports {
+                plugin: self.plugin.load(&mut *store, &instance)?,
+                handler: match &self.handler {
+                    Some(h) => Some(h.load(&mut *store, &instance)?),
+                    None => None,
+                },
+                reconcile: match &self.reconcile {
+                    Some(r) => Some(r.load(&mut *store, &instance)?),
+                    None => None,
+                },
+            })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,21 @@ pub(crate) struct ResourceAccess {
     pub(crate) indexes: HashMap<String, String>,
 }
 
+impl ResourceAccess {
+    /// The cache's name of the plugin's index `index` (`namespace` is the same in both).
+    pub(crate) fn cache_index<'a>(&'a self, index: &'a str) -> Option<&'a str> {
+        if index == NAMESPACE_INDEX {
+            return Some(NAMESPACE_INDEX);
+        }
+        self.indexes.get(index).map(String::as_str)
+    }
+
+    /// The object's JSON, as the guest receives it.
+    pub(crate) fn get(&self, namespace: Option<&str>, name: &str) -> Option<String> {
+        self.cache.get(namespace, name).map(|d| d.json().to_owned())
+    }
+}
+
 /// Everything one plugin may read: its grants and its subscribed resources.
 pub(crate) struct Access {
     pub(crate) grants: Grants,
@@ -78,19 +93,9 @@ impl Access {
         access: &'a ResourceAccess,
         index: &'a str,
     ) -> Result<&'a str, types::CacheError> {
-        if index == NAMESPACE_INDEX {
-            return Ok(NAMESPACE_INDEX);
-        }
-        access
-            .indexes
-            .get(index)
-            .map(String::as_str)
-            .ok_or_else(|| {
-                types::CacheError::UnknownIndex(format!(
-                    "{index} on {}",
-                    describe(&access.resource)
-                ))
-            })
+        access.cache_index(index).ok_or_else(|| {
+            types::CacheError::UnknownIndex(format!("{index} on {}", describe(&access.resource)))
+        })
     }
 }
 
@@ -133,11 +138,10 @@ impl cache::Host for HostState {
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<String>, types::CacheError> {
-        let access = self.access.lookup(&resource)?;
-        Ok(access
-            .cache
-            .get(namespace.as_deref(), &name)
-            .map(|d| d.json().to_owned()))
+        Ok(self
+            .access
+            .lookup(&resource)?
+            .get(namespace.as_deref(), &name))
     }
 
     fn list_objects(
@@ -187,24 +191,43 @@ impl cache::Host for HostState {
     }
 }
 
-impl log::Host for HostState {
-    fn log(&mut self, level: log::Level, message: String) {
+impl HostState {
+    /// One line the guest logged through the `log` import (of either contract), through the
+    /// plugin's log cap, tagged with the plugin's name.
+    pub(crate) fn guest_log(&self, level: tracing::Level, message: &str) {
         let plugin = &*self.plugin;
-        let Some(message) = self.log_gate.admit(plugin, &message) else {
+        let Some(message) = self.log_gate.admit(plugin, message) else {
             return;
         };
         match level {
-            log::Level::Trace => {
+            tracing::Level::TRACE => {
                 tracing::trace!(target: "kubewasm::guest", plugin, "{message}")
             }
-            log::Level::Debug => {
+            tracing::Level::DEBUG => {
                 tracing::debug!(target: "kubewasm::guest", plugin, "{message}")
             }
-            log::Level::Info => tracing::info!(target: "kubewasm::guest", plugin, "{message}"),
-            log::Level::Warn => tracing::warn!(target: "kubewasm::guest", plugin, "{message}"),
-            log::Level::Error => {
+            tracing::Level::INFO => {
+                tracing::info!(target: "kubewasm::guest", plugin, "{message}")
+            }
+            tracing::Level::WARN => {
+                tracing::warn!(target: "kubewasm::guest", plugin, "{message}")
+            }
+            tracing::Level::ERROR => {
                 tracing::error!(target: "kubewasm::guest", plugin, "{message}")
             }
         }
+    }
+}
+
+impl log::Host for HostState {
+    fn log(&mut self, level: log::Level, message: String) {
+        let level = match level {
+            log::Level::Trace => tracing::Level::TRACE,
+            log::Level::Debug => tracing::Level::DEBUG,
+            log::Level::Info => tracing::Level::INFO,
+            log::Level::Warn => tracing::Level::WARN,
+            log::Level::Error => tracing::Level::ERROR,
+        };
+        self.guest_log(level, &message);
     }
 }

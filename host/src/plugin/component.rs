@@ -59,8 +59,9 @@ pub enum Origin {
 pub(crate) enum Linked {
     /// `kubewasm:controller@0.1.0`: event handlers driven by the actor.
     V0_1(ControllerPre<HostState>),
-    /// `kubewasm:controller@0.2.0`: reconcile driven by the host's workqueue.
-    V0_2(v0_2::ControllerPre<HostState>),
+    /// `kubewasm:controller@0.2.0`, any of its worlds: handlers, reconcile driven by the
+    /// host's workqueue, or both.
+    V0_2(v0_2::PluginPre),
 }
 
 /// What the first eight bytes say a file is.
@@ -91,7 +92,7 @@ pub(crate) fn classify(file: &Path, bytes: &[u8]) -> Result<Kind, PluginError> {
 }
 
 /// Links a compiled component against the host's imports and finds the world's exports: those
-/// of 0.2.0 if it has them, else those of 0.1.0.
+/// of a 0.2.0 world (observer, reconciler or controller) if it has them, else those of 0.1.0.
 pub(crate) fn link(
     linker: &Linker<HostState>,
     component: &Component,
@@ -103,8 +104,8 @@ pub(crate) fn link(
             file: file.to_owned(),
             reason: format!("{e:#}"),
         })?;
-    if v0_2::exports::kubewasm::controller::plugin::GuestIndices::new(&pre).is_ok() {
-        return v0_2::ControllerPre::new(pre)
+    if let Some(linked) = v0_2::PluginPre::new(pre.clone()) {
+        return linked
             .map(Linked::V0_2)
             .map_err(|e| PluginError::MissingExports {
                 file: file.to_owned(),

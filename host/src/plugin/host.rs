@@ -12,18 +12,20 @@ use kube::api::GroupVersionKind;
 use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory};
 use parking_lot::Mutex;
 
-use super::actor::{ActorConfig, ActorHandle, DropReason, PluginState, RestartPolicy};
-use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess};
+use super::actor::{ActorConfig, ActorHandle, PluginState, RestartPolicy};
+use super::cache_api::{Access, ResourceAccess};
 use super::component::{CompiledPlugin, Linked};
+use super::declare::{CheckOptions, declare_v0_1, invalid};
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
 use super::grants::{
     DeclarationLimits, Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type,
 };
-use super::informers::{EventSource, InformerCache, InformerSubscriber, ensure_index};
-use super::instance::{Instance, Outcome};
-use super::log_gate::{LogGate, LogLimits};
-use super::observer::{NoopObserver, Observer};
+use super::informers::{EventSource, InformerCache, InformerSubscriber};
+use super::instance::{CallCounters, Instance};
+use super::leases::{Claims, Leases};
+use super::log_gate::LogLimits;
+use super::observer::{DropReason, NoopObserver, Observer, PluginObserver};
 use super::workqueue::QueueStats;
 use super::{Delivery, PluginInfo};
 
@@ -120,6 +122,41 @@ pub struct PluginStatus {
     pub workqueue: Option<QueueStats>,
 }
 
+impl PluginStatus {
+    /// What every plugin reports alike: what it is and how its guest calls ended; the rest
+    /// as for a plugin running with nothing queued, dropped or failed.
+    fn new(
+        id: PluginId,
+        source: &Path,
+        name: &str,
+        hash: &str,
+        subscriptions: &[String],
+        calls: &CallCounters,
+    ) -> Self {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        PluginStatus {
+            id,
+            source: source.to_owned(),
+            name: name.to_owned(),
+            content_hash: hash.to_owned(),
+            subscriptions: subscriptions.to_vec(),
+            events_delivered: load(&calls.returned),
+            errors: load(&calls.errors),
+            traps: load(&calls.traps),
+            timeouts: load(&calls.timeouts),
+            memory_faults: load(&calls.memory_faults),
+            restarts: 0,
+            queue_depth: 0,
+            state: PluginState::Running,
+            failed: false,
+            events_dropped: DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
+            replay_done: false,
+            last_error: None,
+            workqueue: None,
+        }
+    }
+}
+
 /// A running plugin.
 struct Entry {
     source: PathBuf,
@@ -156,17 +193,12 @@ struct HostInner {
     engine: PluginEngine,
     factory: SharedInformerFactory,
     client: kube::Client,
+    /// Which plugins use each informer and index.
+    leases: Leases,
     options: HostOptions,
     plugins: Mutex<BTreeMap<PluginId, Entry>>,
     /// The running 0.2 plugins (reconcilers), apart from the 0.1 actors.
     controllers: Mutex<BTreeMap<PluginId, v0_2::ControllerEntry>>,
-    /// How many plugins use each informer the host asked the factory for.
-    informer_users: Mutex<HashMap<InformerKey, Users>>,
-    /// How many plugins declare each shared index, by informer and index name: an index no
-    /// plugin declares any more is removed (its function would run on every event for nobody).
-    index_users: Mutex<HashMap<(InformerKey, String), usize>>,
-    /// Numbers each release, so a grace timer only stops an informer nobody took up since.
-    releases: AtomicU64,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
 }
@@ -185,14 +217,12 @@ impl PluginHost {
         Ok(PluginHost {
             inner: Arc::new(HostInner {
                 engine,
+                leases: Leases::new(factory.clone(), options.informer_grace),
                 factory,
                 client,
                 options,
                 plugins: Mutex::new(BTreeMap::new()),
                 controllers: Mutex::new(BTreeMap::new()),
-                informer_users: Mutex::new(HashMap::new()),
-                index_users: Mutex::new(HashMap::new()),
-                releases: AtomicU64::new(0),
                 next_id: AtomicU64::new(1),
                 shutting_down: AtomicBool::new(false),
             }),
@@ -279,8 +309,7 @@ impl PluginHost {
             self.forget_name(&old.name);
         }
         if let Some(old) = old {
-            self.release_indexes(&old.indexes);
-            self.release(&old.keys).await;
+            self.inner.leases.release(&old.keys, &old.indexes).await;
         }
         Ok(())
     }
@@ -297,8 +326,7 @@ impl PluginHost {
             entry.actor.stop(entry.call_deadline).await;
             tracing::info!(plugin = %entry.name, id = id.0, "plugin unloaded");
             self.forget_name(&entry.name);
-            self.release_indexes(&entry.indexes);
-            self.release(&entry.keys).await;
+            self.inner.leases.release(&entry.keys, &entry.indexes).await;
         }
     }
 
@@ -318,20 +346,9 @@ impl PluginHost {
             .iter()
             .map(|(id, e)| {
                 let s = &e.actor.shared;
-                let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
                 PluginStatus {
-                    id: *id,
-                    source: e.source.clone(),
-                    name: e.name.clone(),
-                    content_hash: e.hash.clone(),
-                    subscriptions: e.subscriptions.clone(),
-                    events_delivered: load(&s.delivered),
-                    errors: load(&s.errors),
-                    traps: load(&s.traps),
-                    timeouts: load(&s.timeouts),
-                    memory_faults: load(&s.memory_faults),
-                    restarts: load(&s.restarts),
-                    queue_depth: s.queue.load(Ordering::Relaxed),
+                    restarts: s.restarts.load(Ordering::Relaxed),
+                    queue_depth: s.inbox.depth(),
                     state: *s.state.lock(),
                     failed: s.failed.load(Ordering::Acquire),
                     events_dropped: DropReason::ALL
@@ -343,7 +360,14 @@ impl PluginHost {
                         .replace_error
                         .clone()
                         .or_else(|| s.last_error.lock().clone()),
-                    workqueue: None,
+                    ..PluginStatus::new(
+                        *id,
+                        &e.source,
+                        &e.name,
+                        &e.hash,
+                        &e.subscriptions,
+                        &s.calls,
+                    )
                 }
             })
             .chain(
@@ -366,29 +390,27 @@ impl PluginHost {
             && self.inner.controllers.lock().values().all(|e| e.ready())
     }
 
-    /// Compiles the component and calls `init` in a throw-away instance, checking the result
-    /// against the policy for `source`; nothing is registered and the API server is not asked.
+    /// [`check`](super::check) with this host's engine, options and the policy for `source`.
     pub async fn check(&self, source: &Path, bytes: &[u8]) -> Result<PluginInfo, PluginError> {
-        self.check_contract(source, bytes)
-            .await
-            .map(|(info, _)| info)
+        let policy = self.inner.options.policy.policy(source);
+        let checked = super::declare::check(
+            &self.inner.engine,
+            source,
+            bytes.to_vec(),
+            &policy,
+            &self.check_options(),
+        )
+        .await?;
+        Ok(checked.info)
     }
 
-    /// As [`PluginHost::check`], with the contract the component was built for
-    /// (`kubewasm:controller@0.1.0` or `@0.2.0`), as `kubewasm push` records it.
-    pub async fn check_contract(
-        &self,
-        source: &Path,
-        bytes: &[u8],
-    ) -> Result<(PluginInfo, &'static str), PluginError> {
-        let compiled = self.inner.engine.compile(source, bytes.to_vec()).await?;
-        let policy = self.inner.options.policy.policy(source);
-        if matches!(*compiled.pre, Linked::V0_2(_)) {
-            let info = self.check_v0_2(&compiled, &policy).await?;
-            return Ok((info, "kubewasm:controller@0.2.0"));
+    /// What declarations are checked with.
+    fn check_options(&self) -> CheckOptions {
+        CheckOptions {
+            limits: self.inner.options.limits,
+            declarations: self.inner.options.declarations,
+            logs: self.inner.options.logs,
         }
-        let (_, info) = self.init(&compiled, &policy).await?;
-        Ok((info, "kubewasm:controller@0.1.0"))
     }
 
     /// Stops every plugin: each finishes the event in hand (bounded by `grace`), then its
@@ -410,62 +432,17 @@ impl PluginHost {
         Ok(())
     }
 
-    /// Instantiates and initialises `compiled` under `policy`, and validates what `init`
-    /// declared.
-    async fn init(
-        &self,
-        compiled: &CompiledPlugin,
-        policy: &PluginPolicy,
-    ) -> Result<(Instance, PluginInfo), PluginError> {
-        let limits = policy.limits.unwrap_or(self.inner.options.limits);
-        let file = compiled.file.clone();
-        let mut instance = Instance::new(
-            compiled,
-            label_of(&file),
-            limits,
-            Arc::new(Access::empty(policy.grants.clone())),
-            Arc::new(LogGate::new(self.inner.options.logs)),
-        )
-        .await?;
-        let info = init_outcome(file.clone(), instance.init(&policy.config).await)?;
-        validate(&file, &info, policy, &self.inner.options.declarations)?;
-        instance.set_label(info.name.as_str().into());
-        Ok((instance, info))
-    }
-
     /// Initialises the plugin and creates (or shares) its informers and indexes. On failure,
     /// informers this call created and indexes it added are released again.
     async fn prepare(&self, compiled: CompiledPlugin) -> Result<Prepared, PluginError> {
         let policy = self.inner.options.policy.policy(&compiled.file);
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
-        let (mut instance, info) = self.init(&compiled, &policy).await?;
-        let mut claims = Claims::default();
-        let wired = self.wire(&compiled.file, &info, &policy, &mut claims).await;
-        let (access, sources) = match wired {
-            Ok(wired) => wired,
-            Err(e) => {
-                self.release_indexes(&claims.indexes);
-                for key in &claims.created {
-                    self.stop_if_unclaimed(key).await;
-                }
-                return Err(e);
-            }
-        };
+        let (mut instance, info) = declare_v0_1(&compiled, &policy, &self.check_options()).await?;
+        let (claims, access, sources) = self.lease(&compiled.file, &info, &policy).await?;
         instance.set_access(access.clone());
-        let kinds: Vec<String> = info
-            .subscriptions
-            .iter()
-            .map(|s| s.gvk.kind.clone())
-            .collect();
-        let observer = self.inner.options.observer.plugin(&info.name, &kinds);
+        let observer = self.observer(&info);
         let log_gate = instance.log_gate();
         log_gate.set_observer(observer.clone());
-        {
-            let mut users = self.inner.informer_users.lock();
-            for key in &claims.keys {
-                users.entry(key.clone()).or_default().plugins += 1;
-            }
-        }
         let name: Arc<str> = info.name.as_str().into();
         Ok(Prepared {
             name: name.clone(),
@@ -491,6 +468,37 @@ impl PluginHost {
                 log_gate,
             },
         })
+    }
+
+    /// The measurement handles of the plugin `info` declares.
+    fn observer(&self, info: &PluginInfo) -> Arc<dyn PluginObserver> {
+        let kinds: Vec<String> = info
+            .subscriptions
+            .iter()
+            .map(|s| s.gvk.kind.clone())
+            .collect();
+        self.inner.options.observer.plugin(&info.name, &kinds)
+    }
+
+    /// Leases the plugin's informers and indexes ([`wire`](Self::wire)); on failure what it
+    /// took is given back.
+    async fn lease(
+        &self,
+        file: &Path,
+        info: &PluginInfo,
+        policy: &PluginPolicy,
+    ) -> Result<(Claims, Arc<Access>, Vec<EventSource>), PluginError> {
+        let mut claims = Claims::default();
+        match self.wire(file, info, policy, &mut claims).await {
+            Ok((access, sources)) => {
+                self.inner.leases.commit(&claims);
+                Ok((claims, access, sources))
+            }
+            Err(e) => {
+                self.inner.leases.abandon(&claims).await;
+                Err(e)
+            }
+        }
     }
 
     /// Resolves each subscription to a shared informer and each declared index to a shared
@@ -529,30 +537,20 @@ impl PluginHost {
                 label_selector: sub.label_selector.clone(),
                 field_selector: sub.field_selector.clone(),
             };
-            let existed = self
-                .inner
-                .factory
-                .informers()
-                .iter()
-                .any(|(k, _)| *k == key);
-            let informer = self.inner.factory.informer_for(key.clone());
-            if !existed {
-                claims.created.push(key.clone());
-            }
-            claims.keys.push(key);
-            informers.push(informer);
+            informers.push(self.inner.leases.informer(key, claims));
         }
 
         let mut resources = Vec::new();
         let mut sources = Vec::new();
         for (i, (sub, informer)) in info.subscriptions.iter().zip(&informers).enumerate() {
-            let key = &claims.keys[i];
+            let key = claims.keys[i].clone();
             let mut indexes = HashMap::new();
             for decl in info.indexes.iter().filter(|d| same_type(&d.gvk, &sub.gvk)) {
                 let shared = self
-                    .claim_index(key, informer, &decl.source)
+                    .inner
+                    .leases
+                    .index(&key, informer, &decl.source, claims)
                     .map_err(|e| invalid(file, info, format!("index {}: {e}", decl.name)))?;
-                claims.indexes.push((key.clone(), shared.clone()));
                 indexes.insert(decl.name.clone(), shared);
             }
             resources.push(ResourceAccess {
@@ -578,62 +576,6 @@ impl PluginHost {
         Ok((access, sources))
     }
 
-    /// Adds the shared index to the informer if needed and counts one more plugin using it.
-    fn claim_index(
-        &self,
-        key: &InformerKey,
-        informer: &SharedIndexInformer,
-        source: &super::IndexSource,
-    ) -> Result<String, kubewasm_informer::Error> {
-        let mut users = self.inner.index_users.lock();
-        let name = ensure_index(informer, source)?;
-        *users.entry((key.clone(), name.clone())).or_default() += 1;
-        Ok(name)
-    }
-
-    /// Forgets one use of each index; an index no plugin declares any more is removed from
-    /// its informer.
-    fn release_indexes(&self, indexes: &[(InformerKey, String)]) {
-        if indexes.is_empty() {
-            return;
-        }
-        let informers = self.inner.factory.informers();
-        let mut users = self.inner.index_users.lock();
-        for claim in indexes {
-            let Some(count) = users.get_mut(claim) else {
-                continue;
-            };
-            *count = count.saturating_sub(1);
-            if *count > 0 {
-                continue;
-            }
-            users.remove(claim);
-            let (key, name) = claim;
-            if let Some((_, informer)) = informers.iter().find(|(k, _)| k == key) {
-                informer.remove_indexer(name);
-                tracing::debug!(resource = %key.resource.plural, index = %name, "removed an index no plugin declares");
-            }
-        }
-    }
-
-    /// Stops an informer a failed load created, unless a plugin took it up meanwhile.
-    async fn stop_if_unclaimed(&self, key: &InformerKey) {
-        if self.inner.informer_users.lock().contains_key(key) {
-            return;
-        }
-        let idle = self
-            .inner
-            .factory
-            .informers()
-            .iter()
-            .find(|(k, _)| k == key)
-            .is_some_and(|(_, i)| i.handler_count() == 0);
-        if idle {
-            tracing::debug!(resource = %key.resource.plural, "stopping an informer a failed load created");
-            self.inner.factory.stop_informer(key).await;
-        }
-    }
-
     fn start(&self, source: PathBuf, prepared: Prepared) -> Entry {
         let call_deadline = prepared.config.limits.call_deadline;
         let actor = ActorHandle::spawn(prepared.config, prepared.instance);
@@ -650,187 +592,6 @@ impl PluginHost {
             replace_error: None,
         }
     }
-
-    /// Forgets one use of each informer; stops those no plugin uses and no other handler
-    /// listens to, after `informer_grace` (a plugin reloaded or loaded meanwhile that wants the
-    /// same informer finds its cache warm: no new LIST).
-    async fn release(&self, keys: &[InformerKey]) {
-        let mut unused = Vec::new();
-        {
-            let mut users = self.inner.informer_users.lock();
-            for key in keys {
-                if let Some(u) = users.get_mut(key) {
-                    u.plugins = u.plugins.saturating_sub(1);
-                    if u.plugins == 0 {
-                        u.released = self.inner.releases.fetch_add(1, Ordering::Relaxed) + 1;
-                        unused.push((key.clone(), u.released));
-                    }
-                }
-            }
-        }
-        let grace = self.inner.options.informer_grace;
-        if grace.is_zero() {
-            for (key, release) in unused {
-                self.stop_if_unused(&key, release).await;
-            }
-            return;
-        }
-        for (key, release) in unused {
-            let host = self.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(grace).await;
-                host.stop_if_unused(&key, release).await;
-            });
-        }
-    }
-
-    /// Stops the informer if no plugin took it up since `release` and no handler listens.
-    async fn stop_if_unused(&self, key: &InformerKey, release: u64) {
-        {
-            let mut users = self.inner.informer_users.lock();
-            match users.get(key) {
-                Some(u) if u.plugins == 0 && u.released == release => {
-                    users.remove(key);
-                }
-                _ => return,
-            }
-        }
-        let idle = self
-            .inner
-            .factory
-            .informers()
-            .iter()
-            .find(|(k, _)| k == key)
-            .is_some_and(|(_, i)| i.handler_count() == 0);
-        if idle {
-            tracing::debug!(resource = %key.resource.plural, "stopping an informer no plugin uses");
-            self.inner.factory.stop_informer(key).await;
-        }
-    }
-}
-
-/// What one load took from the shared informers, to give back if it fails.
-#[derive(Default)]
-struct Claims {
-    /// The informer of each subscription, in order.
-    keys: Vec<InformerKey>,
-    /// Of those, the ones this load created.
-    created: Vec<InformerKey>,
-    /// Shared indexes claimed (counted in `index_users`).
-    indexes: Vec<(InformerKey, String)>,
-}
-
-/// The plugins using one informer, and the last time that number fell to zero.
-#[derive(Debug, Default)]
-struct Users {
-    plugins: usize,
-    released: u64,
-}
-
-fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginError {
-    PluginError::InvalidDeclaration {
-        file: file.to_owned(),
-        plugin: info.name.clone(),
-        what,
-    }
-}
-
-/// Checks `init`'s declarations: within `limits`, every subscription granted and unique,
-/// every index on a subscribed resource with a fresh name.
-fn validate(
-    file: &Path,
-    info: &PluginInfo,
-    policy: &PluginPolicy,
-    limits: &DeclarationLimits,
-) -> Result<(), PluginError> {
-    let too_many = |what: &str, n: usize, max: usize, key: &str| PluginError::OverLimit {
-        file: file.to_owned(),
-        what: format!(
-            "{n} {what}, more than the limit of {max} (`{key}` in the config's [limits])"
-        ),
-    };
-    if info.name.len() > limits.max_name_bytes {
-        return Err(too_many(
-            "bytes of plugin name",
-            info.name.len(),
-            limits.max_name_bytes,
-            "max-name-bytes",
-        ));
-    }
-    if info.subscriptions.len() > limits.max_subscriptions {
-        return Err(too_many(
-            "subscriptions",
-            info.subscriptions.len(),
-            limits.max_subscriptions,
-            "max-subscriptions",
-        ));
-    }
-    if info.indexes.len() > limits.max_indexes {
-        return Err(too_many(
-            "indexes",
-            info.indexes.len(),
-            limits.max_indexes,
-            "max-indexes",
-        ));
-    }
-    if info.name.trim().is_empty() {
-        return Err(invalid(file, info, "name: it is empty".into()));
-    }
-    if info.name.chars().any(char::is_control) {
-        return Err(invalid(
-            file,
-            info,
-            "name: it holds control characters".into(),
-        ));
-    }
-    for (i, sub) in info.subscriptions.iter().enumerate() {
-        if !policy.grants.allows(&sub.gvk) {
-            return Err(PluginError::NotGranted {
-                file: file.to_owned(),
-                plugin: info.name.clone(),
-                what: describe(&sub.gvk),
-            });
-        }
-        if info.subscriptions[..i]
-            .iter()
-            .any(|s| same_type(&s.gvk, &sub.gvk))
-        {
-            return Err(invalid(
-                file,
-                info,
-                format!("subscription: {} twice", describe(&sub.gvk)),
-            ));
-        }
-    }
-    for (i, decl) in info.indexes.iter().enumerate() {
-        if !info
-            .subscriptions
-            .iter()
-            .any(|s| same_type(&s.gvk, &decl.gvk))
-        {
-            return Err(invalid(
-                file,
-                info,
-                format!(
-                    "index {}: {} is not subscribed",
-                    decl.name,
-                    describe(&decl.gvk)
-                ),
-            ));
-        }
-        let clash = decl.name == NAMESPACE_INDEX
-            || info.indexes[..i]
-                .iter()
-                .any(|d| d.name == decl.name && same_type(&d.gvk, &decl.gvk));
-        if clash {
-            return Err(invalid(
-                file,
-                info,
-                format!("index {}: the name is already taken", decl.name),
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn describe_subscription(sub: &super::Subscription) -> String {
@@ -848,159 +609,4 @@ fn describe_subscription(sub: &super::Subscription) -> String {
         s.push_str(" (cache only)");
     }
     s
-}
-
-/// A plugin's short label before its `init` names it: the file name without `.wasm`.
-pub(super) fn label_of(file: &Path) -> Arc<str> {
-    file.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| file.display().to_string())
-        .into()
-}
-
-/// What a call of `init` came to, as the load's result: a guest error or a fault refuses it.
-pub(super) fn init_outcome<T>(file: PathBuf, outcome: Outcome<T>) -> Result<T, PluginError> {
-    match outcome {
-        Outcome::Ok(info) => Ok(info),
-        Outcome::GuestError(reason) => Err(PluginError::InitFailed { file, reason }),
-        Outcome::Failed(kind, reason) => Err(PluginError::InitTrapped {
-            file,
-            reason: format!("{}: {reason}", kind.as_str()),
-        }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::grants::{Grants, ResourcePattern};
-    use super::super::{Gvk, IndexDecl, IndexSource, Subscription};
-    use super::*;
-
-    fn gvk(kind: &str) -> Gvk {
-        Gvk {
-            group: String::new(),
-            version: "v1".into(),
-            kind: kind.into(),
-        }
-    }
-
-    fn sub(kind: &str) -> Subscription {
-        Subscription {
-            gvk: gvk(kind),
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-            resync_seconds: None,
-            delivery: Delivery::Events,
-        }
-    }
-
-    fn info(subs: Vec<Subscription>, indexes: Vec<IndexDecl>) -> PluginInfo {
-        PluginInfo {
-            name: "p".into(),
-            subscriptions: subs,
-            indexes,
-        }
-    }
-
-    fn check(info: &PluginInfo, grants: Grants) -> Result<(), PluginError> {
-        let policy = PluginPolicy {
-            grants,
-            ..PluginPolicy::default()
-        };
-        validate(
-            Path::new("p.wasm"),
-            info,
-            &policy,
-            &DeclarationLimits::default(),
-        )
-    }
-
-    #[test]
-    fn ungranted_subscription_is_refused_naming_file_and_resource() {
-        let err = check(&info(vec![sub("Secret")], vec![]), Grants::default()).unwrap_err();
-        assert!(matches!(err, PluginError::NotGranted { .. }));
-        let msg = err.to_string();
-        assert!(msg.contains("p.wasm") && msg.contains("v1/Secret"), "{msg}");
-        let grants = Grants::only(vec![ResourcePattern::new("", "Secret")]);
-        assert!(check(&info(vec![sub("Secret")], vec![]), grants).is_ok());
-    }
-
-    #[test]
-    fn duplicate_subscription_is_refused() {
-        let err = check(
-            &info(vec![sub("Pod"), sub("Pod")], vec![]),
-            Grants::default(),
-        );
-        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
-    }
-
-    #[test]
-    fn index_on_an_unsubscribed_resource_is_refused() {
-        let decl = IndexDecl {
-            name: "by-node".into(),
-            gvk: gvk("Pod"),
-            source: IndexSource::Field("spec.nodeName".into()),
-        };
-        let err = check(
-            &info(vec![sub("ConfigMap")], vec![decl.clone()]),
-            Grants::default(),
-        );
-        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
-        assert!(check(&info(vec![sub("Pod")], vec![decl]), Grants::default()).is_ok());
-    }
-
-    #[test]
-    fn declarations_over_the_limits_are_refused_with_the_limit_and_its_key() {
-        let limits = DeclarationLimits {
-            max_name_bytes: 10,
-            max_subscriptions: 2,
-            max_indexes: 1,
-        };
-        let policy = PluginPolicy::default();
-        let run = |info: &PluginInfo| validate(Path::new("p.wasm"), info, &policy, &limits);
-        let mut long = info(vec![sub("Pod")], vec![]);
-        long.name = "n".repeat(10 << 20);
-        let msg = run(&long).unwrap_err().to_string();
-        assert!(
-            msg.starts_with("p.wasm: ")
-                && msg.contains("10485760 bytes of plugin name")
-                && msg.contains("max-name-bytes"),
-            "{}",
-            &msg[..msg.len().min(300)]
-        );
-        assert!(msg.len() < 300, "the refusal does not repeat the name");
-        let subs = info(vec![sub("Pod"), sub("ConfigMap"), sub("Secret")], vec![]);
-        let msg = run(&subs).unwrap_err().to_string();
-        assert!(
-            msg.contains("3 subscriptions") && msg.contains("limit of 2"),
-            "{msg}"
-        );
-        let decl = |n: usize| IndexDecl {
-            name: format!("i{n}"),
-            gvk: gvk("Pod"),
-            source: IndexSource::Label(format!("l{n}")),
-        };
-        let many = info(vec![sub("Pod")], (0..100_000).map(decl).collect());
-        let msg = run(&many).unwrap_err().to_string();
-        assert!(
-            msg.contains("100000 indexes") && msg.contains("max-indexes"),
-            "{msg}"
-        );
-        assert!(run(&info(vec![sub("Pod")], vec![decl(0)])).is_ok());
-        let mut control = info(vec![sub("Pod")], vec![]);
-        control.name = "a\nb".into();
-        assert!(run(&control).is_err());
-    }
-
-    #[test]
-    fn redeclaring_the_namespace_index_is_refused() {
-        let decl = IndexDecl {
-            name: "namespace".into(),
-            gvk: gvk("Pod"),
-            source: IndexSource::Label("ns".into()),
-        };
-        let err = check(&info(vec![sub("Pod")], vec![decl]), Grants::default());
-        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
-    }
 }

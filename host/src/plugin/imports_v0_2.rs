@@ -3,7 +3,6 @@
 //! plugin's host-owned [`WorkQueue`]) and `log`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -26,38 +25,7 @@ pub(crate) struct Context {
     pub(crate) recorder: Arc<EventRecorder>,
     pub(crate) queue: WorkQueue<ObjectKey>,
     /// What the plugin's guest calls did, for its status.
-    pub(crate) calls: CallCounters,
-}
-
-/// Counts of a 0.2 plugin's guest calls (reconciles and handler calls) by how they ended.
-#[derive(Debug, Default)]
-pub(crate) struct CallCounters {
-    /// Calls that returned (ok or err).
-    pub(crate) returned: AtomicU64,
-    /// Calls that returned `err`.
-    pub(crate) errors: AtomicU64,
-    pub(crate) traps: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) memory_faults: AtomicU64,
-}
-
-impl CallCounters {
-    /// Counts how a call ended.
-    pub(crate) fn count<T>(&self, outcome: &super::instance::Outcome<T>) {
-        use super::instance::Outcome;
-        use super::observer::FailureKind;
-        let counter = match outcome {
-            Outcome::Ok(_) => &self.returned,
-            Outcome::GuestError(_) => {
-                self.returned.fetch_add(1, Ordering::Relaxed);
-                &self.errors
-            }
-            Outcome::Failed(FailureKind::Trap, _) => &self.traps,
-            Outcome::Failed(FailureKind::Timeout, _) => &self.timeouts,
-            Outcome::Failed(FailureKind::Memory, _) => &self.memory_faults,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
+    pub(crate) calls: super::instance::CallCounters,
 }
 
 /// One instance's side of the 0.2 imports: the plugin's [`Context`], the type of each of this
@@ -135,6 +103,19 @@ impl HostState {
         self.v0_2_imports.clone().ok_or_else(|| {
             types::ApiError::NotGranted("the client is not available in init".into())
         })
+    }
+
+    /// The cached objects of subscription `handle` in `namespace` matching `label_selector`.
+    fn listed(
+        &self,
+        handle: u32,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<SharedDocument>, types::CacheError> {
+        self.resource(handle)?
+            .cache
+            .list(namespace.as_deref(), label_selector.as_deref())
+            .map_err(types::CacheError::Invalid)
     }
 
     fn resource(&self, handle: u32) -> Result<&ResourceAccess, types::CacheError> {
@@ -230,9 +211,7 @@ impl cache::Host for HostState {
     ) -> Result<Option<String>, types::CacheError> {
         Ok(self
             .resource(subscription)?
-            .cache
-            .get(namespace.as_deref(), &name)
-            .map(|d| d.json().to_owned()))
+            .get(namespace.as_deref(), &name))
     }
 
     fn list_objects(
@@ -242,11 +221,7 @@ impl cache::Host for HostState {
         label_selector: Option<String>,
         request: types::PageRequest,
     ) -> Result<types::ObjectPage, types::CacheError> {
-        let docs = self
-            .resource(subscription)?
-            .cache
-            .list(namespace.as_deref(), label_selector.as_deref())
-            .map_err(types::CacheError::Invalid)?;
+        let docs = self.listed(subscription, namespace, label_selector)?;
         object_page(docs, &request)
     }
 
@@ -257,11 +232,7 @@ impl cache::Host for HostState {
         label_selector: Option<String>,
         request: types::PageRequest,
     ) -> Result<types::StringPage, types::CacheError> {
-        let docs = self
-            .resource(subscription)?
-            .cache
-            .list(namespace.as_deref(), label_selector.as_deref())
-            .map_err(types::CacheError::Invalid)?;
+        let docs = self.listed(subscription, namespace, label_selector)?;
         string_page(docs.iter().map(object_key).collect(), &request)
     }
 
@@ -271,11 +242,7 @@ impl cache::Host for HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<u32, types::CacheError> {
-        let docs = self
-            .resource(subscription)?
-            .cache
-            .list(namespace.as_deref(), label_selector.as_deref())
-            .map_err(types::CacheError::Invalid)?;
+        let docs = self.listed(subscription, namespace, label_selector)?;
         Ok(u32::try_from(docs.len()).unwrap_or(u32::MAX))
     }
 
@@ -319,13 +286,8 @@ fn cache_index_name<'a>(
     resource: &'a ResourceAccess,
     index: &'a str,
 ) -> Result<&'a str, types::CacheError> {
-    if index == super::cache_api::NAMESPACE_INDEX {
-        return Ok(index);
-    }
     resource
-        .indexes
-        .get(index)
-        .map(String::as_str)
+        .cache_index(index)
         .ok_or_else(|| types::CacheError::UnknownIndex(index.to_owned()))
 }
 
@@ -451,16 +413,13 @@ impl queue::Host for HostState {
 
 impl log::Host for HostState {
     fn log(&mut self, level: log::Level, message: String) {
-        let plugin = &*self.plugin;
-        let Some(message) = self.log_gate.admit(plugin, &message) else {
-            return;
+        let level = match level {
+            log::Level::Trace => tracing::Level::TRACE,
+            log::Level::Debug => tracing::Level::DEBUG,
+            log::Level::Info => tracing::Level::INFO,
+            log::Level::Warn => tracing::Level::WARN,
+            log::Level::Error => tracing::Level::ERROR,
         };
-        match level {
-            log::Level::Trace => tracing::trace!(target: "kubewasm::guest", plugin, "{message}"),
-            log::Level::Debug => tracing::debug!(target: "kubewasm::guest", plugin, "{message}"),
-            log::Level::Info => tracing::info!(target: "kubewasm::guest", plugin, "{message}"),
-            log::Level::Warn => tracing::warn!(target: "kubewasm::guest", plugin, "{message}"),
-            log::Level::Error => tracing::error!(target: "kubewasm::guest", plugin, "{message}"),
-        }
+        self.guest_log(level, &message);
     }
 }

@@ -1,5 +1,5 @@
-//! The plugin side of the shared informers: a plugin's handlers (which only push into its
-//! queue), its cache view over an informer's indexer, and the shared declared indexes.
+//! The plugin side of the shared informers: a plugin's handlers (registered inline: they only
+//! push into its inbox), its cache view over an informer's indexer, and the shared declared indexes.
 
 use std::sync::Arc;
 
@@ -11,8 +11,8 @@ use kubewasm_labels::Selector;
 
 use super::IndexSource;
 use super::cache_api::{Document, NAMESPACE_INDEX, ResourceCache, SharedDocument};
+use super::inbox::{EventSink, Subscribed, Subscriber};
 use super::instance::Event;
-use super::wiring::{EventSink, Subscribed, Subscriber};
 
 impl Document for Object {
     fn json(&self) -> &str {
@@ -24,9 +24,9 @@ fn shared(obj: &ObjectRef) -> SharedDocument {
     obj.clone()
 }
 
-/// A registered handler: every callback becomes one queued event, nothing else.
-struct QueueHandler {
-    sink: EventSink,
+/// A handler registered inline: every callback becomes one queued event, nothing else.
+pub(crate) struct QueueHandler {
+    pub(crate) sink: EventSink,
 }
 
 impl ResourceEventHandler for QueueHandler {
@@ -49,6 +49,10 @@ impl ResourceEventHandler for QueueHandler {
             object: shared(obj),
             final_state_unknown,
         });
+    }
+
+    fn flush(&self) {
+        self.sink.flush();
     }
 }
 
@@ -91,7 +95,7 @@ impl Subscriber for InformerSubscriber {
                 let handler = Arc::new(QueueHandler {
                     sink: sink.for_subscription(s.subscription),
                 });
-                let registration = s.informer.add_event_handler(handler, s.resync);
+                let registration = s.informer.add_inline_event_handler(handler, s.resync);
                 (s.informer.clone(), registration)
             })
             .collect();

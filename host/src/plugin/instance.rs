@@ -2,6 +2,7 @@
 //! classification of faults (trap, timeout, memory).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,36 @@ pub(crate) enum Outcome<T> {
     GuestError(String),
     /// The instance faulted and must be thrown away.
     Failed(FailureKind, String),
+}
+
+/// Counts of a plugin's guest calls (handler calls, reconciles) by how they ended, for its
+/// status.
+#[derive(Debug, Default)]
+pub(crate) struct CallCounters {
+    /// Calls that returned (ok or err).
+    pub(crate) returned: AtomicU64,
+    /// Calls that returned `err`.
+    pub(crate) errors: AtomicU64,
+    pub(crate) traps: AtomicU64,
+    pub(crate) timeouts: AtomicU64,
+    pub(crate) memory_faults: AtomicU64,
+}
+
+impl CallCounters {
+    /// Counts how a call ended.
+    pub(crate) fn count<T>(&self, outcome: &Outcome<T>) {
+        let counter = match outcome {
+            Outcome::Ok(_) => &self.returned,
+            Outcome::GuestError(_) => {
+                self.returned.fetch_add(1, Ordering::Relaxed);
+                &self.errors
+            }
+            Outcome::Failed(FailureKind::Trap, _) => &self.traps,
+            Outcome::Failed(FailureKind::Timeout, _) => &self.timeouts,
+            Outcome::Failed(FailureKind::Memory, _) => &self.memory_faults,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Raised from the epoch callback when a call runs past its deadline.

@@ -1,15 +1,17 @@
 //! The plugin runtime: WebAssembly components of the `controller` world as informer listeners.
 //!
 //! One [`PluginEngine`] compiles components (cached on disk by content hash and shared between
-//! copies), each loaded plugin is one instance driven by one actor (a queue fed by its handler
-//! registrations on the shared informers, guest calls one at a time under a deadline and a
-//! memory cap), and the [`PluginHost`] loads, replaces, unloads and reports on plugins.
+//! copies), each loaded plugin is one instance driven by one actor (which pulls from the
+//! plugin's inbox, fed by its handlers registered inline on the shared informers, and calls the
+//! guest one call at a time under a deadline and a memory cap), and the [`PluginHost`] loads,
+//! replaces, unloads and reports on plugins.
 
 mod actor;
 mod bindings;
 mod cache_api;
 mod client;
 mod component;
+mod declare;
 mod engine;
 mod error;
 mod events;
@@ -17,25 +19,27 @@ mod grants;
 mod handlers_v0_2;
 mod host;
 mod imports_v0_2;
+mod inbox;
 mod informers;
 mod instance;
 mod keys;
+mod leases;
 mod log_gate;
 mod observer;
 mod paging;
 mod rate_limit;
 mod reconciler;
 mod state;
-mod wiring;
 mod workqueue;
 
 #[cfg(test)]
 mod testing;
 
-pub use actor::{DropReason, PluginState, RestartPolicy};
+pub use actor::{PluginState, RestartPolicy};
 pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
+pub use bindings::v0_2::World;
 pub use cache_api::{Document, SharedDocument};
 pub use client::{
     ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, ObjectRef, PatchBody,
@@ -43,6 +47,7 @@ pub use client::{
     WriteObserver, WriteVerb,
 };
 pub use component::{CompiledPlugin, Origin};
+pub use declare::{CheckOptions, Checked, Contract, check};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
 pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};
@@ -52,7 +57,7 @@ pub use grants::{
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
 pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use log_gate::LogLimits;
-pub use observer::{EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
+pub use observer::{DropReason, EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
 pub use paging::{Page, PageError, PageLimits, page};
 pub use reconciler::ReconcileSettings;
 pub use workqueue::{

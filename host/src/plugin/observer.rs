@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::actor::DropReason;
 use super::client::{NoWriteObserver, WriteObserver};
 use super::workqueue::{NoQueueMetrics, QueueMetrics};
 
@@ -22,6 +21,35 @@ impl EventKind {
             EventKind::Add => "add",
             EventKind::Update => "update",
             EventKind::Delete => "delete",
+        }
+    }
+}
+
+/// Why a plugin did not receive an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// The event the instance faulted on.
+    Fault,
+    /// Queued for an instance that was then replaced after a fault: the fresh instance is
+    /// replayed the cache's current state instead.
+    Replaced,
+    /// An object version that made the plugin fail twice.
+    Quarantined,
+}
+
+impl DropReason {
+    pub(crate) const ALL: [DropReason; 3] = [
+        DropReason::Fault,
+        DropReason::Replaced,
+        DropReason::Quarantined,
+    ];
+
+    /// A lowercase label for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Fault => "fault",
+            DropReason::Replaced => "replaced",
+            DropReason::Quarantined => "quarantined",
         }
     }
 }

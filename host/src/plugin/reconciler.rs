@@ -14,7 +14,7 @@ use wasmtime::Store;
 use super::Gvk;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
-use super::bindings::v0_2::{Controller, ControllerPre};
+use super::bindings::v0_2::{PluginExports, PluginPre};
 use super::cache_api::Access;
 use super::error::PluginError;
 use super::grants::Limits;
@@ -54,7 +54,7 @@ impl Default for ReconcileSettings {
 /// What every instance of one plugin version is made from.
 #[derive(Clone)]
 pub(crate) struct Recipe {
-    pub(crate) pre: Arc<ControllerPre<HostState>>,
+    pub(crate) pre: Arc<PluginPre>,
     pub(crate) file: std::path::PathBuf,
     pub(crate) name: Arc<str>,
     pub(crate) config: String,
@@ -70,7 +70,7 @@ pub(crate) struct Recipe {
 /// One live 0.2 guest instance. Calls take `&mut self`: one at a time.
 pub(crate) struct ReconcilerInstance {
     store: Store<HostState>,
-    bindings: Controller,
+    bindings: PluginExports,
     deadline: Duration,
 }
 
@@ -78,7 +78,7 @@ impl ReconcilerInstance {
     /// Instantiates the component (the 0.2 imports not yet connected: `init` may only read
     /// and log).
     pub(crate) async fn new(
-        pre: &ControllerPre<HostState>,
+        pre: &PluginPre,
         file: &std::path::Path,
         label: Arc<str>,
         limits: Limits,
@@ -111,7 +111,7 @@ impl ReconcilerInstance {
 
     /// Calls the guest's `init`.
     pub(crate) async fn init(&mut self, config: &str) -> Outcome<wit::PluginInfo> {
-        let plugin = self.bindings.kubewasm_controller_plugin().clone();
+        let plugin = self.bindings.plugin.clone();
         let deadline = self.deadline;
         guarded(
             &mut self.store,
@@ -132,7 +132,9 @@ impl ReconcilerInstance {
     /// Calls the guest's `reconcile`. Time the call waits for the API server does not count
     /// toward its deadline.
     pub(crate) async fn reconcile(&mut self, key: &wit::Key) -> Outcome<Action> {
-        let r = self.bindings.kubewasm_controller_reconcile().clone();
+        let Some(r) = self.bindings.reconcile.clone() else {
+            return Outcome::GuestError("the component exports no `reconcile`".into());
+        };
         let imports = self.store.data().v0_2_imports.clone();
         if let Some(i) = &imports {
             i.take_waited();
@@ -149,7 +151,9 @@ impl ReconcilerInstance {
 impl ReconcilerInstance {
     /// Calls the guest's handler for one event of subscription `subscription`.
     pub(crate) async fn deliver(&mut self, subscription: u32, event: &Event) -> Outcome<()> {
-        let h = self.bindings.kubewasm_controller_handler().clone();
+        let Some(h) = self.bindings.handler.clone() else {
+            return Outcome::GuestError("the component exports no event handlers".into());
+        };
         let deadline = self.deadline;
         let no_api = || Duration::ZERO;
         match event {

@@ -11,10 +11,10 @@ use super::actor::{ActorConfig, ActorHandle, RestartPolicy};
 use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, SharedDocument};
 use super::engine::{EngineOptions, PluginEngine};
 use super::grants::{Grants, Limits};
+use super::inbox::{EventSink, Subscribed, Subscriber};
 use super::instance::{Event, Instance, Outcome};
 use super::log_gate::{LogGate, LogLimits};
 use super::observer::NoopObserver;
-use super::wiring::{EventSink, Subscribed, Subscriber};
 use super::{Gvk, IndexSource};
 
 pub(crate) fn config_map_gvk() -> Gvk {
@@ -104,6 +104,7 @@ impl FakeFeed {
                     in_initial_list: false,
                 },
             });
+            sink.flush();
         }
     }
 
@@ -114,6 +115,7 @@ impl FakeFeed {
                     object: old.clone(),
                     final_state_unknown: false,
                 });
+                sink.flush();
             }
         }
     }
@@ -144,6 +146,7 @@ impl Subscriber for Arc<FakeFeed> {
                 in_initial_list: true,
             });
         }
+        sink.flush();
         self.sinks.lock().push((sink.clone(), alive.clone()));
         drop(objects);
         Box::new(FakeRegistration(alive))

@@ -12,23 +12,22 @@ use kubewasm_informer::{
 };
 use tokio::task::JoinHandle;
 
-use super::super::bindings::v0_2::ControllerPre;
-use super::super::bindings::v0_2::kubewasm::controller::types as wit;
-use super::super::cache_api::Access;
+use super::super::bindings::v0_2::World;
 use super::super::client::{Resources, WriteClient};
-use super::super::component::{CompiledPlugin, Linked};
+use super::super::component::CompiledPlugin;
+use super::super::declare::{Declared, declare_v0_2, v0_2_pre};
 use super::super::events::{EventRecorder, RecorderOptions};
-use super::super::handlers_v0_2::{EventForwarder, spawn_handlers};
+use super::super::handlers_v0_2::spawn_handlers;
 use super::super::imports_v0_2::Context;
-use super::super::keys::{ObjectKey, QueueRule, keys_for, resolve_rules};
+use super::super::inbox::{EventSink, Inbox};
+use super::super::informers::QueueHandler;
+use super::super::keys::{ObjectKey, QueueRule, keys_for};
 use super::super::log_gate::LogGate;
-use super::super::reconciler::{Recipe, ReconcilerInstance, spawn_workers};
-use super::super::state::HostState;
+use super::super::reconciler::{Recipe, spawn_workers};
 use super::super::workqueue::WorkQueue;
-use super::super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 use super::{
-    Claims, DropReason, PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
-    describe_subscription, init_outcome, label_of, validate,
+    PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
+    describe_subscription,
 };
 
 /// A running 0.2 plugin.
@@ -41,8 +40,10 @@ pub(super) struct ControllerEntry {
     indexes: Vec<(InformerKey, String)>,
     /// The plugin's queue, client and recorder: outlive versions.
     context: Arc<Context>,
-    /// The handlers that feed the queue; dropping them unregisters them.
+    /// The handlers that feed the queue and the inbox; dropping them unregisters them.
     registrations: Vec<(SharedIndexInformer, Registration)>,
+    /// The events of this version's handler subscriptions.
+    inbox: Arc<Inbox>,
     workers: Vec<JoinHandle<()>>,
     replace_error: Option<String>,
 }
@@ -57,6 +58,7 @@ impl ControllerEntry {
         for (informer, registration) in self.registrations.drain(..) {
             informer.remove_event_handler(&registration);
         }
+        self.inbox.close();
     }
 
     pub(super) fn ready(&self) -> bool {
@@ -65,36 +67,30 @@ impl ControllerEntry {
 
     pub(super) fn status(&self, id: PluginId) -> PluginStatus {
         let stats = self.context.queue.stats();
-        let calls = &self.context.calls;
-        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         PluginStatus {
-            id,
-            source: self.source.clone(),
-            name: self.name.clone(),
-            content_hash: self.hash.clone(),
-            subscriptions: self.subscriptions.clone(),
-            events_delivered: load(&calls.returned),
-            errors: load(&calls.errors),
-            traps: load(&calls.traps),
-            timeouts: load(&calls.timeouts),
-            memory_faults: load(&calls.memory_faults),
-            restarts: 0,
-            queue_depth: stats.depth,
+            queue_depth: stats.depth + self.inbox.depth(),
             state: if self.workers.iter().all(JoinHandle::is_finished) {
                 PluginState::Stopped
             } else {
                 PluginState::Running
             },
-            failed: false,
-            events_dropped: DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
             replay_done: self.ready(),
             last_error: self.replace_error.clone(),
             workqueue: Some(stats),
+            ..PluginStatus::new(
+                id,
+                &self.source,
+                &self.name,
+                &self.hash,
+                &self.subscriptions,
+                &self.context.calls,
+            )
         }
     }
 }
 
-/// Queues the keys an informer event names under one subscription's rules.
+/// Queues the keys an informer event names under one subscription's rules (registered inline:
+/// the workqueue is its buffer).
 struct QueueFeeder {
     group: String,
     kind: String,
@@ -129,118 +125,7 @@ impl ResourceEventHandler for QueueFeeder {
     }
 }
 
-fn gvk(g: &wit::Gvk) -> Gvk {
-    Gvk {
-        group: g.group.clone(),
-        version: g.version.clone(),
-        kind: g.kind.clone(),
-    }
-}
-
-/// The 0.2 declaration as the checks and the wiring shared with 0.1 read it: subscriptions by
-/// type, indexes on the type of their subscription handle. Every subscription is wired as a
-/// cache: its events reach the guest's handlers through an [`EventForwarder`] and its queue
-/// rules feed the queue through a [`QueueFeeder`].
-fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
-    let subscriptions: Vec<Subscription> = info
-        .subscriptions
-        .iter()
-        .map(|s| Subscription {
-            gvk: gvk(&s.gvk),
-            namespace: s.namespace.clone(),
-            label_selector: s.label_selector.clone(),
-            field_selector: s.field_selector.clone(),
-            resync_seconds: s.resync_seconds,
-            delivery: Delivery::CacheOnly,
-        })
-        .collect();
-    let indexes = info
-        .indexes
-        .iter()
-        .map(|d| {
-            let on = usize::try_from(d.subscription)
-                .ok()
-                .and_then(|h| subscriptions.get(h))
-                .ok_or_else(|| {
-                    format!(
-                        "index {}: no subscription has handle {}",
-                        d.name, d.subscription
-                    )
-                })?;
-            Ok(IndexDecl {
-                name: d.name.clone(),
-                gvk: on.gvk.clone(),
-                source: match &d.source {
-                    wit::IndexSource::Label(k) => IndexSource::Label(k.clone()),
-                    wit::IndexSource::Annotation(k) => IndexSource::Annotation(k.clone()),
-                    wit::IndexSource::Field(p) => IndexSource::Field(p.clone()),
-                    wit::IndexSource::OwnerUid => IndexSource::OwnerUid,
-                },
-            })
-        })
-        .collect::<Result<_, String>>()?;
-    Ok(PluginInfo {
-        name: info.name.clone(),
-        subscriptions,
-        indexes,
-    })
-}
-
-/// A 0.2 plugin checked: its declaration in 0.1 terms (for the checks and the wiring) and the
-/// queue rules of each subscription.
-struct Declared {
-    info: PluginInfo,
-    rules: Vec<Vec<QueueRule>>,
-    /// Whether each subscription asked for the event handlers.
-    events: Vec<bool>,
-}
-
 impl PluginHost {
-    /// Instantiates a throw-away instance, calls `init` and checks what it declared against
-    /// `policy`.
-    async fn declare_v0_2(
-        &self,
-        compiled: &CompiledPlugin,
-        policy: &PluginPolicy,
-    ) -> Result<Declared, PluginError> {
-        let pre = v0_2_pre(compiled)?;
-        let file = compiled.file.clone();
-        let limits = policy.limits.unwrap_or(self.inner.options.limits);
-        let mut instance = ReconcilerInstance::new(
-            pre,
-            &file,
-            label_of(&file),
-            limits,
-            Arc::new(Access::empty(policy.grants.clone())),
-            Arc::new(LogGate::new(self.inner.options.logs)),
-        )
-        .await?;
-        let declared = init_outcome(file.clone(), instance.init(&policy.config).await)?;
-        let invalid = |what: String| PluginError::InvalidDeclaration {
-            file: file.clone(),
-            plugin: declared.name.clone(),
-            what,
-        };
-        let info = as_v0_1(&declared).map_err(invalid)?;
-        validate(&file, &info, policy, &self.inner.options.declarations)?;
-        let rules = resolve_rules(&declared.subscriptions).map_err(invalid)?;
-        let events = declared.subscriptions.iter().map(|s| s.events).collect();
-        Ok(Declared {
-            info,
-            rules,
-            events,
-        })
-    }
-
-    /// What `check` answers for a 0.2 component.
-    pub(super) async fn check_v0_2(
-        &self,
-        compiled: &CompiledPlugin,
-        policy: &PluginPolicy,
-    ) -> Result<PluginInfo, PluginError> {
-        Ok(self.declare_v0_2(compiled, policy).await?.info)
-    }
-
     /// Loads a 0.2 component: declares, wires its informers and indexes, registers its queue
     /// rules and starts its reconcile workers. `context`: the queue, client and recorder of the
     /// version it replaces (`None`: new ones).
@@ -256,29 +141,15 @@ impl PluginHost {
             info,
             rules,
             events,
-        } = self.declare_v0_2(&compiled, &policy).await?;
-        let mut claims = Claims::default();
-        let access = match self.wire(&compiled.file, &info, &policy, &mut claims).await {
-            Ok((access, _)) => access,
-            Err(e) => {
-                self.release_indexes(&claims.indexes);
-                for key in &claims.created {
-                    self.stop_if_unclaimed(key).await;
-                }
-                return Err(e);
-            }
-        };
-        {
-            let mut users = self.inner.informer_users.lock();
-            for key in &claims.keys {
-                users.entry(key.clone()).or_default().plugins += 1;
-            }
-        }
+            world,
+        } = declare_v0_2(&compiled, &policy, &self.check_options()).await?;
+        let (claims, access, _) = self.lease(&compiled.file, &info, &policy).await?;
         let name: Arc<str> = info.name.as_str().into();
         let context = context.unwrap_or_else(|| self.new_context(&name, &policy));
         let informers = self.inner.factory.informers();
         let mut registrations = Vec::new();
-        let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+        let inbox = Arc::new(Inbox::default());
+        let sink = EventSink::new(inbox.clone(), inbox.generation());
         for (handle, ((sub, rules), key)) in info
             .subscriptions
             .iter()
@@ -293,13 +164,12 @@ impl PluginHost {
                 .resync_seconds
                 .map(|s| std::time::Duration::from_secs(s.into()));
             if events[handle] {
-                let forwarder = Arc::new(EventForwarder {
-                    subscription: u32::try_from(handle).unwrap_or(u32::MAX),
-                    tx: events_tx.clone(),
+                let handler = Arc::new(QueueHandler {
+                    sink: sink.for_subscription(handle),
                 });
                 registrations.push((
                     informer.clone(),
-                    informer.add_event_handler(forwarder, resync),
+                    informer.add_inline_event_handler(handler, resync),
                 ));
             }
             if rules.is_empty() {
@@ -312,7 +182,10 @@ impl PluginHost {
                 queue: context.queue.clone(),
                 plugin: name.clone(),
             });
-            registrations.push((informer.clone(), informer.add_event_handler(feeder, resync)));
+            registrations.push((
+                informer.clone(),
+                informer.add_inline_event_handler(feeder, resync),
+            ));
         }
         let pre = v0_2_pre(&compiled)?;
         let recipe = Recipe {
@@ -332,12 +205,15 @@ impl PluginHost {
         };
         let mut workers = Vec::new();
         if events.contains(&true) {
-            workers.push(spawn_handlers(recipe.clone(), events_rx));
+            let observer = self.observer(&info);
+            workers.push(spawn_handlers(recipe.clone(), inbox.clone(), observer));
         }
-        workers.extend(spawn_workers(
-            recipe,
-            policy.reconcile.max_concurrent_reconciles,
-        ));
+        if world != World::Observer {
+            workers.extend(spawn_workers(
+                recipe,
+                policy.reconcile.max_concurrent_reconciles,
+            ));
+        }
         self.inner.factory.start();
         Ok(ControllerEntry {
             source: source.to_owned(),
@@ -352,6 +228,7 @@ impl PluginHost {
             indexes: claims.indexes,
             context,
             registrations,
+            inbox,
             workers,
             replace_error: None,
         })
@@ -438,8 +315,7 @@ impl PluginHost {
         let old = self.inner.controllers.lock().insert(id, entry);
         if let Some(mut old) = old {
             old.stop();
-            self.release_indexes(&old.indexes);
-            self.release(&old.keys).await;
+            self.inner.leases.release(&old.keys, &old.indexes).await;
         }
         Ok(())
     }
@@ -461,8 +337,7 @@ impl PluginHost {
         entry.stop();
         entry.context.queue.shut_down();
         tracing::info!(plugin = %entry.name, id = id.0, "0.2 plugin unloaded");
-        self.release_indexes(&entry.indexes);
-        self.release(&entry.keys).await;
+        self.inner.leases.release(&entry.keys, &entry.indexes).await;
         Some(entry.name)
     }
 
@@ -473,16 +348,5 @@ impl PluginHost {
             entry.stop();
             entry.context.queue.shut_down();
         }
-    }
-}
-
-/// The 0.2 linking of `compiled`; an error if it is a 0.1 component.
-fn v0_2_pre(compiled: &CompiledPlugin) -> Result<&ControllerPre<HostState>, PluginError> {
-    match &*compiled.pre {
-        Linked::V0_2(pre) => Ok(pre),
-        Linked::V0_1(_) => Err(PluginError::Invalid {
-            file: compiled.file.clone(),
-            reason: "a 0.1 component cannot run as a 0.2 plugin".into(),
-        }),
     }
 }

@@ -1,0 +1,520 @@
+//! A plugin's declaration: its component instantiated, `init` called with its config string,
+//! and what `init` declared checked against its policy (grants, declaration limits) and, for
+//! contract 0.2, against the world the component targets. No cluster and no plugin host are
+//! needed: `kubewasm check` and `kubewasm rbac` run only this, and loading starts with it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::bindings::v0_2::kubewasm::controller::types as wit;
+use super::bindings::v0_2::{PluginPre, World};
+use super::cache_api::{Access, NAMESPACE_INDEX};
+use super::component::{CompiledPlugin, Linked};
+use super::engine::PluginEngine;
+use super::error::PluginError;
+use super::grants::{DeclarationLimits, Limits, PluginPolicy, describe, same_type};
+use super::instance::{Instance, Outcome};
+use super::keys::{QueueRule, resolve_rules};
+use super::log_gate::{LogGate, LogLimits};
+use super::reconciler::ReconcilerInstance;
+use super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
+
+/// What a declaration is checked with besides the plugin's policy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckOptions {
+    /// Limits for a plugin whose policy sets none.
+    pub limits: Limits,
+    /// How much `init` may declare.
+    pub declarations: DeclarationLimits,
+    /// How much the throw-away instance may log.
+    pub logs: LogLimits,
+}
+
+/// The contract a component was built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contract {
+    /// `kubewasm:controller@0.1.0`, world `controller` (event handlers).
+    V0_1,
+    /// `kubewasm:controller@0.2.0`, in one of its worlds.
+    V0_2(World),
+}
+
+impl Contract {
+    /// The WIT package and version, e.g. `kubewasm:controller@0.2.0`.
+    pub fn package(self) -> &'static str {
+        match self {
+            Contract::V0_1 => "kubewasm:controller@0.1.0",
+            Contract::V0_2(_) => "kubewasm:controller@0.2.0",
+        }
+    }
+}
+
+impl std::fmt::Display for Contract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Contract::V0_1 => f.write_str("kubewasm:controller@0.1.0, world controller"),
+            Contract::V0_2(world) => {
+                write!(f, "kubewasm:controller@0.2.0, world {}", world.as_str())
+            }
+        }
+    }
+}
+
+/// A component checked: the contract it was built for and what its `init` declared (for 0.2
+/// in 0.1 terms: subscriptions by type).
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub contract: Contract,
+    pub info: PluginInfo,
+}
+
+/// Compiles the component (through the engine's compile cache) and calls `init` in a
+/// throw-away instance, checking the result against `policy`; nothing is registered and no
+/// API server is asked. `source` names the plugin in errors.
+pub async fn check(
+    engine: &PluginEngine,
+    source: &Path,
+    bytes: Vec<u8>,
+    policy: &PluginPolicy,
+    options: &CheckOptions,
+) -> Result<Checked, PluginError> {
+    let compiled = engine.compile(source, bytes).await?;
+    match &*compiled.pre {
+        Linked::V0_1(_) => {
+            let (_, info) = declare_v0_1(&compiled, policy, options).await?;
+            Ok(Checked {
+                contract: Contract::V0_1,
+                info,
+            })
+        }
+        Linked::V0_2(pre) => {
+            let declared = declare_v0_2(&compiled, policy, options).await?;
+            Ok(Checked {
+                contract: Contract::V0_2(pre.world()),
+                info: declared.info,
+            })
+        }
+    }
+}
+
+/// Instantiates and initialises a 0.1 component under `policy`, and validates what `init`
+/// declared: the instance (labelled with the plugin's name) and its declaration.
+pub(crate) async fn declare_v0_1(
+    compiled: &CompiledPlugin,
+    policy: &PluginPolicy,
+    options: &CheckOptions,
+) -> Result<(Instance, PluginInfo), PluginError> {
+    let limits = policy.limits.unwrap_or(options.limits);
+    let file = compiled.file.clone();
+    let mut instance = Instance::new(
+        compiled,
+        label_of(&file),
+        limits,
+        Arc::new(Access::empty(policy.grants.clone())),
+        Arc::new(LogGate::new(options.logs)),
+    )
+    .await?;
+    let info = init_outcome(file.clone(), instance.init(&policy.config).await)?;
+    validate(&file, &info, policy, &options.declarations)?;
+    instance.set_label(info.name.as_str().into());
+    Ok((instance, info))
+}
+
+/// Instantiates a throw-away instance of a 0.2 component, calls `init` and checks what it
+/// declared against `policy` and against the component's world.
+pub(crate) async fn declare_v0_2(
+    compiled: &CompiledPlugin,
+    policy: &PluginPolicy,
+    options: &CheckOptions,
+) -> Result<Declared, PluginError> {
+    let pre = v0_2_pre(compiled)?;
+    let file = compiled.file.clone();
+    let limits = policy.limits.unwrap_or(options.limits);
+    let mut instance = ReconcilerInstance::new(
+        pre,
+        &file,
+        label_of(&file),
+        limits,
+        Arc::new(Access::empty(policy.grants.clone())),
+        Arc::new(LogGate::new(options.logs)),
+    )
+    .await?;
+    let declared = init_outcome(file.clone(), instance.init(&policy.config).await)?;
+    let invalid = |what: String| PluginError::InvalidDeclaration {
+        file: file.clone(),
+        plugin: declared.name.clone(),
+        what,
+    };
+    let world = pre.world();
+    fits_world(world, &declared).map_err(invalid)?;
+    let info = as_v0_1(&declared).map_err(invalid)?;
+    validate(&file, &info, policy, &options.declarations)?;
+    let rules = resolve_rules(&declared.subscriptions).map_err(invalid)?;
+    let events = declared.subscriptions.iter().map(|s| s.events).collect();
+    Ok(Declared {
+        info,
+        rules,
+        events,
+        world,
+    })
+}
+
+fn gvk(g: &wit::Gvk) -> Gvk {
+    Gvk {
+        group: g.group.clone(),
+        version: g.version.clone(),
+        kind: g.kind.clone(),
+    }
+}
+
+/// The 0.2 declaration as the checks and the wiring shared with 0.1 read it: subscriptions by
+/// type, indexes on the type of their subscription handle. Every subscription is wired as a
+/// cache: its events reach the guest's handlers through the version's inbox and its queue
+/// rules feed the workqueue.
+fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
+    let subscriptions: Vec<Subscription> = info
+        .subscriptions
+        .iter()
+        .map(|s| Subscription {
+            gvk: gvk(&s.gvk),
+            namespace: s.namespace.clone(),
+            label_selector: s.label_selector.clone(),
+            field_selector: s.field_selector.clone(),
+            resync_seconds: s.resync_seconds,
+            delivery: Delivery::CacheOnly,
+        })
+        .collect();
+    let indexes = info
+        .indexes
+        .iter()
+        .map(|d| {
+            let on = usize::try_from(d.subscription)
+                .ok()
+                .and_then(|h| subscriptions.get(h))
+                .ok_or_else(|| {
+                    format!(
+                        "index {}: no subscription has handle {}",
+                        d.name, d.subscription
+                    )
+                })?;
+            Ok(IndexDecl {
+                name: d.name.clone(),
+                gvk: on.gvk.clone(),
+                source: match &d.source {
+                    wit::IndexSource::Label(k) => IndexSource::Label(k.clone()),
+                    wit::IndexSource::Annotation(k) => IndexSource::Annotation(k.clone()),
+                    wit::IndexSource::Field(p) => IndexSource::Field(p.clone()),
+                    wit::IndexSource::OwnerUid => IndexSource::OwnerUid,
+                },
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(PluginInfo {
+        name: info.name.clone(),
+        subscriptions,
+        indexes,
+    })
+}
+
+/// A 0.2 plugin checked: its declaration in 0.1 terms (for the checks and the wiring) and the
+/// queue rules of each subscription.
+pub(crate) struct Declared {
+    pub(crate) info: PluginInfo,
+    pub(crate) rules: Vec<Vec<QueueRule>>,
+    /// Whether each subscription asked for the event handlers.
+    pub(crate) events: Vec<bool>,
+    pub(crate) world: World,
+}
+
+/// Checks that what `init` declared fits the component's world: events only for a component
+/// with handlers, queue rules only for one with `reconcile`.
+fn fits_world(world: World, declared: &wit::PluginInfo) -> Result<(), String> {
+    for (handle, sub) in declared.subscriptions.iter().enumerate() {
+        if sub.events && world == World::Reconciler {
+            return Err(format!(
+                "subscription {handle} ({}) asks for events, but the component targets the world \
+                 `reconciler`, which has no event handlers",
+                describe(&gvk(&sub.gvk))
+            ));
+        }
+        if !sub.queue.is_empty() && world == World::Observer {
+            return Err(format!(
+                "subscription {handle} ({}) has queue rules, but the component targets the world \
+                 `observer`, which has no `reconcile`",
+                describe(&gvk(&sub.gvk))
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The 0.2 linking of `compiled`; an error if it is a 0.1 component.
+pub(crate) fn v0_2_pre(compiled: &CompiledPlugin) -> Result<&PluginPre, PluginError> {
+    match &*compiled.pre {
+        Linked::V0_2(pre) => Ok(pre),
+        Linked::V0_1(_) => Err(PluginError::Invalid {
+            file: compiled.file.clone(),
+            reason: "a 0.1 component cannot run as a 0.2 plugin".into(),
+        }),
+    }
+}
+
+pub(crate) fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginError {
+    PluginError::InvalidDeclaration {
+        file: file.to_owned(),
+        plugin: info.name.clone(),
+        what,
+    }
+}
+
+/// Checks `init`'s declarations: within `limits`, every subscription granted and unique,
+/// every index on a subscribed resource with a fresh name.
+pub(crate) fn validate(
+    file: &Path,
+    info: &PluginInfo,
+    policy: &PluginPolicy,
+    limits: &DeclarationLimits,
+) -> Result<(), PluginError> {
+    let too_many = |what: &str, n: usize, max: usize, key: &str| PluginError::OverLimit {
+        file: file.to_owned(),
+        what: format!(
+            "{n} {what}, more than the limit of {max} (`{key}` in the config's [limits])"
+        ),
+    };
+    if info.name.len() > limits.max_name_bytes {
+        return Err(too_many(
+            "bytes of plugin name",
+            info.name.len(),
+            limits.max_name_bytes,
+            "max-name-bytes",
+        ));
+    }
+    if info.subscriptions.len() > limits.max_subscriptions {
+        return Err(too_many(
+            "subscriptions",
+            info.subscriptions.len(),
+            limits.max_subscriptions,
+            "max-subscriptions",
+        ));
+    }
+    if info.indexes.len() > limits.max_indexes {
+        return Err(too_many(
+            "indexes",
+            info.indexes.len(),
+            limits.max_indexes,
+            "max-indexes",
+        ));
+    }
+    if info.name.trim().is_empty() {
+        return Err(invalid(file, info, "name: it is empty".into()));
+    }
+    if info.name.chars().any(char::is_control) {
+        return Err(invalid(
+            file,
+            info,
+            "name: it holds control characters".into(),
+        ));
+    }
+    for (i, sub) in info.subscriptions.iter().enumerate() {
+        if !policy.grants.allows(&sub.gvk) {
+            return Err(PluginError::NotGranted {
+                file: file.to_owned(),
+                plugin: info.name.clone(),
+                what: describe(&sub.gvk),
+            });
+        }
+        if info.subscriptions[..i]
+            .iter()
+            .any(|s| same_type(&s.gvk, &sub.gvk))
+        {
+            return Err(invalid(
+                file,
+                info,
+                format!("subscription: {} twice", describe(&sub.gvk)),
+            ));
+        }
+    }
+    for (i, decl) in info.indexes.iter().enumerate() {
+        if !info
+            .subscriptions
+            .iter()
+            .any(|s| same_type(&s.gvk, &decl.gvk))
+        {
+            return Err(invalid(
+                file,
+                info,
+                format!(
+                    "index {}: {} is not subscribed",
+                    decl.name,
+                    describe(&decl.gvk)
+                ),
+            ));
+        }
+        let clash = decl.name == NAMESPACE_INDEX
+            || info.indexes[..i]
+                .iter()
+                .any(|d| d.name == decl.name && same_type(&d.gvk, &decl.gvk));
+        if clash {
+            return Err(invalid(
+                file,
+                info,
+                format!("index {}: the name is already taken", decl.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A plugin's short label before its `init` names it: the file name without `.wasm`.
+pub(crate) fn label_of(file: &Path) -> Arc<str> {
+    file.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| file.display().to_string())
+        .into()
+}
+
+/// What a call of `init` came to, as the load's result: a guest error or a fault refuses it.
+pub(crate) fn init_outcome<T>(file: PathBuf, outcome: Outcome<T>) -> Result<T, PluginError> {
+    match outcome {
+        Outcome::Ok(info) => Ok(info),
+        Outcome::GuestError(reason) => Err(PluginError::InitFailed { file, reason }),
+        Outcome::Failed(kind, reason) => Err(PluginError::InitTrapped {
+            file,
+            reason: format!("{}: {reason}", kind.as_str()),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::grants::{Grants, ResourcePattern};
+    use super::*;
+
+    fn gvk(kind: &str) -> Gvk {
+        Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+        }
+    }
+
+    fn sub(kind: &str) -> Subscription {
+        Subscription {
+            gvk: gvk(kind),
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            resync_seconds: None,
+            delivery: Delivery::Events,
+        }
+    }
+
+    fn info(subs: Vec<Subscription>, indexes: Vec<IndexDecl>) -> PluginInfo {
+        PluginInfo {
+            name: "p".into(),
+            subscriptions: subs,
+            indexes,
+        }
+    }
+
+    fn check(info: &PluginInfo, grants: Grants) -> Result<(), PluginError> {
+        let policy = PluginPolicy {
+            grants,
+            ..PluginPolicy::default()
+        };
+        validate(
+            Path::new("p.wasm"),
+            info,
+            &policy,
+            &DeclarationLimits::default(),
+        )
+    }
+
+    #[test]
+    fn ungranted_subscription_is_refused_naming_file_and_resource() {
+        let err = check(&info(vec![sub("Secret")], vec![]), Grants::default()).unwrap_err();
+        assert!(matches!(err, PluginError::NotGranted { .. }));
+        let msg = err.to_string();
+        assert!(msg.contains("p.wasm") && msg.contains("v1/Secret"), "{msg}");
+        let grants = Grants::only(vec![ResourcePattern::new("", "Secret")]);
+        assert!(check(&info(vec![sub("Secret")], vec![]), grants).is_ok());
+    }
+
+    #[test]
+    fn duplicate_subscription_is_refused() {
+        let err = check(
+            &info(vec![sub("Pod"), sub("Pod")], vec![]),
+            Grants::default(),
+        );
+        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
+    }
+
+    #[test]
+    fn index_on_an_unsubscribed_resource_is_refused() {
+        let decl = IndexDecl {
+            name: "by-node".into(),
+            gvk: gvk("Pod"),
+            source: IndexSource::Field("spec.nodeName".into()),
+        };
+        let err = check(
+            &info(vec![sub("ConfigMap")], vec![decl.clone()]),
+            Grants::default(),
+        );
+        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
+        assert!(check(&info(vec![sub("Pod")], vec![decl]), Grants::default()).is_ok());
+    }
+
+    #[test]
+    fn declarations_over_the_limits_are_refused_with_the_limit_and_its_key() {
+        let limits = DeclarationLimits {
+            max_name_bytes: 10,
+            max_subscriptions: 2,
+            max_indexes: 1,
+        };
+        let policy = PluginPolicy::default();
+        let run = |info: &PluginInfo| validate(Path::new("p.wasm"), info, &policy, &limits);
+        let mut long = info(vec![sub("Pod")], vec![]);
+        long.name = "n".repeat(10 << 20);
+        let msg = run(&long).unwrap_err().to_string();
+        assert!(
+            msg.starts_with("p.wasm: ")
+                && msg.contains("10485760 bytes of plugin name")
+                && msg.contains("max-name-bytes"),
+            "{}",
+            &msg[..msg.len().min(300)]
+        );
+        assert!(msg.len() < 300, "the refusal does not repeat the name");
+        let subs = info(vec![sub("Pod"), sub("ConfigMap"), sub("Secret")], vec![]);
+        let msg = run(&subs).unwrap_err().to_string();
+        assert!(
+            msg.contains("3 subscriptions") && msg.contains("limit of 2"),
+            "{msg}"
+        );
+        let decl = |n: usize| IndexDecl {
+            name: format!("i{n}"),
+            gvk: gvk("Pod"),
+            source: IndexSource::Label(format!("l{n}")),
+        };
+        let many = info(vec![sub("Pod")], (0..100_000).map(decl).collect());
+        let msg = run(&many).unwrap_err().to_string();
+        assert!(
+            msg.contains("100000 indexes") && msg.contains("max-indexes"),
+            "{msg}"
+        );
+        assert!(run(&info(vec![sub("Pod")], vec![decl(0)])).is_ok());
+        let mut control = info(vec![sub("Pod")], vec![]);
+        control.name = "a\nb".into();
+        assert!(run(&control).is_err());
+    }
+
+    #[test]
+    fn redeclaring_the_namespace_index_is_refused() {
+        let decl = IndexDecl {
+            name: "namespace".into(),
+            gvk: gvk("Pod"),
+            source: IndexSource::Label("ns".into()),
+        };
+        let err = check(&info(vec![sub("Pod")], vec![decl]), Grants::default());
+        assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
+    }
+}
