@@ -117,6 +117,23 @@ async fn start_server() -> DevServer {
         .expect("dev server starts")
 }
 
+/// Counts the list/watch errors of `informer` that `matches` picks.
+fn count_errors(
+    informer: &SharedIndexInformer,
+    matches: impl Fn(&kubewasm_informer::Error) -> bool + Send + Sync + 'static,
+) -> Arc<Mutex<usize>> {
+    let count = Arc::new(Mutex::new(0));
+    informer.set_watch_error_handler({
+        let count = count.clone();
+        Arc::new(move |err| {
+            if matches(err) {
+                *count.lock() += 1;
+            }
+        })
+    });
+    count
+}
+
 /// Polls `cond` every 20 ms for up to 30 s.
 async fn eventually(what: &str, cond: impl Fn() -> bool) {
     for _ in 0..1500 {
@@ -378,14 +395,8 @@ async fn a_list_that_does_not_answer_is_given_up_at_its_idle_limit_and_retried()
     options.list_watch.list_idle_limit = Duration::from_millis(300);
     let factory = SharedInformerFactory::new(server.client(), options);
     let informer = factory.informer_for(config_maps_key());
-    let idle_errors = Arc::new(Mutex::new(0));
-    informer.set_watch_error_handler({
-        let idle_errors = idle_errors.clone();
-        Arc::new(move |err| {
-            if matches!(err, kubewasm_informer::Error::ListIdle(_)) {
-                *idle_errors.lock() += 1;
-            }
-        })
+    let idle_errors = count_errors(&informer, |err| {
+        matches!(err, kubewasm_informer::Error::ListIdle(_))
     });
     factory.start();
     eventually("a LIST given up twice", || *idle_errors.lock() >= 2).await;
@@ -407,14 +418,8 @@ async fn a_silent_watch_is_dropped_at_its_idle_limit_and_resumed_without_relist(
     options.reflector.watch_idle_margin = Duration::from_millis(500);
     let factory = SharedInformerFactory::new(server.client(), options);
     let informer = factory.informer_for(config_maps_key());
-    let idle_errors = Arc::new(Mutex::new(0));
-    informer.set_watch_error_handler({
-        let idle_errors = idle_errors.clone();
-        Arc::new(move |err| {
-            if matches!(err, kubewasm_informer::Error::WatchIdle(_)) {
-                *idle_errors.lock() += 1;
-            }
-        })
+    let idle_errors = count_errors(&informer, |err| {
+        matches!(err, kubewasm_informer::Error::WatchIdle(_))
     });
     factory.start();
     wait_synced(&informer).await;
