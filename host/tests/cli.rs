@@ -239,12 +239,11 @@ async fn dev_runs_the_example_plugins_and_reports_metrics_and_readiness() {
     )
     .await;
 
-    // pod-diff heard: seeded (add), menu (add, update). Each is one event on ConfigMaps.
-    let (code, metrics) = get(&format!("{base}/metrics"));
-    assert_eq!(code, 200);
-    let count = |event: &str| {
+    // pod-diff heard: seeded (add), menu (add, update). Each is one event on ConfigMaps,
+    // counted when its call returns, a moment after the guest logged its line.
+    let count_in = |metrics: &str, event: &str| {
         sample(
-            &metrics,
+            metrics,
             "kubewasm_plugin_events_total",
             &[
                 r#"plugin="pod-diff""#,
@@ -254,8 +253,15 @@ async fn dev_runs_the_example_plugins_and_reports_metrics_and_readiness() {
             ],
         )
     };
-    assert_eq!(count("add"), Some(2.0), "{metrics}");
-    assert_eq!(count("update"), Some(1.0), "{metrics}");
+    let counted = wait_until(PATIENCE, || {
+        count_in(&get(&format!("{base}/metrics")).1, "update") == Some(1.0)
+    })
+    .await;
+    assert!(counted, "the update was never counted");
+    let (code, metrics) = get(&format!("{base}/metrics"));
+    assert_eq!(code, 200);
+    assert_eq!(count_in(&metrics, "add"), Some(2.0), "{metrics}");
+    assert_eq!(count_in(&metrics, "update"), Some(1.0), "{metrics}");
     assert_eq!(
         sample(
             &metrics,
