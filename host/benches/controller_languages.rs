@@ -3,6 +3,13 @@
 //! `target/plugins/`): component size, compile time (cold, and from the on-disk compile cache)
 //! and reconcile latency, from a Foo created on the dev server to its Deployment seen through a
 //! watch, one Foo at a time (so it is latency, not throughput). Prints a Markdown section.
+//!
+//! Then, in the same run, the Rust guest against the same controller written natively on
+//! kube-runtime's `Controller` (`kube_runtime.rs`): 1,000 Foos each, with CPU time per Foo.
+//! `KUBEWASM_BENCH_ONLY=kube-runtime` runs that second section alone.
+
+#[path = "controller_languages/kube_runtime.rs"]
+mod kube_runtime;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +20,7 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher;
 use kubewasm::plugin::{
     EngineOptions, HostOptions, PluginEngine, PluginHost, PluginPolicy, ResourcePattern,
@@ -25,6 +33,8 @@ use tokio::sync::mpsc;
 
 /// Foos created per language, one after the other.
 const FOOS: usize = 200;
+/// Foos created for the guest against kube-runtime, one after the other.
+const NATIVE_FOOS: usize = 1_000;
 /// Compile rounds per language (median).
 const ROUNDS: usize = 3;
 
@@ -53,21 +63,58 @@ struct Figures {
     size: u64,
     cold: Duration,
     cached: Duration,
+    latency: Latency,
+}
+
+/// Foo created -> Deployment seen, and the process's CPU time per Foo.
+struct Latency {
     p50: Duration,
     p99: Duration,
+    cpu_per_foo: Duration,
+}
+
+/// The controller a latency run measures.
+enum Subject<'a> {
+    /// A component in a kubewasm plugin host.
+    Guest { path: &'a Path, bytes: Vec<u8> },
+    /// The native controller of `kube_runtime.rs`.
+    KubeRuntime,
+}
+
+/// What a latency run keeps alive while it creates Foos.
+enum Running {
+    Guest(PluginHost),
+    KubeRuntime(kube_runtime::Running),
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let plugins = kubewasm_tests::workspace_root().join("target/plugins");
+    if std::env::var("KUBEWASM_BENCH_ONLY").as_deref() != Ok("kube-runtime") {
+        languages(&plugins).await?;
+    }
+    against_kube_runtime(&plugins).await
+}
+
+/// Reads a component built by `cargo xtask build-guests`.
+fn component(plugins: &Path, name: &str) -> anyhow::Result<(PathBuf, Vec<u8>)> {
+    let path = plugins.join(format!("{name}.wasm"));
+    let bytes = std::fs::read(&path)
+        .with_context(|| format!("{}: run `cargo xtask build-guests` first", path.display()))?;
+    Ok((path, bytes))
+}
+
+async fn languages(plugins: &Path) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for (language, name) in CONTROLLERS {
-        let path = plugins.join(format!("{name}.wasm"));
-        let bytes = std::fs::read(&path)
-            .with_context(|| format!("{}: run `cargo xtask build-guests` first", path.display()))?;
+        let (path, bytes) = component(plugins, name)?;
         eprintln!("controller_languages: {language}");
         let (cold, cached) = compile_times(&path, &bytes).await?;
-        let (p50, p99) = latency(&path, bytes.clone()).await?;
+        let subject = Subject::Guest {
+            path: &path,
+            bytes: bytes.clone(),
+        };
+        let latency = latency(subject, FOOS).await?;
         rows.push((
             language,
             name,
@@ -75,8 +122,7 @@ async fn main() -> anyhow::Result<()> {
                 size: bytes.len() as u64,
                 cold,
                 cached,
-                p50,
-                p99,
+                latency,
             },
         ));
     }
@@ -100,11 +146,67 @@ async fn main() -> anyhow::Result<()> {
             f.size as f64 / (1024.0 * 1024.0),
             ms(f.cold),
             ms(f.cached),
-            ms(f.p50),
-            ms(f.p99),
+            ms(f.latency.p50),
+            ms(f.latency.p99),
+        );
+    }
+    println!();
+    Ok(())
+}
+
+/// The Rust guest in a kubewasm host against the native kube-runtime controller, one after the
+/// other in this process, each on a fresh dev server.
+async fn against_kube_runtime(plugins: &Path) -> anyhow::Result<()> {
+    let (path, bytes) = component(plugins, "sample-controller")?;
+    eprintln!("controller_languages: kubewasm guest, {NATIVE_FOOS} Foos");
+    let guest = latency(Subject::Guest { path: &path, bytes }, NATIVE_FOOS).await?;
+    eprintln!("controller_languages: kube-runtime, {NATIVE_FOOS} Foos");
+    let native = latency(Subject::KubeRuntime, NATIVE_FOOS).await?;
+    println!("### sample-controller: kubewasm guest against kube-runtime\n");
+    println!(
+        "Foo created on the in-process dev server -> its Deployment seen by a watch, {NATIVE_FOOS} \
+         Foos one at a time after one warm-up Foo, each controller alone on its own fresh dev \
+         server, one after the other in the same process. kubewasm: the Rust guest \
+         `sample-controller` (release build from `cargo xtask build-guests`) in a `PluginHost`, \
+         its client-side write rate limit lifted. kube-runtime: the same reconcile on \
+         `kube::runtime::Controller` over a `DynamicObject` Foo, `owns` Deployments, Deployments \
+         read from a reflector store (a second Deployment watch), Events through \
+         `kube::runtime::events::Recorder` (kube's client has no client-side rate limit). Both \
+         create the Deployment with a controller owner reference, record a `Synced` Event and \
+         write the Foo's `status.availableReplicas`. CPU per Foo: `getrusage(RUSAGE_SELF)` user + \
+         system time of the whole process over the {NATIVE_FOOS} Foos, until the last Foo's \
+         status is written, divided by {NATIVE_FOOS}; it includes the dev server, the bench's \
+         watch and its Foo creates, the same in both rows.\n"
+    );
+    println!("| controller | Foo -> Deployment p50 | p99 | CPU per Foo (whole process) |");
+    println!("|---|---|---|---|");
+    for (name, l) in [
+        ("kubewasm, Rust guest `sample-controller`", guest),
+        ("kube-runtime `Controller`, native Rust", native),
+    ] {
+        println!(
+            "| {name} | {} ms | {} ms | {} ms |",
+            ms(l.p50),
+            ms(l.p99),
+            ms(l.cpu_per_foo)
         );
     }
     Ok(())
+}
+
+/// User + system CPU time of the whole process, threads that ended included.
+fn process_cpu() -> Duration {
+    // SAFETY: `getrusage` only writes the `rusage` it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.unsigned_abs())
+            + Duration::from_micros(t.tv_usec.unsigned_abs())
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// Median cold compile, and median load from a compile cache another engine filled.
@@ -164,25 +266,91 @@ fn policy() -> anyhow::Result<PluginPolicy> {
     Ok(policy)
 }
 
-/// p50 and p99 of Foo created -> Deployment seen, on a fresh dev server.
-async fn latency(path: &Path, bytes: Vec<u8>) -> anyhow::Result<(Duration, Duration)> {
+/// Starts `subject` against `server` and waits until it can reconcile.
+async fn start(subject: Subject<'_>, client: &kube::Client) -> anyhow::Result<Running> {
+    match subject {
+        Subject::Guest { path, bytes } => {
+            let policy = policy()?;
+            let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+            let host = PluginHost::new(
+                factory,
+                client.clone(),
+                HostOptions {
+                    policy: Arc::new(move |_: &Path| policy.clone()),
+                    ..HostOptions::default()
+                },
+            )?;
+            host.load(path, bytes).await?;
+            while !host.ready() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Ok(Running::Guest(host))
+        }
+        Subject::KubeRuntime => Ok(Running::KubeRuntime(kube_runtime::start(client.clone()))),
+    }
+}
+
+/// Creates a Foo named `name` and waits for its Deployment; answers the time it took.
+async fn foo_to_deployment(
+    server: &DevServer,
+    name: &str,
+    seen: &mut mpsc::UnboundedReceiver<(String, Instant)>,
+    early: &mut HashMap<String, Instant>,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    server
+        .create(json!({
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "Foo",
+            "metadata": {"name": name, "namespace": "bench"},
+            "spec": {"deploymentName": name, "replicas": 1},
+        }))
+        .map_err(|e| anyhow::anyhow!("creating {name}: {e:?}"))?;
+    let at = loop {
+        if let Some(at) = early.remove(name) {
+            break at;
+        }
+        let (seen_name, at) = tokio::time::timeout(Duration::from_secs(30), seen.recv())
+            .await
+            .with_context(|| format!("no Deployment for {name} within 30 s"))?
+            .context("the watch ended")?;
+        if seen_name == name {
+            break at;
+        }
+        early.insert(seen_name, at);
+    };
+    Ok(at.saturating_duration_since(started))
+}
+
+/// Waits until the controller has written Foo `name`'s status.
+async fn status_written(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "samplecontroller.k8s.io",
+        "v1alpha1",
+        "Foo",
+    ));
+    let foos: Api<DynamicObject> = Api::namespaced_with(client.clone(), "bench", &resource);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let object = foos.get(name).await?;
+        if object.data["status"]["availableReplicas"].is_i64() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "Foo {name}: no status within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// p50 and p99 of Foo created -> Deployment seen over `foos` Foos after a warm-up one, and the
+/// process's CPU time per Foo, on a fresh dev server.
+async fn latency(subject: Subject<'_>, foos: usize) -> anyhow::Result<Latency> {
     let server = DevServer::start(Options::default()).await?;
     let client = server.client();
     server.load_manifests(&kubewasm_tests::workspace_root().join("examples/manifests"))?;
-    let policy = policy()?;
-    let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
-    let host = PluginHost::new(
-        factory,
-        client.clone(),
-        HostOptions {
-            policy: Arc::new(move |_: &Path| policy.clone()),
-            ..HostOptions::default()
-        },
-    )?;
-    host.load(path, bytes).await?;
-    while !host.ready() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let running = start(subject, &client).await?;
 
     let (seen_tx, mut seen) = mpsc::unbounded_channel::<(String, Instant)>();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "bench");
@@ -195,36 +363,26 @@ async fn latency(path: &Path, bytes: Vec<u8>) -> anyhow::Result<(Duration, Durat
         }
     });
     let mut early: HashMap<String, Instant> = HashMap::new();
-    let mut latencies = Vec::with_capacity(FOOS);
-    for i in 0..FOOS {
+    foo_to_deployment(&server, "warm-up", &mut seen, &mut early).await?;
+    status_written(&client, "warm-up").await?;
+    let cpu_before = process_cpu();
+    let mut latencies = Vec::with_capacity(foos);
+    for i in 0..foos {
         let name = format!("foo-{i}");
-        let started = Instant::now();
-        server
-            .create(json!({
-                "apiVersion": "samplecontroller.k8s.io/v1alpha1",
-                "kind": "Foo",
-                "metadata": {"name": name, "namespace": "bench"},
-                "spec": {"deploymentName": name, "replicas": 1},
-            }))
-            .map_err(|e| anyhow::anyhow!("creating {name}: {e:?}"))?;
-        let at = loop {
-            if let Some(at) = early.remove(&name) {
-                break at;
-            }
-            let (seen_name, at) = tokio::time::timeout(Duration::from_secs(30), seen.recv())
-                .await
-                .with_context(|| format!("no Deployment for {name} within 30 s"))?
-                .context("the watch ended")?;
-            if seen_name == name {
-                break at;
-            }
-            early.insert(seen_name, at);
-        };
-        latencies.push(at.saturating_duration_since(started));
+        latencies.push(foo_to_deployment(&server, &name, &mut seen, &mut early).await?);
     }
+    status_written(&client, &format!("foo-{}", foos - 1)).await?;
+    let cpu = process_cpu().saturating_sub(cpu_before);
     watch.abort();
-    host.shutdown(Duration::from_secs(5)).await;
+    match running {
+        Running::Guest(host) => host.shutdown(Duration::from_secs(5)).await,
+        Running::KubeRuntime(controller) => drop(controller),
+    }
     server.shutdown().await;
     latencies.sort();
-    Ok((percentile(&latencies, 0.5), percentile(&latencies, 0.99)))
+    Ok(Latency {
+        p50: percentile(&latencies, 0.5),
+        p99: percentile(&latencies, 0.99),
+        cpu_per_foo: cpu / u32::try_from(foos)?,
+    })
 }
