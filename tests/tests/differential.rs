@@ -626,6 +626,24 @@ fn answered(result: &Result<String, WriteError>, what: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{what} answered no JSON: {e}"))
 }
 
+/// `manager:operation` of each managedFields entry, sorted.
+fn manager_operations(meta: &ObjectMeta) -> Vec<String> {
+    let mut m: Vec<String> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e.manager.clone().unwrap_or_default(),
+                e.operation.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    m.sort();
+    m
+}
+
 /// The managers of `field` (a key of `data`) in an object's managedFields, with their operation.
 fn managers_of(object: &Value, field: &str) -> Vec<String> {
     let key = format!("f:{field}");
@@ -1009,23 +1027,7 @@ async fn server_side_apply_owns_removes_conflicts_and_forces(server: TestServer)
         api.patch("shared", &params, &Patch::Apply(&body)).await
     };
     let data = |o: ConfigMap| o.data.unwrap_or_default();
-    let managers = |o: &ConfigMap| -> Vec<String> {
-        let mut m: Vec<String> = o
-            .metadata
-            .managed_fields
-            .iter()
-            .flatten()
-            .map(|e| {
-                format!(
-                    "{}:{}",
-                    e.manager.clone().unwrap_or_default(),
-                    e.operation.clone().unwrap_or_default()
-                )
-            })
-            .collect();
-        m.sort();
-        m
-    };
+    let managers = |o: &ConfigMap| manager_operations(&o.metadata);
 
     let first = apply("alice", false, json!({"a": "1", "b": "2"}))
         .await
@@ -1372,20 +1374,7 @@ async fn an_update_takes_fields_from_an_applier(server: TestServer) {
         )
         .await
         .expect("merge patch");
-    let mut managers: Vec<String> = updated
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .map(|e| {
-            format!(
-                "{}:{}",
-                e.manager.clone().unwrap_or_default(),
-                e.operation.clone().unwrap_or_default()
-            )
-        })
-        .collect();
-    managers.sort();
+    let managers = manager_operations(&updated.metadata);
     assert_eq!(
         managers,
         ["alice:Apply", "controller:Update"],
