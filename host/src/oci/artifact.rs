@@ -35,7 +35,14 @@ pub enum ArtifactError {
     /// Not exactly one layer of type `application/wasm`.
     #[error("not a Wasm artifact: it must have exactly one `{LAYER_MEDIA_TYPE}` layer, it has {0}")]
     Layers(String),
+    /// The layer is larger than any plugin the host takes ([`MAX_COMPONENT_BYTES`]).
+    #[error("the component layer of {0} bytes is over the limit of {MAX_COMPONENT_BYTES} bytes")]
+    TooLarge(i64),
 }
+
+/// The largest component the host pulls (the Python example, the largest, is 18 MB): a
+/// registry cannot make the host allocate whatever its manifest or its body claims.
+pub const MAX_COMPONENT_BYTES: usize = 256 << 20;
 
 /// The layer, config and manifest that publish `wasm` as a Wasm OCI artifact.
 pub(crate) fn build(

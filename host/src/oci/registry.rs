@@ -16,7 +16,7 @@ use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::artifact::{self, ArtifactError, Metadata};
+use super::artifact::{self, ArtifactError, MAX_COMPONENT_BYTES, Metadata};
 use super::credentials::{Credentials, CredentialsError};
 use super::store::{StoreError, sha256_digest, verify};
 
@@ -324,20 +324,35 @@ impl Registry {
                 reference: reference.whole(),
                 source: ArtifactError::Layers("none".into()),
             })?;
-        let mut out = Vec::with_capacity(usize::try_from(layer.size).unwrap_or(0));
-        client
-            .pull_blob(reference, layer, &mut out)
-            .await
-            .map_err(|e| match e {
-                OciDistributionError::DigestError(_) => RegistryError::Digest {
-                    reference: reference.whole(),
-                    source: StoreError::DigestMismatch {
-                        expected: layer.digest.clone(),
-                        actual: sha256_digest(&out),
-                    },
+        let too_large = |size: i64| RegistryError::NotWasm {
+            reference: reference.whole(),
+            source: ArtifactError::TooLarge(size),
+        };
+        let declared = usize::try_from(layer.size).map_err(|_| too_large(layer.size))?;
+        if declared > MAX_COMPONENT_BYTES {
+            return Err(too_large(layer.size));
+        }
+        let mut bounded = Bounded {
+            buf: Vec::with_capacity(declared),
+            overflowed: false,
+        };
+        let pulled = client.pull_blob(reference, layer, &mut bounded).await;
+        if bounded.overflowed {
+            return Err(too_large(
+                i64::try_from(bounded.buf.len()).unwrap_or(i64::MAX),
+            ));
+        }
+        let out = bounded.buf;
+        pulled.map_err(|e| match e {
+            OciDistributionError::DigestError(_) => RegistryError::Digest {
+                reference: reference.whole(),
+                source: StoreError::DigestMismatch {
+                    expected: layer.digest.clone(),
+                    actual: sha256_digest(&out),
                 },
-                e => RegistryError::from_client(reference, e),
-            })?;
+            },
+            e => RegistryError::from_client(reference, e),
+        })?;
         verify(&layer.digest, &out).map_err(|source| RegistryError::Digest {
             reference: reference.whole(),
             source,
@@ -375,9 +390,61 @@ impl Pulled {
     }
 }
 
+/// A blob being pulled, refused once it would pass [`MAX_COMPONENT_BYTES`] whatever the
+/// manifest said its size was.
+struct Bounded {
+    buf: Vec<u8>,
+    overflowed: bool,
+}
+
+impl tokio::io::AsyncWrite for Bounded {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if this.buf.len() + data.len() > MAX_COMPONENT_BYTES {
+            this.overflowed = true;
+            return std::task::Poll::Ready(Err(std::io::Error::other(
+                "component layer over the size limit",
+            )));
+        }
+        this.buf.extend_from_slice(data);
+        std::task::Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_blob_past_the_size_limit_is_refused_not_kept() {
+        use tokio::io::AsyncWriteExt;
+        let mut bounded = Bounded {
+            buf: vec![0; MAX_COMPONENT_BYTES - 1],
+            overflowed: false,
+        };
+        bounded.write_all(b"x").await.expect("up to the limit");
+        assert!(bounded.write_all(b"y").await.is_err());
+        assert!(bounded.overflowed);
+        assert_eq!(bounded.buf.len(), MAX_COMPONENT_BYTES);
+    }
 
     /// Statuses a test registry cannot be made to answer are sorted too, each message saying
     /// what happened to which reference.
