@@ -99,12 +99,15 @@ impl Observer for SpanObserver {
 }
 
 impl PluginObserver for SpanObserver {
-    fn event_handled(&self, _: usize, _: EventKind, elapsed: Duration, ok: bool) {
+    fn event_handled(&self, _: usize, _: EventKind, ok: bool) {
         assert!(ok, "the bench guest failed an event");
+        self.0.hit();
+    }
+
+    fn handler_called(&self, elapsed: Duration) {
         self.0
             .call_nanos
             .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
-        self.0.hit();
     }
 }
 
@@ -222,6 +225,7 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     let probe = std::fs::read(kubewasm_tests::build_guest("probe"))?;
     let observer = std::fs::read(kubewasm_tests::build_guest("observer-v0-2"))?;
+    let batch_observer = std::fs::read(kubewasm_tests::build_guest("batch-observer"))?;
     let reconciler = std::fs::read(kubewasm_tests::build_guest("reconciler-v0-2"))?;
     let server = DevServer::start(Options::default()).await?;
     let client = server.client();
@@ -285,7 +289,15 @@ async fn run() -> anyhow::Result<()> {
     // KUBEWASM_BENCH_ONLY=update-cpu / reconcile runs only that measurement.
     let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
     if only == "update-cpu" {
-        return update_event_cpu(&factory, &informer, &client, &probe, &observer).await;
+        return update_event_cpu(
+            &factory,
+            &informer,
+            &client,
+            &probe,
+            &observer,
+            &batch_observer,
+        )
+        .await;
     }
     if only == "reconcile" {
         return reconcile_rate(&factory, &client, &reconciler).await;
@@ -382,7 +394,15 @@ async fn run() -> anyhow::Result<()> {
     // informer grace): take the factory's current one.
     let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
     informer.wait_synced().await;
-    update_event_cpu(&factory, &informer, &client, &probe, &observer).await?;
+    update_event_cpu(
+        &factory,
+        &informer,
+        &client,
+        &probe,
+        &observer,
+        &batch_observer,
+    )
+    .await?;
     reconcile_rate(&factory, &client, &reconciler).await?;
 
     // Load times.
@@ -472,6 +492,7 @@ async fn update_event_cpu(
     client: &kube::Client,
     probe: &[u8],
     observer: &[u8],
+    batch_observer: &[u8],
 ) -> anyhow::Result<()> {
     let cache_dir = tempfile::tempdir()?;
     let host = plugin_host(
@@ -482,7 +503,7 @@ async fn update_event_cpu(
         |p: &Path| {
             let stem = p.file_stem().unwrap_or_default().to_string_lossy();
             PluginPolicy {
-                config: if stem.starts_with("observer") {
+                config: if stem.starts_with("observer") || stem.starts_with("batch") {
                     json!({"name": stem, "namespace": NAMESPACE, "resyncSeconds": 1}).to_string()
                 } else {
                     probe_resync_config(&stem)
@@ -499,6 +520,7 @@ async fn update_event_cpu(
     let mut native = Vec::new();
     let mut wasm = Vec::new();
     let mut wasm_v0_2 = Vec::new();
+    let mut wasm_batch = Vec::new();
     for _ in 0..3 {
         let span = Arc::new(Span::default());
         let handler = Arc::new(Counting {
@@ -513,6 +535,7 @@ async fn update_event_cpu(
         for (file, bytes, into) in [
             ("resync-noop.wasm", probe, &mut wasm),
             ("observer-noop.wasm", observer, &mut wasm_v0_2),
+            ("batch-noop.wasm", batch_observer, &mut wasm_batch),
         ] {
             let id = host.load(Path::new(file), bytes.to_vec()).await?;
             let delivered = || calls_returned(&host, id);
@@ -521,18 +544,25 @@ async fn update_event_cpu(
             host.unload(id).await;
         }
     }
-    if native.is_empty() || wasm.is_empty() || wasm_v0_2.is_empty() {
+    if native.is_empty() || wasm.is_empty() || wasm_v0_2.is_empty() || wasm_batch.is_empty() {
         println!(
             "CPU per update event: not measured in this run (resync updates stopped arriving: \
-             {} native, {} wasm 0.1 and {} wasm 0.2 measurements completed).\n",
+             {} native, {} wasm 0.1, {} wasm 0.2 and {} wasm 0.2.1 batch measurements \
+             completed).\n",
             native.len(),
             wasm.len(),
-            wasm_v0_2.len()
+            wasm_v0_2.len(),
+            wasm_batch.len()
         );
         host.shutdown(Duration::from_secs(5)).await;
         return Ok(());
     }
-    let (native, wasm, wasm_v0_2) = (median(native), median(wasm), median(wasm_v0_2));
+    let (native, wasm, wasm_v0_2, wasm_batch) = (
+        median(native),
+        median(wasm),
+        median(wasm_v0_2),
+        median(wasm_batch),
+    );
     println!(
         "CPU per update event (old and new object handed to the handler), {OBJECTS} cached \
          ConfigMaps re-delivered by a 1 s resync, {RESYNCS} resyncs per measurement, median of 3; \
@@ -547,12 +577,19 @@ async fn update_event_cpu(
     println!("| wasm no-op plugin, contract 0.1, metrics on (same path) | {wasm:.2} |");
     println!("| wasm no-op plugin, contract 0.2 (`observer`), metrics on | {wasm_v0_2:.2} |");
     println!(
+        "| wasm no-op plugin, contract 0.2.1 (`batch-observer`), metrics on | {wasm_batch:.2} |"
+    );
+    println!(
         "| the 0.1 plugin's own cost (difference) | {:.2} |",
         wasm - native
     );
     println!(
-        "| the 0.2 plugin's own cost (difference) | {:.2} |\n",
+        "| the 0.2 plugin's own cost (difference) | {:.2} |",
         wasm_v0_2 - native
+    );
+    println!(
+        "| the 0.2.1 batch plugin's own cost (difference) | {:.2} |\n",
+        wasm_batch - native
     );
     host.shutdown(Duration::from_secs(5)).await;
     Ok(())

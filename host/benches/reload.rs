@@ -45,7 +45,7 @@ impl Observer for Handled {
 struct HandledBy(String, Arc<Mutex<HashMap<String, usize>>>);
 
 impl PluginObserver for HandledBy {
-    fn event_handled(&self, _: usize, _: EventKind, _: Duration, _: bool) {
+    fn event_handled(&self, _: usize, _: EventKind, _: bool) {
         *self.1.lock().entry(self.0.clone()).or_default() += 1;
     }
 }

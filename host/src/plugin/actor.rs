@@ -42,8 +42,6 @@ pub(crate) struct Shared {
     pub(crate) restarts: AtomicU64,
     /// Initial-list adds handled for the current generation.
     pub(crate) replay_handled: AtomicU64,
-    /// Events the plugin did not receive, by [`DropReason`].
-    pub(crate) dropped: [AtomicU64; DropReason::ALL.len()],
     pub(crate) state: Mutex<PluginState>,
     /// Set when the plugin enters [`PluginState::Failed`], cleared once an instance completes
     /// its replay: a plugin retrying out of the failed state still counts as failed for
@@ -82,7 +80,6 @@ impl Shared {
             calls: CallCounters::default(),
             restarts: AtomicU64::new(0),
             replay_handled: AtomicU64::new(0),
-            dropped: Default::default(),
             state: Mutex::new(PluginState::Running),
             failed: AtomicBool::new(false),
             last_error: Mutex::new(None),
@@ -98,11 +95,6 @@ impl Shared {
 
     fn record_error(&self, message: String) {
         *self.last_error.lock() = Some(message);
-    }
-
-    /// Events dropped for `reason` so far.
-    pub(crate) fn dropped(&self, reason: DropReason) -> u64 {
-        self.dropped[reason as usize].load(Ordering::Relaxed)
     }
 
     /// Whether the plugin counts as ready: running with its replay handled, or failed (and
@@ -279,7 +271,7 @@ impl Actor {
     }
 
     fn drop_events(&self, reason: DropReason, n: u64) {
-        self.shared.dropped[reason as usize].fetch_add(n, Ordering::Relaxed);
+        self.shared.calls.drop_events(reason, n);
         self.config.observer.events_dropped(reason, n);
     }
 
@@ -330,7 +322,7 @@ impl Actor {
         let kind = queued.event.kind();
         let started = Instant::now();
         let outcome = instance.deliver(resource, &queued.event).await;
-        let elapsed = started.elapsed();
+        self.config.observer.handler_called(started.elapsed());
         if initial {
             self.shared.replay_handled.fetch_add(1, Ordering::AcqRel);
         }
@@ -340,14 +332,14 @@ impl Actor {
                 self.shared.calls.returned.fetch_add(1, Ordering::Relaxed);
                 self.config
                     .observer
-                    .event_handled(queued.subscription, kind, elapsed, true);
+                    .event_handled(queued.subscription, kind, true);
             }
             Outcome::GuestError(reason) => {
                 self.shared.calls.returned.fetch_add(1, Ordering::Relaxed);
                 self.shared.calls.errors.fetch_add(1, Ordering::Relaxed);
                 self.config
                     .observer
-                    .event_handled(queued.subscription, kind, elapsed, false);
+                    .event_handled(queued.subscription, kind, false);
                 tracing::warn!(
                     plugin = name,
                     resource = %describe(resource),
@@ -363,7 +355,7 @@ impl Actor {
             Outcome::Failed(failure, reason) => {
                 self.config
                     .observer
-                    .event_handled(queued.subscription, kind, elapsed, false);
+                    .event_handled(queued.subscription, kind, false);
                 self.drop_events(DropReason::Fault, 1);
                 let version = queued.event.object().clone();
                 if self.suspects.remove(&version) {
@@ -656,7 +648,7 @@ mod tests {
         assert_eq!(records.len(), 1, "{records:?}");
         let first = records[0].lines().next().unwrap_or_default();
         assert!(first.contains("plugin trapper"), "{first}");
-        assert_eq!(handle.shared.dropped(DropReason::Fault), 1);
+        assert_eq!(handle.shared.calls.dropped(DropReason::Fault), 1);
         handle.stop(Duration::from_secs(5)).await;
     }
 
@@ -739,8 +731,8 @@ mod tests {
         assert_eq!(h.shared.calls.traps.load(Ordering::Relaxed), 0);
         // The event it timed out on, and the one queued behind it for the dropped instance
         // (the fresh instance got it through its replay instead): counted and logged.
-        assert_eq!(h.shared.dropped(DropReason::Fault), 1);
-        assert_eq!(h.shared.dropped(DropReason::Replaced), 1);
+        assert_eq!(h.shared.calls.dropped(DropReason::Fault), 1);
+        assert_eq!(h.shared.calls.dropped(DropReason::Replaced), 1);
         assert!(
             guest_logs()
                 .host_lines("looper")
@@ -943,7 +935,7 @@ mod tests {
             .filter(|l| l.contains("plugin flapper failed"))
             .count();
         assert_eq!(failed_lines, 1);
-        assert!(s.dropped(DropReason::Fault) >= 6);
+        assert!(s.calls.dropped(DropReason::Fault) >= 6);
         handle.stop(Duration::from_secs(5)).await;
     }
 

@@ -1,6 +1,7 @@
 //! Host bindings generated from the WIT packages in `wit/`, the one place `bindgen!` runs:
 //! `kubewasm:controller@0.1.0` (`wit/controller.wit`) at the top, and
-//! `kubewasm:controller@0.2.0` (`wit/0.2/controller.wit`) in [`v0_2`].
+//! `kubewasm:controller@0.2.0` (`wit/0.2/controller.wit`) in [`v0_2`], and the one interface
+//! 0.2.1 adds (`wit/0.2.1/batch.wit`) in [`v0_2_1`].
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -24,8 +25,9 @@ pub(crate) mod v0_2 {
 
     use self::exports::kubewasm::controller::{handler, plugin, reconcile};
     use super::super::state::HostState;
+    use super::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler;
 
-    /// Which world of the 0.2 package a component targets, read from its exports.
+    /// Which world of the 0.2 contract a component targets, read from its exports.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum World {
         /// `init` and the event handlers.
@@ -34,63 +36,117 @@ pub(crate) mod v0_2 {
         Reconciler,
         /// Both.
         Controller,
+        /// `init` and the batched event handlers (0.2.1).
+        BatchObserver,
+        /// `init`, the batched event handlers and `reconcile` (0.2.1).
+        BatchController,
     }
 
     impl World {
-        /// The world's name in the WIT package.
+        /// The world's name in its WIT package.
         pub fn as_str(self) -> &'static str {
             match self {
                 World::Observer => "observer",
                 World::Reconciler => "reconciler",
                 World::Controller => "controller",
+                World::BatchObserver => "batch-observer",
+                World::BatchController => "batch-controller",
             }
+        }
+
+        /// The package version that defines the world.
+        pub fn package(self) -> &'static str {
+            match self {
+                World::BatchObserver | World::BatchController => "kubewasm:controller@0.2.1",
+                _ => "kubewasm:controller@0.2.0",
+            }
+        }
+
+        /// Whether the world exports event handlers (one by one or batched).
+        pub fn has_handlers(self) -> bool {
+            self != World::Reconciler
+        }
+
+        /// Whether the world exports `reconcile`.
+        pub fn has_reconcile(self) -> bool {
+            matches!(
+                self,
+                World::Reconciler | World::Controller | World::BatchController
+            )
         }
     }
 
+    /// How a 0.2 component takes events, if it does.
+    #[derive(Clone)]
+    enum Handlers {
+        None,
+        /// `handler`: one call per event.
+        Single(handler::GuestIndices),
+        /// `batch-handler` (0.2.1): one call per batch.
+        Batch(batch_handler::GuestIndices),
+    }
+
     /// A 0.2 component linked against the host's imports, with the exports of its world found
-    /// once: `plugin` always, `handler` and `reconcile` as its world has them.
+    /// once: `plugin` always, event handlers and `reconcile` as its world has them.
     #[derive(Clone)]
     pub(crate) struct PluginPre {
         pre: InstancePre<HostState>,
         plugin: plugin::GuestIndices,
-        handler: Option<handler::GuestIndices>,
+        handlers: Handlers,
         reconcile: Option<reconcile::GuestIndices>,
+    }
+
+    /// The event handlers of one 0.2 instance.
+    #[derive(Clone)]
+    pub(crate) enum HandlerExports {
+        Single(handler::Guest),
+        Batch(batch_handler::Guest),
     }
 
     /// The exports of one 0.2 instance.
     pub(crate) struct PluginExports {
         pub(crate) plugin: plugin::Guest,
-        pub(crate) handler: Option<handler::Guest>,
+        pub(crate) handler: Option<HandlerExports>,
         pub(crate) reconcile: Option<reconcile::Guest>,
     }
 
     impl PluginPre {
         /// `None` when the component does not export the 0.2 `plugin` interface (it is not a
-        /// 0.2 component); an error when it exports neither handlers nor `reconcile`.
+        /// 0.2 component); an error when it exports neither handlers nor `reconcile`. A
+        /// component exporting both kinds of handlers is called through `batch-handler`.
         pub(crate) fn new(pre: InstancePre<HostState>) -> Option<wasmtime::Result<Self>> {
             let plugin = plugin::GuestIndices::new(&pre).ok()?;
-            let handler = handler::GuestIndices::new(&pre).ok();
+            let handlers = match batch_handler::GuestIndices::new(&pre) {
+                Ok(b) => Handlers::Batch(b),
+                Err(_) => match handler::GuestIndices::new(&pre) {
+                    Ok(h) => Handlers::Single(h),
+                    Err(_) => Handlers::None,
+                },
+            };
             let reconcile = reconcile::GuestIndices::new(&pre).ok();
-            if handler.is_none() && reconcile.is_none() {
+            if matches!(handlers, Handlers::None) && reconcile.is_none() {
                 return Some(Err(wasmtime::format_err!(
-                    "it exports `kubewasm:controller/plugin@0.2.0` but neither `handler` nor \
-                     `reconcile`: it targets none of the worlds observer, reconciler, controller"
+                    "it exports `kubewasm:controller/plugin@0.2.0` but neither `handler`, \
+                     `batch-handler` nor `reconcile`: it targets none of the worlds observer, \
+                     reconciler, controller, batch-observer, batch-controller"
                 )));
             }
             Some(Ok(PluginPre {
                 pre,
                 plugin,
-                handler,
+                handlers,
                 reconcile,
             }))
         }
 
         /// The world the component targets.
         pub fn world(&self) -> World {
-            match (self.handler.is_some(), self.reconcile.is_some()) {
-                (true, true) => World::Controller,
-                (true, false) => World::Observer,
-                _ => World::Reconciler,
+            match (&self.handlers, self.reconcile.is_some()) {
+                (Handlers::Single(_), true) => World::Controller,
+                (Handlers::Single(_), false) => World::Observer,
+                (Handlers::Batch(_), true) => World::BatchController,
+                (Handlers::Batch(_), false) => World::BatchObserver,
+                (Handlers::None, _) => World::Reconciler,
             }
         }
 
@@ -106,9 +162,14 @@ pub(crate) mod v0_2 {
             let instance = self.pre.instantiate_async(&mut *store).await?;
             Ok(PluginExports {
                 plugin: self.plugin.load(&mut *store, &instance)?,
-                handler: match &self.handler {
-                    Some(h) => Some(h.load(&mut *store, &instance)?),
-                    None => None,
+                handler: match &self.handlers {
+                    Handlers::None => None,
+                    Handlers::Single(h) => {
+                        Some(HandlerExports::Single(h.load(&mut *store, &instance)?))
+                    }
+                    Handlers::Batch(b) => {
+                        Some(HandlerExports::Batch(b.load(&mut *store, &instance)?))
+                    }
                 },
                 reconcile: match &self.reconcile {
                     Some(r) => Some(r.load(&mut *store, &instance)?),
@@ -117,6 +178,19 @@ pub(crate) mod v0_2 {
             })
         }
     }
+}
+
+/// The interface `kubewasm:controller@0.2.1` adds: `batch-handler`, over the 0.2.0 types. Its
+/// event records borrow the host's JSON (`&str`): lowering a batch copies each object once,
+/// into the guest's memory.
+pub(crate) mod v0_2_1 {
+    wasmtime::component::bindgen!({
+        path: ["../wit/0.2", "../wit/0.2.1"],
+        inline: "package kubewasm:host; world batch { export kubewasm:controller/batch-handler@0.2.1; }",
+        with: { "kubewasm:controller/types@0.2.0": super::v0_2::kubewasm::controller::types },
+        exports: { default: async },
+        ownership: Borrowing { duplicate_if_necessary: false },
+    });
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub struct CheckOptions {
 pub enum Contract {
     /// `kubewasm:controller@0.1.0`, world `controller` (event handlers).
     V0_1,
-    /// `kubewasm:controller@0.2.0`, in one of its worlds.
+    /// `kubewasm:controller@0.2.0`, or one of the worlds 0.2.1 adds.
     V0_2(World),
 }
 
@@ -44,7 +44,7 @@ impl Contract {
     pub fn package(self) -> &'static str {
         match self {
             Contract::V0_1 => "kubewasm:controller@0.1.0",
-            Contract::V0_2(_) => "kubewasm:controller@0.2.0",
+            Contract::V0_2(world) => world.package(),
         }
     }
 }
@@ -54,7 +54,7 @@ impl std::fmt::Display for Contract {
         match self {
             Contract::V0_1 => f.write_str("kubewasm:controller@0.1.0, world controller"),
             Contract::V0_2(world) => {
-                write!(f, "kubewasm:controller@0.2.0, world {}", world.as_str())
+                write!(f, "{}, world {}", world.package(), world.as_str())
             }
         }
     }
@@ -168,9 +168,10 @@ fn gvk(g: &wit::Gvk) -> Gvk {
 }
 
 /// The 0.2 declaration as the checks and the wiring shared with 0.1 read it: subscriptions by
-/// type, indexes on the type of their subscription handle. Every subscription is wired as a
-/// cache: its events reach the guest's handlers through the version's inbox and its queue
-/// rules feed the workqueue.
+/// type, indexes on the type of their subscription handle. A subscription with events or queue
+/// rules is `Delivery::Events` (so that status and `kubewasm check` do not call it cache-only),
+/// but the 0.2 wiring registers its own handlers: events reach the guest through the version's
+/// inbox and queue rules feed the workqueue.
 fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
     let subscriptions: Vec<Subscription> = info
         .subscriptions
@@ -181,7 +182,11 @@ fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
             label_selector: s.label_selector.clone(),
             field_selector: s.field_selector.clone(),
             resync_seconds: s.resync_seconds,
-            delivery: Delivery::CacheOnly,
+            delivery: if s.events || !s.queue.is_empty() {
+                Delivery::Events
+            } else {
+                Delivery::CacheOnly
+            },
         })
         .collect();
     let indexes = info
@@ -230,18 +235,19 @@ pub(crate) struct Declared {
 /// with handlers, queue rules only for one with `reconcile`.
 fn fits_world(world: World, declared: &wit::PluginInfo) -> Result<(), String> {
     for (handle, sub) in declared.subscriptions.iter().enumerate() {
-        if sub.events && world == World::Reconciler {
+        if sub.events && !world.has_handlers() {
             return Err(format!(
                 "subscription {handle} ({}) asks for events, but the component targets the world \
                  `reconciler`, which has no event handlers",
                 describe(&gvk(&sub.gvk))
             ));
         }
-        if !sub.queue.is_empty() && world == World::Observer {
+        if !sub.queue.is_empty() && !world.has_reconcile() {
             return Err(format!(
                 "subscription {handle} ({}) has queue rules, but the component targets the world \
-                 `observer`, which has no `reconcile`",
-                describe(&gvk(&sub.gvk))
+                 `{}`, which has no `reconcile`",
+                describe(&gvk(&sub.gvk)),
+                world.as_str()
             ));
         }
     }

@@ -149,7 +149,10 @@ impl PluginStatus {
             queue_depth: 0,
             state: PluginState::Running,
             failed: false,
-            events_dropped: DropReason::ALL.iter().map(|r| (r.as_str(), 0)).collect(),
+            events_dropped: DropReason::ALL
+                .iter()
+                .map(|r| (r.as_str(), calls.dropped(*r)))
+                .collect(),
             replay_done: false,
             last_error: None,
             workqueue: None,
@@ -351,10 +354,6 @@ impl PluginHost {
                     queue_depth: s.inbox.depth(),
                     state: *s.state.lock(),
                     failed: s.failed.load(Ordering::Acquire),
-                    events_dropped: DropReason::ALL
-                        .iter()
-                        .map(|r| (r.as_str(), s.dropped(*r)))
-                        .collect(),
                     replay_done: s.replay_done(),
                     last_error: e
                         .replace_error

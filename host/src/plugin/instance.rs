@@ -15,7 +15,7 @@ use super::engine::CallInFlight;
 use super::error::PluginError;
 use super::grants::Limits;
 use super::log_gate::LogGate;
-use super::observer::{EventKind, FailureKind};
+use super::observer::{DropReason, EventKind, FailureKind};
 use super::state::{CallClock, HostState};
 use super::{Gvk, PluginInfo};
 
@@ -42,6 +42,14 @@ impl Event {
             Event::Add { .. } => EventKind::Add,
             Event::Update { .. } => EventKind::Update,
             Event::Delete { .. } => EventKind::Delete,
+        }
+    }
+
+    /// The bytes of JSON the event carries into the guest.
+    pub(crate) fn json_len(&self) -> usize {
+        match self {
+            Event::Add { object, .. } | Event::Delete { object, .. } => object.json().len(),
+            Event::Update { old, new } => old.json().len() + new.json().len(),
         }
     }
 
@@ -76,6 +84,8 @@ pub(crate) struct CallCounters {
     pub(crate) traps: AtomicU64,
     pub(crate) timeouts: AtomicU64,
     pub(crate) memory_faults: AtomicU64,
+    /// Events the plugin did not receive, by [`DropReason`].
+    dropped: [AtomicU64; DropReason::ALL.len()],
 }
 
 impl CallCounters {
@@ -92,6 +102,22 @@ impl CallCounters {
             Outcome::Failed(FailureKind::Memory, _) => &self.memory_faults,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `n` events the plugin did not receive, for `reason`.
+    pub(crate) fn drop_events(&self, reason: DropReason, n: u64) {
+        self.dropped[reason as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Events dropped for `reason` so far.
+    pub(crate) fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped[reason as usize].load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` events handled by calls that returned, `errors` of them failed.
+    pub(crate) fn returned_events(&self, n: usize, errors: usize) {
+        self.returned.fetch_add(n as u64, Ordering::Relaxed);
+        self.errors.fetch_add(errors as u64, Ordering::Relaxed);
     }
 }
 

@@ -101,9 +101,12 @@ pub trait Observer: Send + Sync {
 /// One plugin's measurements. Calls come from its actor's task, on the hot path: they must be
 /// cheap and must not block. Every method defaults to doing nothing.
 pub trait PluginObserver: Send + Sync {
-    /// A guest handler returned for an event of subscription `resource` (`ok`: it returned
-    /// `ok(_)`, not `err(_)` or a fault).
-    fn event_handled(&self, _resource: usize, _kind: EventKind, _elapsed: Duration, _ok: bool) {}
+    /// A guest handled an event of subscription `resource` (`ok`: the guest did not fail it,
+    /// by an error or a fault).
+    fn event_handled(&self, _resource: usize, _kind: EventKind, _ok: bool) {}
+    /// A guest handler call ended after `elapsed`: one event, or one batch of a
+    /// `batch-handler` plugin.
+    fn handler_called(&self, _elapsed: Duration) {}
     /// An instance was thrown away after a fault.
     fn instance_failed(&self, _failure: FailureKind) {}
     /// The plugin did not receive `n` events, for `reason`.

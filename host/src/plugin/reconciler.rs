@@ -12,9 +12,11 @@ use tokio::task::JoinHandle;
 use wasmtime::Store;
 
 use super::Gvk;
+use super::bindings::v0_2::exports::kubewasm::controller::handler;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
-use super::bindings::v0_2::{PluginExports, PluginPre};
+use super::bindings::v0_2::{HandlerExports, PluginExports, PluginPre};
+use super::bindings::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
 use super::cache_api::Access;
 use super::error::PluginError;
 use super::grants::Limits;
@@ -22,6 +24,7 @@ use super::imports_v0_2::{Context, InstanceImports};
 use super::instance::{Event, Outcome, guarded, new_store};
 use super::keys::ObjectKey;
 use super::log_gate::LogGate;
+use super::observer::FailureKind;
 use super::state::HostState;
 use super::workqueue::Completion;
 
@@ -149,11 +152,35 @@ impl ReconcilerInstance {
 }
 
 impl ReconcilerInstance {
+    /// Whether the guest takes events in batches (`batch-handler`, 0.2.1).
+    pub(crate) fn takes_batches(&self) -> bool {
+        matches!(self.bindings.handler, Some(HandlerExports::Batch(_)))
+    }
+
     /// Calls the guest's handler for one event of subscription `subscription`.
     pub(crate) async fn deliver(&mut self, subscription: u32, event: &Event) -> Outcome<()> {
-        let Some(h) = self.bindings.handler.clone() else {
-            return Outcome::GuestError("the component exports no event handlers".into());
-        };
+        match self.bindings.handler.clone() {
+            Some(HandlerExports::Single(h)) => self.deliver_one(&h, subscription, event).await,
+            Some(HandlerExports::Batch(_)) => {
+                match self.deliver_batch(&[(subscription, event)]).await {
+                    Outcome::Ok(failed) => match failed.into_iter().next() {
+                        Some((_, reason)) => Outcome::GuestError(reason),
+                        None => Outcome::Ok(()),
+                    },
+                    Outcome::GuestError(reason) => Outcome::GuestError(reason),
+                    Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
+                }
+            }
+            None => Outcome::GuestError("the component exports no event handlers".into()),
+        }
+    }
+
+    async fn deliver_one(
+        &mut self,
+        h: &handler::Guest,
+        subscription: u32,
+        event: &Event,
+    ) -> Outcome<()> {
         let deadline = self.deadline;
         let no_api = || Duration::ZERO;
         match event {
@@ -184,6 +211,75 @@ impl ReconcilerInstance {
                 })
                 .await
             }
+        }
+    }
+
+    /// Calls the guest's `on-events` with `events` (subscription handle, event), in one call
+    /// under one deadline; answers the events the guest failed, by position, with its reason.
+    pub(crate) async fn deliver_batch(
+        &mut self,
+        events: &[(u32, &Event)],
+    ) -> Outcome<Vec<(usize, String)>> {
+        let Some(HandlerExports::Batch(h)) = self.bindings.handler.clone() else {
+            return Outcome::GuestError("the component exports no `batch-handler`".into());
+        };
+        let lowered: Vec<batch::Event<'_>> = events
+            .iter()
+            .map(|(subscription, event)| {
+                let subscription = *subscription;
+                match event {
+                    Event::Add {
+                        object,
+                        in_initial_list,
+                    } => batch::Event::Added(batch::Added {
+                        subscription,
+                        object: object.json(),
+                        in_initial_list: *in_initial_list,
+                    }),
+                    Event::Update { old, new } => batch::Event::Updated(batch::Updated {
+                        subscription,
+                        old: old.json(),
+                        new: new.json(),
+                    }),
+                    Event::Delete {
+                        object,
+                        final_state_unknown,
+                    } => batch::Event::Deleted(batch::Deleted {
+                        subscription,
+                        object: object.json(),
+                        final_state_unknown: *final_state_unknown,
+                    }),
+                }
+            })
+            .collect();
+        let deadline = self.deadline;
+        let no_api = || Duration::ZERO;
+        let answered = guarded(&mut self.store, deadline, no_api, async |s| {
+            h.call_on_events(s, &lowered).await.map(Ok)
+        })
+        .await;
+        match answered {
+            Outcome::Ok(errors) => {
+                let mut failed = Vec::with_capacity(errors.len());
+                for e in errors {
+                    match usize::try_from(e.index) {
+                        Ok(i) if i < events.len() => failed.push((i, e.reason)),
+                        _ => {
+                            return Outcome::Failed(
+                                FailureKind::Trap,
+                                format!(
+                                    "on-events answered an error for event {} of a batch of {}",
+                                    e.index,
+                                    events.len()
+                                ),
+                            );
+                        }
+                    }
+                }
+                Outcome::Ok(failed)
+            }
+            Outcome::GuestError(reason) => Outcome::GuestError(reason),
+            Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
         }
     }
 }

@@ -12,7 +12,6 @@ use kubewasm_informer::{
 };
 use tokio::task::JoinHandle;
 
-use super::super::bindings::v0_2::World;
 use super::super::client::{Resources, WriteClient};
 use super::super::component::CompiledPlugin;
 use super::super::declare::{Declared, declare_v0_2, v0_2_pre};
@@ -23,6 +22,7 @@ use super::super::inbox::{EventSink, Inbox};
 use super::super::informers::QueueHandler;
 use super::super::keys::{ObjectKey, QueueRule, keys_for};
 use super::super::log_gate::LogGate;
+use super::super::observer::{DropReason, PluginObserver};
 use super::super::reconciler::{Recipe, spawn_workers};
 use super::super::workqueue::WorkQueue;
 use super::{
@@ -44,6 +44,8 @@ pub(super) struct ControllerEntry {
     registrations: Vec<(SharedIndexInformer, Registration)>,
     /// The events of this version's handler subscriptions.
     inbox: Arc<Inbox>,
+    /// Where the version's handler task reports (`None`: it has no handlers).
+    handler_observer: Option<Arc<dyn PluginObserver>>,
     workers: Vec<JoinHandle<()>>,
     replace_error: Option<String>,
 }
@@ -59,6 +61,22 @@ impl ControllerEntry {
             informer.remove_event_handler(&registration);
         }
         self.inbox.close();
+    }
+
+    /// Stops the version a new one replaces: the handler events it had not handled are
+    /// dropped and counted (the new version's replay covers their objects; the queue, which
+    /// both share, loses nothing).
+    fn stop_replaced(&mut self) {
+        self.stop();
+        let abandoned = self.inbox.depth() as u64;
+        if abandoned > 0 {
+            self.context
+                .calls
+                .drop_events(DropReason::Replaced, abandoned);
+            if let Some(observer) = &self.handler_observer {
+                observer.events_dropped(DropReason::Replaced, abandoned);
+            }
+        }
     }
 
     pub(super) fn ready(&self) -> bool {
@@ -204,11 +222,17 @@ impl PluginHost {
             },
         };
         let mut workers = Vec::new();
+        let mut handler_observer = None;
         if events.contains(&true) {
             let observer = self.observer(&info);
-            workers.push(spawn_handlers(recipe.clone(), inbox.clone(), observer));
+            workers.push(spawn_handlers(
+                recipe.clone(),
+                inbox.clone(),
+                observer.clone(),
+            ));
+            handler_observer = Some(observer);
         }
-        if world != World::Observer {
+        if world.has_reconcile() {
             workers.extend(spawn_workers(
                 recipe,
                 policy.reconcile.max_concurrent_reconciles,
@@ -229,6 +253,7 @@ impl PluginHost {
             context,
             registrations,
             inbox,
+            handler_observer,
             workers,
             replace_error: None,
         })
@@ -314,7 +339,7 @@ impl PluginHost {
         tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), "0.2 plugin replaced");
         let old = self.inner.controllers.lock().insert(id, entry);
         if let Some(mut old) = old {
-            old.stop();
+            old.stop_replaced();
             self.inner.leases.release(&old.keys, &old.indexes).await;
         }
         Ok(())

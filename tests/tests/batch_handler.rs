@@ -1,0 +1,221 @@
+//! End-to-end tests of the 0.2.1 `batch-handler`: the `batch-observer` guest loaded into a
+//! `PluginHost` beside the shared informers, against the dev API server through kube's client.
+//! Events arrive in batches, in order, each once; failures are counted per event; a fault in a
+//! batch costs only the event that faults.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kubewasm::plugin::{
+    Grants, HostOptions, PluginHost, PluginId, PluginPolicy, PluginStatus, ResourcePattern,
+};
+use kubewasm_devserver::DevServer;
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::{devserver, guest_bytes, guest_logs, wait_until};
+use serde_json::json;
+
+/// Bounds every wait; nothing here is timed.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+struct Env {
+    _server: DevServer,
+    _factory: SharedInformerFactory,
+    host: PluginHost,
+    config_maps: Api<ConfigMap>,
+}
+
+impl Env {
+    /// A host whose plugins get `config` (the guest's JSON config) and read ConfigMaps.
+    async fn new(config: serde_json::Value) -> Env {
+        guest_logs();
+        let (server, client) = devserver().await;
+        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+        let policy = PluginPolicy {
+            grants: Grants::only(vec![ResourcePattern::new("", "ConfigMap")]),
+            config: config.to_string(),
+            ..PluginPolicy::default()
+        };
+        let host = PluginHost::new(
+            factory.clone(),
+            client.clone(),
+            HostOptions {
+                policy: Arc::new(move |_: &Path| policy.clone()),
+                ..HostOptions::default()
+            },
+        )
+        .expect("plugin host");
+        Env {
+            _server: server,
+            _factory: factory,
+            host,
+            config_maps: Api::namespaced(client, "default"),
+        }
+    }
+
+    async fn create(&self, name: &str) {
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("v".to_owned(), "1".to_owned())])),
+            ..ConfigMap::default()
+        };
+        self.config_maps
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("create ConfigMap");
+    }
+
+    async fn load(&self) -> PluginId {
+        self.host
+            .load(Path::new("batch.wasm"), guest_bytes("batch-observer"))
+            .await
+            .expect("a batch-observer component loads")
+    }
+
+    fn status(&self, id: PluginId) -> PluginStatus {
+        self.host
+            .plugins()
+            .into_iter()
+            .find(|p| p.id == id)
+            .expect("the plugin is loaded")
+    }
+
+    async fn wait_delivered(&self, id: PluginId, n: u64) -> bool {
+        wait_until(PATIENCE, || self.status(id).events_delivered >= n).await
+    }
+}
+
+/// What the guest logged, as (kind, name, size of the batch it came in).
+fn logged(plugin: &str) -> Vec<(String, String, usize)> {
+    guest_logs()
+        .lines(plugin)
+        .into_iter()
+        .filter_map(|line| {
+            let mut parts = line.split(' ');
+            let (kind, name, size) = (parts.next()?, parts.next()?, parts.next()?);
+            Some((kind.to_owned(), name.to_owned(), size.parse().ok()?))
+        })
+        .collect()
+}
+
+fn dropped(status: &PluginStatus, reason: &str) -> u64 {
+    status
+        .events_dropped
+        .iter()
+        .find(|(r, _)| *r == reason)
+        .map_or(0, |(_, n)| *n)
+}
+
+#[tokio::test]
+async fn a_batch_observer_gets_every_event_once_in_order_and_failures_per_event() {
+    let env = Env::new(json!({
+        "name": "batched",
+        "namespace": "default",
+        "log": true,
+        "failOn": "bad",
+    }))
+    .await;
+    let mut names: Vec<String> = (0..200).map(|i| format!("cm-{i:03}")).collect();
+    names.extend(["bad-1".to_owned(), "bad-2".to_owned()]);
+    for name in &names {
+        env.create(name).await;
+    }
+    let id = env.load().await;
+    assert!(env.wait_delivered(id, names.len() as u64).await);
+    assert!(wait_until(PATIENCE, || env.host.ready()).await);
+
+    let replay = logged("batched");
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (kind, name, _) in &replay {
+        assert_eq!(kind, "ADD", "{replay:?}");
+        *seen.entry(name.as_str()).or_default() += 1;
+    }
+    for name in &names {
+        assert_eq!(seen.get(name.as_str()), Some(&1), "{name} in {replay:?}");
+    }
+    assert_eq!(seen.len(), names.len());
+    let largest = replay.iter().map(|(_, _, size)| *size).max().unwrap_or(0);
+    assert!(
+        largest > 1,
+        "the replay of {} objects came one event per call",
+        names.len()
+    );
+    let status = env.status(id);
+    assert_eq!(status.events_delivered, names.len() as u64);
+    assert_eq!(status.errors, 2, "one error per failed event: {status:?}");
+    assert_eq!(status.traps, 0);
+
+    // Live events: an object's add, update and delete arrive in that order.
+    env.create("late").await;
+    let mut cm = env.config_maps.get("late").await.expect("get");
+    cm.data = Some(BTreeMap::from([("v".to_owned(), "2".to_owned())]));
+    env.config_maps
+        .replace("late", &PostParams::default(), &cm)
+        .await
+        .expect("update");
+    env.config_maps
+        .delete("late", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(env.wait_delivered(id, names.len() as u64 + 3).await);
+    let late: Vec<String> = logged("batched")
+        .into_iter()
+        .filter(|(_, name, _)| name == "late")
+        .map(|(kind, _, _)| kind)
+        .collect();
+    assert_eq!(late, ["ADD", "UPDATE", "DELETE"]);
+    env.host.unload(id).await;
+}
+
+#[tokio::test]
+async fn a_fault_in_a_batch_redelivers_its_events_one_by_one_and_drops_only_the_poison() {
+    let env = Env::new(json!({
+        "name": "poisoned",
+        "namespace": "default",
+        "log": true,
+        "trapOn": "poison",
+    }))
+    .await;
+    let healthy: Vec<String> = (0..200).map(|i| format!("cm-{i:03}")).collect();
+    let poison = ["poison-a", "poison-b", "poison-c"];
+    for name in healthy.iter().map(String::as_str).chain(poison) {
+        env.create(name).await;
+    }
+    let id = env.load().await;
+    assert!(env.wait_delivered(id, healthy.len() as u64).await);
+    assert!(
+        wait_until(PATIENCE, || dropped(&env.status(id), "fault") == 3).await,
+        "{:?}",
+        env.status(id)
+    );
+    let status = env.status(id);
+    // Every healthy event is counted once, however often a faulted batch made it arrive.
+    assert_eq!(status.events_delivered, healthy.len() as u64, "{status:?}");
+    assert_eq!(status.errors, 0);
+    // Each poison faults once alone; at least one also took a batch down with it first.
+    assert!(status.traps > 3, "{status:?}");
+
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (_, name, _) in logged("poisoned") {
+        *seen.entry(name).or_default() += 1;
+    }
+    for name in &healthy {
+        let n = seen.get(name).copied().unwrap_or(0);
+        assert!((1..=2).contains(&n), "{name} handled {n} times");
+    }
+    for name in poison {
+        assert!(!seen.contains_key(name), "{name} was never handled");
+    }
+
+    // The plugin goes on with live events after its faults.
+    env.create("after").await;
+    assert!(env.wait_delivered(id, healthy.len() as u64 + 1).await);
+    env.host.unload(id).await;
+}
