@@ -219,3 +219,22 @@ async fn a_fault_in_a_batch_redelivers_its_events_one_by_one_and_drops_only_the_
     assert!(env.wait_delivered(id, healthy.len() as u64 + 1).await);
     env.host.unload(id).await;
 }
+
+#[tokio::test]
+async fn a_guest_faulting_on_every_event_is_restarted_with_a_growing_backoff() {
+    // Every name contains the empty string: every event traps.
+    let env = Env::new(json!({"name": "hopeless", "namespace": "default", "trapOn": ""})).await;
+    for i in 0..50 {
+        env.create(&format!("cm-{i:02}")).await;
+    }
+    let id = env.load().await;
+    assert!(wait_until(PATIENCE, || env.status(id).traps >= 3).await);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = env.status(id);
+    // Without a backoff the 50 events fault through in a few milliseconds each; with it, the
+    // first faults wait 50, 100, 200, 400, 800 ms for their fresh instance.
+    assert!(status.traps < 12, "{status:?}");
+    assert_eq!(dropped(&status, "fault"), status.traps, "{status:?}");
+    assert_eq!(status.events_delivered, 0);
+    env.host.unload(id).await;
+}

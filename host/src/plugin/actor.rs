@@ -172,7 +172,7 @@ impl ActorHandle {
 
 /// Backoff after repeated faults without a successful call in between, so a guest that faults
 /// on every event cannot spin a core replaying the cache.
-fn restart_backoff(consecutive_failures: u32) -> Duration {
+pub(crate) fn restart_backoff(consecutive_failures: u32) -> Duration {
     let exp = consecutive_failures.saturating_sub(1).min(8);
     Duration::from_millis(50u64 << exp).min(Duration::from_secs(10))
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
 
+use super::actor::restart_backoff;
 use super::grants::Limits;
 use super::inbox::{Inbox, Queued};
 use super::instance::Outcome;
@@ -93,6 +94,9 @@ pub(crate) fn spawn_handlers(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut current: Option<ReconcilerInstance> = None;
+        // Faults with no call returning in between: the next instance waits for a growing
+        // backoff, so a guest that faults on every event cannot spin a core instantiating.
+        let mut faults_in_a_row = 0u32;
         let mut sizer = BatchSizer::new(&recipe.limits);
         // Events of a batch the instance faulted on: delivered again one per call, so that
         // only the event that faults is dropped.
@@ -104,13 +108,18 @@ pub(crate) fn spawn_handlers(
                 let instance = loop {
                     match &mut current {
                         Some(i) => break i,
-                        None => match start_instance(&recipe).await {
-                            Ok((i, _)) => current = Some(i),
-                            Err(reason) => {
-                                tracing::warn!(plugin = %recipe.name, "starting a handler instance: {reason}");
-                                tokio::time::sleep(RESTART_DELAY).await;
+                        None => {
+                            if faults_in_a_row > 0 {
+                                tokio::time::sleep(restart_backoff(faults_in_a_row)).await;
                             }
-                        },
+                            match start_instance(&recipe).await {
+                                Ok((i, _)) => current = Some(i),
+                                Err(reason) => {
+                                    tracing::warn!(plugin = %recipe.name, "starting a handler instance: {reason}");
+                                    tokio::time::sleep(RESTART_DELAY).await;
+                                }
+                            }
+                        }
                     }
                 };
                 let n = if singles > 0 || !instance.takes_batches() {
@@ -122,20 +131,24 @@ pub(crate) fn spawn_handlers(
                 chunk.extend(queued.drain(..n));
                 let faulted = deliver(&recipe, instance, &observer, &chunk, &mut sizer).await;
                 singles = singles.saturating_sub(n);
-                if faulted {
-                    current = None;
-                    sizer.faulted();
-                    if n > 1 {
-                        singles = n;
-                        for q in chunk.drain(..).rev() {
-                            queued.push_front(q);
-                        }
-                        continue;
-                    }
-                    recipe.plugin.calls.drop_events(DropReason::Fault, 1);
-                    observer.events_dropped(DropReason::Fault, 1);
+                if !faulted {
+                    faults_in_a_row = 0;
+                    inbox.handled(n);
+                    continue;
                 }
-                inbox.handled(n);
+                faults_in_a_row += 1;
+                current = None;
+                sizer.faulted();
+                if n > 1 {
+                    singles = n;
+                    for q in chunk.drain(..).rev() {
+                        queued.push_front(q);
+                    }
+                    continue;
+                }
+                recipe.plugin.calls.drop_events(DropReason::Fault, 1);
+                observer.events_dropped(DropReason::Fault, 1);
+                inbox.handled(1);
             }
         }
     })
@@ -216,5 +229,78 @@ async fn deliver(
             }
             true
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::instance::Event;
+    use super::super::testing::config_map;
+    use super::*;
+
+    fn queued(n: usize) -> VecDeque<Queued> {
+        (0..n)
+            .map(|i| Queued {
+                generation: 0,
+                subscription: 0,
+                event: Event::Add {
+                    object: config_map("a", &format!("cm-{i}"), 1, &[]),
+                    in_initial_list: true,
+                },
+            })
+            .collect()
+    }
+
+    fn sizer(deadline: Duration, memory: usize) -> BatchSizer {
+        BatchSizer::new(&Limits {
+            call_deadline: deadline,
+            memory,
+            ..Limits::default()
+        })
+    }
+
+    #[test]
+    fn batches_start_at_one_double_while_fast_and_fall_back_to_one_after_a_fault() {
+        let mut s = sizer(Duration::from_secs(1), 64 << 20);
+        let waiting = queued(1000);
+        let mut sizes = Vec::new();
+        for _ in 0..10 {
+            let n = s.next_len(&waiting);
+            sizes.push(n);
+            s.returned(n, Duration::from_micros(n as u64));
+        }
+        assert_eq!(sizes, [1, 2, 4, 8, 16, 32, 64, 128, 256, 256]);
+        s.faulted();
+        assert_eq!(s.next_len(&waiting), 1);
+        // Never more than is waiting, never none.
+        assert_eq!(
+            sizer(Duration::from_secs(1), 64 << 20).next_len(&queued(0)),
+            1
+        );
+    }
+
+    #[test]
+    fn a_slow_guest_gets_batches_within_an_eighth_of_its_deadline() {
+        let mut s = sizer(Duration::from_millis(800), 64 << 20);
+        let waiting = queued(1000);
+        // 10 ms per event: 100 ms (an eighth of the deadline) holds 10 events.
+        s.limit = 64;
+        s.returned(64, Duration::from_millis(640));
+        assert_eq!(s.next_len(&waiting), 10);
+        // Slower than the budget per event: one event per call, with the whole deadline.
+        s.returned(10, Duration::from_millis(2000));
+        assert_eq!(s.next_len(&waiting), 1);
+    }
+
+    #[test]
+    fn a_batch_carries_at_most_a_sixteenth_of_the_memory_cap_but_always_one_event() {
+        let waiting = queued(100);
+        let one = waiting[0].event.json_len();
+        let mut s = sizer(Duration::from_secs(1), one * 16 * 5);
+        s.limit = 100;
+        assert_eq!(s.next_len(&waiting), 5);
+        let mut tiny = sizer(Duration::from_secs(1), 16);
+        tiny.limit = 100;
+        assert_eq!(tiny.next_len(&waiting), 1);
     }
 }
