@@ -382,6 +382,8 @@ fn check_shows_the_contract_world_and_write_grants() {
         to.to_str().expect("utf-8").to_owned()
     };
     let controller = copy("sample-controller", "sample-controller.wasm");
+    let raw_controller = copy("contract-v0-2", "contract.wasm");
+    let batch_observer = copy("batch-observer", "batch-observer.wasm");
     let observer = copy("observer-v0-2", "observer.wasm");
     let reconciler = copy("reconciler-v0-2", "reconciler.wasm");
     let wrong = copy("observer-v0-2", "wrong.wasm");
@@ -405,8 +407,8 @@ fn check_shows_the_contract_world_and_write_grants() {
     let (code, text) = check(&controller);
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.contains("contract: kubewasm:controller@0.2.0, world controller"),
-        "{text}"
+        text.contains("contract: kubewasm:controller@0.2.1, world batch-controller"),
+        "the SDK builds batch-controllers: {text}"
     );
     assert!(
         text.contains("writes:  apps deployments: RBAC verbs create, update, patch, delete"),
@@ -414,6 +416,15 @@ fn check_shows_the_contract_world_and_write_grants() {
     );
     assert!(text.contains("writes:  core events"), "{text}");
 
+    let (code, text) = check(&raw_controller);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("contract: kubewasm:controller@0.2.0, world controller"),
+        "{text}"
+    );
+    let (code, text) = check(&batch_observer);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("@0.2.1, world batch-observer"), "{text}");
     let (code, text) = check(&observer);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("@0.2.0, world observer"), "{text}");

@@ -1,11 +1,26 @@
-//! The wit-bindgen bindings of `wit/0.2/controller.wit` (world `controller`); the SDK's modules
-//! wrap them.
+//! The wit-bindgen bindings the SDK wraps: `kubewasm:controller@0.2.0` (`wit/0.2/`) as the world
+//! `reconciler` (`init`, `reconcile` and every import), and in [`batch`] the `batch-handler`
+//! 0.2.1 adds (`wit/0.2.1/`). Together they are the world `batch-controller@0.2.1`: a plugin
+//! built with the SDK takes its events in batches, and needs a host that knows 0.2.1.
 
 wit_bindgen::generate!({
     path: "../../wit/0.2",
-    world: "controller",
+    world: "reconciler",
     pub_export_macro: true,
     export_macro_name: "export",
     default_bindings_module: "::kubewasm_guest_v0_2::bindings",
     runtime_path: "::kubewasm_guest_v0_2::wit_bindgen_rt",
 });
+
+/// `batch-handler` (0.2.1), over the 0.2.0 types above.
+pub mod batch {
+    wit_bindgen::generate!({
+        path: ["../../wit/0.2", "../../wit/0.2.1"],
+        inline: "package kubewasm:sdk; world batch { export kubewasm:controller/batch-handler@0.2.1; }",
+        with: { "kubewasm:controller/types@0.2.0": crate::bindings::kubewasm::controller::types },
+        pub_export_macro: true,
+        export_macro_name: "export_batch",
+        default_bindings_module: "::kubewasm_guest_v0_2::bindings::batch",
+        runtime_path: "::kubewasm_guest_v0_2::wit_bindgen_rt",
+    });
+}

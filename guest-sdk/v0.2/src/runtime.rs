@@ -36,6 +36,30 @@ pub fn with<C: Controller, R>(f: impl FnOnce(&mut C) -> Result<R, Error>) -> Res
     })
 }
 
+pub use crate::bindings::batch::exports::kubewasm::controller0_2_1::batch_handler::{
+    Event as BatchEvent, EventError as BatchEventError,
+};
+
+/// Hands each event of a batch to the plugin's handler for its kind, in order; answers the
+/// ones that failed. Without an instance (`init` has not run) every event fails.
+pub fn on_events<C: Controller>(events: Vec<BatchEvent>) -> Vec<BatchEventError> {
+    let mut failed = Vec::new();
+    for (index, event) in events.into_iter().enumerate() {
+        let handled = with::<C, _>(|c| match &event {
+            BatchEvent::Added(a) => c.on_add(a.subscription, &a.object, a.in_initial_list),
+            BatchEvent::Updated(u) => c.on_update(u.subscription, &u.old, &u.new),
+            BatchEvent::Deleted(d) => c.on_delete(d.subscription, &d.object, d.final_state_unknown),
+        });
+        if let Err(reason) = handled {
+            failed.push(BatchEventError {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                reason,
+            });
+        }
+    }
+    failed
+}
+
 pub fn reconcile<C: Controller>(key: Key) -> Result<WitAction, String> {
     with::<C, _>(|c| c.reconcile(key)).map(|action| match action {
         Action::Done => WitAction::Done,
@@ -43,8 +67,8 @@ pub fn reconcile<C: Controller>(key: Key) -> Result<WitAction, String> {
     })
 }
 
-/// Exports a [`Controller`] as the component's `plugin`, `handler` and `reconcile` exports
-/// (world `controller`). Use it once, in the guest crate (a `cdylib`).
+/// Exports a [`Controller`] as the component's `plugin`, `batch-handler` and `reconcile`
+/// exports (world `batch-controller` of 0.2.1). Use it once, in the guest crate (a `cdylib`).
 #[macro_export]
 macro_rules! export_controller {
     ($controller:ty) => {
@@ -59,35 +83,13 @@ macro_rules! export_controller {
                 }
             }
 
-            impl $crate::bindings::exports::kubewasm::controller::handler::Guest for KubewasmGuest {
-                fn on_add(
-                    subscription: u32,
-                    object: ::std::string::String,
-                    initial: bool,
-                ) -> ::std::result::Result<(), ::std::string::String> {
-                    $crate::runtime::with::<$controller, _>(|c| {
-                        $crate::Controller::on_add(c, subscription, &object, initial)
-                    })
-                }
-
-                fn on_update(
-                    subscription: u32,
-                    old: ::std::string::String,
-                    new: ::std::string::String,
-                ) -> ::std::result::Result<(), ::std::string::String> {
-                    $crate::runtime::with::<$controller, _>(|c| {
-                        $crate::Controller::on_update(c, subscription, &old, &new)
-                    })
-                }
-
-                fn on_delete(
-                    subscription: u32,
-                    object: ::std::string::String,
-                    unknown: bool,
-                ) -> ::std::result::Result<(), ::std::string::String> {
-                    $crate::runtime::with::<$controller, _>(|c| {
-                        $crate::Controller::on_delete(c, subscription, &object, unknown)
-                    })
+            impl $crate::bindings::batch::exports::kubewasm::controller0_2_1::batch_handler::Guest
+                for KubewasmGuest
+            {
+                fn on_events(
+                    events: ::std::vec::Vec<$crate::runtime::BatchEvent>,
+                ) -> ::std::vec::Vec<$crate::runtime::BatchEventError> {
+                    $crate::runtime::on_events::<$controller>(events)
                 }
             }
 
@@ -105,6 +107,7 @@ macro_rules! export_controller {
             }
 
             $crate::bindings::export!(KubewasmGuest with_types_in $crate::bindings);
+            $crate::bindings::batch::export_batch!(KubewasmGuest with_types_in $crate::bindings::batch);
         };
     };
 }

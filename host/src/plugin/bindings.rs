@@ -206,32 +206,48 @@ mod tests {
         assert_eq!(digest, PUBLISHED_0_1_SHA256);
     }
 
-    /// The host tells the contract versions apart by their exports: a 0.2 component matches
-    /// the 0.2 bindings, a 0.1 component does not.
+    /// 0.2.0 is published too: 0.2.1 adds to it from its own directory (`wit/0.2.1/`), never
+    /// by editing it.
     #[test]
-    fn a_0_2_guest_matches_the_host_0_2_bindings_and_a_0_1_guest_does_not() {
+    fn the_published_0_2_0_package_is_unchanged() {
+        let text = include_bytes!("../../../wit/0.2/controller.wit");
+        let digest = format!("{:x}", Sha256::digest(text));
+        assert_eq!(digest, PUBLISHED_0_2_0_SHA256);
+    }
+
+    /// The host tells the contract versions apart by their exports: a 0.2 component matches
+    /// the 0.2 bindings, in the world its exports make; a 0.1 component does not.
+    #[test]
+    fn each_guest_matches_the_world_it_was_built_for() {
+        use super::v0_2::{PluginPre, World};
         use wasmtime::component::{Component, Linker};
         let engine = wasmtime::Engine::default();
-        let exports_of = |package: &str| {
+        let world_of = |package: &str| {
             let bytes = kubewasm_tests::guest_bytes(package);
             let component = Component::new(&engine, &bytes).expect("the guest compiles");
-            let mut linker = Linker::<()>::new(&engine);
+            let mut linker = Linker::new(&engine);
             linker
                 .define_unknown_imports_as_traps(&component)
                 .expect("imports stubbed");
             let pre = linker
                 .instantiate_pre(&component)
                 .expect("pre-instantiates");
-            super::v0_2::ControllerIndices::new(&pre).map(drop)
+            PluginPre::new(pre).map(|p| p.expect("a 0.2 world").world())
         };
-        exports_of("contract-v0-2").expect("a 0.2 guest has every 0.2 export");
-        exports_of("sdk-v0-2-stamp").expect("a guest of the 0.2 SDK has every 0.2 export");
-        assert!(
-            exports_of("probe").is_err(),
-            "a 0.1 guest is not taken for 0.2"
+        assert_eq!(world_of("contract-v0-2"), Some(World::Controller));
+        assert_eq!(world_of("observer-v0-2"), Some(World::Observer));
+        assert_eq!(world_of("reconciler-v0-2"), Some(World::Reconciler));
+        assert_eq!(world_of("batch-observer"), Some(World::BatchObserver));
+        assert_eq!(
+            world_of("sdk-v0-2-stamp"),
+            Some(World::BatchController),
+            "a guest of the 0.2 SDK takes events in batches"
         );
+        assert_eq!(world_of("probe"), None, "a 0.1 guest is not taken for 0.2");
     }
 
+    const PUBLISHED_0_2_0_SHA256: &str =
+        "bae58a18d6cdd14b2c2d7ac4bc25c1cb03eda87aa4ec7a9bdd8e5a629706138d";
     const PUBLISHED_0_1_SHA256: &str =
         "78324bb13209a6bc6b8ad5edbcba1b967f69fd2b1cd99102515329f65abba083";
 }
