@@ -31,8 +31,15 @@ use serde_json::json;
 const OBJECTS: usize = 10_000;
 const ROUNDS: usize = 5;
 /// Resync periods (one update of every cached object each) measured per handler.
-const RESYNCS: u64 = 4;
+const RESYNCS: u64 = 6;
+/// How often the CPU measurement looks at the delivered count: its own wake-ups are part of
+/// what it measures (the same for every handler, so they cancel in the differences).
+const POLL: Duration = Duration::from_millis(5);
 const NAMESPACE: &str = "bench";
+/// The update-event measurement's own namespace and objects: more than `OBJECTS`, so that the
+/// events' CPU stands well above what the process spends idle over the same seconds.
+const UPDATE_NAMESPACE: &str = "resync";
+const UPDATE_OBJECTS: usize = 40_000;
 
 /// First and last time an event was handled, and how many were.
 #[derive(Default)]
@@ -135,7 +142,7 @@ fn probe_resync_config(name: &str) -> String {
         "name": name,
         "mode": "noop",
         "subscriptions": [{"group": "", "version": "v1", "kind": "ConfigMap",
-                           "namespace": NAMESPACE, "resyncSeconds": 1}],
+                           "namespace": UPDATE_NAMESPACE, "resyncSeconds": 1}],
     })
     .to_string()
 }
@@ -144,13 +151,17 @@ fn probe_resync_config(name: &str) -> String {
 /// update of every object, old and new crossing to the handler), less the idle rate measured
 /// before. `delivered` must already count the handler's initial replay. `None` when the updates
 /// stop coming (nothing for 20 s).
-async fn cpu_per_update(delivered: impl Fn() -> usize, idle_ns_per_s: f64) -> Option<f64> {
+async fn cpu_per_update(
+    delivered: impl Fn() -> usize,
+    objects: usize,
+    idle_ns_per_s: f64,
+) -> Option<f64> {
     let reach = |target: usize| {
         let delivered = &delivered;
         async move {
             let mut last = (delivered(), Instant::now());
             while delivered() < target {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                tokio::time::sleep(POLL).await;
                 let now = delivered();
                 if now != last.0 {
                     last = (now, Instant::now());
@@ -162,12 +173,12 @@ async fn cpu_per_update(delivered: impl Fn() -> usize, idle_ns_per_s: f64) -> Op
         }
     };
     // Start on a resync boundary: wait for the first resync to begin and finish.
-    if !reach(delivered() + OBJECTS).await {
+    if !reach(delivered() + objects).await {
         return None;
     }
     let from = delivered();
     let (cpu0, t0) = (process_cpu_ns(), Instant::now());
-    if !reach(from + OBJECTS * RESYNCS as usize).await {
+    if !reach(from + objects * RESYNCS as usize).await {
         return None;
     }
     let cpu = process_cpu_ns() - cpu0;
@@ -224,8 +235,11 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     let probe = std::fs::read(kubewasm_tests::build_guest("probe"))?;
-    let observer = std::fs::read(kubewasm_tests::build_guest("observer-v0-2"))?;
-    let batch_observer = std::fs::read(kubewasm_tests::build_guest("batch-observer"))?;
+    let no_ops = NoOpGuests {
+        v0_1: probe.clone(),
+        v0_2: std::fs::read(kubewasm_tests::build_guest("observer-v0-2"))?,
+        v0_2_1: std::fs::read(kubewasm_tests::build_guest("batch-observer"))?,
+    };
     let reconciler = std::fs::read(kubewasm_tests::build_guest("reconciler-v0-2"))?;
     let server = DevServer::start(Options::default()).await?;
     let client = server.client();
@@ -289,15 +303,7 @@ async fn run() -> anyhow::Result<()> {
     // KUBEWASM_BENCH_ONLY=update-cpu / reconcile runs only that measurement.
     let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
     if only == "update-cpu" {
-        return update_event_cpu(
-            &factory,
-            &informer,
-            &client,
-            &probe,
-            &observer,
-            &batch_observer,
-        )
-        .await;
+        return update_event_cpu(&server, &factory, &client, &no_ops).await;
     }
     if only == "reconcile" {
         return reconcile_rate(&factory, &client, &reconciler).await;
@@ -390,19 +396,7 @@ async fn run() -> anyhow::Result<()> {
         100.0 * rates[3].1 / rates[1].1
     );
 
-    // The replay rounds' informer may have been stopped once no plugin used it (the host's
-    // informer grace): take the factory's current one.
-    let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
-    informer.wait_synced().await;
-    update_event_cpu(
-        &factory,
-        &informer,
-        &client,
-        &probe,
-        &observer,
-        &batch_observer,
-    )
-    .await?;
+    update_event_cpu(&server, &factory, &client, &no_ops).await?;
     reconcile_rate(&factory, &client, &reconciler).await?;
 
     // Load times.
@@ -483,28 +477,58 @@ async fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The no-op plugins of each contract version, for the update-event measurement.
+struct NoOpGuests {
+    /// The probe guest, in its `noop` mode.
+    v0_1: Vec<u8>,
+    /// World `observer` (one call per event).
+    v0_2: Vec<u8>,
+    /// World `batch-observer` (one call per batch).
+    v0_2_1: Vec<u8>,
+}
+
 /// CPU per update event through a native no-op handler and a no-op wasm plugin on the same
 /// informer, driven by resyncs (every cached object re-delivered as an update of old and new),
 /// with the production metrics observer counting every event as `kubewasm run` does.
 async fn update_event_cpu(
+    server: &DevServer,
     factory: &SharedInformerFactory,
-    informer: &kubewasm_informer::SharedIndexInformer,
     client: &kube::Client,
-    probe: &[u8],
-    observer: &[u8],
-    batch_observer: &[u8],
+    guests: &NoOpGuests,
 ) -> anyhow::Result<()> {
+    server
+        .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": UPDATE_NAMESPACE}}))
+        .map_err(|e| anyhow::anyhow!("namespace: {e:?}"))?;
+    let filler = "x".repeat(1800);
+    for i in 0..UPDATE_OBJECTS {
+        server
+            .create(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i:05}"), "namespace": UPDATE_NAMESPACE,
+                             "labels": {"app": "bench", "shard": (i % 16).to_string()},
+                             "annotations": {"bench/owner": "plugin-runtime"}},
+                "data": {"payload": filler, "index": i.to_string()},
+            }))
+            .map_err(|e| anyhow::anyhow!("configmap: {e:?}"))?;
+    }
+    let (resource, _) =
+        kubewasm_informer::resolve(client, &GroupVersionKind::gvk("", "v1", "ConfigMap")).await?;
+    let informer = factory.informer_for(InformerKey::all(resource).in_namespace(UPDATE_NAMESPACE));
+    factory.start();
+    informer.wait_synced().await;
     let cache_dir = tempfile::tempdir()?;
+    let metrics = Arc::new(Metrics::new(Arc::new(Vec::new)));
     let host = plugin_host(
         factory,
         client,
         cache_dir.path(),
-        Arc::new(Metrics::new(Arc::new(Vec::new))),
+        metrics.clone(),
         |p: &Path| {
             let stem = p.file_stem().unwrap_or_default().to_string_lossy();
             PluginPolicy {
                 config: if stem.starts_with("observer") || stem.starts_with("batch") {
-                    json!({"name": stem, "namespace": NAMESPACE, "resyncSeconds": 1}).to_string()
+                    json!({"name": stem, "namespace": UPDATE_NAMESPACE, "resyncSeconds": 1})
+                        .to_string()
                 } else {
                     probe_resync_config(&stem)
                 },
@@ -521,78 +545,140 @@ async fn update_event_cpu(
     let mut wasm = Vec::new();
     let mut wasm_v0_2 = Vec::new();
     let mut wasm_batch = Vec::new();
-    for _ in 0..3 {
+    let mut incomplete = 0;
+    let mut per_call = Vec::new();
+    // A handler that stays registered throughout: without it, unloading the last plugin leaves
+    // the informer without handlers, the host stops it, and the native handler of the next
+    // round would be registered on a stopped informer (a replay but no resyncs). It has no
+    // resync period, so resyncs never reach it.
+    let keepalive = informer.add_event_handler(
+        Arc::new(Counting {
+            span: Arc::new(Span::default()),
+            parse: false,
+        }),
+        None,
+    );
+    for _ in 0..ROUNDS {
         let span = Arc::new(Span::default());
         let handler = Arc::new(Counting {
             span: span.clone(),
             parse: false,
         });
         let registration = informer.add_event_handler(handler, Some(Duration::from_secs(1)));
-        span.wait(OBJECTS).await;
-        native.extend(cpu_per_update(|| span.count.load(Ordering::Acquire), idle_ns_per_s).await);
+        span.wait(UPDATE_OBJECTS).await;
+        let round_native = cpu_per_update(
+            || span.count.load(Ordering::Acquire),
+            UPDATE_OBJECTS,
+            idle_ns_per_s,
+        )
+        .await;
         informer.remove_event_handler(&registration);
 
-        for (file, bytes, into) in [
-            ("resync-noop.wasm", probe, &mut wasm),
-            ("observer-noop.wasm", observer, &mut wasm_v0_2),
-            ("batch-noop.wasm", batch_observer, &mut wasm_batch),
+        let mut round = Vec::new();
+        for (file, bytes) in [
+            ("resync-noop.wasm", &guests.v0_1),
+            ("observer-noop.wasm", &guests.v0_2),
+            ("batch-noop.wasm", &guests.v0_2_1),
         ] {
             let id = host.load(Path::new(file), bytes.to_vec()).await?;
             let delivered = || calls_returned(&host, id);
-            wait_calls(&host, id, OBJECTS).await;
-            into.extend(cpu_per_update(delivered, idle_ns_per_s).await);
+            wait_calls(&host, id, UPDATE_OBJECTS).await;
+            round.push(cpu_per_update(delivered, UPDATE_OBJECTS, idle_ns_per_s).await);
+            if file.starts_with("batch") {
+                per_call.extend(events_per_call(&metrics, "batch-noop"));
+            }
             host.unload(id).await;
         }
+        // A round counts only whole: the differences are taken within a round.
+        match (round_native, round[0], round[1], round[2]) {
+            (Some(n), Some(a), Some(b), Some(c)) => {
+                eprintln!(
+                    "round: native {n:.2}, 0.1 {a:.2}, 0.2 {b:.2}, 0.2.1 {c:.2} us per update"
+                );
+                native.push(n);
+                wasm.push(a);
+                wasm_v0_2.push(b);
+                wasm_batch.push(c);
+            }
+            measured => {
+                eprintln!("an incomplete round (native, 0.1, 0.2, 0.2.1): {measured:?}");
+                incomplete += 1
+            }
+        }
     }
-    if native.is_empty() || wasm.is_empty() || wasm_v0_2.is_empty() || wasm_batch.is_empty() {
+    informer.remove_event_handler(&keepalive);
+    if native.is_empty() {
         println!(
-            "CPU per update event: not measured in this run (resync updates stopped arriving: \
-             {} native, {} wasm 0.1, {} wasm 0.2 and {} wasm 0.2.1 batch measurements \
-             completed).\n",
-            native.len(),
-            wasm.len(),
-            wasm_v0_2.len(),
-            wasm_batch.len()
+            "CPU per update event: not measured in this run (resync updates stopped arriving in \
+             every one of the {incomplete} rounds).\n"
         );
         host.shutdown(Duration::from_secs(5)).await;
         return Ok(());
     }
-    let (native, wasm, wasm_v0_2, wasm_batch) = (
-        median(native),
-        median(wasm),
-        median(wasm_v0_2),
-        median(wasm_batch),
-    );
     println!(
-        "CPU per update event (old and new object handed to the handler), {OBJECTS} cached \
-         ConfigMaps re-delivered by a 1 s resync, {RESYNCS} resyncs per measurement, median of 3; \
-         whole-process CPU time (every thread, from schedstat) less the idle rate \
-         ({:.1} ms/s); the wasm plugin runs with the production metrics observer \
-         (`kubewasm::metrics::Metrics`).\n",
+        "CPU per update event (old and new object handed to the handler), {UPDATE_OBJECTS} cached \
+         ConfigMaps re-delivered by a 1 s resync, {RESYNCS} resyncs per measurement, {} whole \
+         rounds of {ROUNDS} (each measures every handler in turn); whole-process CPU time (every thread, \
+         from schedstat) less the idle rate ({:.1} ms/s); the wasm plugins run with the \
+         production metrics observer (`kubewasm::metrics::Metrics`). A plugin's own cost is the \
+         difference to the native handler of the same round: median, and the range over the \
+         rounds.\n",
+        native.len(),
         idle_ns_per_s / 1e6
     );
-    println!("| handler | CPU us per update event |");
-    println!("|---|---|");
-    println!("| native no-op handler (resync, store, dispatch included) | {native:.2} |");
-    println!("| wasm no-op plugin, contract 0.1, metrics on (same path) | {wasm:.2} |");
-    println!("| wasm no-op plugin, contract 0.2 (`observer`), metrics on | {wasm_v0_2:.2} |");
     println!(
-        "| wasm no-op plugin, contract 0.2.1 (`batch-observer`), metrics on | {wasm_batch:.2} |"
+        "| handler | CPU us per update event (median) | own cost over native (median) | own cost, range |"
     );
+    println!("|---|---|---|---|");
     println!(
-        "| the 0.1 plugin's own cost (difference) | {:.2} |",
-        wasm - native
+        "| native no-op handler (resync, store, dispatch included) | {:.2} | - | - |",
+        median(native.clone())
     );
-    println!(
-        "| the 0.2 plugin's own cost (difference) | {:.2} |",
-        wasm_v0_2 - native
-    );
-    println!(
-        "| the 0.2.1 batch plugin's own cost (difference) | {:.2} |\n",
-        wasm_batch - native
-    );
+    for (label, measured) in [
+        ("wasm no-op plugin, contract 0.1 (probe guest)", &wasm),
+        (
+            "wasm no-op plugin, contract 0.2, world `observer`",
+            &wasm_v0_2,
+        ),
+        (
+            "wasm no-op plugin, contract 0.2.1, world `batch-observer`",
+            &wasm_batch,
+        ),
+    ] {
+        let own: Vec<f64> = measured.iter().zip(&native).map(|(w, n)| w - n).collect();
+        let low = own.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = own.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "| {label} | {:.2} | {:.2} | {low:.2} to {high:.2} |",
+            median(measured.clone()),
+            median(own)
+        );
+    }
+    if !per_call.is_empty() {
+        println!(
+            "\nThe batch plugin received {:.0} events per call (median over the rounds; its \
+             replay and every resync).",
+            median(per_call)
+        );
+    }
+    println!();
     host.shutdown(Duration::from_secs(5)).await;
     Ok(())
+}
+
+/// Events per handler call of plugin `plugin` so far, from the metrics it reports.
+fn events_per_call(metrics: &Metrics, plugin: &str) -> Option<f64> {
+    let label = format!("plugin=\"{plugin}\"");
+    let sum = |prefix: &str| -> f64 {
+        metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with(prefix) && l.contains(&label))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let calls = sum("kubewasm_plugin_handler_duration_seconds_count{");
+    (calls > 0.0).then(|| sum("kubewasm_plugin_events_total{") / calls)
 }
 
 /// Reconciles per second of a no-op reconcile (the `reconciler-v0-2` guest): loaded over the

@@ -536,6 +536,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_handler_added_after_another_was_removed_gets_its_resyncs() {
+        let informer = informer(&["a"]);
+        informer.start();
+        assert!(informer.wait_synced().await);
+        let period = Some(Duration::from_millis(200));
+        for round in 0..3 {
+            let recorder = Arc::new(Recorder::default());
+            let registration = informer.add_event_handler(recorder.clone(), period);
+            eventually(&format!("round {round}: two resyncs"), || {
+                recorder
+                    .events()
+                    .iter()
+                    .filter(|e| e.starts_with("update:"))
+                    .count()
+                    >= 2
+            })
+            .await;
+            informer.remove_event_handler(&registration);
+        }
+        informer.stop().await;
+    }
+
+    #[tokio::test]
     async fn transform_runs_before_caching_and_only_before_start() {
         let informer = informer(&["a"]);
         informer

@@ -12,12 +12,11 @@ wit_bindgen::generate!({
     runtime_path: "::kubewasm_guest_v0_2::wit_bindgen_rt",
 });
 
-/// `batch-handler` (0.2.1), over the 0.2.0 types above.
+/// `batch-handler` (0.2.1).
 pub mod batch {
     wit_bindgen::generate!({
         path: ["../../wit/0.2", "../../wit/0.2.1"],
         inline: "package kubewasm:sdk; world batch { export kubewasm:controller/batch-handler@0.2.1; }",
-        with: { "kubewasm:controller/types@0.2.0": crate::bindings::kubewasm::controller::types },
         pub_export_macro: true,
         export_macro_name: "export_batch",
         default_bindings_module: "::kubewasm_guest_v0_2::bindings::batch",

@@ -1,4 +1,4 @@
-//! Write kubewasm plugins that act, in Rust: the SDK of contract `kubewasm:controller@0.2.0`.
+//! Write kubewasm plugins that act, in Rust: the SDK of contract `kubewasm:controller@0.2`.
 //!
 //! A plugin is a type implementing [`Controller`]: `init` returns its state and a
 //! [`PluginInfo`] (name, subscriptions with what each queues, indexes); the host then calls
@@ -35,6 +35,11 @@
 //!
 //! kubewasm_guest_v0_2::export_controller!(Stamp);
 //! ```
+//!
+//! The handlers are exported as `batch-handler` (`kubewasm:controller@0.2.1`): the host hands
+//! over waiting events in one call and the SDK calls [`Controller::on_add`] and friends for
+//! each, in order. A component built with this crate is a `batch-controller` and needs a host
+//! that knows 0.2.1.
 //!
 //! This is a separate crate from `kubewasm-guest` (0.1) on purpose: a component carries the
 //! world of every binding it was built with, so one crate cannot serve both contracts.

@@ -37,18 +37,40 @@ pub fn with<C: Controller, R>(f: impl FnOnce(&mut C) -> Result<R, Error>) -> Res
 }
 
 pub use crate::bindings::batch::exports::kubewasm::controller0_2_1::batch_handler::{
-    Event as BatchEvent, EventError as BatchEventError,
+    EventBatch, EventError as BatchEventError,
 };
+
+/// The JSON at `offset`, `len` in `documents`: an error if it lies outside them. The host
+/// sends UTF-8 (the API server's JSON), so it is not checked again here: checking every byte
+/// of every object would cost more than the whole call.
+fn text(documents: &[u8], offset: u32, len: u32) -> Result<&str, Error> {
+    let start = offset as usize;
+    let bytes = documents
+        .get(start..start.saturating_add(len as usize))
+        .ok_or_else(|| Error(format!("an object outside the batch: {offset}+{len}")))?;
+    // SAFETY: the contract says the host's JSON is UTF-8 (it keeps the API server's bytes,
+    // which are), and the `&str` is only read.
+    Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
+}
 
 /// Hands each event of a batch to the plugin's handler for its kind, in order; answers the
 /// ones that failed. Without an instance (`init` has not run) every event fails.
-pub fn on_events<C: Controller>(events: Vec<BatchEvent>) -> Vec<BatchEventError> {
+pub fn on_events<C: Controller>(batch: EventBatch) -> Vec<BatchEventError> {
+    let documents = batch.documents.as_slice();
     let mut failed = Vec::new();
-    for (index, event) in events.into_iter().enumerate() {
-        let handled = with::<C, _>(|c| match &event {
-            BatchEvent::Added(a) => c.on_add(a.subscription, &a.object, a.in_initial_list),
-            BatchEvent::Updated(u) => c.on_update(u.subscription, &u.old, &u.new),
-            BatchEvent::Deleted(d) => c.on_delete(d.subscription, &d.object, d.final_state_unknown),
+    for (index, event) in batch.events.chunks_exact(6).enumerate() {
+        let &[subscription, what, offset, len, old_offset, old_len] = event else {
+            continue;
+        };
+        let flag = what & 4 != 0;
+        let handled = with::<C, _>(|c| {
+            let object = text(documents, offset, len)?;
+            match what & !4 {
+                0 => c.on_add(subscription, object, flag),
+                1 => c.on_update(subscription, text(documents, old_offset, old_len)?, object),
+                2 => c.on_delete(subscription, object, flag),
+                other => Err(Error(format!("an event of unknown kind {other}"))),
+            }
         });
         if let Err(reason) = handled {
             failed.push(BatchEventError {
@@ -87,9 +109,9 @@ macro_rules! export_controller {
                 for KubewasmGuest
             {
                 fn on_events(
-                    events: ::std::vec::Vec<$crate::runtime::BatchEvent>,
+                    batch: $crate::runtime::EventBatch,
                 ) -> ::std::vec::Vec<$crate::runtime::BatchEventError> {
-                    $crate::runtime::on_events::<$controller>(events)
+                    $crate::runtime::on_events::<$controller>(batch)
                 }
             }
 

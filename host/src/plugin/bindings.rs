@@ -180,14 +180,12 @@ pub(crate) mod v0_2 {
     }
 }
 
-/// The interface `kubewasm:controller@0.2.1` adds: `batch-handler`, over the 0.2.0 types. Its
-/// event records borrow the host's JSON (`&str`): lowering a batch copies each object once,
-/// into the guest's memory.
+/// The interface `kubewasm:controller@0.2.1` adds: `batch-handler`. Its batch borrows the
+/// host's buffers: lowering it is two copies into the guest's memory.
 pub(crate) mod v0_2_1 {
     wasmtime::component::bindgen!({
         path: ["../wit/0.2", "../wit/0.2.1"],
         inline: "package kubewasm:host; world batch { export kubewasm:controller/batch-handler@0.2.1; }",
-        with: { "kubewasm:controller/types@0.2.0": super::v0_2::kubewasm::controller::types },
         exports: { default: async },
         ownership: Borrowing { duplicate_if_necessary: false },
     });

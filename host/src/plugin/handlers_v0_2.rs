@@ -25,12 +25,17 @@ const RESTART_DELAY: Duration = Duration::from_secs(1);
 /// The most events one batch carries.
 const MAX_BATCH_EVENTS: usize = 256;
 
+/// The most JSON one batch carries (unless its first event alone is larger): the host copies a
+/// batch's objects into one buffer and that into the guest's memory, and both fit a core's L2
+/// cache at this size. Past a few dozen events a call's own cost is spread thin already.
+const MAX_BATCH_BYTES: usize = 128 << 10;
+
 /// Sizes a batch-handler plugin's batches from what its earlier ones took.
 ///
 /// A batch has the deadline of one call, so its expected guest time is kept to an eighth of
 /// the deadline: a guest slow on every event gets batches of one and the whole deadline for
 /// each. A batch is copied into the guest's memory at once, so its objects are kept to a
-/// sixteenth of the memory cap. Sizes grow by doubling (a burst reaches full batches in a
+/// sixteenth of the memory cap, and to [`MAX_BATCH_BYTES`]. Sizes grow by doubling (a burst reaches full batches in a
 /// few calls) and fall back to one after a fault.
 #[derive(Debug)]
 struct BatchSizer {
@@ -46,7 +51,7 @@ impl BatchSizer {
     fn new(limits: &Limits) -> Self {
         BatchSizer {
             budget: limits.call_deadline / 8,
-            max_bytes: (limits.memory / 16).max(1),
+            max_bytes: (limits.memory / 16).clamp(1, MAX_BATCH_BYTES),
             limit: 1,
         }
     }

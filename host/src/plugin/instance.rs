@@ -45,10 +45,12 @@ impl Event {
         }
     }
 
-    /// The bytes of JSON the event carries into the guest.
+    /// The bytes of JSON the event carries into the guest (in a batch, a resync's old and
+    /// new object once).
     pub(crate) fn json_len(&self) -> usize {
         match self {
             Event::Add { object, .. } | Event::Delete { object, .. } => object.json().len(),
+            Event::Update { old, new } if same_document(old, new) => new.json().len(),
             Event::Update { old, new } => old.json().len() + new.json().len(),
         }
     }
@@ -60,6 +62,11 @@ impl Event {
             Event::Update { new, .. } => new,
         }
     }
+}
+
+/// Whether `a` and `b` are one cached object (a resync's old and new).
+pub(crate) fn same_document(a: &SharedDocument, b: &SharedDocument) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 
 /// How a guest call ended.

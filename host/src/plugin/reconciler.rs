@@ -17,11 +17,11 @@ use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::bindings::v0_2::{HandlerExports, PluginExports, PluginPre};
 use super::bindings::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
-use super::cache_api::Access;
+use super::cache_api::{Access, SharedDocument};
 use super::error::PluginError;
 use super::grants::Limits;
 use super::imports_v0_2::{Context, InstanceImports};
-use super::instance::{Event, Outcome, guarded, new_store};
+use super::instance::{Event, Outcome, guarded, new_store, same_document};
 use super::keys::ObjectKey;
 use super::log_gate::LogGate;
 use super::observer::FailureKind;
@@ -75,6 +75,9 @@ pub(crate) struct ReconcilerInstance {
     store: Store<HostState>,
     bindings: PluginExports,
     deadline: Duration,
+    /// The objects and event numbers of the batch being delivered, kept between batches: a
+    /// fresh buffer of a batch's size would be new pages, faulted in on every call.
+    batch: (Vec<u8>, Vec<u32>),
 }
 
 impl ReconcilerInstance {
@@ -102,6 +105,7 @@ impl ReconcilerInstance {
                 store,
                 bindings,
                 deadline,
+                batch: Default::default(),
             }),
             Outcome::GuestError(reason) | Outcome::Failed(_, reason) => {
                 Err(PluginError::Instantiate {
@@ -223,41 +227,25 @@ impl ReconcilerInstance {
         let Some(HandlerExports::Batch(h)) = self.bindings.handler.clone() else {
             return Outcome::GuestError("the component exports no `batch-handler`".into());
         };
-        let lowered: Vec<batch::Event<'_>> = events
-            .iter()
-            .map(|(subscription, event)| {
-                let subscription = *subscription;
-                match event {
-                    Event::Add {
-                        object,
-                        in_initial_list,
-                    } => batch::Event::Added(batch::Added {
-                        subscription,
-                        object: object.json(),
-                        in_initial_list: *in_initial_list,
-                    }),
-                    Event::Update { old, new } => batch::Event::Updated(batch::Updated {
-                        subscription,
-                        old: old.json(),
-                        new: new.json(),
-                    }),
-                    Event::Delete {
-                        object,
-                        final_state_unknown,
-                    } => batch::Event::Deleted(batch::Deleted {
-                        subscription,
-                        object: object.json(),
-                        final_state_unknown: *final_state_unknown,
-                    }),
-                }
-            })
-            .collect();
+        let (mut documents, mut words) = std::mem::take(&mut self.batch);
+        if let Err(reason) = lower_batch(events, &mut documents, &mut words) {
+            return Outcome::GuestError(reason);
+        }
+        let batch = batch::EventBatch {
+            documents: &documents,
+            events: &words,
+        };
         let deadline = self.deadline;
         let no_api = || Duration::ZERO;
         let answered = guarded(&mut self.store, deadline, no_api, async |s| {
-            h.call_on_events(s, &lowered).await.map(Ok)
+            h.call_on_events(s, batch).await.map(Ok)
         })
         .await;
+        documents.clear();
+        // A batch of one huge object need not keep its buffer.
+        documents.shrink_to(1 << 20);
+        words.clear();
+        self.batch = (documents, words);
         match answered {
             Outcome::Ok(errors) => {
                 let mut failed = Vec::with_capacity(errors.len());
@@ -282,6 +270,62 @@ impl ReconcilerInstance {
             Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
         }
     }
+}
+
+/// Numbers per event in `event-batch.events`.
+const EVENT_WORDS: usize = 6;
+
+/// A batch as `on-events` takes it: the JSON of its objects one after another into
+/// `documents`, each object once per event (a resync's old and new, the same object, once),
+/// and the events, [`EVENT_WORDS`] numbers each, into `words` (both emptied first). An error
+/// if the batch does not fit the 4 GiB the offsets can address.
+fn lower_batch(
+    events: &[(u32, &Event)],
+    documents: &mut Vec<u8>,
+    words: &mut Vec<u32>,
+) -> Result<(), String> {
+    const ADDED: u32 = 0;
+    const UPDATED: u32 = 1;
+    const DELETED: u32 = 2;
+    const FLAG: u32 = 4;
+    documents.clear();
+    words.clear();
+    words.reserve(events.len() * EVENT_WORDS);
+    let mut place = |doc: &SharedDocument| -> Result<[u32; 2], String> {
+        let json = doc.json().as_bytes();
+        let offset = u32::try_from(documents.len()).map_err(|_| "a batch over 4 GiB")?;
+        let len = u32::try_from(json.len()).map_err(|_| "an object over 4 GiB")?;
+        documents.extend_from_slice(json);
+        Ok([offset, len])
+    };
+    for (subscription, event) in events {
+        let flagged = |what: u32, flag: bool| if flag { what | FLAG } else { what };
+        let (what, [offset, len], [old_offset, old_len]) = match event {
+            Event::Add {
+                object,
+                in_initial_list,
+            } => (flagged(ADDED, *in_initial_list), place(object)?, [0, 0]),
+            Event::Update { old, new } => {
+                let placed = place(new)?;
+                let old = if same_document(old, new) {
+                    placed
+                } else {
+                    place(old)?
+                };
+                (UPDATED, placed, old)
+            }
+            Event::Delete {
+                object,
+                final_state_unknown,
+            } => (
+                flagged(DELETED, *final_state_unknown),
+                place(object)?,
+                [0, 0],
+            ),
+        };
+        words.extend_from_slice(&[*subscription, what, offset, len, old_offset, old_len]);
+    }
+    Ok(())
 }
 
 /// A fresh instance of `recipe`, initialised and connected.

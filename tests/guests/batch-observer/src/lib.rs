@@ -14,7 +14,7 @@ wit_bindgen::generate!({
 });
 
 use exports::kubewasm::controller0_2_0::plugin;
-use exports::kubewasm::controller0_2_1::batch_handler::{self, Event, EventError};
+use exports::kubewasm::controller0_2_1::batch_handler::{self, EventBatch, EventError};
 use kubewasm::controller0_2_0::log::{Level, log};
 use kubewasm::controller0_2_0::types::{Gvk, PluginInfo, Subscription};
 
@@ -84,22 +84,31 @@ fn name_of(json: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The JSON at `offset`, `len` in `documents`.
+fn text(documents: &[u8], offset: u32, len: u32) -> &str {
+    let start = offset as usize;
+    documents
+        .get(start..start + len as usize)
+        .and_then(|bytes| std::str::from_utf8(bytes).ok())
+        .unwrap_or_else(|| panic!("an object outside the batch or not UTF-8"))
+}
+
 impl batch_handler::Guest for Guest {
-    fn on_events(events: Vec<Event>) -> Vec<EventError> {
+    fn on_events(batch: EventBatch) -> Vec<EventError> {
         let config = CONFIG.with(|c| c.borrow().clone());
         let watching = config.log || config.fail_on.is_some() || config.trap_on.is_some();
         if !watching {
             return Vec::new();
         }
-        let size = events.len();
+        let size = batch.events.len() / 6;
         let mut errors = Vec::new();
-        for (index, event) in events.iter().enumerate() {
-            let (kind, json) = match event {
-                Event::Added(a) => ("ADD", &a.object),
-                Event::Updated(u) => ("UPDATE", &u.new),
-                Event::Deleted(d) => ("DELETE", &d.object),
+        for (index, event) in batch.events.chunks_exact(6).enumerate() {
+            let kind = match event[1] & 3 {
+                0 => "ADD",
+                1 => "UPDATE",
+                _ => "DELETE",
             };
-            let name = name_of(json);
+            let name = name_of(text(&batch.documents, event[2], event[3]));
             if config.trap_on.as_deref().is_some_and(|t| name.contains(t)) {
                 panic!("trapping on {name}");
             }
