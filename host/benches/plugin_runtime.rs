@@ -123,18 +123,18 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// CPU time of the whole process (every live thread), in nanoseconds, from the scheduler's
-/// per-thread accounting (`/proc/self/task/*/schedstat`), finer than the 10 ms ticks of
-/// `/proc/self/stat`.
+/// CPU time of the whole process in nanoseconds, threads that ended included
+/// (`CLOCK_PROCESS_CPUTIME_ID`). A sum over the live threads' schedstat, what this used to
+/// read, loses a thread's whole time when it exits (a listener thread, an idle blocking-pool
+/// thread), so a measurement could shrink or wrap around.
 fn process_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+    // SAFETY: `clock_gettime` only writes the `timespec` it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    now.tv_sec.unsigned_abs() * 1_000_000_000 + now.tv_nsec.unsigned_abs()
 }
 
 fn probe_resync_config(name: &str) -> String {
@@ -185,6 +185,23 @@ async fn cpu_per_update(
     let events = delivered() - from;
     let idle = idle_ns_per_s * t0.elapsed().as_secs_f64();
     Some((cpu as f64 - idle).max(0.0) / events as f64 / 1e3)
+}
+
+/// Creates `n` ConfigMaps of about 2 KB of JSON in `namespace`, straight into the dev server.
+fn create_config_maps(server: &DevServer, namespace: &str, n: usize) -> anyhow::Result<()> {
+    let filler = "x".repeat(1800);
+    for i in 0..n {
+        server
+            .create(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i:05}"), "namespace": namespace,
+                             "labels": {"app": "bench", "shard": (i % 16).to_string()},
+                             "annotations": {"bench/owner": "plugin-runtime"}},
+                "data": {"payload": filler, "index": i.to_string()},
+            }))
+            .map_err(|e| anyhow::anyhow!("configmap: {e:?}"))?;
+    }
+    Ok(())
 }
 
 /// A plugin host on `factory` whose compile cache lives in `cache_dir`.
@@ -248,18 +265,7 @@ async fn run() -> anyhow::Result<()> {
             .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
             .map_err(|e| anyhow::anyhow!("namespace: {e:?}"))?;
     }
-    let filler = "x".repeat(1800);
-    for i in 0..OBJECTS {
-        server
-            .create(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": format!("cm-{i:05}"), "namespace": NAMESPACE,
-                             "labels": {"app": "bench", "shard": (i % 16).to_string()},
-                             "annotations": {"bench/owner": "plugin-runtime"}},
-                "data": {"payload": filler, "index": i.to_string()},
-            }))
-            .map_err(|e| anyhow::anyhow!("configmap: {e:?}"))?;
-    }
+    create_config_maps(&server, NAMESPACE, OBJECTS)?;
     let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
     let (resource, _) =
         kubewasm_informer::resolve(&client, &GroupVersionKind::gvk("", "v1", "ConfigMap")).await?;
@@ -499,18 +505,7 @@ async fn update_event_cpu(
     server
         .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": UPDATE_NAMESPACE}}))
         .map_err(|e| anyhow::anyhow!("namespace: {e:?}"))?;
-    let filler = "x".repeat(1800);
-    for i in 0..UPDATE_OBJECTS {
-        server
-            .create(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": format!("cm-{i:05}"), "namespace": UPDATE_NAMESPACE,
-                             "labels": {"app": "bench", "shard": (i % 16).to_string()},
-                             "annotations": {"bench/owner": "plugin-runtime"}},
-                "data": {"payload": filler, "index": i.to_string()},
-            }))
-            .map_err(|e| anyhow::anyhow!("configmap: {e:?}"))?;
-    }
+    create_config_maps(server, UPDATE_NAMESPACE, UPDATE_OBJECTS)?;
     let (resource, _) =
         kubewasm_informer::resolve(client, &GroupVersionKind::gvk("", "v1", "ConfigMap")).await?;
     let informer = factory.informer_for(InformerKey::all(resource).in_namespace(UPDATE_NAMESPACE));
@@ -618,8 +613,8 @@ async fn update_event_cpu(
     println!(
         "CPU per update event (old and new object handed to the handler), {UPDATE_OBJECTS} cached \
          ConfigMaps re-delivered by a 1 s resync, {RESYNCS} resyncs per measurement, {} whole \
-         rounds of {ROUNDS} (each measures every handler in turn); whole-process CPU time (every thread, \
-         from schedstat) less the idle rate ({:.1} ms/s); the wasm plugins run with the \
+         rounds of {ROUNDS} (each measures every handler in turn); whole-process CPU time \
+         (`CLOCK_PROCESS_CPUTIME_ID`) less the idle rate ({:.1} ms/s); the wasm plugins run with the \
          production metrics observer (`kubewasm::metrics::Metrics`). A plugin's own cost is the \
          difference to the native handler of the same round: median, and the range over the \
          rounds.\n",

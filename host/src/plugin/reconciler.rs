@@ -272,6 +272,23 @@ impl ReconcilerInstance {
     }
 }
 
+/// Asks the CPU to start loading the first bytes of `bytes` into its cache: the next object's
+/// JSON arrives while this one is copied (objects are scattered over the heap, so the hardware
+/// prefetcher cannot guess where the next one starts).
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in bytes.chunks(64).take(8) {
+        // SAFETY: prefetching is a hint: it reads nothing, faults on nothing.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 /// Numbers per event in `event-batch.events`.
 const EVENT_WORDS: usize = 6;
 
@@ -298,7 +315,10 @@ fn lower_batch(
         documents.extend_from_slice(json);
         Ok([offset, len])
     };
-    for (subscription, event) in events {
+    for (i, (subscription, event)) in events.iter().enumerate() {
+        if let Some((_, next)) = events.get(i + 1) {
+            prefetch(next.object().json().as_bytes());
+        }
         let flagged = |what: u32, flag: bool| if flag { what | FLAG } else { what };
         let (what, [offset, len], [old_offset, old_len]) = match event {
             Event::Add {
