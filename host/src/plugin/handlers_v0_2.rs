@@ -35,8 +35,8 @@ const MAX_BATCH_BYTES: usize = 128 << 10;
 /// A batch has the deadline of one call, so its expected guest time is kept to an eighth of
 /// the deadline: a guest slow on every event gets batches of one and the whole deadline for
 /// each. A batch is copied into the guest's memory at once, so its objects are kept to a
-/// sixteenth of the memory cap, and to [`MAX_BATCH_BYTES`]. Sizes grow by doubling (a burst reaches full batches in a
-/// few calls) and fall back to one after a fault.
+/// sixteenth of the memory cap, and to [`MAX_BATCH_BYTES`]. Sizes grow by doubling (a burst
+/// reaches full batches in a few calls) and fall back to one after a fault.
 #[derive(Debug)]
 struct BatchSizer {
     /// Guest time one batch may be expected to take.
@@ -171,15 +171,18 @@ async fn deliver(
 ) -> bool {
     let handle = |q: &Queued| u32::try_from(q.subscription).unwrap_or(u32::MAX);
     let started = Instant::now();
-    let outcome = if let [one] = chunk {
-        match instance.deliver(handle(one), &one.event).await {
-            Outcome::Ok(()) => Outcome::Ok(Vec::new()),
-            Outcome::GuestError(reason) => Outcome::Ok(vec![(0, reason)]),
-            Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
+    let outcome = match chunk {
+        [one] if !instance.takes_batches() => {
+            match instance.deliver(handle(one), &one.event).await {
+                Outcome::Ok(()) => Outcome::Ok(Vec::new()),
+                Outcome::GuestError(reason) => Outcome::Ok(vec![(0, reason)]),
+                Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
+            }
         }
-    } else {
-        let events: Vec<_> = chunk.iter().map(|q| (handle(q), &q.event)).collect();
-        instance.deliver_batch(&events).await
+        _ => {
+            let events: Vec<_> = chunk.iter().map(|q| (handle(q), &q.event)).collect();
+            instance.deliver_batch(&events).await
+        }
     };
     let elapsed = started.elapsed();
     observer.handler_called(elapsed);

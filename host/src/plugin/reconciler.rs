@@ -12,7 +12,6 @@ use tokio::task::JoinHandle;
 use wasmtime::Store;
 
 use super::Gvk;
-use super::bindings::v0_2::exports::kubewasm::controller::handler;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::bindings::v0_2::{HandlerExports, PluginExports, PluginPre};
@@ -161,30 +160,12 @@ impl ReconcilerInstance {
         matches!(self.bindings.handler, Some(HandlerExports::Batch(_)))
     }
 
-    /// Calls the guest's handler for one event of subscription `subscription`.
+    /// Calls the guest's 0.2.0 handler for one event of subscription `subscription` (a
+    /// `batch-handler` guest takes even one event through [`deliver_batch`](Self::deliver_batch)).
     pub(crate) async fn deliver(&mut self, subscription: u32, event: &Event) -> Outcome<()> {
-        match self.bindings.handler.clone() {
-            Some(HandlerExports::Single(h)) => self.deliver_one(&h, subscription, event).await,
-            Some(HandlerExports::Batch(_)) => {
-                match self.deliver_batch(&[(subscription, event)]).await {
-                    Outcome::Ok(failed) => match failed.into_iter().next() {
-                        Some((_, reason)) => Outcome::GuestError(reason),
-                        None => Outcome::Ok(()),
-                    },
-                    Outcome::GuestError(reason) => Outcome::GuestError(reason),
-                    Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
-                }
-            }
-            None => Outcome::GuestError("the component exports no event handlers".into()),
-        }
-    }
-
-    async fn deliver_one(
-        &mut self,
-        h: &handler::Guest,
-        subscription: u32,
-        event: &Event,
-    ) -> Outcome<()> {
+        let Some(HandlerExports::Single(h)) = self.bindings.handler.clone() else {
+            return Outcome::GuestError("the component exports no 0.2.0 `handler`".into());
+        };
         let deadline = self.deadline;
         let no_api = || Duration::ZERO;
         match event {

@@ -70,6 +70,7 @@ impl ControllerEntry {
         self.stop();
         let abandoned = self.inbox.depth() as u64;
         if abandoned > 0 {
+            tracing::info!(plugin = %self.name, events = abandoned, "handler events the replaced version had not handled are dropped; the new version's replay covers their objects");
             self.context
                 .calls
                 .drop_events(DropReason::Replaced, abandoned);
