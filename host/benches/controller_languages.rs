@@ -2,7 +2,8 @@
 //! controller_languages` after `cargo xtask build-guests`, which builds the components into
 //! `target/plugins/`): component size, compile time (cold, and from the on-disk compile cache)
 //! and reconcile latency, from a Foo created on the dev server to its Deployment seen through a
-//! watch, one Foo at a time (so it is latency, not throughput). Prints a Markdown section.
+//! watch, one Foo at a time (so it is latency, not throughput); and the compile times of the
+//! configmap-counter example in each language (JavaScript included). Prints Markdown sections.
 //!
 //! Then, in the same run, the Rust guest against the same controller written natively on
 //! kube-runtime's `Controller` (`kube_runtime.rs`): 1,000 Foos each, with CPU time per Foo.
@@ -43,6 +44,16 @@ const CONTROLLERS: [(&str, &str); 3] = [
     ("Rust", "sample-controller"),
     ("Go", "sample-controller-go"),
     ("Python", "sample-controller-python"),
+];
+
+/// The configmap-counter example in each language (JavaScript has no sample-controller): compile
+/// times only. The end-to-end tests compile only the C one cold; this is where the big ones'
+/// cold compile is measured.
+const COUNTERS: [(&str, &str); 4] = [
+    ("C", "configmap-counter-c"),
+    ("Go", "configmap-counter-go"),
+    ("Python", "configmap-counter-python"),
+    ("JavaScript", "configmap-counter-js"),
 ];
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -92,6 +103,7 @@ async fn main() -> anyhow::Result<()> {
     let plugins = kubewasm_tests::workspace_root().join("target/plugins");
     if std::env::var("KUBEWASM_BENCH_ONLY").as_deref() != Ok("kube-runtime") {
         languages(&plugins).await?;
+        counters_compile(&plugins).await?;
     }
     against_kube_runtime(&plugins).await
 }
@@ -148,6 +160,32 @@ async fn languages(plugins: &Path) -> anyhow::Result<()> {
             ms(f.cached),
             ms(f.latency.p50),
             ms(f.latency.p99),
+        );
+    }
+    println!();
+    Ok(())
+}
+
+/// Size and compile times of the configmap-counter examples.
+async fn counters_compile(plugins: &Path) -> anyhow::Result<()> {
+    println!(
+        "### Compiling the configmap-counter example in each language
+"
+    );
+    println!(
+        "Components from `cargo xtask build-guests`; compiled as above (median of {ROUNDS}).\n"
+    );
+    println!("| language | component | size | compile (cold) | compile (from cache) |");
+    println!("|---|---|---|---|---|");
+    for (language, name) in COUNTERS {
+        let (path, bytes) = component(plugins, name)?;
+        eprintln!("controller_languages: compiling {name}");
+        let (cold, cached) = compile_times(&path, &bytes).await?;
+        println!(
+            "| {language} | `{name}` | {:.1} MiB | {} ms | {} ms |",
+            bytes.len() as f64 / (1024.0 * 1024.0),
+            ms(cold),
+            ms(cached),
         );
     }
     println!();

@@ -251,13 +251,13 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let probe = std::fs::read(kubewasm_tests::build_guest("probe"))?;
+    let probe = std::fs::read(kubewasm_tests::guest_path("probe"))?;
     let no_ops = NoOpGuests {
         v0_1: probe.clone(),
-        v0_2: std::fs::read(kubewasm_tests::build_guest("observer-v0-2"))?,
-        v0_2_1: std::fs::read(kubewasm_tests::build_guest("batch-observer"))?,
+        v0_2: std::fs::read(kubewasm_tests::guest_path("observer-v0-2"))?,
+        v0_2_1: std::fs::read(kubewasm_tests::guest_path("batch-observer"))?,
     };
-    let reconciler = std::fs::read(kubewasm_tests::build_guest("reconciler-v0-2"))?;
+    let reconciler = std::fs::read(kubewasm_tests::guest_path("reconciler-v0-2"))?;
     let server = DevServer::start(Options::default()).await?;
     let client = server.client();
     for ns in [NAMESPACE, "idle"] {

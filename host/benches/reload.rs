@@ -72,7 +72,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let probe = std::fs::read(kubewasm_tests::build_guest("probe"))?;
+    let probe = std::fs::read(kubewasm_tests::guest_path("probe"))?;
     let server = DevServer::start(Options::default()).await?;
     let client = server.client();
     server.create(json!({"apiVersion": "v1", "kind": "Namespace",

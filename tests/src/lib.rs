@@ -1,5 +1,5 @@
-//! Shared helpers of the end-to-end tests: building test guests on demand, starting a dev API
-//! server with a client, driving kubectl against it, capturing what guests log, and bounded
+//! Shared helpers of the end-to-end tests: finding the guests `cargo xtask build-guests` built,
+//! starting a dev API server with a client, driving kubectl against it, capturing what guests log, and bounded
 //! polling; [`envtest`] starts a real kube-apiserver for the same tests.
 //!
 //! This crate must not depend on `kubewasm` (the host's own tests use these helpers).
@@ -7,7 +7,6 @@
 pub mod envtest;
 pub mod server;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -21,68 +20,54 @@ pub fn workspace_root() -> PathBuf {
         .to_owned()
 }
 
-/// Builds the workspace guest crate `package` for wasm32-wasip2 with the `guest` profile and
-/// returns the component's path. Built once per process; the build uses its own target dir
-/// (`target/wasm-guests`) so it does not wait for the outer cargo's lock.
+/// Where `cargo xtask build-guests` leaves components: test-only guests and examples of every
+/// language as `PACKAGE.wasm`, and cargo's own output for the Rust guests, named after the
+/// library (`-` as `_`).
+const GUEST_DIRS: [&str; 3] = [
+    "target/test-plugins",
+    "target/plugins",
+    "target/wasm-guests/wasm32-wasip2/guest",
+];
+
+/// The component of guest `package` (a Rust guest crate of the workspace, or an example of any
+/// language, e.g. `configmap-counter-python`) as `cargo xtask build-guests` wrote it. Tests never
+/// build guests: `cargo xtask test` builds them all once before any test runs, and a test run by
+/// hand uses what the last `cargo xtask build-guests` built. Where the component is in more than
+/// one place, the most recently written wins (a guest rebuilt by hand with cargo is not shadowed
+/// by the copy of an older build).
 ///
 /// # Panics
-/// When cargo fails (most often: the `wasm32-wasip2` target is not installed), with a message
-/// saying to run `cargo xtask build-guests`, which installs it: the test cannot go on without
-/// its guest.
-pub fn build_guest(package: &str) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let built = BUILT.get_or_init(Default::default);
-    // Held across the build: two tests asking for guests build them one after the other.
-    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = built.get(package) {
-        return path.clone();
-    }
+/// When no such component exists, saying to run `cargo xtask build-guests`: the test cannot go
+/// on without its guest.
+pub fn guest_path(package: &str) -> PathBuf {
     let root = workspace_root();
-    let target_dir = root.join("target").join("wasm-guests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "build",
-            "-p",
-            package,
-            "--target",
-            "wasm32-wasip2",
-            "--profile",
-            "guest",
-        ])
-        .arg("--target-dir")
-        .arg(&target_dir)
-        // Flags meant for the host build (coverage, sanitizers) must not leak into the guest.
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_RUSTFLAGS")
-        .status()
-        .unwrap_or_else(|e| panic!("running cargo to build guest {package}: {e}{MISSING_GUESTS}"));
-    assert!(
-        status.success(),
-        "building guest {package} for wasm32-wasip2 failed ({status}){MISSING_GUESTS}"
-    );
-    let path = target_dir
-        .join("wasm32-wasip2")
-        .join("guest")
-        .join(format!("{}.wasm", package.replace('-', "_")));
-    assert!(
-        path.is_file(),
-        "guest {package} built but {path:?} is missing"
-    );
-    built.insert(package.to_owned(), path.clone());
-    path
+    let library = package.replace('-', "_");
+    GUEST_DIRS
+        .iter()
+        .flat_map(|dir| [package, library.as_str()].map(|name| root.join(dir).join(name)))
+        .map(|path| path.with_extension("wasm"))
+        .filter_map(|path| {
+            let written = std::fs::metadata(&path).and_then(|m| m.modified()).ok()?;
+            Some((written, path))
+        })
+        .max()
+        .map(|(_, path)| path)
+        .unwrap_or_else(|| {
+            panic!(
+                "no component for guest {package} in {}{MISSING_GUESTS}",
+                GUEST_DIRS.join(", ")
+            )
+        })
 }
 
-/// What a test that cannot get its guests tells the developer to do.
+/// What a test that cannot find its guests tells the developer to do.
 pub const MISSING_GUESTS: &str = "; run `cargo xtask build-guests` first: it installs the \
     wasm32-wasip2 target and the guest toolchains, and builds every guest (Rust guests into \
     target/wasm-guests/, examples into target/plugins/, test guests into target/test-plugins/)";
 
-/// The bytes of a test guest (built on demand).
+/// The bytes of guest `package` (see [`guest_path`]).
 pub fn guest_bytes(package: &str) -> Vec<u8> {
-    let path = build_guest(package);
+    let path = guest_path(package);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path:?}: {e}"))
 }
 

@@ -1,14 +1,16 @@
 //! The API server an end-to-end scenario runs against: the in-process dev server or a real
-//! kube-apiserver ([`crate::envtest`]). A scenario is written once against [`TestServer`] and run
-//! on both; where their outcomes differ, the dev server is wrong.
+//! kube-apiserver ([`crate::envtest`]), of the test's own or shared with the run's other tests.
+//! A scenario is written once against [`TestServer`] and run on both; where their outcomes
+//! differ, the dev server is wrong.
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kubewasm_devserver::{DevServer, Verb};
+use rand::distr::{Alphanumeric, SampleString};
 use tokio::sync::Mutex;
 
-use crate::envtest::{Envtest, SecondApiServer};
+use crate::envtest::{Connection, Envtest, SecondApiServer, SharedEnvtest};
 
 /// One of the two servers, with the faults and the request count both can give.
 pub enum TestServer {
@@ -18,9 +20,39 @@ pub enum TestServer {
 
 /// A real API server and what stands in for it during an outage.
 pub struct RealServer {
-    server: Envtest,
+    server: Real,
     /// The API server that takes writes during an outage of the main one.
     outage: Mutex<Option<SecondApiServer>>,
+}
+
+enum Real {
+    /// The test's own: it may be restarted, stopped and compacted.
+    Own(Envtest),
+    /// The run's: the test keeps to namespaces of its own.
+    Shared(SharedEnvtest),
+}
+
+impl RealServer {
+    fn connection(&self) -> &Connection {
+        match &self.server {
+            Real::Own(server) => server,
+            Real::Shared(server) => server,
+        }
+    }
+
+    /// The test's own server, for `what` (a restart, an outage).
+    ///
+    /// # Panics
+    /// On a shared server: `what` would disturb the run's other tests.
+    fn own(&self, what: &str) -> &Envtest {
+        match &self.server {
+            Real::Own(server) => server,
+            Real::Shared(_) => panic!(
+                "{what} would disturb the other tests on the shared API server: start this \
+                 test's server with TestServer::real(), not TestServer::real_shared()"
+            ),
+        }
+    }
 }
 
 impl TestServer {
@@ -30,7 +62,8 @@ impl TestServer {
         TestServer::Dev(server)
     }
 
-    /// A real kube-apiserver and etcd from `KUBEBUILDER_ASSETS`.
+    /// A real kube-apiserver and etcd from `KUBEBUILDER_ASSETS`, of this test's own: for tests
+    /// that restart, stop or compact it, or change what the whole cluster sees.
     ///
     /// # Panics
     /// When the variable is unset or the servers do not start: a real-server test must never
@@ -40,6 +73,23 @@ impl TestServer {
         let server = Envtest::start()
             .await
             .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        TestServer::real_from(Real::Own(server))
+    }
+
+    /// The real API server shared by the run's tests ([`SharedEnvtest`]): for tests that work
+    /// in namespaces of their own ([`TestServer::namespace`] makes the names unique) and never
+    /// restart it ([`TestServer::drop_watches`] and the outage panic on it).
+    ///
+    /// # Panics
+    /// As [`TestServer::real`].
+    pub async fn real_shared() -> TestServer {
+        let server = SharedEnvtest::attach()
+            .await
+            .unwrap_or_else(|e| panic!("the shared real API server is not there: {e}"));
+        TestServer::real_from(Real::Shared(server))
+    }
+
+    fn real_from(server: Real) -> TestServer {
         TestServer::Real(Box::new(RealServer {
             server,
             outage: Mutex::new(None),
@@ -56,10 +106,10 @@ impl TestServer {
 
     /// The real server's harness (its restricted user, kubeconfigs, audit log); `None` on the
     /// dev server, which has no authentication.
-    pub fn envtest(&self) -> Option<&Envtest> {
+    pub fn envtest(&self) -> Option<&Connection> {
         match self {
             TestServer::Dev(_) => None,
-            TestServer::Real(real) => Some(&real.server),
+            TestServer::Real(real) => Some(real.connection()),
         }
     }
 
@@ -67,16 +117,24 @@ impl TestServer {
     pub fn client(&self) -> kube::Client {
         match self {
             TestServer::Dev(server) => server.client(),
-            TestServer::Real(real) => real.server.admin(),
+            TestServer::Real(real) => real.connection().admin(),
         }
     }
 
-    /// Creates namespace `name` (the real server refuses objects in a namespace that does not
-    /// exist) and returns it.
+    /// Creates a namespace named for `name` (the real server refuses objects in a namespace
+    /// that does not exist) and returns its name: `name` itself, or on the shared server `name`
+    /// with a random suffix, so that no two tests of a run share one.
     pub async fn namespace(&self, name: &str) -> String {
+        let name = match self {
+            TestServer::Real(real) if matches!(real.server, Real::Shared(_)) => {
+                let suffix = Alphanumeric.sample_string(&mut rand::rng(), 6);
+                format!("{name}-{}", suffix.to_lowercase())
+            }
+            _ => name.to_owned(),
+        };
         let namespace = Namespace {
             metadata: ObjectMeta {
-                name: Some(name.to_owned()),
+                name: Some(name.clone()),
                 ..ObjectMeta::default()
             },
             ..Namespace::default()
@@ -90,7 +148,7 @@ impl TestServer {
                     self.name()
                 )
             });
-        name.to_owned()
+        name
     }
 
     /// Ends every open watch. Dev server: its streams close and clients re-watch. Real server:
@@ -100,7 +158,7 @@ impl TestServer {
         match self {
             TestServer::Dev(server) => server.close_watches(),
             TestServer::Real(real) => real
-                .server
+                .own("restarting the API server")
                 .restart_api_server()
                 .await
                 .unwrap_or_else(|e| panic!("restarting kube-apiserver: {e}")),
@@ -119,9 +177,9 @@ impl TestServer {
                 server.client()
             }
             TestServer::Real(real) => {
-                real.server.stop_api_server();
-                let second = real
-                    .server
+                let server = real.own("an outage");
+                server.stop_api_server();
+                let second = server
                     .second_api_server()
                     .await
                     .unwrap_or_else(|e| panic!("starting a second kube-apiserver: {e}"));
@@ -144,11 +202,12 @@ impl TestServer {
             }
             TestServer::Real(real) => {
                 drop(real.outage.lock().await.take());
-                real.server
+                let server = real.own("compacting etcd");
+                server
                     .compact_etcd()
                     .await
                     .unwrap_or_else(|e| panic!("compacting etcd: {e}"));
-                real.server
+                server
                     .start_api_server()
                     .await
                     .unwrap_or_else(|e| panic!("starting kube-apiserver again: {e}"));
@@ -170,7 +229,7 @@ impl TestServer {
                 })
                 .count(),
             TestServer::Real(real) => real
-                .server
+                .connection()
                 .audit_events()
                 .unwrap_or_else(|e| panic!("reading the audit log: {e}"))
                 .iter()

@@ -1,4 +1,4 @@
-//! sdk-probe: a test guest for `tests/tests/examples_rust.rs`. On every ConfigMap event it runs
+//! sdk-probe: a test guest for `host/tests/e2e/examples_rust.rs`. On every ConfigMap event it runs
 //! each typed cache helper of the SDK and provokes each host refusal it can, logging one line
 //! per answer, so an end-to-end test can check the SDK against the real host.
 //!

@@ -5,19 +5,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
-use kubewasm::plugin::{
-    Grants, HostOptions, PluginHost, PluginId, PluginPolicy, PluginStatus, ResourcePattern,
-};
+use kube::api::{DeleteParams, PostParams};
+use kubewasm::plugin::{Grants, PluginHost, PluginId, PluginPolicy, PluginStatus, ResourcePattern};
 use kubewasm_devserver::DevServer;
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
-use kubewasm_tests::{devserver, guest_bytes, guest_logs, wait_until};
+use kubewasm_informer::SharedInformerFactory;
+use kubewasm_tests::{guest_bytes, guest_logs, wait_until};
 use serde_json::json;
+
+use crate::fixture::{DevRig, config_map, create, policy_by_file};
 
 /// Bounds every wait; nothing here is timed.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -32,44 +31,22 @@ struct Env {
 impl Env {
     /// A host whose plugins get `config` (the guest's JSON config) and read ConfigMaps.
     async fn new(config: serde_json::Value) -> Env {
-        guest_logs();
-        let (server, client) = devserver().await;
-        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
         let policy = PluginPolicy {
             grants: Grants::only(vec![ResourcePattern::new("", "ConfigMap")]),
             config: config.to_string(),
             ..PluginPolicy::default()
         };
-        let host = PluginHost::new(
-            factory.clone(),
-            client.clone(),
-            HostOptions {
-                policy: Arc::new(move |_: &Path| policy.clone()),
-                ..HostOptions::default()
-            },
-        )
-        .expect("plugin host");
+        let rig = DevRig::start(policy_by_file(move |_: &Path| policy.clone())).await;
         Env {
-            _server: server,
-            _factory: factory,
-            host,
-            config_maps: Api::namespaced(client, "default"),
+            config_maps: rig.config_maps(),
+            _server: rig.server,
+            _factory: rig.factory,
+            host: rig.host,
         }
     }
 
     async fn create(&self, name: &str) {
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            data: Some(BTreeMap::from([("v".to_owned(), "1".to_owned())])),
-            ..ConfigMap::default()
-        };
-        self.config_maps
-            .create(&PostParams::default(), &cm)
-            .await
-            .expect("create ConfigMap");
+        create(&self.config_maps, &config_map(name, &[], &[("v", "1")])).await;
     }
 
     async fn load(&self) -> PluginId {

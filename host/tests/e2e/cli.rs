@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use kubewasm_tests::{build_guest, wait_until};
+use kubewasm_tests::{guest_path, wait_until};
 use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -122,7 +122,7 @@ fn plugins_dir(dir: &Path, guests: &[&str]) -> PathBuf {
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins).expect("plugins dir");
     for guest in guests {
-        std::fs::copy(build_guest(guest), plugins.join(format!("{guest}.wasm")))
+        std::fs::copy(guest_path(guest), plugins.join(format!("{guest}.wasm")))
             .expect("copy guest");
     }
     plugins
@@ -334,7 +334,7 @@ fn run(args: &[&str], cache: &Path) -> Output {
 #[test]
 fn check_accepts_a_plugin_and_names_what_is_wrong_with_a_bad_one() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let good = build_guest("pod-diff");
+    let good = guest_path("pod-diff");
     let bad = dir.path().join("broken.wasm");
     std::fs::write(&bad, b"this is not wasm").expect("bad file");
 
@@ -378,7 +378,7 @@ fn check_shows_the_contract_world_and_write_grants() {
     std::fs::create_dir(&plugins).expect("plugins dir");
     let copy = |package: &str, file: &str| {
         let to = plugins.join(file);
-        std::fs::copy(build_guest(package), &to).expect("copy guest");
+        std::fs::copy(guest_path(package), &to).expect("copy guest");
         to.to_str().expect("utf-8").to_owned()
     };
     let controller = copy("sample-controller", "sample-controller.wasm");

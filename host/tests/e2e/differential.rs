@@ -3,8 +3,9 @@
 //! tier: it needs `KUBEBUILDER_ASSETS`). Both must give the same outcome; a difference is a dev
 //! server bug.
 //!
-//! The real tests start their own etcd and kube-apiserver (about 3 s): nextest runs every test
-//! in its own process, so a server shared by a test binary would still be one per test.
+//! The real tests share one etcd and kube-apiserver per run, each in namespaces of its own
+//! ([`TestServer::real_shared`], started once, about 3 s); those that restart the API server or
+//! compact etcd start their own ([`TestServer::real`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,25 +22,32 @@ use kube::api::{
     PatchParams, PostParams,
 };
 use kubewasm::plugin::{
-    ClientOptions, DeleteOptions, Deleted, Gvk, HostOptions, NoWriteObserver, ObjectRef, PatchBody,
-    PluginHost, PluginPolicy, ResourcePattern, Resources, WriteClient, WriteError, WriteGrant,
-    WriteGrants,
+    ClientOptions, DeleteOptions, Deleted, Gvk, NoWriteObserver, ObjectRef, PatchBody, PluginHost,
+    PluginPolicy, ResourcePattern, Resources, WriteClient, WriteError, WriteGrant, WriteGrants,
 };
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_informer::SharedInformerFactory;
 use kubewasm_tests::server::TestServer;
 use kubewasm_tests::{guest_bytes, guest_logs, probe_events, variant, wait_until};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
+use crate::fixture::{self, plugin_host, policy_by_file};
+
 /// Bounds every wait (a real API server restart and a reflector's backoff fit in it); nothing
 /// here is timed.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// Runs each scenario as `dev::NAME` and `real::NAME`; those after `real only:` only as
-/// `real::NAME` (they test what the dev server leaves out, as its documentation says).
+/// Runs each scenario as `dev::NAME` and `real::NAME`: those in the first list on the run's
+/// shared real server, those after `restarting the server:` (they restart the API server or
+/// compact etcd) on one of their own. Those after `real only:` run only as `real::NAME`, on the
+/// shared server (they test what the dev server leaves out, as its documentation says).
 macro_rules! on_both_servers {
-    ($($scenario:ident),* $(,)?; real only: $($real_only:ident),* $(,)?) => {
+    (
+        $($scenario:ident),* $(,)?;
+        restarting the server: $($restarting:ident),* $(,)?;
+        real only: $($real_only:ident),* $(,)?
+    ) => {
         mod dev {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,18 +55,32 @@ macro_rules! on_both_servers {
                     super::$scenario(kubewasm_tests::server::TestServer::dev().await).await;
                 }
             )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $restarting() {
+                    super::$restarting(kubewasm_tests::server::TestServer::dev().await).await;
+                }
+            )*
         }
         mod real {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $scenario() {
-                    super::$scenario(kubewasm_tests::server::TestServer::real().await).await;
+                    let server = kubewasm_tests::server::TestServer::real_shared().await;
+                    super::$scenario(server).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $restarting() {
+                    super::$restarting(kubewasm_tests::server::TestServer::real().await).await;
                 }
             )*
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $real_only() {
-                    super::$real_only(kubewasm_tests::server::TestServer::real().await).await;
+                    let server = kubewasm_tests::server::TestServer::real_shared().await;
+                    super::$real_only(server).await;
                 }
             )*
         }
@@ -66,8 +88,6 @@ macro_rules! on_both_servers {
 }
 
 on_both_servers!(
-    informers_and_guests_converge_under_random_writes_and_dropped_watches,
-    a_relist_after_expired_history_delivers_missed_changes_and_tombstones,
     hot_reload_makes_no_new_list_or_watch,
     a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
     refused_writes_answer_the_same_status,
@@ -82,6 +102,9 @@ on_both_servers!(
     the_mirror_controller_creates_follows_and_restores_what_it_owns,
     the_sample_controller_owns_scales_restores_and_reports,
     sharded_replicas_split_the_shards_and_one_takes_all_when_the_other_stops;
+    restarting the server:
+    informers_and_guests_converge_under_random_writes_and_dropped_watches,
+    a_relist_after_expired_history_delivers_missed_changes_and_tombstones;
     real only: server_side_apply_makes_the_plugin_a_field_manager_with_conflicts,
     a_write_the_credentials_do_not_allow_is_forbidden,
 );
@@ -99,18 +122,7 @@ impl Env {
         server: TestServer,
         policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static,
     ) -> Env {
-        guest_logs();
-        let client = server.client();
-        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
-        let host = PluginHost::new(
-            factory.clone(),
-            client,
-            HostOptions {
-                policy: Arc::new(policy),
-                ..HostOptions::default()
-            },
-        )
-        .expect("plugin host");
+        let (factory, host) = plugin_host(&server.client(), policy_by_file(policy));
         Env {
             server,
             factory,
@@ -237,15 +249,7 @@ async fn wait_event(plugin: &str, line: &str) {
 }
 
 fn config_map(name: &str, color: &str, value: u32) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some([("color".to_owned(), color.to_owned())].into()),
-            ..ObjectMeta::default()
-        },
-        data: Some([("v".to_owned(), value.to_string())].into()),
-        ..ConfigMap::default()
-    }
+    fixture::config_map(name, &[("color", color)], &[("v", &value.to_string())])
 }
 
 /// 160 random creates, updates (which may change the `color` label) and deletes over 20 names,
@@ -1488,15 +1492,8 @@ async fn leader_election_acquires_renews_hands_over_and_releases_a_lease(server:
 }
 
 /// Waits until the async `check` holds (polling every 50 ms, up to [`PATIENCE`]).
-async fn eventually<F: std::future::Future<Output = bool>>(mut check: impl FnMut() -> F) -> bool {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+async fn eventually<F: std::future::Future<Output = bool>>(check: impl FnMut() -> F) -> bool {
+    fixture::eventually(PATIENCE, check).await
 }
 
 /// The `mirror-v0-2` guest (contract 0.2, on the Rust SDK) reconciling through the host's

@@ -1,17 +1,17 @@
 //! The real-server harness itself ([`kubewasm_tests::envtest`]): users, kubeconfigs, the audit
-//! log, restart, compaction and teardown. Real-server tier: every test needing a real API server
-//! lives in a module named `real`, which `cargo xtask test` runs only when `KUBEBUILDER_ASSETS`
-//! is set.
+//! log, restart, compaction and teardown, and the server the run's tests share. Real-server tier:
+//! every test needing a real API server lives in a module named `real`, which `cargo xtask test`
+//! runs only when `KUBEBUILDER_ASSETS` is set.
 
 mod real {
     use std::path::Path;
     use std::sync::{Arc, Mutex};
 
     use futures::StreamExt;
-    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
     use kube::api::{ListParams, ObjectMeta, PostParams, VersionMatch, WatchEvent, WatchParams};
     use kube::{Api, Client};
-    use kubewasm_tests::envtest::{Envtest, User};
+    use kubewasm_tests::envtest::{Envtest, SharedEnvtest, User};
 
     async fn start() -> Envtest {
         Envtest::start()
@@ -135,6 +135,36 @@ mod real {
             Err(kube::Error::Api(s)) => assert_eq!(s.code, 410, "{s:?}"),
             other => panic!("a list at a compacted revision got {other:?}"),
         }
+    }
+
+    /// Two attaches in one run reach the same server (the second finds the first's keeper), and
+    /// what one writes the other reads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_tests_of_a_run_attach_to_one_shared_server() {
+        let first = SharedEnvtest::attach()
+            .await
+            .unwrap_or_else(|e| panic!("the shared API server is not there: {e}"));
+        let second = SharedEnvtest::attach()
+            .await
+            .unwrap_or_else(|e| panic!("attaching again: {e}"));
+        assert_eq!(first.url(), second.url());
+        let namespace = format!("shared-{}", std::process::id());
+        let namespaces: Api<Namespace> = Api::all(first.admin());
+        let object = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        namespaces
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create a namespace");
+        let read: Api<Namespace> = Api::all(second.admin());
+        read.get(&namespace)
+            .await
+            .expect("the other attachment reads it");
     }
 
     fn alive(pid: u32) -> bool {

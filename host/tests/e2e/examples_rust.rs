@@ -2,8 +2,6 @@
 //! loads into the host's engine, and run as a plugin over the shared informers against the
 //! development API server it does what its README says (asserted on its log lines).
 
-mod common;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,10 +11,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy, StaticPolicy};
-use kubewasm_devserver::{DevServer, Options};
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
-use kubewasm_tests::{GuestLogs, build_guest, guest_logs, wait_until, workspace_root};
+use kubewasm_devserver::DevServer;
+use kubewasm_informer::SharedInformerFactory;
+use kubewasm_tests::{GuestLogs, guest_path, wait_until, workspace_root};
 use serde_json::{Value, json};
+
+use crate::fixture::{DevRig, namespace};
 
 /// The Rust examples, by package (= component) name.
 const EXAMPLES: [&str; 3] = ["pod-diff", "ready-pods", "custom-resource-log"];
@@ -32,12 +32,12 @@ async fn every_rust_example_compiles_and_loads_from_the_compile_cache() {
     let examples = EXAMPLES
         .iter()
         .map(|name| {
-            let path = build_guest(name);
+            let path = guest_path(name);
             let bytes = std::fs::read(&path).expect("reading the built guest");
             (name.to_string(), path, bytes)
         })
         .collect();
-    common::compiles_then_loads_from_the_cache(examples).await;
+    crate::fixture::compiles_then_loads_from_the_cache(examples).await;
 }
 
 /// A development API server with a plugin host over it, and the guest log record.
@@ -54,12 +54,13 @@ impl Rig {
     }
 
     async fn with_options(options: HostOptions) -> Rig {
-        let logs = guest_logs();
-        let server = DevServer::start(Options::default())
-            .await
-            .expect("dev server");
-        let factory = SharedInformerFactory::new(server.client(), FactoryOptions::default());
-        let host = PluginHost::new(factory.clone(), server.client(), options).expect("plugin host");
+        let DevRig {
+            server,
+            factory,
+            host,
+            logs,
+            ..
+        } = DevRig::start(options).await;
         Rig {
             server,
             host,
@@ -77,7 +78,7 @@ impl Rig {
 
     /// Builds and loads the Rust example `name`, then waits until it has handled its replay.
     async fn load(&self, name: &str) {
-        let path: PathBuf = build_guest(name);
+        let path: PathBuf = guest_path(name);
         let bytes = std::fs::read(&path).expect("reading the built guest");
         self.host
             .load(&path, bytes)
@@ -142,10 +143,6 @@ impl Rig {
         self.factory.shutdown().await;
         self.server.shutdown().await;
     }
-}
-
-fn namespace(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 }
 
 fn uid(object: &Value) -> String {
@@ -490,7 +487,7 @@ async fn custom_resource_log_watches_the_kind_its_config_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_resource_log_without_a_kind_in_its_config_does_not_load() {
     let rig = custom_resource_rig("").await;
-    let path = build_guest("custom-resource-log");
+    let path = guest_path("custom-resource-log");
     let bytes = std::fs::read(&path).expect("reading the built guest");
     let err = rig
         .host

@@ -1,9 +1,151 @@
-//! Checks shared by the example tests of every language.
+//! What several topics build the same way: a plugin host over shared informers (on the dev server
+//! or a [`TestServer`](kubewasm_tests::server::TestServer)), the ConfigMaps the tests write, a
+//! plugin's status, and the compile-cache check of the example tests.
 
-use std::path::PathBuf;
-use std::time::Instant;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use kubewasm::plugin::{EngineOptions, PluginEngine};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use kubewasm::plugin::{
+    EngineOptions, HostOptions, PluginEngine, PluginHost, PluginPolicy, PluginStatus,
+};
+use kubewasm_devserver::DevServer;
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_tests::{GuestLogs, devserver, guest_logs, workspace_root};
+
+/// Shared informers on `client` and a plugin host over them, with `options`. Guest log lines
+/// are captured from here on ([`guest_logs`]).
+pub fn plugin_host(
+    client: &kube::Client,
+    options: HostOptions,
+) -> (SharedInformerFactory, PluginHost) {
+    guest_logs();
+    let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+    let host = PluginHost::new(factory.clone(), client.clone(), options).expect("plugin host");
+    (factory, host)
+}
+
+/// Default host options, with each plugin's policy given by `policy` from its file.
+pub fn policy_by_file(
+    policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static,
+) -> HostOptions {
+    HostOptions {
+        policy: Arc::new(policy),
+        ..HostOptions::default()
+    }
+}
+
+/// Where hosts that load the big (Python, Go, JavaScript) examples keep compiled code
+/// (`target/test-compile-cache/`): it is keyed by content hash, so sharing it between tests and
+/// runs only saves compiling the same component again.
+pub fn shared_compile_cache() -> Option<PathBuf> {
+    Some(workspace_root().join("target/test-compile-cache"))
+}
+
+/// Polls the async `check` every 50 ms until it answers true or `patience` passes; whether it
+/// did. Bounds a wait, times nothing.
+pub async fn eventually<F: Future<Output = bool>>(
+    patience: Duration,
+    mut check: impl FnMut() -> F,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + patience;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// A dev API server with a plugin host over shared informers on it, and the guest log record.
+pub struct DevRig {
+    pub server: DevServer,
+    pub client: kube::Client,
+    pub factory: SharedInformerFactory,
+    pub host: PluginHost,
+    pub logs: Arc<GuestLogs>,
+}
+
+impl DevRig {
+    /// A dev server on a free port and a host with `options` over it.
+    pub async fn start(options: HostOptions) -> DevRig {
+        let (server, client) = devserver().await;
+        let (factory, host) = plugin_host(&client, options);
+        DevRig {
+            server,
+            client,
+            factory,
+            host,
+            logs: guest_logs(),
+        }
+    }
+
+    /// ConfigMaps in namespace `default`.
+    pub fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+}
+
+/// The status of the loaded plugin named `name`.
+///
+/// # Panics
+/// When no plugin has that name.
+pub fn plugin_status(host: &PluginHost, name: &str) -> PluginStatus {
+    host.plugins()
+        .into_iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no plugin {name}: {:?}", host.plugins()))
+}
+
+/// Namespace `name`, as JSON for the dev server's in-process `create`.
+pub fn namespace(name: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+/// ConfigMap `name` with `labels` and `data`.
+pub fn config_map(name: &str, labels: &[(&str, &str)], data: &[(&str, &str)]) -> ConfigMap {
+    let pairs = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: (!labels.is_empty()).then(|| pairs(labels)),
+            ..ObjectMeta::default()
+        },
+        data: (!data.is_empty()).then(|| pairs(data)),
+        ..ConfigMap::default()
+    }
+}
+
+/// Creates `config_map` through `api` and returns its resourceVersion.
+pub async fn create(api: &Api<ConfigMap>, config_map: &ConfigMap) -> String {
+    let created = api
+        .create(&PostParams::default(), config_map)
+        .await
+        .unwrap_or_else(|e| panic!("creating ConfigMap {:?}: {e}", config_map.metadata.name));
+    created.metadata.resource_version.expect("resourceVersion")
+}
+
+/// Replaces the data of ConfigMap `name` with `data` and returns the new resourceVersion.
+pub async fn replace_data(api: &Api<ConfigMap>, name: &str, data: &[(&str, &str)]) -> String {
+    let mut current = api.get(name).await.expect("get ConfigMap");
+    current.data = config_map(name, &[], data).data;
+    let updated = api
+        .replace(name, &PostParams::default(), &current)
+        .await
+        .expect("update ConfigMap");
+    updated.metadata.resource_version.expect("resourceVersion")
+}
 
 /// Compiles each `(name, path, bytes)` component with a fresh engine and on-disk compile cache,
 /// then loads it again: the first load must compile, the second come from the cache with the

@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 
 use kubewasm_tests::{free_port, http_get as get};
 
-/// The example plugins `cargo xtask build-guests` wrote, or the Rust examples built here when
-/// that has not run.
+/// The example plugins `cargo xtask build-guests` wrote, copied into `into`.
+///
+/// # Panics
+/// When there are none, saying to run `cargo xtask build-guests`.
 fn example_plugins(into: &Path) -> Vec<String> {
     let built = kubewasm_tests::workspace_root().join("target/plugins");
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&built)
+    let sources: Vec<PathBuf> = std::fs::read_dir(&built)
         .map(|dir| {
             dir.filter_map(Result::ok)
                 .map(|e| e.path())
@@ -24,12 +26,12 @@ fn example_plugins(into: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    if sources.is_empty() {
-        sources = ["pod-diff", "ready-pods"]
-            .into_iter()
-            .map(kubewasm_tests::build_guest)
-            .collect();
-    }
+    assert!(
+        !sources.is_empty(),
+        "no example plugins in {}{}",
+        built.display(),
+        kubewasm_tests::MISSING_GUESTS
+    );
     let mut names = Vec::new();
     for source in sources {
         let name = source.file_name().expect("a file name").to_owned();

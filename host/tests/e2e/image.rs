@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kubewasm_tests::{build_guest, workspace_root};
+use kubewasm_tests::{guest_path, workspace_root};
 use serde_json::Value;
 
 const USER: &str = "65532:65532";
@@ -153,7 +153,7 @@ fn image_runs_its_static_binary_as_the_non_root_user() {
 
     // An example plugin dropped into /plugins compiles and initialises inside the image, its
     // compile cache written where the image's user may write.
-    let plugin = build_guest("ready-pods");
+    let plugin = guest_path("ready-pods");
     std::fs::copy(&plugin, image.rootfs.join("plugins/ready-pods.wasm")).expect("copying");
     let check = image.run(&[entrypoint[0], "check", "/plugins/ready-pods.wasm"]);
     let stdout = String::from_utf8_lossy(&check.stdout);

@@ -16,12 +16,13 @@ use kubewasm::plugin::{
     PluginStatus, ResourcePattern,
 };
 use kubewasm_devserver::{DevServer, Verb};
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_informer::SharedInformerFactory;
 use kubewasm_tests::{
-    devserver, guest_bytes, guest_logs, probe_events as events, wait_probe_event as wait_event,
-    wait_until,
+    guest_bytes, guest_logs, probe_events as events, wait_probe_event as wait_event, wait_until,
 };
 use serde_json::{Value, json};
+
+use crate::fixture::{DevRig, create, plugin_status, policy_by_file};
 
 /// Bounds every wait; nothing here is timed.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -55,24 +56,16 @@ impl Env {
         policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static,
         observer: Arc<dyn kubewasm::plugin::Observer>,
     ) -> Env {
-        guest_logs();
-        let (server, client) = devserver().await;
-        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
-        let host = PluginHost::new(
-            factory.clone(),
-            client.clone(),
-            HostOptions {
-                policy: Arc::new(policy),
-                observer,
-                ..HostOptions::default()
-            },
-        )
-        .expect("plugin host");
+        let rig = DevRig::start(HostOptions {
+            observer,
+            ..policy_by_file(policy)
+        })
+        .await;
         Env {
-            server,
-            factory,
-            host,
-            config_maps: Api::namespaced(client, "default"),
+            config_maps: rig.config_maps(),
+            server: rig.server,
+            factory: rig.factory,
+            host: rig.host,
         }
     }
 
@@ -92,11 +85,7 @@ impl Env {
     }
 
     fn status(&self, name: &str) -> PluginStatus {
-        self.host
-            .plugins()
-            .into_iter()
-            .find(|p| p.name == name)
-            .unwrap_or_else(|| panic!("no plugin {name}"))
+        plugin_status(&self.host, name)
     }
 
     /// Creates a ConfigMap in `default` and returns its resourceVersion.
@@ -114,12 +103,7 @@ impl Env {
             data: serde_json::from_value(data).expect("string data"),
             ..ConfigMap::default()
         };
-        let created = self
-            .config_maps
-            .create(&PostParams::default(), &cm)
-            .await
-            .expect("create ConfigMap");
-        created.metadata.resource_version.expect("resourceVersion")
+        create(&self.config_maps, &cm).await
     }
 
     async fn update(&self, name: &str, data: Value) -> String {

@@ -21,10 +21,12 @@ use kube::{Api, Client};
 use kubewasm::config::Config;
 use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
 use kubewasm_devserver::{DevServer, Verb};
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_informer::SharedInformerFactory;
 use kubewasm_tests::server::TestServer;
-use kubewasm_tests::{guest_logs, variant, wait_until, workspace_root};
+use kubewasm_tests::{guest_logs, guest_path, variant, wait_until, workspace_root};
 use serde_json::{Value, json};
+
+use crate::fixture::{self, plugin_host, policy_by_file};
 
 /// Bounds every wait; nothing here is timed.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -33,21 +35,11 @@ const PROPAGATE: &str = "kubewasm.io/propagate";
 const COPY_LABEL: &str = "kubewasm.io/propagated";
 const SOURCE_ANNOTATION: &str = "kubewasm.io/propagated-from";
 
-/// The component `configmap-propagator-LANG` in `target/plugins/`, with its bytes.
-///
-/// # Panics
-/// When it is missing: non-Rust components are built by the xtask, not on demand by the test.
+/// The component `configmap-propagator-LANG` (see [`kubewasm_tests::guest_path`]), with its
+/// bytes.
 fn example(language: &str) -> (PathBuf, Vec<u8>) {
-    let path = workspace_root().join(format!(
-        "target/plugins/configmap-propagator-{language}.wasm"
-    ));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run `cargo xtask build-guests` first (it builds the C and JavaScript \
-             examples into target/plugins/)",
-            path.display()
-        )
-    });
+    let path = guest_path(&format!("configmap-propagator-{language}"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {path:?}: {e}"));
     (path, bytes)
 }
 
@@ -78,20 +70,15 @@ struct Case<'a> {
 impl Case<'_> {
     async fn start<'a>(server: &'a TestServer, language: &'static str) -> Case<'a> {
         let client = server.client();
-        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
         let plugin = format!("configmap-propagator-{language}");
         let policy = policy(&plugin);
-        let host = PluginHost::new(
-            factory.clone(),
-            client.clone(),
+        let (factory, host) = plugin_host(
+            &client,
             HostOptions {
-                // Compiled code is keyed by content hash: sharing it between runs only saves time.
-                cache_dir: Some(workspace_root().join("target/test-compile-cache")),
-                policy: Arc::new(move |_: &Path| policy.clone()),
-                ..HostOptions::default()
+                cache_dir: fixture::shared_compile_cache(),
+                ..policy_by_file(move |_: &Path| policy.clone())
             },
-        )
-        .expect("plugin host");
+        );
         Case {
             language,
             plugin,

@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::DeleteParams;
 use kubewasm::plugin::{
-    Grants, HostOptions, PluginHost, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
+    Grants, PluginHost, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
 };
 use kubewasm_devserver::DevServer;
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
-use kubewasm_tests::{devserver, guest_bytes, guest_logs, variant, wait_until};
+use kubewasm_informer::SharedInformerFactory;
+use kubewasm_tests::{guest_bytes, guest_logs, variant, wait_until};
+
+use crate::fixture::{DevRig, config_map, create, policy_by_file, replace_data};
 
 /// Bounds every wait; nothing here is timed.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -53,23 +55,12 @@ impl Env {
 
     /// An environment whose plugins' policies `policy` gives by file.
     async fn with(policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static) -> Env {
-        guest_logs();
-        let (server, client) = devserver().await;
-        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
-        let host = PluginHost::new(
-            factory.clone(),
-            client.clone(),
-            HostOptions {
-                policy: Arc::new(policy),
-                ..HostOptions::default()
-            },
-        )
-        .expect("plugin host");
+        let rig = DevRig::start(policy_by_file(policy)).await;
         Env {
-            _server: server,
-            _factory: factory,
-            host,
-            config_maps: Api::namespaced(client, "default"),
+            config_maps: rig.config_maps(),
+            _server: rig.server,
+            _factory: rig.factory,
+            host: rig.host,
         }
     }
 
@@ -84,36 +75,15 @@ impl Env {
     }
 
     async fn create(&self, name: &str, labels: &[(&str, &str)], value: &str) -> String {
-        let labels: BTreeMap<String, String> = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some(labels),
-                ..ObjectMeta::default()
-            },
-            data: Some(BTreeMap::from([("v".to_owned(), value.to_owned())])),
-            ..ConfigMap::default()
-        };
-        let created = self
-            .config_maps
-            .create(&PostParams::default(), &cm)
-            .await
-            .expect("create ConfigMap");
-        created.metadata.resource_version.expect("resourceVersion")
+        create(
+            &self.config_maps,
+            &config_map(name, labels, &[("v", value)]),
+        )
+        .await
     }
 
     async fn set(&self, name: &str, value: &str) -> String {
-        let mut cm = self.config_maps.get(name).await.expect("get ConfigMap");
-        cm.data = Some(BTreeMap::from([("v".to_owned(), value.to_owned())]));
-        let updated = self
-            .config_maps
-            .replace(name, &PostParams::default(), &cm)
-            .await
-            .expect("update ConfigMap");
-        updated.metadata.resource_version.expect("resourceVersion")
+        replace_data(&self.config_maps, name, &[("v", value)]).await
     }
 
     /// The value of `v` in ConfigMap `name`, `None` when it does not exist.

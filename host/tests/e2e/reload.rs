@@ -15,14 +15,16 @@ use kubewasm::app::HostLoader;
 use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
 use kubewasm::reload::{Action, ReloadEvent, Reloader};
 use kubewasm_devserver::{DevServer, Verb};
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_informer::SharedInformerFactory;
 use kubewasm_tests::{
-    devserver, guest_bytes, guest_logs, probe_events as events, variant,
-    wait_probe_event as wait_event, wait_until, write_settled,
+    guest_bytes, probe_events as events, variant, wait_probe_event as wait_event, wait_until,
+    write_settled,
 };
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::fixture::{DevRig, config_map, create, policy_by_file};
 
 /// Bounds every wait; nothing here is timed.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -49,10 +51,6 @@ impl Env {
     /// As [`Env::new`], with the informer grace period and optionally a label selector on the
     /// probe's subscription (so that its informer is not shared with anything else).
     async fn with_grace(informer_grace: Duration, selector: Option<&'static str>) -> Env {
-        guest_logs();
-        let (server, client) = devserver().await;
-        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
-        let informers = factory.clone();
         let versions = Arc::new(AtomicUsize::new(0));
         let policy = move |path: &Path| {
             let n = versions.fetch_add(1, Ordering::SeqCst) + 1;
@@ -67,16 +65,12 @@ impl Env {
                 ..PluginPolicy::default()
             }
         };
-        let host = PluginHost::new(
-            factory,
-            client.clone(),
-            HostOptions {
-                policy: Arc::new(policy),
-                informer_grace,
-                ..HostOptions::default()
-            },
-        )
-        .expect("plugin host");
+        let rig = DevRig::start(HostOptions {
+            informer_grace,
+            ..policy_by_file(policy)
+        })
+        .await;
+        let (server, informers, host) = (rig.server, rig.factory, rig.host);
         let dir = tempfile::tempdir().expect("plugins dir");
         let reloader = Reloader::new(
             dir.path().to_path_buf(),
@@ -92,7 +86,7 @@ impl Env {
             server,
             informers,
             host,
-            config_maps: Api::namespaced(client, "default"),
+            config_maps: Api::namespaced(rig.client, "default"),
             dir,
             staging: tempfile::tempdir().expect("staging dir"),
             reports,
@@ -126,19 +120,7 @@ impl Env {
     }
 
     async fn create(&self, name: &str) -> String {
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            ..ConfigMap::default()
-        };
-        let created = self
-            .config_maps
-            .create(&PostParams::default(), &cm)
-            .await
-            .expect("create ConfigMap");
-        created.metadata.resource_version.expect("resourceVersion")
+        create(&self.config_maps, &config_map(name, &[], &[])).await
     }
 
     /// LIST and WATCH requests for ConfigMaps the server has seen since the log was cleared.

@@ -9,7 +9,6 @@
 //! Deployment of that name it does not own is left alone and a Warning Event says so.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -21,9 +20,10 @@ use kubewasm::plugin::{
     HostOptions, PluginHost, PluginId, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
 };
 use kubewasm_devserver::{DevServer, Verb};
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use kubewasm_tests::{devserver, guest_bytes, guest_logs, variant, wait_until, workspace_root};
 use serde_json::{Value, json};
+
+use crate::fixture::{self, plugin_host, policy_by_file};
 
 /// Bounds each wait; the Python component takes seconds to compile in a test build.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -50,37 +50,17 @@ const CASES: &[Case] = &[
     Case {
         language: "go",
         plugin: "sample-controller-go",
-        component: || built_example("sample-controller-go"),
+        component: || guest_bytes("sample-controller-go"),
     },
     Case {
         language: "python",
         plugin: "sample-controller-python",
-        component: || built_example("sample-controller-python"),
+        component: || guest_bytes("sample-controller-python"),
     },
 ];
 
-/// A component built by `cargo xtask build-guests` into `target/plugins/` (its toolchain is not
-/// Rust, so the test cannot build it on demand).
-fn built_example(name: &str) -> Vec<u8> {
-    let path = workspace_root().join(format!("target/plugins/{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run `cargo xtask build-guests` first (it builds the Go and Python \
-             sample-controllers into target/plugins/)",
-            path.display()
-        )
-    })
-}
-
-async fn eventually<F: std::future::Future<Output = bool>>(mut check: impl FnMut() -> F) -> bool {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+async fn eventually<F: std::future::Future<Output = bool>>(check: impl FnMut() -> F) -> bool {
+    fixture::eventually(PATIENCE, check).await
 }
 
 /// The policy of `examples/kubewasm-dev.toml`'s `[plugins.sample-controller]`: its write grants.
@@ -114,19 +94,15 @@ struct Rig<'a> {
 impl<'a> Rig<'a> {
     async fn start(server: &'a DevServer, client: &Client, case: &'a Case) -> Rig<'a> {
         let policy = policy();
-        let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
-        let host = PluginHost::new(
-            factory,
-            client.clone(),
+        let (_, host) = plugin_host(
+            client,
             HostOptions {
                 // Shared with the other polyglot tests: the Go and Python components (and the
                 // reload's variant) compile once, not on every run.
-                cache_dir: Some(workspace_root().join("target/test-compile-cache")),
-                policy: Arc::new(move |_: &Path| policy.clone()),
-                ..HostOptions::default()
+                cache_dir: fixture::shared_compile_cache(),
+                ..policy_by_file(move |_: &Path| policy.clone())
             },
-        )
-        .expect("host");
+        );
         let bytes = (case.component)();
         let id = host
             .load(Path::new(&format!("{}.wasm", case.plugin)), bytes.clone())

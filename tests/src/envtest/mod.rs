@@ -18,6 +18,7 @@ mod audit;
 mod etcd;
 mod pki;
 mod process;
+pub mod shared;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ use rand::distr::{Alphanumeric, SampleString};
 
 pub use audit::AuditEvent;
 use process::Process;
+pub use shared::SharedEnvtest;
 
 /// The environment variable naming the folder with `kube-apiserver` and `etcd`.
 pub const ASSETS_VAR: &str = "KUBEBUILDER_ASSETS";
@@ -78,6 +80,9 @@ pub enum Error {
     },
     #[error("etcd gateway: {0}")]
     Etcd(String),
+    /// The shared API server could not be started or reached.
+    #[error("the shared API server: {0}")]
+    Shared(String),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
@@ -108,18 +113,107 @@ impl User {
 /// etcd and kube-apiserver on free loopback ports, in a temporary directory.
 ///
 /// Dropping it kills both processes and removes the directory (also when a test panics); if
-/// the test process is killed instead, the kernel kills the servers.
+/// the test process is killed instead, the kernel kills the servers. What a test reads and
+/// writes through is its [`Connection`] (`Deref`), the same as a [`SharedEnvtest`]'s.
 pub struct Envtest {
     /// `None` while stopped ([`Envtest::stop_api_server`]).
     api_server: Mutex<Option<Process>>,
     etcd_process: Process,
     etcd: etcd::Gateway,
     assets: PathBuf,
+    connection: Connection,
+    /// Dropped last: the processes above still write into it until they are killed.
+    dir: tempfile::TempDir,
+}
+
+/// A running API server as the tests see it: its URL, clients and kubeconfigs for both users,
+/// and its audit log, all from the harness's directory (which holds the CA, the kubeconfigs and
+/// the audit log). It neither starts nor stops anything.
+pub struct Connection {
+    dir: PathBuf,
     api_port: u16,
     admin: kube::Client,
     restricted: kube::Client,
-    /// Dropped last: the processes above still write into it until they are killed.
-    dir: tempfile::TempDir,
+}
+
+impl Connection {
+    /// Clients for the API server on `api_port` whose harness directory is `dir`.
+    async fn open(dir: &Path, api_port: u16) -> Result<Connection, Error> {
+        Ok(Connection {
+            admin: client_from(&dir.join("admin.kubeconfig")).await?,
+            restricted: client_from(&dir.join("restricted.kubeconfig")).await?,
+            dir: dir.to_owned(),
+            api_port,
+        })
+    }
+
+    /// The API server's URL, e.g. `https://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.api_port)
+    }
+
+    /// A client authenticated as [`User::Admin`].
+    pub fn admin(&self) -> kube::Client {
+        self.admin.clone()
+    }
+
+    /// A client authenticated as [`User::Restricted`].
+    pub fn restricted(&self) -> kube::Client {
+        self.restricted.clone()
+    }
+
+    /// A kubeconfig file for `user` (for `kubectl --kubeconfig`, `kubewasm run --kubeconfig`
+    /// or `KUBECONFIG`). It stays valid across API server restarts.
+    pub fn kubeconfig(&self, user: User) -> PathBuf {
+        self.dir.join(format!("{}.kubeconfig", user.name()))
+    }
+
+    /// A kubeconfig file that authenticates as service account `namespace/name`, with a token
+    /// from the TokenRequest API (the harness runs no token controller, so no token Secret
+    /// appears by itself). The account must exist; the token is valid for an hour and across
+    /// API server restarts. Run a host as the account its generated RBAC binds to with this.
+    pub async fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PathBuf, Error> {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let answer = kube::Api::<ServiceAccount>::namespaced(self.admin(), namespace)
+            .create_token_request(name, &Default::default(), &request)
+            .await
+            .map_err(|e| Error::Token {
+                account: format!("{namespace}/{name}"),
+                source: Box::new(e),
+            })?;
+        let token = answer.status.map(|s| s.token).unwrap_or_default();
+        let user = format!("sa-{namespace}-{name}");
+        let path = self.dir.join(format!("{user}.kubeconfig"));
+        let text = kubeconfig(&self.url(), &self.dir.join("ca.crt"), &user, &token);
+        std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
+        Ok(path)
+    }
+
+    /// Every LIST and WATCH the API server received so far, oldest first, across restarts.
+    pub fn audit_events(&self) -> Result<Vec<AuditEvent>, Error> {
+        let path = self.dir.join("audit.log");
+        audit::read(&path).map_err(io(format!("reading {}", path.display())))
+    }
+}
+
+impl std::ops::Deref for Envtest {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.connection
+    }
 }
 
 impl Envtest {
@@ -189,73 +283,11 @@ impl Envtest {
             etcd_process: etcd,
             etcd: etcd::Gateway { port: etcd_port },
             assets: assets.to_owned(),
-            api_port,
-            admin: client_from(&admin_config).await?,
-            restricted: client_from(&restricted_config).await?,
+            connection: Connection::open(root, api_port).await?,
             dir,
         };
         server.start_api_server().await?;
         Ok(server)
-    }
-
-    /// The API server's URL, e.g. `https://127.0.0.1:41234`.
-    pub fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.api_port)
-    }
-
-    /// A client authenticated as [`User::Admin`].
-    pub fn admin(&self) -> kube::Client {
-        self.admin.clone()
-    }
-
-    /// A client authenticated as [`User::Restricted`].
-    pub fn restricted(&self) -> kube::Client {
-        self.restricted.clone()
-    }
-
-    /// A kubeconfig file for `user` (for `kubectl --kubeconfig`, `kubewasm run --kubeconfig`
-    /// or `KUBECONFIG`). It stays valid across API server restarts.
-    pub fn kubeconfig(&self, user: User) -> PathBuf {
-        self.dir.path().join(format!("{}.kubeconfig", user.name()))
-    }
-
-    /// A kubeconfig file that authenticates as service account `namespace/name`, with a token
-    /// from the TokenRequest API (the harness runs no token controller, so no token Secret
-    /// appears by itself). The account must exist; the token is valid for an hour and across
-    /// API server restarts. Run a host as the account its generated RBAC binds to with this.
-    pub async fn service_account_kubeconfig(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<PathBuf, Error> {
-        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-        use k8s_openapi::api::core::v1::ServiceAccount;
-        let request = TokenRequest {
-            spec: TokenRequestSpec {
-                expiration_seconds: Some(3600),
-                ..TokenRequestSpec::default()
-            },
-            ..TokenRequest::default()
-        };
-        let answer = kube::Api::<ServiceAccount>::namespaced(self.admin(), namespace)
-            .create_token_request(name, &Default::default(), &request)
-            .await
-            .map_err(|e| Error::Token {
-                account: format!("{namespace}/{name}"),
-                source: Box::new(e),
-            })?;
-        let token = answer.status.map(|s| s.token).unwrap_or_default();
-        let user = format!("sa-{namespace}-{name}");
-        let path = self.dir.path().join(format!("{user}.kubeconfig"));
-        let text = kubeconfig(&self.url(), &self.dir.path().join("ca.crt"), &user, &token);
-        std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
-        Ok(path)
-    }
-
-    /// Every LIST and WATCH the API server received so far, oldest first, across restarts.
-    pub fn audit_events(&self) -> Result<Vec<AuditEvent>, Error> {
-        let path = self.dir.path().join("audit.log");
-        audit::read(&path).map_err(io(format!("reading {}", path.display())))
     }
 
     /// Kills the API server (as a crash would): every open watch ends and requests are refused
@@ -273,10 +305,13 @@ impl Envtest {
             if running.is_some() {
                 return Ok(());
             }
-            *running =
-                Some(self.spawn_api_server(self.api_port, "audit.log", "kube-apiserver.log")?);
+            *running = Some(self.spawn_api_server(
+                self.connection.api_port,
+                "audit.log",
+                "kube-apiserver.log",
+            )?);
         }
-        self.wait_ready(&self.admin, || {
+        self.wait_ready(&self.connection.admin, || {
             let mut guard = self.lock_api_server();
             let process = guard.as_mut()?;
             process.exited().map(|status| Error::Exited {

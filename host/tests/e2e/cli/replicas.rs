@@ -574,8 +574,7 @@ async fn bench_sharded_throughput() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_plugins_reconcile_on_a_standby_and_write_nothing() {
     use kubewasm::leader::LeaderGate;
-    use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy, ReconcileSettings};
-    use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+    use kubewasm::plugin::{HostOptions, PluginPolicy, ReconcileSettings};
 
     let cluster = Cluster::start(&["team-0".to_owned()]).await;
     cluster.create_foo("team-0", "foo-0", 1).await;
@@ -588,18 +587,14 @@ async fn every_replica_plugins_reconcile_on_a_standby_and_write_nothing() {
             },
             ..PluginPolicy::default()
         };
-        let factory = SharedInformerFactory::new(cluster.client.clone(), FactoryOptions::default());
-        let host = PluginHost::new(
-            factory.clone(),
-            cluster.client.clone(),
+        let (factory, host) = crate::fixture::plugin_host(
+            &cluster.client,
             HostOptions {
-                policy: Arc::new(move |_: &Path| policy.clone()),
                 leader: LeaderGate::new("kubewasm", "standby"),
                 cache_dir: Some(cluster.dir.path().join("cache")),
-                ..HostOptions::default()
+                ..crate::fixture::policy_by_file(move |_: &Path| policy.clone())
             },
-        )
-        .expect("host");
+        );
         host.load(
             Path::new("sample-controller.wasm"),
             kubewasm_tests::guest_bytes("sample-controller"),
