@@ -35,7 +35,7 @@ use super::{Connection, Envtest, Error, assets_from_env, io};
 /// The test, at the root of a test binary, that [`keep`]s the server when the binary is started
 /// as a keeper; every binary using [`SharedEnvtest`] must have it:
 ///
-/// ```ignore
+/// ```no_run
 /// #[test]
 /// #[ignore = "run only as the keeper of the shared real API server"]
 /// fn envtest_keeper() {
