@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
+use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use serde_json::{Value, json};
 
@@ -17,6 +19,7 @@ use crate::discovery;
 use crate::filter::Filter;
 use crate::hooks::{RequestRecord, Verb};
 use crate::list::{self, ListRequest};
+use crate::names;
 use crate::object::StoredObject;
 use crate::openapi;
 use crate::patch::PatchType;
@@ -28,16 +31,49 @@ use crate::table::{self, IncludeObject};
 use crate::watch::{self, WatchRequest};
 use crate::writes::{Part, Target};
 
-/// Request bodies up to this size are accepted (the API server's limit is 3 MiB per object;
-/// collections of manifests may be larger).
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// Request bodies over this size are refused with 413, as the API server refuses them (its
+/// `MaxRequestBodyBytes`, 3 MiB by default).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+/// A body over [`MAX_BODY`] is still read, and dropped, up to this size, so that a client still
+/// sending it gets the 413 rather than a reset connection.
+const MAX_DRAINED: usize = 64 * 1024 * 1024;
 
 /// The router serving every path through [`handle`].
 pub(crate) fn router(core: Arc<Core>) -> Router {
-    Router::new()
-        .fallback(handle)
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(core)
+    Router::new().fallback(handle).with_state(core)
+}
+
+/// A request body, whole, or `None` when it is over [`MAX_BODY`] (then only drained).
+async fn read_body(body: Body) -> Result<Option<Bytes>, Status> {
+    let mut stream = body.into_data_stream();
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut size = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|e| Status::bad_request(format!("reading the request body failed: {e}")))?;
+        size = size.saturating_add(chunk.len());
+        if size <= MAX_BODY {
+            chunks.push(chunk);
+        } else if size > MAX_DRAINED {
+            return Ok(None);
+        } else {
+            chunks.clear();
+        }
+    }
+    if size > MAX_BODY {
+        return Ok(None);
+    }
+    Ok(Some(match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.swap_remove(0),
+        _ => {
+            let mut whole = BytesMut::with_capacity(size);
+            chunks
+                .iter()
+                .for_each(|chunk| whole.extend_from_slice(chunk));
+            whole.freeze()
+        }
+    }))
 }
 
 /// The request as the handlers need it.
@@ -46,10 +82,18 @@ struct Request {
     query: HashMap<String, String>,
     raw_query: String,
     headers: HeaderMap,
-    body: Bytes,
+    /// `None`: the body was over [`MAX_BODY`].
+    body: Option<Bytes>,
 }
 
 impl Request {
+    /// The body, or 413 when it was over the limit (answered where the API server reads it).
+    fn body(&self) -> Result<&Bytes, Status> {
+        self.body
+            .as_ref()
+            .ok_or_else(|| Status::entity_too_large(MAX_BODY))
+    }
+
     fn param(&self, name: &str) -> Option<&str> {
         self.query.get(name).map(String::as_str)
     }
@@ -64,12 +108,20 @@ async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     let latency = core.hooks.latency();
     if latency > Duration::ZERO {
         tokio::time::sleep(latency).await;
     }
+    let body = match read_body(body).await {
+        Ok(body) => body,
+        Err(status) => return status.into_response(),
+    };
+    // As the API server: the path is decoded before it is split into segments.
+    let Ok(path) = percent_encoding::percent_decode_str(uri.path()).decode_utf8() else {
+        return Status::unknown_resource().into_response();
+    };
     let raw_query = uri.query().unwrap_or_default().to_owned();
     let query = match axum::extract::Query::<HashMap<String, String>>::try_from_uri(&uri) {
         Ok(axum::extract::Query(query)) => query,
@@ -82,7 +134,7 @@ async fn handle(
         headers,
         body,
     };
-    let result = match route::parse(uri.path()) {
+    let result = match route::parse(&path) {
         Route::Version => Ok(json_response(StatusCode::OK, &discovery::version())),
         Route::Health => Ok((StatusCode::OK, "ok").into_response()),
         Route::CoreVersions => {
@@ -109,11 +161,11 @@ async fn handle(
                 .map(|doc| json_response(StatusCode::OK, &doc))
                 .ok_or_else(Status::unknown_resource)
         }
-        Route::OpenApi if uri.path().trim_end_matches('/') == "/openapi/v3" => Ok(json_response(
+        Route::OpenApi if path.trim_end_matches('/') == "/openapi/v3" => Ok(json_response(
             StatusCode::OK,
             &openapi::index(&core.registry),
         )),
-        Route::OpenApi if uri.path().trim_end_matches('/') == "/openapi/v2" => {
+        Route::OpenApi if path.trim_end_matches('/') == "/openapi/v2" => {
             let accept = request
                 .headers
                 .get(header::ACCEPT)
@@ -134,7 +186,7 @@ async fn handle(
                 json_response(StatusCode::OK, &openapi::v2_json(&core.registry))
             })
         }
-        Route::OpenApi => openapi::document(&core.registry, uri.path())
+        Route::OpenApi => openapi::document(&core.registry, &path)
             .map(|doc| json_response(StatusCode::OK, &doc))
             .ok_or_else(Status::unknown_resource),
         Route::Unknown => Err(Status::unknown_resource()),
@@ -211,7 +263,13 @@ fn handle_resource(
             request.method
         )));
     }
+    if let Some(name) = &path.name {
+        names::check_path_name(name)?;
+    }
     let namespace = path.namespace.as_deref();
+    if verb != Verb::Create {
+        check_namespace_key(&resource, namespace, path.name.as_deref())?;
+    }
     let user_agent = request
         .headers
         .get(header::USER_AGENT)
@@ -247,18 +305,20 @@ fn handle_resource(
         (Verb::Watch, _) => watch(core, &resource, namespace, request),
         (Verb::Create, _) => {
             if resource.namespaced && namespace.is_none() {
-                return Err(Status::unknown_resource());
+                return Err(Status::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ));
             }
             let object = if protobuf {
-                protobuf::decode(&request.body)?
+                protobuf::decode(request.body()?)?
             } else {
-                parse_body(&request.body)?
+                parse_body(request.body()?)?
             };
             let stored = core.create(&target, object)?;
             Ok(object_response(StatusCode::CREATED, &stored))
         }
         (Verb::Update, Some(name)) => {
-            let object = parse_body(&request.body)?;
+            let object = parse_body(request.body()?)?;
             let stored = core.update(&target, name, part, object)?;
             part_response(StatusCode::OK, &resource, part, &stored)
         }
@@ -272,7 +332,7 @@ fn handle_resource(
             let applier = request
                 .param("fieldManager")
                 .map(|manager| (manager, request.param("force") == Some("true")));
-            let stored = core.patch(&target, name, part, patch_type, &request.body, applier)?;
+            let stored = core.patch(&target, name, part, patch_type, request.body()?, applier)?;
             part_response(StatusCode::OK, &resource, part, &stored)
         }
         (Verb::Delete, Some(name)) => {
@@ -294,6 +354,30 @@ fn handle_resource(
             request.method
         ))),
     }
+}
+
+/// A namespace in a path that is no path segment (`..`) makes the API server's storage key
+/// invalid: every request but a create (refused before) fails with 500 and no reason.
+fn check_namespace_key(
+    resource: &ResourceInfo,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<(), Status> {
+    let Some(namespace) = namespace else {
+        return Ok(());
+    };
+    if names::path_segment_problems(namespace, false).is_empty() {
+        return Ok(());
+    }
+    let key = match name {
+        Some(name) => format!("/{}/{namespace}/{name}", resource.plural),
+        None => format!("/{}/{namespace}", resource.plural),
+    };
+    Err(Status::new(
+        500,
+        "",
+        format!("invalid key: {}", Value::String(key)),
+    ))
 }
 
 /// The verb a request performs, from its method, path and `watch` parameter.
@@ -497,10 +581,11 @@ fn delete_collection(
 /// A DELETE's DeleteOptions: the body (if any), with the `propagationPolicy` and
 /// `orphanDependents` query parameters filled in where the body does not set them.
 fn delete_options(request: &Request) -> Result<Value, Status> {
-    let mut options = if request.body.is_empty() {
+    let body = request.body()?;
+    let mut options = if body.is_empty() {
         Value::Object(serde_json::Map::new())
     } else {
-        parse_body(&request.body)?
+        parse_body(body)?
     };
     if let Some(map) = options.as_object_mut() {
         if let Some(policy) = request.param("propagationPolicy") {

@@ -18,7 +18,11 @@
 //! # Differences from a real API server
 //!
 //! - No authentication, authorization, admission, defaulting or schema validation
-//!   (`fieldValidation` is accepted and ignored).
+//!   (`fieldValidation` is accepted and ignored). What is checked is what a cluster refuses
+//!   whatever the kind's schema, with its codes and reasons: request bodies over 3 MiB (413),
+//!   objects etcd would not store (over 1.5 MiB as JSON: 500), ConfigMap and Secret data over
+//!   1 MiB (422), names by their kind's rule (DNS subdomain, DNS label or path segment: 422),
+//!   names in paths that are no path segment (400).
 //! - Server-side apply keeps `managedFields` and field ownership (removal of fields an applier
 //!   stops applying, 409 `FieldManagerConflict`, `force`), but a non-apply write is recorded (as
 //!   an `Update` manager, named by `fieldManager` or the User-Agent) only on an object that
@@ -31,7 +35,8 @@
 //!   works shortly after, from its own informers); an owner reference to a kind the server does
 //!   not serve is left alone. No other controller runs: a Deployment gets no ReplicaSets.
 //! - Deleting a namespace deletes its objects at once; objects may be created in namespaces that
-//!   do not exist.
+//!   do not exist, though not in one no namespace could be (404, or 500 for `..`, as a cluster
+//!   answers).
 //! - Core `v1` and `events.k8s.io/v1` Events are stored apart, not converted into each other as a
 //!   real server does (an Event written through one API is not listed by the other).
 //! - Field selectors support `metadata.name`, `metadata.namespace`, the built-in kinds' usual
@@ -71,6 +76,7 @@ mod list;
 mod lists;
 mod managed;
 mod manifests;
+mod names;
 mod object;
 mod openapi;
 mod options;

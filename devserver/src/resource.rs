@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::Status;
+use crate::names::NameRule;
 use crate::scale::ScalePaths;
 
 /// One servable resource at one group/version.
@@ -33,6 +34,8 @@ pub(crate) struct ResourceInfo {
     /// A CRD version's `openAPIV3Schema`, for the list semantics server-side apply reads from
     /// it (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`); `None` for built-in kinds.
     pub schema: Option<Arc<Value>>,
+    /// The rule `metadata.name` follows.
+    pub name_rule: NameRule,
 }
 
 /// One `additionalPrinterColumns` entry of a CRD version.
@@ -58,6 +61,15 @@ impl ResourceInfo {
     /// Identifies the stored objects, independent of the version they are served at.
     pub fn storage_key(&self) -> String {
         format!("{}/{}", self.group, self.plural)
+    }
+
+    /// `ConfigMap` or `Lease.coordination.k8s.io`, as the API server names kinds in messages.
+    pub fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
     }
 
     /// `configmaps` or `deployments.apps`, as the API server names resources in messages.
@@ -275,6 +287,11 @@ pub(crate) fn builtins() -> Vec<ResourceInfo> {
                 .then(ScalePaths::workload),
             printer_columns: Vec::new(),
             schema: None,
+            name_rule: match (b.group, b.kind) {
+                ("", "Namespace" | "Service") => NameRule::Label,
+                ("rbac.authorization.k8s.io", _) | ("", "Event") => NameRule::PathSegment,
+                _ => NameRule::Subdomain,
+            },
         })
         .collect()
 }
@@ -443,6 +460,7 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, Status> {
             schema: version
                 .pointer("/schema/openAPIV3Schema")
                 .map(|schema| Arc::new(schema.clone())),
+            name_rule: NameRule::Subdomain,
         });
     }
     Ok(resources)

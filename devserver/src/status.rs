@@ -105,14 +105,39 @@ impl Status {
         reason: &str,
         detail: &str,
     ) -> Status {
-        let mut status =
-            Status::invalid(format!("{kind} \"{name}\" is invalid: {field}: {detail}"));
-        status.causes.push(StatusCause {
+        let cause = StatusCause {
             reason: reason.to_owned(),
             message: detail.to_owned(),
             field: field.to_owned(),
-        });
+        };
+        Status::invalid_causes(kind, name, vec![cause])
+    }
+
+    /// 422 about the fields `causes` name of the object `kind` (qualified by its group, as
+    /// `Lease.coordination.k8s.io`) `name`, worded as the API server words a list of field
+    /// errors.
+    pub(crate) fn invalid_causes(kind: &str, name: &str, causes: Vec<StatusCause>) -> Status {
+        let errors: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let errors = match errors.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let name = serde_json::Value::String(name.to_owned());
+        let mut status = Status::invalid(format!("{kind} {name} is invalid: {errors}"));
+        status.causes = causes;
         status
+    }
+
+    /// 413: the request body is over the API server's limit.
+    pub fn entity_too_large(limit: usize) -> Status {
+        Status::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
     }
 
     /// 415: a patch or body type this server does not understand.
@@ -151,9 +176,12 @@ impl Status {
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         });
+        // An error the API server has no reason for (a storage failure) carries none.
+        if !self.reason.is_empty() {
+            value["reason"] = json!(self.reason);
+        }
         if !self.causes.is_empty() {
             let causes: Vec<_> = self
                 .causes

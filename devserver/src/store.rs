@@ -15,6 +15,34 @@ use crate::object::StoredObject;
 /// Receives the events of one resource, in resourceVersion order.
 pub(crate) type EventReceiver = mpsc::UnboundedReceiver<Arc<Event>>;
 
+/// The largest request etcd takes (its `--max-request-bytes` default).
+const ETCD_MAX_REQUEST: usize = 1536 * 1024;
+/// The largest message the API server's etcd client sends (gRPC's default in etcd's client).
+const ETCD_CLIENT_MAX_SEND: usize = 2 * 1024 * 1024;
+
+/// Refuses an object a real cluster could not store, as the API server fails (500 without a
+/// reason): etcd refuses a request over 1.5 MiB, and the API server's etcd client refuses to
+/// send one over 2 MiB. The request's size is taken as the object's JSON plus its key twice (in
+/// the transaction's condition and its put), close to what etcd counts for a custom resource,
+/// which is stored as JSON; a built-in kind is stored as protobuf, a little smaller.
+fn check_storable(storage_key: &str, key: &str, object: &StoredObject) -> Result<(), Status> {
+    let request = object.json.len() + 2 * ("/registry/".len() + storage_key.len() + key.len());
+    if request > ETCD_CLIENT_MAX_SEND {
+        return Err(Status::new(
+            500,
+            "",
+            format!(
+                "rpc error: code = ResourceExhausted desc = trying to send message larger than \
+                 max ({request} vs. {ETCD_CLIENT_MAX_SEND})"
+            ),
+        ));
+    }
+    if request > ETCD_MAX_REQUEST {
+        return Err(Status::new(500, "", "etcdserver: request is too large"));
+    }
+    Ok(())
+}
+
 /// What a write decided to do with the object at a key.
 pub(crate) enum Change {
     /// Store this object (its `metadata.resourceVersion` is set by the store).
@@ -175,6 +203,9 @@ impl Store {
             Value::String(next_rv.to_string()),
         );
         let stored = Arc::new(StoredObject::new(&value, next_rv, selectable_fields)?);
+        if event_type != EventType::Deleted {
+            check_storable(storage_key, key, &stored)?;
+        }
         if stored.key != key {
             return Err(Status::internal(format!(
                 "write to {key:?} produced an object at {:?}",

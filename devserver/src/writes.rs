@@ -9,6 +9,7 @@ use crate::core::Core;
 use crate::gc::{self, Propagation, finalizers};
 use crate::lists::{self, Schema};
 use crate::managed;
+use crate::names::{self, GENERATED_PREFIX_MAX};
 use crate::object::{StoredObject, new_uid, store_key};
 use crate::patch::{self, PatchType};
 use crate::resource::{self, ResourceInfo};
@@ -71,14 +72,21 @@ impl Core {
         check_type(resource, &mut object)?;
         fold_string_data(resource, &mut object)?;
         let namespace = resolve_namespace(resource, namespace, &object)?;
+        if let Some(namespace) = &namespace {
+            check_namespace_exists(namespace)?;
+        }
         let meta = metadata_mut(&mut object)?;
+        let generate_name = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let name = match meta.get("name").and_then(Value::as_str) {
             Some(name) if !name.is_empty() => name.to_owned(),
-            _ => match meta.get("generateName").and_then(Value::as_str) {
-                Some(prefix) if !prefix.is_empty() => generate_name(prefix),
+            _ => match generate_name.as_deref() {
+                Some(prefix) if !prefix.is_empty() => generate_name_from(prefix),
                 _ => {
                     return Err(Status::invalid_field(
-                        &resource.kind,
+                        &resource.qualified_kind(),
                         "",
                         "metadata.name",
                         "FieldValueRequired",
@@ -87,7 +95,9 @@ impl Core {
                 }
             },
         };
-        validate_name(resource, &name)?;
+        names::check_new(resource, generate_name.as_deref(), &name)?;
+        check_data_size(resource, &object, &name)?;
+        let meta = metadata_mut(&mut object)?;
         meta.insert("name".into(), Value::String(name.clone()));
         match &namespace {
             Some(ns) => meta.insert("namespace".into(), Value::String(ns.clone())),
@@ -264,6 +274,7 @@ impl Core {
                     }
                 };
                 fold_string_data(resource, &mut new)?;
+                check_data_size(resource, &new, name)?;
                 lists::default_keys(&mut new, Schema::of(resource));
                 if let Some(manager) = target.manager {
                     managed::record_update(Some(&old), &mut new, manager, Schema::of(resource));
@@ -712,8 +723,14 @@ fn register_crd(resource: &ResourceInfo, object: &Value) -> Result<CrdRegistrati
 /// Random suffix characters the API server uses for generateName (no vowels, no look-alikes).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-fn generate_name(prefix: &str) -> String {
-    let mut name = prefix.to_owned();
+/// A name from a `generateName` prefix, as the API server makes one: the prefix cut to 58
+/// characters, then five random characters.
+fn generate_name_from(prefix: &str) -> String {
+    let mut end = prefix.len().min(GENERATED_PREFIX_MAX);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut name = prefix[..end].to_owned();
     for _ in 0..5 {
         let i = rand::random_range(0..NAME_ALPHABET.len());
         name.push(char::from(NAME_ALPHABET[i]));
@@ -721,30 +738,73 @@ fn generate_name(prefix: &str) -> String {
     name
 }
 
-/// Names must be DNS subdomains: lower-case alphanumerics, `-` and `.`, at most 253 characters.
-fn validate_name(resource: &ResourceInfo, name: &str) -> Result<(), Status> {
-    let bytes = name.as_bytes();
-    let valid = name.len() <= 253
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
-        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
-        && bytes.last().is_some_and(u8::is_ascii_alphanumeric);
-    if valid {
-        Ok(())
-    } else {
-        Err(Status::invalid_field(
-            &resource.kind,
-            name,
-            "metadata.name",
-            "FieldValueInvalid",
-            &format!(
-                "Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower \
-                 case alphanumeric characters, '-' or '.', and must start and end with an \
-                 alphanumeric character"
-            ),
-        ))
+/// Objects may be created in namespaces that do not exist (a development convenience), but not
+/// in one that no namespace could ever be: the API server answers 404 for a name that is no DNS
+/// label, and fails with 500 for one that is no path segment (`..`), as its namespace lookup
+/// trips over the storage key.
+fn check_namespace_exists(namespace: &str) -> Result<(), Status> {
+    let problems = names::path_segment_problems(namespace, false);
+    if !problems.is_empty() {
+        let message = format!(
+            "invalid resource name {}: [{}]",
+            Value::String(namespace.to_owned()),
+            problems.join(" ")
+        );
+        let mut status = Status::internal(format!("Internal error occurred: {message}"));
+        status.causes.push(crate::StatusCause {
+            reason: String::new(),
+            message,
+            field: String::new(),
+        });
+        return Err(status);
     }
+    if !names::is_namespace_name(namespace) {
+        return Err(Status::not_found("namespaces", namespace));
+    }
+    Ok(())
+}
+
+/// The most a ConfigMap's or a Secret's data may hold, in bytes (the API server's
+/// `MaxSecretSize`).
+const MAX_DATA_SIZE: usize = 1024 * 1024;
+
+/// A ConfigMap's `data` and `binaryData` values and a Secret's `data` values (decoded) hold at
+/// most 1 MiB together, or the API server answers 422.
+fn check_data_size(resource: &ResourceInfo, object: &Value, name: &str) -> Result<(), Status> {
+    if !resource.group.is_empty() {
+        return Ok(());
+    }
+    let values = |field: &str| {
+        object
+            .get(field)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|map| map.values().filter_map(Value::as_str))
+    };
+    // base64 carries 3 bytes in 4 characters, less one per `=` of padding.
+    let decoded = |text: &str| {
+        let padding = text.bytes().rev().take_while(|b| *b == b'=').count().min(2);
+        (text.len() / 4 * 3).saturating_sub(padding)
+    };
+    let (size, field) = match resource.kind.as_str() {
+        "ConfigMap" => (
+            values("data").map(str::len).sum::<usize>()
+                + values("binaryData").map(decoded).sum::<usize>(),
+            "[]",
+        ),
+        "Secret" => (values("data").map(decoded).sum(), "data"),
+        _ => return Ok(()),
+    };
+    if size <= MAX_DATA_SIZE {
+        return Ok(());
+    }
+    Err(Status::invalid_field(
+        &resource.qualified_kind(),
+        name,
+        field,
+        "FieldValueTooLong",
+        &format!("Too long: may not be more than {MAX_DATA_SIZE} bytes"),
+    ))
 }
 
 #[cfg(test)]

@@ -91,6 +91,8 @@ on_both_servers!(
     hot_reload_makes_no_new_list_or_watch,
     a_plugin_subscribed_to_a_custom_resource_sees_it_end_to_end,
     refused_writes_answer_the_same_status,
+    oversized_writes_are_refused_as_the_api_server_refuses_them,
+    invalid_names_are_refused_as_the_api_server_refuses_them,
     the_write_client_gets_the_same_answers,
     generation_follows_spec_changes_only,
     server_side_apply_owns_removes_conflicts_and_forces,
@@ -603,6 +605,442 @@ async fn refused_writes_answer_the_same_status(server: TestServer) {
             "400 BadRequest",
         ],
         "{} server",
+        server.name()
+    );
+}
+
+/// A raw request's outcome: `ok`, or the status code, reason and the fields its causes name.
+/// Raw, so that the path reaches the server exactly as written (kube's `Api` does not encode
+/// names).
+async fn sent(client: &kube::Client, method: &str, path: &str, body: Value) -> String {
+    let content_type = if method == "PATCH" {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let body = if body.is_null() {
+        Vec::new()
+    } else {
+        body.to_string().into_bytes()
+    };
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(body)
+        .expect("a request");
+    match client.request_text(request).await {
+        Ok(_) => "ok".to_owned(),
+        Err(kube::Error::Api(status)) => {
+            let fields: Vec<&str> = status
+                .details
+                .iter()
+                .flat_map(|d| d.causes.iter().map(|c| c.field.as_str()))
+                .collect();
+            format!("{} {} {fields:?}", status.code, status.reason)
+        }
+        Err(other) => format!("client error: {other}"),
+    }
+}
+
+/// A custom resource whose `spec.blob` is `size` bytes.
+fn bulky(name: &str, size: usize) -> Value {
+    json!({"apiVersion": "gen.kubewasm.dev/v1", "kind": "Bulky", "metadata": {"name": name},
+           "spec": {"blob": "x".repeat(size)}})
+}
+
+/// Requests and objects over the API server's limits are refused with the same code and
+/// reason, and nothing refused is stored: a body over 3 MiB (the 5 MB ConfigMap, a
+/// patch, a replace) is 413; ConfigMap and Secret data over 1 MiB is 422 naming the field; a
+/// custom resource over etcd's 1.5 MiB request limit is a 500 from storage (no reason), another
+/// over the 2 MiB its etcd client sends is too, while a dry run of it (never stored) passes.
+async fn oversized_writes_are_refused_as_the_api_server_refuses_them(server: TestServer) {
+    let ns = server.namespace("limits").await;
+    served_crd(&server, &ns, "Bulky", false).await;
+    let client = server.client();
+    let config_maps = format!("/api/v1/namespaces/{ns}/configmaps");
+    let secrets = format!("/api/v1/namespaces/{ns}/secrets");
+    let bulkies = format!("/apis/gen.kubewasm.dev/v1/namespaces/{ns}/bulkys");
+    let config_map = |name: &str, size: usize| json!({"metadata": {"name": name}, "data": {"k": "x".repeat(size)}});
+    let secret = |name: &str, size: usize| {
+        json!({"metadata": {"name": name},
+               "data": {"k": base64_of_zeros(size)}})
+    };
+    const MIB: usize = 1024 * 1024;
+    let outcomes = [
+        sent(
+            &client,
+            "POST",
+            &config_maps,
+            config_map("five-mb", 5_000_000),
+        )
+        .await,
+        sent(&client, "POST", &config_maps, config_map("small", 10)).await,
+        sent(
+            &client,
+            "PATCH",
+            &format!("{config_maps}/small"),
+            json!({"data": {"k": "x".repeat(5_000_000)}}),
+        )
+        .await,
+        sent(
+            &client,
+            "PUT",
+            &format!("{config_maps}/small"),
+            config_map("small", 3_500_000),
+        )
+        .await,
+        sent(
+            &client,
+            "POST",
+            &config_maps,
+            config_map("over-one", MIB + 1),
+        )
+        .await,
+        sent(&client, "POST", &config_maps, config_map("one-mib", MIB)).await,
+        sent(
+            &client,
+            "PATCH",
+            &format!("{config_maps}/small"),
+            json!({"data": {"k": "x".repeat(MIB + 1)}}),
+        )
+        .await,
+        sent(&client, "POST", &secrets, secret("over-one", MIB + 1)).await,
+        sent(&client, "POST", &secrets, secret("one-mib", MIB)).await,
+        sent(&client, "POST", &bulkies, bulky("under", 1_400_000)).await,
+        sent(&client, "POST", &bulkies, bulky("over-etcd", 1_600_000)).await,
+        sent(
+            &client,
+            "POST",
+            &format!("{bulkies}?dryRun=All"),
+            bulky("dry", 1_600_000),
+        )
+        .await,
+        sent(&client, "POST", &bulkies, bulky("over-client", 2_500_000)).await,
+        sent(&client, "POST", &bulkies, bulky("over-body", 3_500_000)).await,
+        sent(&client, "POST", &bulkies, bulky("grows", 10)).await,
+        sent(
+            &client,
+            "PATCH",
+            &format!("{bulkies}/grows"),
+            json!({"spec": {"blob": "x".repeat(1_600_000)}}),
+        )
+        .await,
+    ];
+    assert_eq!(
+        outcomes,
+        [
+            "413 RequestEntityTooLarge []",
+            "ok",
+            "413 RequestEntityTooLarge []",
+            "413 RequestEntityTooLarge []",
+            "422 Invalid [\"[]\"]",
+            "ok",
+            "422 Invalid [\"[]\"]",
+            "422 Invalid [\"data\"]",
+            "ok",
+            "ok",
+            "500  []",
+            "ok",
+            "500  []",
+            "413 RequestEntityTooLarge []",
+            "ok",
+            "500  []",
+        ],
+        "{} server",
+        server.name()
+    );
+    let mut stored = Vec::new();
+    for path in [
+        format!("{config_maps}/five-mb"),
+        format!("{config_maps}/over-one"),
+        format!("{secrets}/over-one"),
+        format!("{bulkies}/over-etcd"),
+        format!("{bulkies}/dry"),
+        format!("{bulkies}/over-client"),
+    ] {
+        stored.push(sent(&client, "GET", &path, Value::Null).await);
+    }
+    assert!(
+        stored.iter().all(|s| s.starts_with("404 NotFound")),
+        "{} server: {stored:?}",
+        server.name()
+    );
+    let grown = Api::<DynamicObject>::namespaced_with(
+        client,
+        &ns,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("gen.kubewasm.dev", "v1", "Bulky"),
+            "bulkys",
+        ),
+    )
+    .get("grows")
+    .await
+    .expect("the object a refused patch would have grown");
+    assert_eq!(grown.data["spec"]["blob"], "x".repeat(10));
+}
+
+/// `size` zero bytes, base64-encoded (a Secret's data).
+fn base64_of_zeros(size: usize) -> String {
+    let mut text = "A".repeat(size / 3 * 4);
+    match size % 3 {
+        1 => text.push_str("AA=="),
+        2 => text.push_str("AAA="),
+        _ => {}
+    }
+    text
+}
+
+/// Names are refused where and as the API server refuses them. In a new object's body, by the
+/// kind's rule (422 naming each field: DNS subdomains for most kinds, labels for namespaces and
+/// services, only path segments for RBAC objects and core Events; a `generateName` and the name
+/// made from it). In a request path, a name that is no path segment (`.`, `..`, `%` once
+/// decoded) is 400 on every verb, while other names are looked up (404). A namespace in a path
+/// that no namespace could be: 404 for a create when it is no DNS label; 500 when it is no path
+/// segment (`..`).
+async fn invalid_names_are_refused_as_the_api_server_refuses_them(server: TestServer) {
+    let ns = server.namespace("names").await;
+    let client = server.client();
+    let config_maps = format!("/api/v1/namespaces/{ns}/configmaps");
+    let named = |name: &str| json!({"metadata": {"name": name}});
+    let generated = |prefix: &str| json!({"metadata": {"generateName": prefix}});
+    let roles = format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles");
+    let services = format!("/api/v1/namespaces/{ns}/services");
+    let service =
+        |name: &str| json!({"metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}});
+    let long = |n: usize| "a".repeat(n);
+    let cases: Vec<(&str, &str, String, Value)> = vec![
+        ("POST", "Bad_Name", config_maps.clone(), named("Bad_Name")),
+        ("POST", "a..b", config_maps.clone(), named("a..b")),
+        ("POST", "..", config_maps.clone(), named("..")),
+        ("POST", "a%b", config_maps.clone(), named("a%b")),
+        ("POST", "254", config_maps.clone(), named(&long(254))),
+        ("POST", "253", config_maps.clone(), named(&long(253))),
+        (
+            "POST",
+            "64.b",
+            config_maps.clone(),
+            named(&format!("{}.b", long(64))),
+        ),
+        ("POST", "gen Bad_", config_maps.clone(), generated("Bad_")),
+        ("POST", "gen ab-", config_maps.clone(), generated("ab-")),
+        ("POST", "gen ab.", config_maps.clone(), generated("ab.")),
+        (
+            "POST",
+            "gen 250",
+            config_maps.clone(),
+            generated(&"g".repeat(250)),
+        ),
+        (
+            "POST",
+            "gen 254",
+            config_maps.clone(),
+            generated(&long(254)),
+        ),
+        ("POST", "ns a.b", "/api/v1/namespaces".into(), named("a.b")),
+        (
+            "POST",
+            "ns 64",
+            "/api/v1/namespaces".into(),
+            named(&long(64)),
+        ),
+        ("POST", "ns ..", "/api/v1/namespaces".into(), named("..")),
+        ("POST", "svc a.b", services.clone(), service("a.b")),
+        ("POST", "svc 1abc", services.clone(), service("1abc")),
+        ("POST", "role a:B_c", roles.clone(), named("a:B_c")),
+        ("POST", "role 300", roles.clone(), named(&long(300))),
+        ("POST", "role a%b", roles.clone(), named("a%b")),
+        ("POST", "role ..", roles.clone(), named("..")),
+        (
+            "POST",
+            "event Bad:Name",
+            format!("/api/v1/namespaces/{ns}/events"),
+            json!({"metadata": {"name": "Bad:Name"}, "involvedObject": {"namespace": ns},
+                   "reason": "Probe"}),
+        ),
+        ("GET", "get ..", format!("{config_maps}/.."), Value::Null),
+        ("GET", "get .", format!("{config_maps}/."), Value::Null),
+        (
+            "GET",
+            "get %2e%2e",
+            format!("{config_maps}/%2e%2e"),
+            Value::Null,
+        ),
+        (
+            "GET",
+            "get a%25b",
+            format!("{config_maps}/a%25b"),
+            Value::Null,
+        ),
+        (
+            "GET",
+            "get a%2Fb",
+            format!("{config_maps}/a%2Fb"),
+            Value::Null,
+        ),
+        (
+            "GET",
+            "get Bad_Name",
+            format!("{config_maps}/Bad_Name"),
+            Value::Null,
+        ),
+        (
+            "GET",
+            "get 300",
+            format!("{config_maps}/{}", long(300)),
+            Value::Null,
+        ),
+        ("PUT", "put ..", format!("{config_maps}/.."), named("..")),
+        (
+            "DELETE",
+            "delete ..",
+            format!("{config_maps}/.."),
+            Value::Null,
+        ),
+        ("PATCH", "patch ..", format!("{config_maps}/.."), json!({})),
+        (
+            "GET",
+            "get namespace ..",
+            "/api/v1/namespaces/..".into(),
+            Value::Null,
+        ),
+        (
+            "POST",
+            "in ns ..",
+            "/api/v1/namespaces/../configmaps".into(),
+            named("x"),
+        ),
+        (
+            "POST",
+            "in ns %2e%2e",
+            "/api/v1/namespaces/%2e%2e/configmaps".into(),
+            named("x"),
+        ),
+        (
+            "POST",
+            "in ns Bad_NS",
+            "/api/v1/namespaces/Bad_NS/configmaps".into(),
+            named("x"),
+        ),
+        (
+            "POST",
+            "in ns 64",
+            format!("/api/v1/namespaces/{}/configmaps", long(64)),
+            named("x"),
+        ),
+        ("POST", "no ns", "/api/v1/configmaps".into(), named("x")),
+        (
+            "GET",
+            "get in ns ..",
+            "/api/v1/namespaces/../configmaps/x".into(),
+            Value::Null,
+        ),
+        (
+            "GET",
+            "list in ns ..",
+            "/api/v1/namespaces/../configmaps".into(),
+            Value::Null,
+        ),
+        (
+            "PATCH",
+            "patch in ns ..",
+            "/api/v1/namespaces/../configmaps/x".into(),
+            json!({}),
+        ),
+        (
+            "DELETE",
+            "delete in ns ..",
+            "/api/v1/namespaces/../configmaps/x".into(),
+            Value::Null,
+        ),
+        (
+            "GET",
+            "list in ns Bad_NS",
+            "/api/v1/namespaces/Bad_NS/configmaps".into(),
+            Value::Null,
+        ),
+        (
+            "GET",
+            "get in ns Bad_NS",
+            "/api/v1/namespaces/Bad_NS/configmaps/x".into(),
+            Value::Null,
+        ),
+    ];
+    let mut outcomes = Vec::new();
+    for (method, label, path, body) in &cases {
+        outcomes.push(format!(
+            "{label}: {}",
+            sent(&client, method, path, body.clone()).await
+        ));
+    }
+    let invalid = |fields: &str| format!("422 Invalid [{fields}]");
+    let name = "\"metadata.name\"";
+    let generate = "\"metadata.generateName\"";
+    let expected: Vec<String> = [
+        ("Bad_Name", invalid(name)),
+        ("a..b", invalid(name)),
+        ("..", invalid(name)),
+        ("a%b", invalid(name)),
+        ("254", invalid(name)),
+        ("253", "ok".into()),
+        ("64.b", "ok".into()),
+        ("gen Bad_", invalid(&format!("{generate}, {name}"))),
+        ("gen ab-", "ok".into()),
+        ("gen ab.", invalid(generate)),
+        ("gen 250", "ok".into()),
+        ("gen 254", invalid(generate)),
+        ("ns a.b", invalid(name)),
+        ("ns 64", invalid(&format!("{name}, \"metadata.labels\""))),
+        ("ns ..", invalid(&format!("{name}, \"metadata.labels\""))),
+        ("svc a.b", invalid(name)),
+        ("svc 1abc", "ok".into()),
+        ("role a:B_c", "ok".into()),
+        ("role 300", "ok".into()),
+        ("role a%b", invalid(name)),
+        ("role ..", invalid(name)),
+        ("event Bad:Name", "ok".into()),
+        ("get ..", "400 BadRequest []".into()),
+        ("get .", "400 BadRequest []".into()),
+        ("get %2e%2e", "400 BadRequest []".into()),
+        ("get a%25b", "400 BadRequest []".into()),
+        ("get a%2Fb", "404 NotFound []".into()),
+        ("get Bad_Name", "404 NotFound []".into()),
+        ("get 300", "404 NotFound []".into()),
+        ("put ..", "400 BadRequest []".into()),
+        ("delete ..", "400 BadRequest []".into()),
+        ("patch ..", "400 BadRequest []".into()),
+        ("get namespace ..", "400 BadRequest []".into()),
+        ("in ns ..", "500 InternalError [\"\"]".into()),
+        ("in ns %2e%2e", "500 InternalError [\"\"]".into()),
+        ("in ns Bad_NS", "404 NotFound []".into()),
+        ("in ns 64", "404 NotFound []".into()),
+        ("no ns", "405 MethodNotAllowed []".into()),
+        ("get in ns ..", "500  []".into()),
+        ("list in ns ..", "500  []".into()),
+        ("patch in ns ..", "500  []".into()),
+        ("delete in ns ..", "500  []".into()),
+        ("list in ns Bad_NS", "ok".into()),
+        ("get in ns Bad_NS", "404 NotFound []".into()),
+    ]
+    .into_iter()
+    .map(|(label, outcome)| format!("{label}: {outcome}"))
+    .collect();
+    assert_eq!(outcomes, expected, "{} server", server.name());
+    let generated = Api::<ConfigMap>::namespaced(server.client(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list the ConfigMaps");
+    let from_long_prefix: Vec<usize> = generated
+        .items
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .filter(|n| n.starts_with('g'))
+        .map(str::len)
+        .collect();
+    assert_eq!(
+        from_long_prefix,
+        [63],
+        "{} server: a generated name is cut to 63",
         server.name()
     );
 }
