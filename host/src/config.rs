@@ -49,8 +49,8 @@
 //! [plugins.sample-controller]
 //! writes = ["apps/Deployment", "Event:create,patch"]   # none by default
 //! max-concurrent-reconciles = 2   # 0.2 plugins: instances reconciling at once (default 1)
-//! write-qps = 5.0                 # client-side write rate limit (client-go's defaults)
-//! write-burst = 10
+//! write-qps = 5.0                 # client-side write rate limit (client-go's defaults): a write
+//! write-burst = 10                # with no token left answers too-many-requests at once
 //! api-call-timeout-ms = 10000     # wall-clock limit of one API call
 //! retry-base-delay-ms = 5         # per-key backoff of a failed reconcile, doubling...
 //! retry-max-delay-seconds = 1000  # ...up to this
