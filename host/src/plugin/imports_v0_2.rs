@@ -75,8 +75,8 @@ impl Context {
         *self.last_error.lock() = Some(error);
     }
 
-    /// Counts a refused queue add of the guest's (the queue counted it in its metrics) and
-    /// logs it, at most once a second.
+    /// The error a guest's refused queue add answers (the queue has counted it), logged at
+    /// most once a second.
     fn queue_refused(&self, reason: QueueRefusal, key: &str) -> String {
         let message = match reason {
             QueueRefusal::Full => format!(
