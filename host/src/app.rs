@@ -533,6 +533,8 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "subscriptions": p.subscriptions,
         "events_delivered": p.events_delivered,
         "errors": p.errors,
+        "reconciles": p.reconciles,
+        "reconcile_errors": p.reconcile_errors,
         "traps": p.traps,
         "timeouts": p.timeouts,
         "memory_faults": p.memory_faults,

@@ -49,13 +49,19 @@
 //! [plugins.sample-controller]
 //! writes = ["apps/Deployment", "Event:create,patch"]   # none by default
 //! max-concurrent-reconciles = 2   # 0.2 plugins: instances reconciling at once (default 1)
-//! write-qps = 5.0                 # client-side write rate limit (client-go's defaults)
-//! write-burst = 10
+//! write-qps = 5.0                 # client-side write rate limit (client-go's defaults): a write
+//! write-burst = 10                # with no token left answers too-many-requests at once
 //! api-call-timeout-ms = 10000     # wall-clock limit of one API call
 //! retry-base-delay-ms = 5         # per-key backoff of a failed reconcile, doubling...
 //! retry-max-delay-seconds = 1000  # ...up to this
 //! retry-qps = 10.0                # overall retry token bucket of the plugin's workqueue
 //! retry-burst = 100
+//! reconciles-per-second = 200.0   # reconciles the plugin's instances start, together...
+//! reconcile-burst = 1000          # ...once this many at once are spent
+//! min-requeue-delay-ms = 100      # a shorter requeue-after (even 0) waits this long
+//! max-queue-keys = 100000         # keys the workqueue holds before the guest's new ones are refused
+//! max-key-bytes = 512             # longest key (namespace + name) the guest may queue
+//! max-add-after-seconds = 86400   # longest add-after delay; a longer requeue-after is cut to it
 //!
 //! [plugins.replica-stats]
 //! every-replica = true            # reconcile on every replica, not only the leader; only
@@ -360,6 +366,18 @@ pub struct PluginConfig {
     pub retry_burst: Option<u32>,
     /// Reconcile on every replica, leader or not; only for a plugin that writes nothing.
     pub every_replica: Option<bool>,
+    /// Reconciles per second the plugin may start, once its burst is spent.
+    pub reconciles_per_second: Option<f64>,
+    pub reconcile_burst: Option<u32>,
+    /// The shortest `requeue-after` honoured (0 honours `requeue-after(0)` as it is).
+    pub min_requeue_delay_ms: Option<u64>,
+    /// The most keys the plugin's workqueue holds before the guest's adds of new keys are
+    /// refused.
+    pub max_queue_keys: Option<usize>,
+    /// The longest key (namespace and name, in bytes) the guest may queue.
+    pub max_key_bytes: Option<usize>,
+    /// The longest delay the guest's `add-after` may ask for.
+    pub max_add_after_seconds: Option<u64>,
 }
 
 pub use crate::plugin::ReconcileSettings;
@@ -367,11 +385,19 @@ pub use crate::plugin::ReconcileSettings;
 impl PluginConfig {
     /// This entry's reconcile settings, client-go's defaults where it says nothing.
     pub fn reconcile_settings(&self) -> ReconcileSettings {
+        let defaults = ReconcileSettings::default();
         let queue = QueueOptions::default();
         let client = ClientOptions::default();
         ReconcileSettings {
             max_concurrent_reconciles: self.max_concurrent_reconciles.unwrap_or(1),
             every_replica: self.every_replica.unwrap_or(false),
+            reconciles_per_second: self
+                .reconciles_per_second
+                .unwrap_or(defaults.reconciles_per_second),
+            reconcile_burst: self.reconcile_burst.unwrap_or(defaults.reconcile_burst),
+            min_requeue_delay: self
+                .min_requeue_delay_ms
+                .map_or(defaults.min_requeue_delay, Duration::from_millis),
             queue: QueueOptions {
                 base_delay: self
                     .retry_base_delay_ms
@@ -381,6 +407,11 @@ impl PluginConfig {
                     .map_or(queue.max_delay, Duration::from_secs),
                 retry_qps: self.retry_qps.unwrap_or(queue.retry_qps),
                 retry_burst: self.retry_burst.unwrap_or(queue.retry_burst),
+                max_keys: self.max_queue_keys.unwrap_or(queue.max_keys),
+                max_key_bytes: self.max_key_bytes.unwrap_or(queue.max_key_bytes),
+                max_add_after: self
+                    .max_add_after_seconds
+                    .map_or(queue.max_add_after, Duration::from_secs),
             },
             client: ClientOptions {
                 qps: self.write_qps.unwrap_or(client.qps),
@@ -542,12 +573,7 @@ impl Config {
                 return Err(invalid(format!("[plugins.{name}] {message}")));
             }
             let settings = plugin.reconcile_settings();
-            let checked = (settings.max_concurrent_reconciles >= 1)
-                .then_some(())
-                .ok_or_else(|| "max-concurrent-reconciles must be at least 1".to_owned())
-                .and_then(|()| settings.queue.validate())
-                .and_then(|()| settings.client.validate());
-            if let Err(message) = checked {
+            if let Err(message) = settings.validate() {
                 return Err(invalid(format!("[plugins.{name}] {message}")));
             }
             if settings.every_replica && plugin.writes.as_ref().is_some_and(|w| !w.is_empty()) {
@@ -777,6 +803,26 @@ mod tests {
         assert_eq!(ctl.client.call_timeout, Duration::from_millis(2500));
         assert_eq!(ctl.queue.base_delay, Duration::from_millis(100));
         assert_eq!(ctl.queue.max_delay, Duration::from_secs(1000));
+        assert_eq!(ctl.reconciles_per_second, 200.0);
+        assert_eq!(ctl.min_requeue_delay, Duration::from_millis(100));
+        assert_eq!(ctl.queue.max_keys, 100_000);
+        let bounded = parse(
+            "[plugins.b]\nreconciles-per-second = 5.0\nreconcile-burst = 2\n\
+             min-requeue-delay-ms = 0\nmax-queue-keys = 10\nmax-key-bytes = 64\n\
+             max-add-after-seconds = 60\n",
+        )
+        .unwrap()
+        .reconcile_for("b");
+        assert_eq!(
+            (bounded.reconciles_per_second, bounded.reconcile_burst),
+            (5.0, 2)
+        );
+        assert_eq!(bounded.min_requeue_delay, Duration::ZERO);
+        assert_eq!(
+            (bounded.queue.max_keys, bounded.queue.max_key_bytes),
+            (10, 64)
+        );
+        assert_eq!(bounded.queue.max_add_after, Duration::from_secs(60));
         let other = config.reconcile_for("other");
         assert_eq!(other.max_concurrent_reconciles, 1);
         assert_eq!(other.queue, QueueOptions::default());
@@ -788,6 +834,11 @@ mod tests {
             "api-call-timeout-ms = 0",
             "retry-base-delay-ms = 0",
             "retry-qps = -1.0",
+            "reconciles-per-second = 0.0",
+            "reconcile-burst = 0",
+            "max-queue-keys = 0",
+            "max-key-bytes = 0",
+            "max-add-after-seconds = 0",
             "every-replica = true\nwrites = [\"ConfigMap\"]",
         ] {
             let err = parse(&format!("[plugins.x]\n{bad}\n"))

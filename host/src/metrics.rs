@@ -25,8 +25,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::plugin::{
-    DropReason, EventKind, FailureKind, Observer, PluginObserver, QueueMetrics, QueueStats,
-    Refusal, WriteObserver, WriteVerb,
+    DropReason, EventKind, FailureKind, Observer, PluginObserver, QueueMetrics, QueueRefusal,
+    QueueStats, Refusal, WriteObserver, WriteVerb,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -58,6 +58,12 @@ struct WriteLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RefusalLabels {
+    plugin: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueRefusalLabels {
     plugin: String,
     reason: String,
 }
@@ -154,13 +160,16 @@ struct WorkqueueFamilies {
     queue_duration: Family<QueueLabels, Histogram>,
     work_duration: Family<QueueLabels, Histogram>,
     retries: Family<QueueLabels, Counter>,
+    /// The guest's queue adds refused, by plugin and reason (kubewasm's, prefixed).
+    refused: Family<QueueRefusalLabels, Counter>,
+    /// Reconciles that returned an error, by plugin (kubewasm's, prefixed).
+    reconcile_errors: Family<PluginLabels, Counter>,
 }
 
 /// The write client's and Event recorder's metrics, by plugin.
 #[derive(Clone)]
 struct WriteFamilies {
     calls: Family<WriteLabels, Counter>,
-    rate_limiter: Family<PluginLabels, Histogram>,
     refused: Family<RefusalLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
     /// The write-call label sets made for each loaded plugin name, to remove them with the
@@ -176,6 +185,8 @@ pub struct QueueHandles {
     queue_duration: Histogram,
     work_duration: Histogram,
     retries: Counter,
+    refused: [Counter; QueueRefusal::ALL.len()],
+    reconcile_errors: Counter,
 }
 
 impl QueueMetrics for QueueHandles {
@@ -198,13 +209,20 @@ impl QueueMetrics for QueueHandles {
     fn retry(&self) {
         self.retries.inc();
     }
+
+    fn refused(&self, reason: QueueRefusal) {
+        self.refused[reason as usize].inc();
+    }
+
+    fn reconcile_error(&self) {
+        self.reconcile_errors.inc();
+    }
 }
 
 /// One 0.2 plugin's write handles: the call counts are made as verbs, kinds and codes occur.
 pub struct WriteHandles {
     families: WriteFamilies,
-    rate_limiter: Histogram,
-    refused: [Counter; 2],
+    refused: [Counter; Refusal::ALL.len()],
     events_dropped: Counter,
 }
 
@@ -222,10 +240,6 @@ impl WriteObserver for WriteHandles {
         };
         self.families.calls.get_or_create(&labels).inc();
         made.insert(labels);
-    }
-
-    fn throttled(&self, _plugin: &str, waited: Duration) {
-        self.rate_limiter.observe(waited.as_secs_f64());
     }
 
     fn refused(&self, _plugin: &str, refusal: Refusal) {
@@ -246,7 +260,7 @@ pub struct PluginMetrics {
     events: Vec<[[Counter; 2]; 3]>,
     handler_seconds: Histogram,
     failures: [Counter; 3],
-    dropped: [Counter; 3],
+    dropped: [Counter; DropReason::ALL.len()],
     log_dropped: Counter,
 }
 
@@ -309,8 +323,9 @@ impl Metrics {
         registry.register(
             "plugin_events_dropped",
             "Events a plugin did not receive: the one it faulted on, those queued for an instance \
-             replaced after a fault (the fresh one is replayed the cache instead), and \
-             quarantined object versions",
+             replaced after a fault (the fresh one is replayed the cache instead), quarantined \
+             object versions, and those queued for an instance that faulted as the plugin \
+             became failed",
             dropped.clone(),
         );
         let log_dropped = Family::<PluginLabels, Counter>::default();
@@ -350,12 +365,6 @@ impl Metrics {
         registry.register_collector(Box::new(PluginCollector(plugins.clone())));
         let writes = WriteFamilies {
             calls: Family::default(),
-            rate_limiter: Family::new_with_constructor(|| {
-                // client-go's rest_client_rate_limiter_duration_seconds buckets.
-                Histogram::new([
-                    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
-                ])
-            }),
             refused: Family::default(),
             events_dropped: Family::default(),
             series: Arc::default(),
@@ -368,14 +377,9 @@ impl Metrics {
             writes.calls.clone(),
         );
         registry.register(
-            "plugin_write_rate_limiter_duration_seconds",
-            "Time a write waited for its plugin's client-side rate limit",
-            writes.rate_limiter.clone(),
-        );
-        registry.register(
             "plugin_writes_refused",
-            "Writes the host refused without sending: not granted, or this replica is not the \
-             leader",
+            "Writes the host refused without sending: not granted, this replica is not the \
+             leader, or the plugin's write rate limit is exhausted",
             writes.refused.clone(),
         );
         registry.register(
@@ -385,6 +389,18 @@ impl Metrics {
             writes.events_dropped.clone(),
         );
         let (workqueue_registry, workqueue) = workqueue_metrics(plugins.clone());
+        registry.register(
+            "plugin_queue_adds_refused",
+            "Keys a 0.2 plugin's guest asked to queue that were refused, by reason: the queue \
+             was full, the key too long, or the delay too long",
+            workqueue.refused.clone(),
+        );
+        registry.register(
+            "plugin_reconcile_errors",
+            "Reconciles of a 0.2 plugin that returned an error (the key is retried with \
+             backoff); faults are counted in plugin_failures",
+            workqueue.reconcile_errors.clone(),
+        );
         Metrics {
             registry,
             events,
@@ -416,6 +432,15 @@ impl Metrics {
             queue_duration: wq.queue_duration.get_or_create_owned(&labels),
             work_duration: wq.work_duration.get_or_create_owned(&labels),
             retries: wq.retries.get_or_create_owned(&labels),
+            refused: QueueRefusal::ALL.map(|reason| {
+                wq.refused.get_or_create_owned(&QueueRefusalLabels {
+                    plugin: name.to_owned(),
+                    reason: reason.as_str().to_owned(),
+                })
+            }),
+            reconcile_errors: wq.reconcile_errors.get_or_create_owned(&PluginLabels {
+                plugin: name.to_owned(),
+            }),
         }
     }
 
@@ -428,7 +453,6 @@ impl Metrics {
         w.series.lock().entry(name.to_owned()).or_default();
         WriteHandles {
             families: w.clone(),
-            rate_limiter: w.rate_limiter.get_or_create_owned(&plugin),
             refused: Refusal::ALL.map(|r| {
                 w.refused.get_or_create_owned(&RefusalLabels {
                     plugin: name.to_owned(),
@@ -506,7 +530,6 @@ impl Metrics {
         };
         self.handler_seconds.remove(&p);
         self.log_dropped.remove(&p);
-        self.writes.rate_limiter.remove(&p);
         self.writes.events_dropped.remove(&p);
         for labels in self.writes.series.lock().remove(plugin).unwrap_or_default() {
             self.writes.calls.remove(&labels);
@@ -526,6 +549,13 @@ impl Metrics {
         wq.queue_duration.remove(&q);
         wq.work_duration.remove(&q);
         wq.retries.remove(&q);
+        wq.reconcile_errors.remove(&p);
+        for reason in QueueRefusal::ALL {
+            wq.refused.remove(&QueueRefusalLabels {
+                plugin: plugin.to_owned(),
+                reason: reason.as_str().to_owned(),
+            });
+        }
         for f in FAILURES {
             self.failures.remove(&FailureLabels {
                 plugin: plugin.to_owned(),
@@ -619,6 +649,8 @@ fn workqueue_metrics(plugins: Arc<OnceLock<PluginSource>>) -> (Registry, Workque
         queue_duration: Family::new_with_constructor(durations),
         work_duration: Family::new_with_constructor(durations),
         retries: Family::default(),
+        refused: Family::default(),
+        reconcile_errors: Family::default(),
     };
     let mut registry = Registry::default();
     registry.register(
@@ -863,7 +895,9 @@ mod tests {
         writes.write_call("ctl", WriteVerb::Create, "Deployment", "2xx");
         writes.write_call("ctl", WriteVerb::Create, "Deployment", "2xx");
         writes.write_call("ctl", WriteVerb::Patch, "Foo", "409");
-        writes.throttled("ctl", Duration::from_millis(200));
+        queue.refused(QueueRefusal::Full);
+        queue.refused(QueueRefusal::Full);
+        queue.reconcile_error();
         writes.refused("ctl", Refusal::NotLeader);
         writes.event_dropped("ctl");
         let text = metrics.encode();
@@ -877,7 +911,9 @@ mod tests {
             r#"workqueue_longest_running_processor_seconds{name="ctl"} 1.5"#,
             r#"kubewasm_plugin_write_calls_total{plugin="ctl",verb="create",resource="Deployment",code="2xx"} 2"#,
             r#"kubewasm_plugin_write_calls_total{plugin="ctl",verb="patch",resource="Foo",code="409"} 1"#,
-            r#"kubewasm_plugin_write_rate_limiter_duration_seconds_count{plugin="ctl"} 1"#,
+            r#"kubewasm_plugin_queue_adds_refused_total{plugin="ctl",reason="full"} 2"#,
+            r#"kubewasm_plugin_queue_adds_refused_total{plugin="ctl",reason="key-too-long"} 0"#,
+            r#"kubewasm_plugin_reconcile_errors_total{plugin="ctl"} 1"#,
             r#"kubewasm_plugin_writes_refused_total{plugin="ctl",reason="not-leader"} 1"#,
             r#"kubewasm_plugin_writes_refused_total{plugin="ctl",reason="not-granted"} 0"#,
             r#"kubewasm_plugin_recorded_events_dropped_total{plugin="ctl"} 1"#,

@@ -279,8 +279,14 @@ impl Actor {
         self.shared.inbox.handled(1);
         let generation = self.shared.inbox.generation();
         if queued.generation != generation {
-            self.stale += 1;
-            self.drop_events(DropReason::Replaced, 1);
+            // A failed plugin has no fresh instance to replay the cache to: its events are
+            // not replaced, only lost.
+            if self.shared.failed.load(Ordering::Acquire) {
+                self.drop_events(DropReason::Failed, 1);
+            } else {
+                self.stale += 1;
+                self.drop_events(DropReason::Replaced, 1);
+            }
             return;
         }
         if self.stale > 0 {
@@ -936,6 +942,9 @@ mod tests {
             .count();
         assert_eq!(failed_lines, 1);
         assert!(s.calls.dropped(DropReason::Fault) >= 6);
+        // The replay queued behind the fault that made it failed went to no fresh instance:
+        // dropped as `failed`, not `replaced`.
+        assert!(s.calls.dropped(DropReason::Failed) > 0);
         handle.stop(Duration::from_secs(5)).await;
     }
 

@@ -11,8 +11,12 @@
 //! 3. a per-object token bucket (one event per 5 minutes, burst 25 by default) drops what is
 //!    left over: every record, even one that would only bump a count, takes a token.
 //!
-//! Writes go through the plugin's [`WriteClient`] (so its grants, rate limit and call limit
-//! apply) from a background task, in order; [`EventRecorder::record`] only decides.
+//! Writes go through a [`WriteClient`] of the plugin's (so its grants and call limit apply)
+//! from a background task, in order; [`EventRecorder::record`] only decides. Events have a write
+//! budget of their own ([`RecorderOptions::writes_per_second`]): the background task waits for
+//! it, and takes nothing from the plugin's own writes. At most
+//! [`RecorderOptions::max_pending`] accepted events wait to be written; past that, a record is
+//! refused (`TooManyRequests`) and counted as dropped.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -44,6 +48,12 @@ pub struct RecorderOptions {
     /// The most events and objects remembered; the least recently seen are forgotten first
     /// (client-go: 4096).
     pub cache_size: usize,
+    /// Event writes per second, sustained, apart from the plugin's own write rate limit.
+    pub writes_per_second: f64,
+    /// Event writes at once above that rate.
+    pub write_burst: u32,
+    /// The most accepted events waiting to be written.
+    pub max_pending: usize,
 }
 
 impl Default for RecorderOptions {
@@ -54,6 +64,9 @@ impl Default for RecorderOptions {
             per_object_qps: 1.0 / 300.0,
             per_object_burst: 25,
             cache_size: 4096,
+            writes_per_second: 5.0,
+            write_burst: 25,
+            max_pending: 1000,
         }
     }
 }
@@ -108,14 +121,20 @@ fn event_gvk() -> Gvk {
 pub struct EventRecorder {
     client: Arc<WriteClient>,
     correlator: Mutex<Correlator>,
-    jobs: mpsc::UnboundedSender<Job>,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl EventRecorder {
-    /// A recorder writing through `client` (the plugin's: its name is the Events' source).
+    /// A recorder writing through `client` (the plugin's: its name is the Events' source; one
+    /// without its own rate limit, see [`WriteClient::unmetered`], so that Events keep to
+    /// their own budget only).
     pub fn new(client: Arc<WriteClient>, options: RecorderOptions) -> Self {
-        let (jobs, rx) = mpsc::unbounded_channel();
-        tokio::spawn(write_loop(client.clone(), rx));
+        let (jobs, rx) = mpsc::channel(options.max_pending.max(1));
+        let budget = TokenBucket::new(
+            options.writes_per_second.max(f64::MIN_POSITIVE),
+            options.write_burst,
+        );
+        tokio::spawn(write_loop(client.clone(), rx, budget));
         EventRecorder {
             client,
             correlator: Mutex::new(Correlator::new(options)),
@@ -175,15 +194,21 @@ impl EventRecorder {
                 fallback: self.event_json(&event, name, count, &message),
             },
         };
-        // The writer only ends when the recorder is dropped: a failed send cannot happen.
-        let _ = self.jobs.send(job);
+        // The writer only ends when the recorder is dropped: only a full backlog refuses.
+        if self.jobs.try_send(job).is_err() {
+            self.client.event_dropped();
+            return Err(WriteError::TooManyRequests(format!(
+                "too many events waiting to be written: the event about {} is dropped",
+                event.regarding.name
+            )));
+        }
         Ok(())
     }
 
     /// Waits until every event accepted so far has been written (or has failed).
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
-        if self.jobs.send(Job::Flush(done)).is_ok() {
+        if self.jobs.send(Job::Flush(done)).await.is_ok() {
             let _ = wait.await;
         }
     }
@@ -236,8 +261,18 @@ enum Job {
     Flush(oneshot::Sender<()>),
 }
 
-async fn write_loop(client: Arc<WriteClient>, mut jobs: mpsc::UnboundedReceiver<Job>) {
+async fn write_loop(
+    client: Arc<WriteClient>,
+    mut jobs: mpsc::Receiver<Job>,
+    mut budget: TokenBucket,
+) {
     while let Some(job) = jobs.recv().await {
+        if !matches!(job, Job::Flush(_)) {
+            let wait = budget.reserve(Instant::now());
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+        }
         let result = match job {
             Job::Create(event) => client.create(&event).await.map(drop),
             Job::Bump {

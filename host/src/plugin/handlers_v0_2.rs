@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinHandle;
@@ -17,7 +18,7 @@ use super::grants::Limits;
 use super::inbox::{Inbox, Queued};
 use super::instance::Outcome;
 use super::observer::{DropReason, PluginObserver};
-use super::reconciler::{Recipe, ReconcilerInstance, start_instance};
+use super::reconciler::{Recipe, ReconcilerInstance, cut, start_instance};
 
 /// How long the task waits before trying a new instance after one failed to start.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
@@ -102,6 +103,8 @@ pub(crate) fn spawn_handlers(
         // Faults with no call returning in between: the next instance waits for a growing
         // backoff, so a guest that faults on every event cannot spin a core instantiating.
         let mut faults_in_a_row = 0u32;
+        // Whether the next instance replaces one that faulted (a restart).
+        let mut replacing = false;
         let mut sizer = BatchSizer::new(&recipe.limits);
         // Events of a batch the instance faulted on: delivered again one per call, so that
         // only the event that faults is dropped.
@@ -118,7 +121,12 @@ pub(crate) fn spawn_handlers(
                                 tokio::time::sleep(restart_backoff(faults_in_a_row)).await;
                             }
                             match start_instance(&recipe).await {
-                                Ok((i, _)) => current = Some(i),
+                                Ok((i, _)) => {
+                                    if std::mem::take(&mut replacing) {
+                                        recipe.plugin.restarts.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    current = Some(i);
+                                }
                                 Err(reason) => {
                                     tracing::warn!(plugin = %recipe.name, "starting a handler instance: {reason}");
                                     tokio::time::sleep(RESTART_DELAY).await;
@@ -143,6 +151,7 @@ pub(crate) fn spawn_handlers(
                 }
                 faults_in_a_row += 1;
                 current = None;
+                replacing = true;
                 sizer.faulted();
                 if n > 1 {
                     singles = n;
@@ -197,7 +206,11 @@ async fn deliver(
             for (i, q) in chunk.iter().enumerate() {
                 let ok = match failed.next_if(|(f, _)| *f <= i) {
                     Some((_, reason)) => {
+                        let reason = cut(&reason);
                         tracing::debug!(plugin = %recipe.name, "handler returned an error: {reason}");
+                        recipe
+                            .plugin
+                            .record_error(format!("{} event: {reason}", q.event.kind().as_str()));
                         // A guest naming one event twice or out of order fails it once.
                         while failed.next_if(|(f, _)| *f <= i).is_some() {}
                         false
@@ -226,7 +239,11 @@ async fn deliver(
             } else {
                 "an event".to_owned()
             };
+            let reason = cut(&reason).to_owned();
             tracing::warn!(plugin = %recipe.name, "handler {} on {what}, a fresh instance takes over: {reason}", kind.as_str());
+            recipe
+                .plugin
+                .record_error(format!("handler {} on {what}: {reason}", kind.as_str()));
             recipe
                 .plugin
                 .calls

@@ -97,14 +97,19 @@ pub struct PluginStatus {
     pub content_hash: String,
     /// Each subscription as `group/version/Kind` plus namespace and selectors.
     pub subscriptions: Vec<String>,
-    /// Handler calls that returned (ok or err).
+    /// Events handled by handler calls that returned (ok or err); reconciles are not events.
     pub events_delivered: u64,
-    /// Handler calls that returned `err`.
+    /// Events whose handler call returned `err`.
     pub errors: u64,
+    /// Reconciles that returned (ok or err), for 0.2 plugins.
+    pub reconciles: u64,
+    /// Reconciles that returned `err`.
+    pub reconcile_errors: u64,
     pub traps: u64,
     pub timeouts: u64,
     pub memory_faults: u64,
-    /// Fresh instances started after faults.
+    /// Fresh instances started after faults (for 0.2 plugins: reconcile and handler
+    /// instances).
     pub restarts: u64,
     /// Events queued and not yet handed to the guest.
     pub queue_depth: usize,
@@ -116,7 +121,7 @@ pub struct PluginStatus {
     pub events_dropped: Vec<(&'static str, u64)>,
     /// Whether the current instance has handled its whole replay of the cache.
     pub replay_done: bool,
-    /// The last handler error, fault or failed replacement.
+    /// The last handler or reconcile error, fault, or failed replacement.
     pub last_error: Option<String>,
     /// A 0.2 plugin's workqueue: its depth, and how long the oldest ready key has waited.
     pub workqueue: Option<QueueStats>,
@@ -142,6 +147,8 @@ impl PluginStatus {
             subscriptions: subscriptions.to_vec(),
             events_delivered: load(&calls.returned),
             errors: load(&calls.errors),
+            reconciles: load(&calls.reconciles),
+            reconcile_errors: load(&calls.reconcile_errors),
             traps: load(&calls.traps),
             timeouts: load(&calls.timeouts),
             memory_faults: load(&calls.memory_faults),

@@ -3,6 +3,7 @@
 //! plugin's host-owned [`WorkQueue`]) and `log`.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -13,9 +14,12 @@ use super::cache_api::{ResourceAccess, SharedDocument};
 use super::client::{DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, WriteClient};
 use super::events::{EventRecord, EventRecorder, EventType};
 use super::keys::ObjectKey;
+use super::notices::Notices;
 use super::paging::{PageError, PageLimits, page};
+use super::rate_limit::TokenBucket;
+use super::reconciler::ReconcileSettings;
 use super::state::HostState;
-use super::workqueue::WorkQueue;
+use super::workqueue::{QueueMetrics, QueueRefusal, WorkQueue};
 
 /// What the `client` and `queue` imports of one 0.2 plugin act on. Shared by its instances and
 /// handed from version to version on reload (the queue, the client and the recorder belong to
@@ -26,15 +30,96 @@ pub(crate) struct Context {
     pub(crate) queue: WorkQueue<ObjectKey>,
     /// What the plugin's guest calls did, for its status.
     pub(crate) calls: super::instance::CallCounters,
+    /// The plugin's reconcile rate, shared by its workers and versions.
+    pub(crate) reconciles: Mutex<TokenBucket>,
+    /// The shortest `requeue-after` honoured.
+    pub(crate) min_requeue: Duration,
+    /// Fresh instances started after one faulted (reconcile workers and handlers).
+    pub(crate) restarts: AtomicU64,
+    /// The last failed reconcile or handler call, or fault.
+    pub(crate) last_error: Mutex<Option<String>>,
+    /// Which refused queue adds reach the log.
+    pub(crate) queue_notices: Notices,
+    /// Which failed reconciles reach the log.
+    pub(crate) error_notices: Notices,
+}
+
+impl Context {
+    /// The context of a plugin writing through `client` and `recorder`, with its queue and
+    /// reconcile rate set by `settings`.
+    pub(crate) fn new(
+        client: Arc<WriteClient>,
+        recorder: Arc<EventRecorder>,
+        settings: &ReconcileSettings,
+        metrics: Arc<dyn QueueMetrics>,
+    ) -> Self {
+        Context {
+            client,
+            recorder,
+            queue: WorkQueue::new(settings.queue.clone(), metrics),
+            calls: Default::default(),
+            reconciles: Mutex::new(TokenBucket::new(
+                settings.reconciles_per_second,
+                settings.reconcile_burst,
+            )),
+            min_requeue: settings.min_requeue_delay,
+            restarts: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+            queue_notices: Notices::default(),
+            error_notices: Notices::default(),
+        }
+    }
+
+    /// Records the plugin's last error, for its status.
+    pub(crate) fn record_error(&self, error: String) {
+        *self.last_error.lock() = Some(error);
+    }
+
+    /// The error a guest's refused queue add answers (the queue has counted it), logged at
+    /// most once a second.
+    fn queue_refused(&self, reason: QueueRefusal, key: &str) -> String {
+        let message = match reason {
+            QueueRefusal::Full => format!(
+                "the workqueue is full ({} keys): {key} not queued",
+                self.queue.options().max_keys
+            ),
+            QueueRefusal::KeyTooLong => format!(
+                "the key is longer than {} bytes: not queued",
+                self.queue.options().max_key_bytes
+            ),
+            QueueRefusal::DelayTooLong => format!(
+                "the delay is longer than {:?}: {key} not queued",
+                self.queue.options().max_add_after
+            ),
+        };
+        if let Some(unlogged) = self.queue_notices.admit(tokio::time::Instant::now()) {
+            tracing::warn!(
+                plugin = self.client.plugin(),
+                reason = reason.as_str(),
+                unlogged,
+                "queue add refused: {message}"
+            );
+        }
+        message
+    }
 }
 
 /// One instance's side of the 0.2 imports: the plugin's [`Context`], the type of each of this
 /// instance's subscription handles, and how long the call in progress has waited for the API
-/// server (which does not count toward its deadline).
+/// server (which does not count toward its deadline, nor its wall limit).
 pub(crate) struct InstanceImports {
     pub(crate) plugin: Arc<Context>,
     pub(crate) subscriptions: Vec<Gvk>,
-    waited: Mutex<Duration>,
+    waits: Mutex<ApiWaits>,
+}
+
+/// The time the call in progress has spent waiting for the API server.
+#[derive(Debug, Default)]
+struct ApiWaits {
+    /// The waits of API calls that have returned.
+    done: Duration,
+    /// When the API call in progress started (a guest call makes one at a time).
+    since: Option<Instant>,
 }
 
 impl InstanceImports {
@@ -42,26 +127,38 @@ impl InstanceImports {
         InstanceImports {
             plugin,
             subscriptions,
-            waited: Mutex::new(Duration::ZERO),
+            waits: Mutex::new(ApiWaits::default()),
         }
     }
 
-    /// Time the call in progress spent waiting for the API server; reset at each call.
-    pub(crate) fn take_waited(&self) -> Duration {
-        std::mem::take(&mut *self.waited.lock())
+    /// Starts counting the waits of a new guest call from zero.
+    pub(crate) fn reset_waited(&self) {
+        *self.waits.lock() = ApiWaits::default();
     }
 
-    /// Time the call in progress spent waiting for the API server so far.
+    /// Time the call in progress has spent waiting for the API server so far, the API call
+    /// in progress included: the wall limit excuses a wait while it happens, so a hanging API
+    /// call ends at its own timeout.
     pub(crate) fn waited(&self) -> Duration {
-        *self.waited.lock()
+        let waits = self.waits.lock();
+        waits.done + waits.since.map_or(Duration::ZERO, |s| s.elapsed())
     }
 
     /// Runs one API call, counting the time it waits as excused from the guest's deadline.
     async fn api<T>(&self, call: impl Future<Output = T>) -> T {
-        let started = Instant::now();
-        let answer = call.await;
-        *self.waited.lock() += started.elapsed();
-        answer
+        /// Folds the wait into `done` however the call ends (also when it is dropped).
+        struct Waiting<'a>(&'a Mutex<ApiWaits>);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                let mut waits = self.0.lock();
+                if let Some(since) = waits.since.take() {
+                    waits.done += since.elapsed();
+                }
+            }
+        }
+        self.waits.lock().since = Some(Instant::now());
+        let _waiting = Waiting(&self.waits);
+        call.await
     }
 
     fn client(&self) -> &WriteClient {
@@ -75,6 +172,11 @@ impl InstanceImports {
     }
 
     fn key(&self, key: &types::Key) -> Result<ObjectKey, String> {
+        let bytes = key.namespace.as_ref().map_or(0, String::len) + key.name.len();
+        if bytes > self.plugin.queue.options().max_key_bytes {
+            self.plugin.queue.count_refusal(QueueRefusal::KeyTooLong);
+            return Err(self.plugin.queue_refused(QueueRefusal::KeyTooLong, ""));
+        }
         let gvk = self.gvk(key.subscription).ok_or_else(|| {
             format!(
                 "no subscription has handle {} ({} subscriptions)",
@@ -88,6 +190,14 @@ impl InstanceImports {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
         })
+    }
+}
+
+/// `namespace/name` (or `name`) of a key, for messages.
+fn key_name(key: &ObjectKey) -> String {
+    match &key.namespace {
+        Some(ns) => format!("{ns}/{}", key.name),
+        None => key.name.clone(),
     }
 }
 
@@ -396,18 +506,23 @@ impl queue::Host for HostState {
     fn add(&mut self, key: types::Key) -> Result<(), String> {
         let imports = self.imports()?;
         let key = imports.key(&key)?;
-        imports.plugin.queue.add(key);
-        Ok(())
+        let named = key_name(&key);
+        imports
+            .plugin
+            .queue
+            .try_add(key)
+            .map_err(|reason| imports.plugin.queue_refused(reason, &named))
     }
 
     fn add_after(&mut self, key: types::Key, delay_ms: u32) -> Result<(), String> {
         let imports = self.imports()?;
         let key = imports.key(&key)?;
+        let named = key_name(&key);
         imports
             .plugin
             .queue
-            .add_after(key, Duration::from_millis(delay_ms.into()));
-        Ok(())
+            .try_add_after(key, Duration::from_millis(delay_ms.into()))
+            .map_err(|reason| imports.plugin.queue_refused(reason, &named))
     }
 }
 

@@ -84,10 +84,14 @@ pub(crate) enum Outcome<T> {
 /// status.
 #[derive(Debug, Default)]
 pub(crate) struct CallCounters {
-    /// Calls that returned (ok or err).
+    /// Events handled by handler calls that returned (ok or err).
     pub(crate) returned: AtomicU64,
-    /// Calls that returned `err`.
+    /// Events whose handler call returned `err`.
     pub(crate) errors: AtomicU64,
+    /// Reconciles that returned (ok or err).
+    pub(crate) reconciles: AtomicU64,
+    /// Reconciles that returned `err`.
+    pub(crate) reconcile_errors: AtomicU64,
     pub(crate) traps: AtomicU64,
     pub(crate) timeouts: AtomicU64,
     pub(crate) memory_faults: AtomicU64,
@@ -109,6 +113,20 @@ impl CallCounters {
             Outcome::Failed(FailureKind::Memory, _) => &self.memory_faults,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts how a reconcile ended: apart from the events handled, but faults alike.
+    pub(crate) fn count_reconcile<T>(&self, outcome: &Outcome<T>) {
+        match outcome {
+            Outcome::Ok(_) => {
+                self.reconciles.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::GuestError(_) => {
+                self.reconciles.fetch_add(1, Ordering::Relaxed);
+                self.reconcile_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Failed(..) => self.count(outcome),
+        }
     }
 
     /// Counts `n` events the plugin did not receive, for `reason`.
@@ -301,9 +319,9 @@ pub(crate) fn new_store(
 
 /// Runs one guest call under the deadline: the epoch callback interrupts guest code once
 /// the call has run for the deadline (see [`CallClock`]); a wall-clock limit of
-/// [`WALL_LIMIT_FACTOR`] times the deadline, plus whatever `excused` says the call spent
-/// waiting for the API server, ends a call blocked in a host call for longer (a guest sleeping
-/// through WASI).
+/// [`WALL_LIMIT_FACTOR`] times the deadline, not counting what `excused` says the call has
+/// spent waiting for the API server so far (the wait in progress included), ends a call
+/// blocked in a host call for longer (a guest sleeping through WASI).
 pub(crate) async fn guarded<T, F>(
     store: &mut Store<HostState>,
     deadline: Duration,
@@ -325,24 +343,29 @@ where
         let mut call = std::pin::pin!(timed(&clock, call(store)));
         // Most calls finish in their first poll: only arm a timer for those that wait.
         match futures::poll!(call.as_mut()) {
-            Poll::Ready(r) => Ok(r),
+            Poll::Ready(r) => Some(r),
             Poll::Pending => loop {
-                let limit = wall_limit(deadline) + excused();
-                let remaining = limit.saturating_sub(started.elapsed());
-                match tokio::time::timeout(remaining, call.as_mut()).await {
-                    Ok(r) => break Ok(r),
-                    Err(e) if wall_limit(deadline) + excused() <= limit => break Err(e),
-                    // Time waiting for the API server came in meanwhile: wait that long more.
-                    Err(_) => continue,
+                // Wall time not excused: waits for the API server are, also while they last,
+                // so an API call ends at its own timeout rather than at this limit.
+                let unexcused = started.elapsed().saturating_sub(excused());
+                let remaining = wall_limit(deadline).saturating_sub(unexcused);
+                if remaining.is_zero() {
+                    break None;
+                }
+                // While an API call is in progress the remaining time does not shrink: look
+                // again no more often than every tick.
+                let wait = remaining.max(super::engine::EPOCH_TICK);
+                if let Ok(r) = tokio::time::timeout(wait, call.as_mut()).await {
+                    break Some(r);
                 }
             },
         }
     };
     clock.stop();
     match result {
-        Ok(Ok(Ok(v))) => Outcome::Ok(v),
-        Ok(Ok(Err(reason))) => Outcome::GuestError(reason),
-        Ok(Err(e)) => {
+        Some(Ok(Ok(v))) => Outcome::Ok(v),
+        Some(Ok(Err(reason))) => Outcome::GuestError(reason),
+        Some(Err(e)) => {
             let kind = if store.data().limiter.exceeded {
                 FailureKind::Memory
             } else if e.downcast_ref::<DeadlineExceeded>().is_some() {
@@ -352,11 +375,11 @@ where
             };
             Outcome::Failed(kind, format!("{e:#}"))
         }
-        Err(_) => Outcome::Failed(
+        None => Outcome::Failed(
             FailureKind::Timeout,
             format!(
-                "call took {:?} of wall time (the limit is {WALL_LIMIT_FACTOR} times the \
-                 deadline of {deadline:?})",
+                "call took {:?} of wall time besides waiting for the API server (the limit is \
+                 {WALL_LIMIT_FACTOR} times the deadline of {deadline:?})",
                 wall_limit(deadline)
             ),
         ),

@@ -25,6 +25,7 @@ mod instance;
 mod keys;
 mod leases;
 mod log_gate;
+mod notices;
 mod observer;
 mod paging;
 mod rate_limit;
@@ -61,5 +62,6 @@ pub use observer::{DropReason, EventKind, FailureKind, NoopObserver, Observer, P
 pub use paging::{Page, PageError, PageLimits, page};
 pub use reconciler::ReconcileSettings;
 pub use workqueue::{
-    Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueStats, WorkQueue,
+    Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueRefusal, QueueStats,
+    WorkQueue,
 };

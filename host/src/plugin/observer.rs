@@ -35,13 +35,17 @@ pub enum DropReason {
     Replaced,
     /// An object version that made the plugin fail twice.
     Quarantined,
+    /// Queued for an instance that faulted as the plugin became failed: no fresh instance
+    /// takes them (until the failed plugin's next retry replays the cache).
+    Failed,
 }
 
 impl DropReason {
-    pub(crate) const ALL: [DropReason; 3] = [
+    pub(crate) const ALL: [DropReason; 4] = [
         DropReason::Fault,
         DropReason::Replaced,
         DropReason::Quarantined,
+        DropReason::Failed,
     ];
 
     /// A lowercase label for logs and metrics.
@@ -50,6 +54,7 @@ impl DropReason {
             DropReason::Fault => "fault",
             DropReason::Replaced => "replaced",
             DropReason::Quarantined => "quarantined",
+            DropReason::Failed => "failed",
         }
     }
 }

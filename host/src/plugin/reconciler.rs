@@ -6,7 +6,10 @@
 
 use crate::leader::LeaderGate;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::task::JoinHandle;
 use wasmtime::Store;
@@ -37,19 +40,51 @@ pub struct ReconcileSettings {
     /// that only observe (no write grants). Off by default, so that what a reconcile does
     /// besides writing (logs, metrics, calls out) happens once, not once per replica.
     pub every_replica: bool,
+    /// Reconciles per second the plugin's instances start, together, once the burst is spent:
+    /// a guest that requeues its keys at once for ever costs a bounded share of a core.
+    pub reconciles_per_second: f64,
+    /// Reconciles the plugin may start at once above that rate.
+    pub reconcile_burst: u32,
+    /// The shortest `requeue-after` honoured: a shorter one (`requeue-after(0)`) waits this
+    /// long, so one key cannot loop faster.
+    pub min_requeue_delay: Duration,
     pub queue: super::QueueOptions,
     pub client: super::ClientOptions,
 }
 
 impl Default for ReconcileSettings {
-    /// client-go's defaults, one reconcile at a time.
+    /// client-go's defaults, one reconcile at a time, at most 200 reconciles a second (burst
+    /// 1000), a requeue after at least 100 ms.
     fn default() -> Self {
         ReconcileSettings {
             max_concurrent_reconciles: 1,
             every_replica: false,
+            reconciles_per_second: 200.0,
+            reconcile_burst: 1000,
+            min_requeue_delay: Duration::from_millis(100),
             queue: super::QueueOptions::default(),
             client: super::ClientOptions::default(),
         }
+    }
+}
+
+impl ReconcileSettings {
+    /// Checks the values make sense; the message names the bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_concurrent_reconciles == 0 {
+            return Err("max-concurrent-reconciles must be at least 1".into());
+        }
+        if !(self.reconciles_per_second.is_finite() && self.reconciles_per_second > 0.0) {
+            return Err(format!(
+                "reconciles per second must be positive, got {}",
+                self.reconciles_per_second
+            ));
+        }
+        if self.reconcile_burst == 0 {
+            return Err("the reconcile burst must be at least 1".into());
+        }
+        self.queue.validate()?;
+        self.client.validate()
     }
 }
 
@@ -141,10 +176,7 @@ impl ReconcilerInstance {
         let Some(r) = self.bindings.reconcile.clone() else {
             return Outcome::GuestError("the component exports no `reconcile`".into());
         };
-        let imports = self.store.data().v0_2_imports.clone();
-        if let Some(i) = &imports {
-            i.take_waited();
-        }
+        let imports = self.api_waits();
         let excused = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
         let deadline = self.deadline;
         guarded(&mut self.store, deadline, excused, async |s| {
@@ -155,6 +187,15 @@ impl ReconcilerInstance {
 }
 
 impl ReconcilerInstance {
+    /// The imports whose API waits the next call's wall limit excuses, their count reset.
+    fn api_waits(&self) -> Option<Arc<InstanceImports>> {
+        let imports = self.store.data().v0_2_imports.clone();
+        if let Some(i) = &imports {
+            i.reset_waited();
+        }
+        imports
+    }
+
     /// Whether the guest takes events in batches (`batch-handler`, 0.2.1).
     pub(crate) fn takes_batches(&self) -> bool {
         matches!(self.bindings.handler, Some(HandlerExports::Batch(_)))
@@ -167,20 +208,21 @@ impl ReconcilerInstance {
             return Outcome::GuestError("the component exports no 0.2.0 `handler`".into());
         };
         let deadline = self.deadline;
-        let no_api = || Duration::ZERO;
+        let imports = self.api_waits();
+        let api_waited = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
         match event {
             Event::Add {
                 object,
                 in_initial_list,
             } => {
-                guarded(&mut self.store, deadline, no_api, async |s| {
+                guarded(&mut self.store, deadline, api_waited, async |s| {
                     h.call_on_add(s, subscription, object.json(), *in_initial_list)
                         .await
                 })
                 .await
             }
             Event::Update { old, new } => {
-                guarded(&mut self.store, deadline, no_api, async |s| {
+                guarded(&mut self.store, deadline, api_waited, async |s| {
                     h.call_on_update(s, subscription, old.json(), new.json())
                         .await
                 })
@@ -190,7 +232,7 @@ impl ReconcilerInstance {
                 object,
                 final_state_unknown,
             } => {
-                guarded(&mut self.store, deadline, no_api, async |s| {
+                guarded(&mut self.store, deadline, api_waited, async |s| {
                     h.call_on_delete(s, subscription, object.json(), *final_state_unknown)
                         .await
                 })
@@ -217,8 +259,9 @@ impl ReconcilerInstance {
             events: &words,
         };
         let deadline = self.deadline;
-        let no_api = || Duration::ZERO;
-        let answered = guarded(&mut self.store, deadline, no_api, async |s| {
+        let imports = self.api_waits();
+        let api_waited = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
+        let answered = guarded(&mut self.store, deadline, api_waited, async |s| {
             h.call_on_events(s, batch).await.map(Ok)
         })
         .await;
@@ -398,14 +441,42 @@ fn park(recipe: &Recipe, key: ObjectKey) {
     );
 }
 
+/// The most of a guest's error message kept in the log and the plugin's status.
+const MAX_REASON: usize = 1024;
+
+/// `reason` cut to [`MAX_REASON`] bytes (at a character boundary).
+pub(crate) fn cut(reason: &str) -> &str {
+    if reason.len() <= MAX_REASON {
+        return reason;
+    }
+    let mut end = MAX_REASON;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    &reason[..end]
+}
+
+/// `namespace/name` (or `name`) of a key, for messages.
+fn key_name(key: &ObjectKey) -> String {
+    match &key.namespace {
+        Some(ns) => format!("{ns}/{}", key.name),
+        None => key.name.clone(),
+    }
+}
+
 async fn work(recipe: Recipe) {
     let queue = recipe.plugin.queue.clone();
     let mut current: Option<(ReconcilerInstance, Vec<Gvk>)> = None;
+    // Whether the next instance replaces one that faulted (a restart).
+    let mut replacing = false;
     loop {
         let (instance, subscriptions) = match &mut current {
             Some(c) => (&mut c.0, &c.1),
             None => match start_instance(&recipe).await {
                 Ok(c) => {
+                    if std::mem::take(&mut replacing) {
+                        recipe.plugin.restarts.fetch_add(1, Ordering::Relaxed);
+                    }
                     let c = current.insert(c);
                     (&mut c.0, &c.1)
                 }
@@ -417,6 +488,12 @@ async fn work(recipe: Recipe) {
             },
         };
         recipe.leader.wait_leader().await;
+        // The plugin's reconcile rate: the token is taken before the key, so no key is held
+        // while its worker waits.
+        let wait = recipe.plugin.reconciles.lock().reserve(Instant::now());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         let Some(item) = queue.get().await else {
             return;
         };
@@ -434,20 +511,33 @@ async fn work(recipe: Recipe) {
             continue;
         };
         let outcome = instance.reconcile(&key).await;
-        recipe.plugin.calls.count(&outcome);
+        recipe.plugin.calls.count_reconcile(&outcome);
         match outcome {
             Outcome::Ok(Action::Done) => item.complete(Completion::Done),
             Outcome::Ok(Action::RequeueAfter(ms)) => {
-                item.complete(Completion::RequeueAfter(Duration::from_millis(ms.into())))
+                let delay = Duration::from_millis(ms.into()).max(recipe.plugin.min_requeue);
+                item.complete(Completion::RequeueAfter(delay))
             }
             Outcome::GuestError(reason) => {
-                tracing::debug!(plugin = %recipe.name, key = ?item.key(), "reconcile failed, retried with backoff: {reason}");
+                let (key, reason) = (key_name(item.key()), cut(&reason));
+                queue.reconcile_failed();
+                if let Some(unlogged) = recipe.plugin.error_notices.admit(Instant::now()) {
+                    tracing::warn!(plugin = %recipe.name, %key, unlogged, "reconcile of {key} failed, retried with backoff: {reason}");
+                }
+                recipe
+                    .plugin
+                    .record_error(format!("reconcile {key}: {reason}"));
                 item.complete(Completion::Retry);
             }
             Outcome::Failed(kind, reason) => {
-                tracing::warn!(plugin = %recipe.name, key = ?item.key(), "reconcile {}, a fresh instance takes over: {reason}", kind.as_str());
+                let (key, reason) = (key_name(item.key()), cut(&reason));
+                tracing::warn!(plugin = %recipe.name, %key, "reconcile {}, a fresh instance takes over: {reason}", kind.as_str());
+                recipe
+                    .plugin
+                    .record_error(format!("reconcile {key} {}: {reason}", kind.as_str()));
                 item.complete(Completion::Retry);
                 current = None;
+                replacing = true;
             }
         }
     }

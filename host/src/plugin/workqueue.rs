@@ -10,6 +10,12 @@
 //!   1000 s by default) and no sooner than an overall token bucket allows (10 retries a second,
 //!   burst 100); both are [`QueueOptions`].
 //!
+//! What a guest asks of the queue is bounded ([`WorkQueue::try_add`],
+//! [`WorkQueue::try_add_after`]): the keys the queue holds (ready or waiting) are capped at
+//! [`QueueOptions::max_keys`], and a delay at [`QueueOptions::max_add_after`]; past either the
+//! add is refused (a [`QueueRefusal`]), counted, and the queue is unchanged. Adds the host makes
+//! from the informers ([`WorkQueue::add`]) are not capped: the cache bounds them.
+//!
 //! A worker's hold on a key is a [`Processing`] guard: [`Processing::complete`] says how the work
 //! ended; dropping the guard without completing it (the instance faulted, the plugin is being
 //! replaced) puts the key back, so no work is lost.
@@ -37,6 +43,44 @@ pub struct QueueOptions {
     pub retry_qps: f64,
     /// Retries allowed at once above that rate (client-go: 100).
     pub retry_burst: u32,
+    /// The most keys the queue holds (ready or waiting for a delay) before a guest's adds of
+    /// new keys are refused as [`QueueRefusal::Full`].
+    pub max_keys: usize,
+    /// The longest key (namespace and name, in bytes) a guest may queue
+    /// ([`QueueRefusal::KeyTooLong`]); checked where the guest's key enters the host.
+    pub max_key_bytes: usize,
+    /// The longest delay a guest's `add-after` may ask for ([`QueueRefusal::DelayTooLong`]); a
+    /// longer `requeue-after` is shortened to it.
+    pub max_add_after: Duration,
+}
+
+/// Why a guest's add was refused (the queue is unchanged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueueRefusal {
+    /// The queue holds [`QueueOptions::max_keys`] keys already.
+    Full,
+    /// The key is longer than [`QueueOptions::max_key_bytes`].
+    KeyTooLong,
+    /// The delay is longer than [`QueueOptions::max_add_after`].
+    DelayTooLong,
+}
+
+impl QueueRefusal {
+    /// Every refusal, for making metric series up front.
+    pub const ALL: [QueueRefusal; 3] = [
+        QueueRefusal::Full,
+        QueueRefusal::KeyTooLong,
+        QueueRefusal::DelayTooLong,
+    ];
+
+    /// A lowercase label for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueRefusal::Full => "full",
+            QueueRefusal::KeyTooLong => "key-too-long",
+            QueueRefusal::DelayTooLong => "delay-too-long",
+        }
+    }
 }
 
 impl Default for QueueOptions {
@@ -46,6 +90,9 @@ impl Default for QueueOptions {
             max_delay: Duration::from_secs(1000),
             retry_qps: 10.0,
             retry_burst: 100,
+            max_keys: 100_000,
+            max_key_bytes: 512,
+            max_add_after: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -67,6 +114,11 @@ impl QueueOptions {
         }
         if self.retry_burst == 0 {
             return Err("the retry burst must be at least 1".into());
+        }
+        if self.max_keys == 0 || self.max_key_bytes == 0 || self.max_add_after.is_zero() {
+            return Err(
+                "the queue's key cap, key length cap and longest delay must be positive".into(),
+            );
         }
         Ok(())
     }
@@ -94,6 +146,10 @@ pub trait QueueMetrics: Send + Sync {
     fn work_duration(&self, _worked: Duration) {}
     /// A failed key was scheduled for a retry with backoff (`retries_total`).
     fn retry(&self) {}
+    /// A guest's add was refused, for `reason`.
+    fn refused(&self, _reason: QueueRefusal) {}
+    /// A reconcile of a key from this queue returned an error.
+    fn reconcile_error(&self) {}
 }
 
 /// Metrics that go nowhere.
@@ -210,6 +266,57 @@ where
     pub fn add_after(&self, key: K, delay: Duration) {
         let mut state = self.inner.state.lock();
         self.insert_after(&mut state, key, delay);
+    }
+
+    /// [`WorkQueue::add`] for a key a guest asked for: refused (and counted) if it would be a
+    /// new key past [`QueueOptions::max_keys`].
+    pub fn try_add(&self, key: K) -> Result<(), QueueRefusal> {
+        let mut state = self.inner.state.lock();
+        if !state.dirty.contains_key(&key) {
+            self.check_room(&state)?;
+        }
+        self.insert(&mut state, key, Instant::now());
+        Ok(())
+    }
+
+    /// [`WorkQueue::add_after`] for a key a guest asked for: refused (and counted) past
+    /// [`QueueOptions::max_add_after`], or if it would be a new key past
+    /// [`QueueOptions::max_keys`].
+    pub fn try_add_after(&self, key: K, delay: Duration) -> Result<(), QueueRefusal> {
+        if delay > self.inner.options.max_add_after {
+            self.inner.metrics.refused(QueueRefusal::DelayTooLong);
+            return Err(QueueRefusal::DelayTooLong);
+        }
+        let mut state = self.inner.state.lock();
+        if !state.dirty.contains_key(&key) && !state.ready_at.contains_key(&key) {
+            self.check_room(&state)?;
+        }
+        self.insert_after(&mut state, key, delay);
+        Ok(())
+    }
+
+    /// Refuses a new key when the queue holds its cap of keys, ready or waiting.
+    fn check_room(&self, state: &State<K>) -> Result<(), QueueRefusal> {
+        if state.dirty.len() + state.ready_at.len() >= self.inner.options.max_keys {
+            self.inner.metrics.refused(QueueRefusal::Full);
+            return Err(QueueRefusal::Full);
+        }
+        Ok(())
+    }
+
+    /// The options the queue was made with.
+    pub fn options(&self) -> &QueueOptions {
+        &self.inner.options
+    }
+
+    /// Counts a guest's add refused before it reached the queue (its key was too long).
+    pub fn count_refusal(&self, reason: QueueRefusal) {
+        self.inner.metrics.refused(reason);
+    }
+
+    /// Reports a failed reconcile of one of this queue's keys to the queue's metrics.
+    pub fn reconcile_failed(&self) {
+        self.inner.metrics.reconcile_error();
     }
 
     /// Queues a failed `key` after its backoff: the longer of its own exponential delay and
@@ -427,6 +534,7 @@ where
                 }
                 Completion::RequeueAfter(delay) => {
                     state.failures.remove(key);
+                    let delay = delay.min(queue.inner.options.max_add_after);
                     queue.insert_after(state, key.clone(), delay);
                 }
                 Completion::Retry => queue.retry(state, key.clone()),
@@ -823,6 +931,76 @@ mod tests {
         assert_eq!(q.stats().waiting, 1);
     }
 
+    #[derive(Default)]
+    struct Refusals(Mutex<Vec<QueueRefusal>>);
+
+    impl QueueMetrics for Refusals {
+        fn refused(&self, reason: QueueRefusal) {
+            self.0.lock().push(reason);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_guests_adds_past_the_key_cap_are_refused_and_counted_and_change_nothing() {
+        let refusals = Arc::new(Refusals::default());
+        let options = QueueOptions {
+            max_keys: 3,
+            ..QueueOptions::default()
+        };
+        let q = WorkQueue::new(options, refusals.clone());
+        let keys: Vec<String> = (0..1_000_000).map(|i| format!("k{i}")).collect();
+        let accepted = keys
+            .iter()
+            .filter(|k| q.try_add((*k).clone()).is_ok())
+            .count();
+        assert_eq!(accepted, 3);
+        assert_eq!(refusals.0.lock().len(), 1_000_000 - 3);
+        assert!(refusals.0.lock().iter().all(|r| *r == QueueRefusal::Full));
+        // A key the queue already holds is no new key: adding it again is fine.
+        assert_eq!(q.try_add("k1".to_owned()), Ok(()));
+        assert_eq!(
+            q.try_add_after("new".to_owned(), Duration::from_secs(1)),
+            Err(QueueRefusal::Full)
+        );
+        assert_eq!(q.stats().depth, 3);
+        // The host's own adds (from the informers) are not capped.
+        q.add("from-informer".to_owned());
+        assert_eq!(q.stats().depth, 4);
+        // Room again once keys are handed out and done.
+        for _ in 0..4 {
+            next_owned(&q).await.complete(Completion::Done);
+        }
+        assert_eq!(q.try_add("later".to_owned()), Ok(()));
+    }
+
+    async fn next_owned(q: &WorkQueue<String>) -> Processing<String> {
+        tokio::time::timeout(SOON, q.get()).await.unwrap().unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delay_past_the_longest_is_refused_and_a_longer_requeue_is_shortened() {
+        let refusals = Arc::new(Refusals::default());
+        let options = QueueOptions {
+            max_add_after: Duration::from_secs(60),
+            ..QueueOptions::default()
+        };
+        let q = WorkQueue::new(options, refusals.clone());
+        assert_eq!(
+            q.try_add_after("a", Duration::from_millis(u32::MAX.into())),
+            Err(QueueRefusal::DelayTooLong)
+        );
+        assert_eq!(*refusals.0.lock(), [QueueRefusal::DelayTooLong]);
+        assert_eq!(q.stats().waiting, 0);
+        assert_eq!(q.try_add_after("a", Duration::from_secs(60)), Ok(()));
+        let item = next(&q, Duration::from_secs(61)).await.unwrap();
+        let done_at = Instant::now();
+        item.complete(Completion::RequeueAfter(Duration::from_millis(
+            u32::MAX.into(),
+        )));
+        let _again = next(&q, Duration::from_secs(61)).await.unwrap();
+        assert_eq!(done_at.elapsed(), Duration::from_secs(60));
+    }
+
     #[test]
     fn options_are_validated() {
         assert!(QueueOptions::default().validate().is_ok());
@@ -845,6 +1023,14 @@ mod tests {
             },
             QueueOptions {
                 retry_burst: 0,
+                ..QueueOptions::default()
+            },
+            QueueOptions {
+                max_keys: 0,
+                ..QueueOptions::default()
+            },
+            QueueOptions {
+                max_add_after: Duration::ZERO,
                 ..QueueOptions::default()
             },
         ];

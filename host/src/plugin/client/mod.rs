@@ -7,8 +7,9 @@
 //!    replica leads): a refusal is `NotGranted`, counted, logged with the plugin's name (the
 //!    first at once, then at most one line a second per plugin and kind, with how many went
 //!    unlogged), and nothing is sent;
-//! 2. held by the plugin's token bucket (client-go's default 5 writes/s, burst 10): a wait
-//!    longer than the call limit is refused at once as `TooManyRequests`;
+//! 2. checked against the plugin's token bucket (client-go's default 5 writes/s, burst 10): a
+//!    write with no token left is refused at once as `TooManyRequests` (nothing waits in the
+//!    limiter, so a reconcile's time is never spent there), counted and logged as a refusal;
 //! 3. sent under a wall-clock limit (discovery included): no answer in time is `Timeout`;
 //! 4. answered with the server's object, or its metav1.Status as a [`WriteError`].
 //!
@@ -86,10 +87,8 @@ impl ClientOptions {
 /// from guest calls in progress: implementations must be cheap and must not block.
 pub trait WriteObserver: Send + Sync {
     /// A write ended: `code` is the HTTP code (`2xx` on success) or what stopped it
-    /// (`not-granted`, `rate-limited`, `timeout`, `unreachable`, `invalid`).
+    /// (`not-granted`, `not-leader`, `rate-limited`, `timeout`, `unreachable`, `invalid`).
     fn write_call(&self, _plugin: &str, _verb: WriteVerb, _kind: &str, _code: &str) {}
-    /// A write waited this long for the plugin's rate limit.
-    fn throttled(&self, _plugin: &str, _waited: Duration) {}
     /// A write was refused before it was sent, for `refusal`.
     fn refused(&self, _plugin: &str, _refusal: Refusal) {}
     /// The Event recorder dropped an event: the object's event budget was spent.
@@ -103,18 +102,38 @@ pub enum Refusal {
     NotGranted,
     /// This replica does not hold the leader election Lease.
     NotLeader,
+    /// The plugin's client-side write rate limit has no token left.
+    RateLimited,
 }
 
 impl Refusal {
     /// Every refusal, for making metric series up front.
-    pub const ALL: [Refusal; 2] = [Refusal::NotGranted, Refusal::NotLeader];
+    pub const ALL: [Refusal; 3] = [
+        Refusal::NotGranted,
+        Refusal::NotLeader,
+        Refusal::RateLimited,
+    ];
 
     /// A lowercase label for logs and metrics.
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::NotGranted => "not-granted",
             Refusal::NotLeader => "not-leader",
+            Refusal::RateLimited => "rate-limited",
         }
+    }
+}
+
+/// Why a write did not succeed: refused by the host before anything was sent, or failed on
+/// the way or at the server.
+enum Stopped {
+    Refused(Refusal, WriteError),
+    Failed(WriteError),
+}
+
+impl From<WriteError> for Stopped {
+    fn from(error: WriteError) -> Self {
+        Stopped::Failed(error)
     }
 }
 
@@ -233,7 +252,9 @@ pub struct WriteClient {
     plugin: Arc<str>,
     grants: WriteGrants,
     options: ClientOptions,
-    limiter: Mutex<TokenBucket>,
+    /// The plugin's write rate limit; `None` for a client whose caller paces its writes (the
+    /// Event recorder, which has a budget of its own).
+    limiter: Option<Mutex<TokenBucket>>,
     resources: Arc<Resources>,
     observer: Arc<dyn WriteObserver>,
     /// Which refusals reach the log.
@@ -257,7 +278,7 @@ impl WriteClient {
         resources: Arc<Resources>,
         observer: Arc<dyn WriteObserver>,
     ) -> Self {
-        let limiter = Mutex::new(TokenBucket::new(options.qps, options.burst));
+        let limiter = Some(Mutex::new(TokenBucket::new(options.qps, options.burst)));
         WriteClient {
             client,
             plugin,
@@ -275,6 +296,12 @@ impl WriteClient {
     /// replica that has lost (or not yet won) its Lease.
     pub fn with_leader(mut self, gate: LeaderGate) -> Self {
         self.leader = gate;
+        self
+    }
+
+    /// Without the client-side write rate limit: for a caller that paces its own writes.
+    pub(crate) fn unmetered(mut self) -> Self {
+        self.limiter = None;
         self
     }
 
@@ -461,15 +488,10 @@ impl WriteClient {
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
         let result = self.call_inner(verb, gvk, object, build).await;
-        let code = match &result {
-            Ok(_) => "2xx".to_owned(),
-            Err(WriteError::TooManyRequests(m)) if m.starts_with(RATE_LIMITED) => {
-                "rate-limited".to_owned()
-            }
-            Err(WriteError::NotGranted(m)) if m.starts_with(NOT_LEADER) => {
-                Refusal::NotLeader.as_str().to_owned()
-            }
-            Err(e) => e.code_label(),
+        let (code, result) = match result {
+            Ok(answer) => ("2xx".to_owned(), Ok(answer)),
+            Err(Stopped::Refused(refusal, error)) => (refusal.as_str().to_owned(), Err(error)),
+            Err(Stopped::Failed(error)) => (error.code_label(), Err(error)),
         };
         self.observer
             .write_call(&self.plugin, verb, &gvk.kind, &code);
@@ -496,6 +518,11 @@ impl WriteClient {
                 plugin = %self.plugin, %verb, %resource, unlogged,
                 "write refused: not granted"
             ),
+            Refusal::RateLimited => tracing::warn!(
+                plugin = %self.plugin, %verb, %resource, unlogged,
+                qps = self.options.qps, burst = self.options.burst,
+                "write refused: the plugin's write rate limit is exhausted"
+            ),
         }
     }
 
@@ -510,35 +537,47 @@ impl WriteClient {
         gvk: &Gvk,
         (namespace, name): (Option<&str>, &str),
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
-    ) -> Result<String, WriteError> {
+    ) -> Result<String, Stopped> {
         if !self.leader.leads(namespace, name) {
             let lease = self
                 .leader
                 .shard_lease(self.leader.shard_of(namespace, name));
             self.refused(Refusal::NotLeader, verb, gvk);
-            return Err(WriteError::NotGranted(format!(
-                "{NOT_LEADER} of Lease {lease}: writes leave the leader only"
-            )));
+            return Err(Stopped::Refused(
+                Refusal::NotLeader,
+                WriteError::NotGranted(format!(
+                    "this replica is not the leader of Lease {lease}: writes leave the leader \
+                     only"
+                )),
+            ));
         }
         if !self.grants.allows(gvk, verb) {
             self.refused(Refusal::NotGranted, verb, gvk);
-            return Err(WriteError::NotGranted(format!(
-                "plugin {} may not {verb} {}: add it to `writes` in the plugin's config",
-                self.plugin,
-                describe(gvk)
-            )));
+            return Err(Stopped::Refused(
+                Refusal::NotGranted,
+                WriteError::NotGranted(format!(
+                    "plugin {} may not {verb} {}: add it to `writes` in the plugin's config",
+                    self.plugin,
+                    describe(gvk)
+                )),
+            ));
         }
-        let wait = self.limiter.lock().reserve(Instant::now());
-        if wait > self.options.call_timeout {
-            self.limiter.lock().cancel();
-            return Err(WriteError::TooManyRequests(format!(
-                "{RATE_LIMITED} ({} writes/s, burst {}): next write possible in {wait:?}",
-                self.options.qps, self.options.burst
-            )));
-        }
-        if !wait.is_zero() {
-            self.observer.throttled(&self.plugin, wait);
-            tokio::time::sleep(wait).await;
+        if let Some(limiter) = &self.limiter {
+            let mut limiter = limiter.lock();
+            let wait = limiter.reserve(Instant::now());
+            if !wait.is_zero() {
+                limiter.cancel();
+                drop(limiter);
+                self.refused(Refusal::RateLimited, verb, gvk);
+                return Err(Stopped::Refused(
+                    Refusal::RateLimited,
+                    WriteError::TooManyRequests(format!(
+                        "the plugin's write rate limit is exhausted ({} writes/s, burst {}): \
+                         next write possible in {wait:?}",
+                        self.options.qps, self.options.burst
+                    )),
+                ));
+            }
         }
         let limit = self.options.call_timeout;
         let sent = async {
@@ -546,20 +585,15 @@ impl WriteClient {
             let request = build(&resolved)?;
             Ok::<_, WriteError>(self.client.request_text(request).await?)
         };
-        tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
+        let answer = tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
             Err(WriteError::Timeout(format!(
                 "{verb} {}: no answer within {limit:?}",
                 describe(gvk)
             )))
-        })
+        });
+        Ok(answer?)
     }
 }
-
-/// How a refusal by the plugin's own rate limit begins (to tell it from a server's 429).
-const RATE_LIMITED: &str = "the plugin's write rate limit is exhausted";
-
-/// How a refusal because this replica does not lead begins (to tell it from a missing grant).
-const NOT_LEADER: &str = "this replica is not the leader";
 
 impl From<kube::core::request::Error> for WriteError {
     fn from(error: kube::core::request::Error) -> Self {

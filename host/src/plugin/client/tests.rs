@@ -15,7 +15,6 @@ use crate::plugin::ResourcePattern;
 #[derive(Default)]
 pub(crate) struct Recorded {
     calls: Mutex<Vec<String>>,
-    throttled: Mutex<Vec<Duration>>,
     refused: Mutex<Vec<Refusal>>,
     pub(crate) events_dropped: std::sync::atomic::AtomicU64,
 }
@@ -23,9 +22,6 @@ pub(crate) struct Recorded {
 impl WriteObserver for Recorded {
     fn write_call(&self, _plugin: &str, verb: WriteVerb, kind: &str, code: &str) {
         self.calls.lock().push(format!("{verb} {kind} {code}"));
-    }
-    fn throttled(&self, _plugin: &str, waited: Duration) {
-        self.throttled.lock().push(waited);
     }
     fn refused(&self, _plugin: &str, refusal: Refusal) {
         self.refused.lock().push(refusal);
@@ -461,22 +457,33 @@ async fn the_plugins_rate_limit_refuses_a_burst_it_cannot_wait_for() {
 }
 
 #[tokio::test]
-async fn a_write_within_the_rate_limit_waits_for_its_token() {
+async fn a_write_with_no_token_left_is_refused_at_once_and_never_waits() {
     let env = Env::new().await;
     let options = ClientOptions {
-        qps: 50.0,
+        qps: 0.001,
         burst: 1,
-        call_timeout: Duration::from_secs(5),
+        // Were the limiter to wait for a token (1000 s away), the call limit would end it as
+        // a timeout instead.
+        call_timeout: Duration::from_secs(3600),
     };
-    let client = env.client(&["ConfigMap"], options);
-    // Both reserve their token before either sends anything: the second waits for its own.
-    let (one, two) = (config_map("one", json!({})), config_map("two", json!({})));
-    let (first, second) = tokio::join!(client.create(&one), client.create(&two));
-    first.unwrap();
-    second.unwrap();
-    let waits = env.observed.throttled.lock().clone();
-    assert_eq!(waits.len(), 1, "{waits:?}");
-    assert!(waits[0] > Duration::ZERO && waits[0] <= Duration::from_millis(20));
+    let client = env.client(&["ConfigMap"], options.clone());
+    client.create(&config_map("one", json!({}))).await.unwrap();
+    let before = env.server.requests().len();
+    let error = client
+        .create(&config_map("two", json!({})))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, WriteError::TooManyRequests(_)), "{error:?}");
+    assert_eq!(env.server.requests().len(), before, "nothing sent");
+    assert_eq!(*env.observed.refused.lock(), [Refusal::RateLimited]);
+    // An unmetered client (the Event recorder's, which paces itself) is not held back.
+    let unmetered = env.client(&["ConfigMap"], options).unmetered();
+    for name in ["three", "four"] {
+        unmetered
+            .create(&config_map(name, json!({})))
+            .await
+            .unwrap();
+    }
     env.server.shutdown().await;
 }
 

@@ -312,3 +312,43 @@ async fn events_need_a_grant_and_a_well_formed_reason() {
     assert!(env.events().await.is_empty());
     env.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn events_wait_for_their_own_budget_and_a_full_backlog_refuses_more() {
+    let options = RecorderOptions {
+        writes_per_second: 0.001,
+        write_burst: 2,
+        max_pending: 5,
+        ..RecorderOptions::default()
+    };
+    let env = Env::new(&["Event"], options).await;
+    env.server.clear_requests();
+    // Each about another object: no per-object budget or correlation holds them back.
+    let accepted = (0..100)
+        .filter(|i| {
+            env.recorder
+                .record(about(&format!("o{i}"), "Failed", "boom"))
+                .is_ok()
+        })
+        .count();
+    // The backlog, plus at most the one the writer holds while it waits for the budget.
+    assert!((5..=6).contains(&accepted), "{accepted} accepted");
+    assert_eq!(
+        env.observed
+            .events_dropped
+            .load(std::sync::atomic::Ordering::Relaxed),
+        100 - accepted as u64,
+        "every refused Event is counted"
+    );
+    let written = || {
+        env.server
+            .requests()
+            .iter()
+            .filter(|r| r.verb == Verb::Create)
+            .count()
+    };
+    assert!(kubewasm_tests::wait_until(Duration::from_secs(10), || written() == 2).await);
+    // The budget's burst is spent: the rest wait (nothing here waits for them).
+    assert_eq!(written(), 2);
+    env.server.shutdown().await;
+}

@@ -29,6 +29,7 @@ use super::{
     PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
     describe_subscription,
 };
+use std::sync::atomic::Ordering;
 
 /// A running 0.2 plugin.
 pub(super) struct ControllerEntry {
@@ -94,7 +95,11 @@ impl ControllerEntry {
                 PluginState::Running
             },
             replay_done: self.ready(),
-            last_error: self.replace_error.clone(),
+            restarts: self.context.restarts.load(Ordering::Relaxed),
+            last_error: self
+                .replace_error
+                .clone()
+                .or_else(|| self.context.last_error.lock().clone()),
             workqueue: Some(stats),
             ..PluginStatus::new(
                 id,
@@ -269,30 +274,39 @@ impl PluginHost {
             .write_client
             .clone()
             .unwrap_or_else(|| self.inner.client.clone());
+        let resources = Arc::new(Resources::new(kube.clone()));
         let client = Arc::new(
             WriteClient::new(
                 kube.clone(),
                 name.clone(),
                 policy.writes.clone(),
                 policy.reconcile.client.clone(),
-                Arc::new(Resources::new(kube)),
+                resources.clone(),
                 self.inner.options.observer.writes(name),
             )
             .with_leader(self.inner.options.leader.clone()),
         );
-        let recorder = Arc::new(EventRecorder::new(
-            client.clone(),
-            RecorderOptions::default(),
-        ));
-        Arc::new(Context {
+        // Events have a write budget of their own (the recorder paces its background writes),
+        // so recording them takes nothing from the plugin's writes.
+        let events = Arc::new(
+            WriteClient::new(
+                kube,
+                name.clone(),
+                policy.writes.clone(),
+                policy.reconcile.client.clone(),
+                resources,
+                self.inner.options.observer.writes(name),
+            )
+            .with_leader(self.inner.options.leader.clone())
+            .unmetered(),
+        );
+        let recorder = Arc::new(EventRecorder::new(events, RecorderOptions::default()));
+        Arc::new(Context::new(
             client,
             recorder,
-            queue: WorkQueue::new(
-                policy.reconcile.queue.clone(),
-                self.inner.options.observer.queue(name),
-            ),
-            calls: Default::default(),
-        })
+            &policy.reconcile,
+            self.inner.options.observer.queue(name),
+        ))
     }
 
     /// Loads a compiled 0.2 component.
