@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use kubewasm::metrics::Metrics;
 use kubewasm::plugin::{
-    Grants, HostOptions, Limits, PluginHost, PluginId, PluginPolicy, PluginStatus,
-    ReconcileSettings, ResourcePattern, WriteGrant, WriteGrants,
+    Grants, HostOptions, Limits, PluginId, PluginPolicy, PluginStatus, ReconcileSettings,
+    ResourcePattern, WriteGrant, WriteGrants,
 };
-use kubewasm_tests::{guest_bytes, wait_until};
+use kubewasm_tests::{guest_bytes, guest_logs, wait_until};
 
 use crate::fixture::{DevRig, policy_by_file};
 use serde_json::json;
