@@ -204,7 +204,7 @@ impl QueueMetrics for QueueHandles {
 pub struct WriteHandles {
     families: WriteFamilies,
     rate_limiter: Histogram,
-    refused: [Counter; 2],
+    refused: [Counter; Refusal::ALL.len()],
     events_dropped: Counter,
 }
 

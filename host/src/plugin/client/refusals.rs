@@ -17,7 +17,7 @@ pub(super) const NOTICE_EVERY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub(super) struct RefusalLog {
     /// By [`Refusal`], in the order of [`Refusal::ALL`].
-    notices: Mutex<[Notice; 2]>,
+    notices: Mutex<[Notice; Refusal::ALL.len()]>,
 }
 
 #[derive(Default, Clone, Copy)]
