@@ -456,4 +456,6 @@ impl log::Host for HostState {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
