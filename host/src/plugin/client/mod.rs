@@ -95,8 +95,9 @@ impl ClientOptions {
 /// from guest calls in progress: implementations must be cheap and must not block.
 pub trait WriteObserver: Send + Sync {
     /// A write ended: `kind` is the resource's kind, or [`OTHER_KIND`] for a write not granted
-    /// or of a kind neither a grant names nor discovery has resolved; `code` is the HTTP code (`2xx` on success) or
-    /// what stopped it (`not-granted`, `rate-limited`, `timeout`, `unreachable`, `invalid`).
+    /// or of a kind neither a grant names nor discovery has resolved; `code` is the HTTP code
+    /// (`2xx` on success) or what stopped it (`not-granted`, `rate-limited`, `timeout`,
+    /// `unreachable`, `invalid`).
     fn write_call(&self, _plugin: &str, _verb: WriteVerb, _kind: &str, _code: &str) {}
     /// A write waited this long for the plugin's rate limit.
     fn throttled(&self, _plugin: &str, _waited: Duration) {}
@@ -131,8 +132,8 @@ impl Refusal {
     }
 }
 
-/// The kind the write metrics give a write that was not granted or whose kind discovery has
-/// not resolved.
+/// The kind the write metrics give a write that was not granted, or whose kind neither a grant
+/// names nor discovery has resolved.
 pub const OTHER_KIND: &str = "other";
 
 /// An observer that ignores everything.
