@@ -9,8 +9,12 @@
 //! `KUBEWASM_FUZZ_SEED` (random by default; a failure names it, to replay it):
 //!
 //! ```sh
-//! KUBEWASM_FUZZ_CASES=20000 cargo nextest run -p kubewasm --lib -E 'test(/fuzz::/)'
+//! KUBEWASM_FUZZ_CASES=30000 cargo nextest run -p kubewasm --lib --no-capture -E 'test(/fuzz::/)'
 //! ```
+//!
+//! The write targets print how many of their cases reached the server (a few percent: most
+//! arbitrary input is refused), and start with a valid call that must be sent, so the request
+//! log is known to show what is sent.
 
 use std::sync::Arc;
 
@@ -19,7 +23,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use super::tests::Guest;
+use super::tests::{Guest, target};
 use super::*;
 use crate::plugin::bindings::kubewasm::controller::cache as cache_v0_1;
 use crate::plugin::bindings::v0_2::kubewasm::controller::client::Host as _;
@@ -108,7 +112,7 @@ impl Fuzz {
 
     /// One of `choices`, or an arbitrary string.
     fn pick(&mut self, choices: &[&str]) -> String {
-        if self.one_in(3) {
+        if self.one_in(6) {
             self.string()
         } else {
             choices[self.rng.random_range(0..choices.len())].to_owned()
@@ -116,7 +120,7 @@ impl Fuzz {
     }
 
     fn option(&mut self, choices: &[&str]) -> Option<String> {
-        (!self.one_in(4)).then(|| self.pick(choices))
+        (!self.one_in(8)).then(|| self.pick(choices))
     }
 
     fn namespace(&mut self) -> Option<String> {
@@ -173,7 +177,7 @@ impl Fuzz {
         match self.rng.random_range(0..4) {
             0 => client::PatchBody::Merge(text),
             1 => client::PatchBody::Strategic(text),
-            2 => client::PatchBody::Json(if self.one_in(2) {
+            2 => client::PatchBody::Json(if !self.one_in(4) {
                 format!(
                     r#"[{{"op":"add","path":"/data/{}","value":"v"}}]"#,
                     self.string()
@@ -187,6 +191,10 @@ impl Fuzz {
             }),
         }
     }
+}
+
+fn merge(text: &str) -> client::PatchBody {
+    client::PatchBody::Merge(text.to_owned())
 }
 
 /// What one client import call may send: one request, of `verb`, on ConfigMaps, for exactly
@@ -230,10 +238,11 @@ async fn guest() -> Guest {
     Guest::with_client(server, client)
 }
 
-/// Checks what the call sent against what it may send.
-fn check(guest: &Guest, fuzz: &Fuzz, case: usize, call: &str, allowed: &Allowed) {
+/// Checks what the call sent against what it may send; answers how many requests it sent.
+fn check(guest: &Guest, fuzz: &Fuzz, case: usize, call: &str, allowed: &Allowed) -> usize {
     let sent = guest.server.requests();
     guest.server.clear_requests();
+    let count = sent.len();
     let context = format!("seed {} case {case}: {call}", fuzz.seed);
     assert!(sent.len() <= 1, "{context}: {sent:?}");
     for r in sent {
@@ -244,6 +253,7 @@ fn check(guest: &Guest, fuzz: &Fuzz, case: usize, call: &str, allowed: &Allowed)
             && r.name == allowed.name;
         assert!(ok, "{context}: sent {r:?}");
     }
+    count
 }
 
 /// A namespaced object's namespace as the request must carry it: as the guest named it.
@@ -255,6 +265,14 @@ fn named(namespace: &Option<String>) -> Option<String> {
 async fn fuzz_client_patch_and_patch_status() {
     let mut guest = guest().await;
     let mut fuzz = Fuzz::new();
+    // The control: a valid patch is sent, and the log shows it.
+    let _ = guest
+        .state
+        .patch(target("ConfigMap", Some("default"), "y"), merge("{}"))
+        .await;
+    assert_eq!(guest.server.requests().len(), 1, "the control was sent");
+    guest.server.clear_requests();
+    let mut sent = 0;
     for case in 0..cases() {
         let at = fuzz.object_ref();
         let patch = fuzz.patch();
@@ -270,8 +288,13 @@ async fn fuzz_client_patch_and_patch_status() {
         } else {
             guest.state.patch(at, patch).await
         };
-        check(&guest, &fuzz, case, &call, &allowed);
+        sent += check(&guest, &fuzz, case, &call, &allowed);
     }
+    eprintln!(
+        "seed {}: {} cases, {sent} requests sent",
+        fuzz.seed,
+        cases()
+    );
     guest.server.shutdown().await;
 }
 
@@ -279,6 +302,20 @@ async fn fuzz_client_patch_and_patch_status() {
 async fn fuzz_client_delete() {
     let mut guest = guest().await;
     let mut fuzz = Fuzz::new();
+    let _ = guest
+        .state
+        .delete(
+            target("ConfigMap", Some("default"), "y"),
+            client::DeleteOptions {
+                uid: None,
+                resource_version: None,
+                propagation: None,
+            },
+        )
+        .await;
+    assert_eq!(guest.server.requests().len(), 1, "the control was sent");
+    guest.server.clear_requests();
+    let mut sent = 0;
     for case in 0..cases() {
         let at = fuzz.object_ref();
         let options = client::DeleteOptions {
@@ -293,8 +330,13 @@ async fn fuzz_client_delete() {
             name: Some(at.name.clone()),
         };
         let _ = guest.state.delete(at, options).await;
-        check(&guest, &fuzz, case, &call, &allowed);
+        sent += check(&guest, &fuzz, case, &call, &allowed);
     }
+    eprintln!(
+        "seed {}: {} cases, {sent} requests sent",
+        fuzz.seed,
+        cases()
+    );
     guest.server.shutdown().await;
 }
 
@@ -315,6 +357,7 @@ fn metadata(object: &str) -> (Option<String>, Option<String>) {
 async fn fuzz_client_create_update_and_update_status() {
     let mut guest = guest().await;
     let mut fuzz = Fuzz::new();
+    let mut sent = 0;
     for case in 0..cases() {
         let object = fuzz.json();
         let (namespace, name) = metadata(&object);
@@ -342,8 +385,13 @@ async fn fuzz_client_create_update_and_update_status() {
             1 => guest.state.update(object).await,
             _ => guest.state.update_status(object).await,
         };
-        check(&guest, &fuzz, case, &call, &allowed);
+        sent += check(&guest, &fuzz, case, &call, &allowed);
     }
+    eprintln!(
+        "seed {}: {} cases, {sent} requests sent",
+        fuzz.seed,
+        cases()
+    );
     guest.server.shutdown().await;
 }
 
@@ -367,7 +415,8 @@ async fn fuzz_client_record_event() {
             namespace: None,
             name: None,
         };
-        check(&guest, &fuzz, case, &call, &nothing);
+        let sent = check(&guest, &fuzz, case, &call, &nothing);
+        assert_eq!(sent, 0);
     }
     guest.server.shutdown().await;
 }
