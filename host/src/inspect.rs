@@ -9,8 +9,8 @@ use anyhow::Context as _;
 use crate::app::{default_cache_dir, policy_lookup};
 use crate::config::Config;
 use crate::plugin::{
-    CheckOptions, Checked, Delivery, EngineOptions, IndexSource, PluginEngine, PluginPolicy,
-    WriteGrants,
+    CheckOptions, Checked, Delivery, EngineOptions, IndexSource, Namespace, PluginEngine,
+    PluginPolicy, WriteGrants,
 };
 use crate::rbac::{Access, Need};
 
@@ -179,16 +179,26 @@ pub async fn needs_of_dir(
             Ok(bytes) => checker.check(&path, bytes).await,
             Err(err) => Err(err),
         };
-        match checked {
-            Ok((Checked { info, .. }, policy)) => {
-                out.writes.extend(policy.writes.rbac_rules());
-                out.needs.extend(info.subscriptions.iter().map(|s| Need {
-                    group: s.gvk.group.clone(),
-                    version: s.gvk.version.clone(),
-                    kind: s.gvk.kind.clone(),
-                    namespace: s.namespace.clone(),
-                    access: Access::Read,
-                }));
+        let needs = checked.and_then(|(Checked { info, .. }, policy)| {
+            let needs = info
+                .subscriptions
+                .iter()
+                .map(|s| {
+                    Ok(Need {
+                        group: s.gvk.group.clone(),
+                        version: s.gvk.version.clone(),
+                        kind: s.gvk.kind.clone(),
+                        namespace: s.namespace.as_deref().map(Namespace::new).transpose()?,
+                        access: Access::Read,
+                    })
+                })
+                .collect::<anyhow::Result<Vec<Need>>>()?;
+            Ok((needs, policy.writes.rbac_rules()))
+        });
+        match needs {
+            Ok((needs, writes)) => {
+                out.needs.extend(needs);
+                out.writes.extend(writes);
             }
             Err(err) => out.rejected.push((path, err)),
         }

@@ -139,6 +139,8 @@ async fn rbac(args: RbacArgs) -> anyhow::Result<()> {
             .as_deref()
             .or(config.leader_election.namespace.as_deref())
             .unwrap_or(&args.namespace);
+        let namespace = kubewasm::plugin::Namespace::new(namespace)
+            .map_err(|e| anyhow::anyhow!("the leader election Lease's {e}"))?;
         found
             .needs
             .push(kubewasm::rbac::leader_election_need(namespace, shards));

@@ -7,13 +7,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
 use kube::api::{GroupVersionKind, ObjectMeta};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
+
+use crate::plugin::Namespace;
 
 /// How a plugin uses a resource; each maps to the verbs it needs.
 ///
@@ -43,12 +45,12 @@ impl Access {
 
 /// What leader election needs: the Lease verbs in the Lease's namespace (more of them with
 /// more than one shard).
-pub fn leader_election_need(namespace: &str, shards: usize) -> Need {
+pub fn leader_election_need(namespace: Namespace, shards: usize) -> Need {
     Need {
         group: "coordination.k8s.io".into(),
         version: "v1".into(),
         kind: "Lease".into(),
-        namespace: Some(namespace.to_owned()),
+        namespace: Some(namespace),
         access: if shards > 1 {
             Access::ShardedLeases
         } else {
@@ -57,13 +59,14 @@ pub fn leader_election_need(namespace: &str, shards: usize) -> Need {
     }
 }
 
-/// One resource a plugin uses, cluster-wide (`namespace: None`) or in one namespace.
+/// One resource a plugin uses, cluster-wide (`namespace: None`) or in one namespace (checked:
+/// a Role is never made for a namespace the API server would refuse).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Need {
     pub group: String,
     pub version: String,
     pub kind: String,
-    pub namespace: Option<String>,
+    pub namespace: Option<Namespace>,
     pub access: Access,
 }
 
@@ -89,35 +92,50 @@ pub fn objects(identity: &Identity, needs: &[Need]) -> anyhow::Result<Vec<Value>
 }
 
 /// [`objects`], with `writes` (the rules of the plugins' write grants, cluster-wide) added to
-/// the ClusterRole.
+/// the ClusterRole. Each resource is named by one rule only, with every verb any need or
+/// write grant asks for on it.
 pub fn objects_with_writes(
     identity: &Identity,
     needs: &[Need],
     writes: &[PolicyRule],
 ) -> anyhow::Result<Vec<Value>> {
-    // scope (None = cluster) -> api group -> plural -> verbs
-    type Resources<'a> = BTreeMap<&'a str, BTreeMap<String, BTreeSet<&'static str>>>;
     let mut scopes: BTreeMap<Option<&str>, Resources> = BTreeMap::new();
     for need in needs {
-        let gvk = GroupVersionKind::gvk(&need.group, &need.version, &need.kind);
-        let plural = ApiResource::from_gvk(&gvk).plural;
+        let plural = guess_plural(&need.group, &need.version, &need.kind);
         scopes
-            .entry(need.namespace.as_deref())
+            .entry(need.namespace.as_ref().map(Namespace::as_str))
             .or_default()
-            .entry(need.group.as_str())
+            .entry(need.group.clone())
             .or_default()
             .entry(plural)
             .or_default()
-            .extend(need.access.verbs());
+            .extend(need.access.verbs().iter().map(|v| (*v).to_owned()));
+    }
+    if !writes.is_empty() {
+        let cluster = scopes.entry(None).or_default();
+        for rule in writes {
+            for group in rule.api_groups.iter().flatten() {
+                for resource in rule.resources.iter().flatten() {
+                    cluster
+                        .entry(group.clone())
+                        .or_default()
+                        .entry(resource.clone())
+                        .or_default()
+                        .extend(rule.verbs.iter().cloned());
+                }
+            }
+        }
     }
 
     let mut out = Vec::new();
     let ns = identity.namespace.as_str();
     if ns != "default" && !ns.starts_with("kube-") {
-        out.push(serde_json::to_value(Namespace {
-            metadata: named(ns, None),
-            ..Default::default()
-        })?);
+        out.push(serde_json::to_value(
+            k8s_openapi::api::core::v1::Namespace {
+                metadata: named(ns, None),
+                ..Default::default()
+            },
+        )?);
     }
     out.push(serde_json::to_value(ServiceAccount {
         metadata: named(&identity.service_account, Some(ns)),
@@ -129,15 +147,8 @@ pub fn objects_with_writes(
         namespace: Some(ns.to_owned()),
         ..Default::default()
     };
-    if !writes.is_empty() {
-        scopes.entry(None).or_default();
-    }
     for (scope, groups) in &scopes {
-        let mut rules = rules(groups);
-        if scope.is_none() {
-            rules.extend(writes.iter().cloned());
-        }
-        let rules = Some(rules);
+        let rules = Some(rules(groups));
         let metadata = named(&identity.name, *scope);
         let role_ref = |kind: &str| RoleRef {
             api_group: RBAC_GROUP.into(),
@@ -173,6 +184,56 @@ pub fn objects_with_writes(
     Ok(out)
 }
 
+/// The plural of `kind` as kubectl guesses it without discovery (`Backup` -> `backups`). kube's
+/// guess is used, except for the one-letter kind `Y`, which it cannot take (it would underflow
+/// where upstream answers `ys`).
+pub(crate) fn guess_plural(group: &str, version: &str, kind: &str) -> String {
+    if kind.eq_ignore_ascii_case("y") {
+        return "ys".to_owned();
+    }
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)).plural
+}
+
+/// The verbs of one scope: by API group, by resource (`deployments`, `deployments/status`).
+type Resources = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+
+/// Whether the resource of `kind` in `group` may have a `/status` subresource: false for the
+/// built-in resources known to have none, true otherwise (a custom resource may declare one).
+pub fn has_status_subresource(group: &str, kind: &str) -> bool {
+    const WITHOUT_STATUS: &[(&str, &str)] = &[
+        ("", "ConfigMap"),
+        ("", "Secret"),
+        ("", "ServiceAccount"),
+        ("", "Event"),
+        ("", "Endpoints"),
+        ("", "LimitRange"),
+        ("", "PodTemplate"),
+        ("events.k8s.io", "Event"),
+        ("apps", "ControllerRevision"),
+        ("coordination.k8s.io", "Lease"),
+        ("discovery.k8s.io", "EndpointSlice"),
+        ("rbac.authorization.k8s.io", "Role"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "RoleBinding"),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("storage.k8s.io", "StorageClass"),
+        ("storage.k8s.io", "CSIDriver"),
+        ("storage.k8s.io", "CSINode"),
+        ("scheduling.k8s.io", "PriorityClass"),
+        ("node.k8s.io", "RuntimeClass"),
+        ("networking.k8s.io", "IngressClass"),
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+        ),
+    ];
+    !WITHOUT_STATUS.contains(&(group, kind))
+}
+
 /// [`objects`] as one YAML document: a `v1` `List`, which `kubectl apply -f` takes whole.
 pub fn manifests(identity: &Identity, needs: &[Need]) -> anyhow::Result<String> {
     manifests_with_writes(identity, needs, &[])
@@ -192,19 +253,20 @@ pub fn manifests_with_writes(
     Ok(serde_norway::to_string(&list)?)
 }
 
-/// One rule per API group and set of verbs, naming every resource that needs exactly those.
-fn rules(groups: &BTreeMap<&str, BTreeMap<String, BTreeSet<&'static str>>>) -> Vec<PolicyRule> {
+/// One rule per API group and set of verbs, naming every resource that needs exactly those: a
+/// resource is in one rule only.
+fn rules(groups: &Resources) -> Vec<PolicyRule> {
     let mut rules = Vec::new();
     for (group, plurals) in groups {
-        let mut by_verbs: BTreeMap<&BTreeSet<&str>, Vec<String>> = BTreeMap::new();
+        let mut by_verbs: BTreeMap<&BTreeSet<String>, Vec<String>> = BTreeMap::new();
         for (plural, verbs) in plurals {
             by_verbs.entry(verbs).or_default().push(plural.clone());
         }
         for (verbs, resources) in by_verbs {
             rules.push(PolicyRule {
-                api_groups: Some(vec![(*group).to_owned()]),
+                api_groups: Some(vec![group.clone()]),
                 resources: Some(resources),
-                verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+                verbs: verbs.iter().cloned().collect(),
                 ..Default::default()
             });
         }
@@ -229,9 +291,13 @@ mod tests {
             group: group.into(),
             version: "v1".into(),
             kind: kind.into(),
-            namespace: namespace.map(Into::into),
+            namespace: namespace.map(|ns| Namespace::new(ns).unwrap()),
             access: Access::Read,
         }
+    }
+
+    fn ns(namespace: &str) -> Namespace {
+        Namespace::new(namespace).unwrap()
     }
 
     fn identity(namespace: &str) -> Identity {
@@ -276,6 +342,77 @@ mod tests {
         );
         let role = items.iter().find(|i| i["kind"] == "Role").expect("Role");
         assert_eq!(role["rules"][0]["resources"], json!(["configmaps"]));
+    }
+
+    /// Two plugins granted the same writes, one also reading ConfigMaps: each resource is in
+    /// one rule, with every verb, and no rule names a subresource that does not exist.
+    #[test]
+    fn one_rule_per_resource_and_only_subresources_that_exist() {
+        use crate::plugin::{ResourcePattern, WriteGrant, WriteGrants};
+        let grant = |group: &str, kind: &str| {
+            WriteGrant::new(ResourcePattern::new(group, kind), None).unwrap()
+        };
+        let plugin = WriteGrants::only(vec![
+            grant("", "ConfigMap"),
+            grant("", "Event"),
+            grant("apps", "Deployment"),
+        ]);
+        let mut writes = plugin.rbac_rules();
+        writes.extend(plugin.rbac_rules());
+        let items = parse(
+            &manifests_with_writes(
+                &identity("default"),
+                &[
+                    need("", "ConfigMap", None),
+                    need("apps", "Deployment", None),
+                ],
+                &writes,
+            )
+            .unwrap(),
+        );
+        let cluster_role = items.iter().find(|i| i["kind"] == "ClusterRole").unwrap();
+        let rules = cluster_role["rules"].as_array().unwrap();
+        let named: Vec<String> = rules
+            .iter()
+            .flat_map(|r| {
+                let group = r["apiGroups"][0].as_str().unwrap().to_owned();
+                r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(move |p| format!("{group}/{}", p.as_str().unwrap()))
+            })
+            .collect();
+        let unique: BTreeSet<&String> = named.iter().collect();
+        assert_eq!(named.len(), unique.len(), "{named:?}");
+        assert_eq!(
+            unique.into_iter().cloned().collect::<Vec<_>>(),
+            [
+                "/configmaps",
+                "/events",
+                "apps/deployments",
+                "apps/deployments/status"
+            ],
+        );
+        let configmaps = rules
+            .iter()
+            .find(|r| {
+                r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!("configmaps"))
+            })
+            .unwrap();
+        assert_eq!(
+            configmaps["verbs"],
+            json!([
+                "create", "delete", "get", "list", "patch", "update", "watch"
+            ])
+        );
+        assert!(!has_status_subresource("", "ConfigMap"));
+        assert_eq!(guess_plural("example.com", "v1", "Y"), "ys");
+        assert_eq!(guess_plural("example.com", "v1", "Policy"), "policies");
+        assert!(has_status_subresource("example.com", "Backup"));
     }
 
     #[test]
@@ -363,16 +500,26 @@ mod tests {
     #[test]
     fn each_access_brings_its_verbs() {
         assert_eq!(Access::Read.verbs(), ["get", "list", "watch"]);
-        let items =
-            parse(&manifests(&identity("default"), &[leader_election_need("default", 1)]).unwrap());
+        let items = parse(
+            &manifests(
+                &identity("default"),
+                &[leader_election_need(ns("default"), 1)],
+            )
+            .unwrap(),
+        );
         assert_eq!(items[1]["kind"], "Role");
         assert_eq!(items[1]["metadata"]["namespace"], "default");
         assert_eq!(
             items[1]["rules"],
             json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update"]}])
         );
-        let items =
-            parse(&manifests(&identity("default"), &[leader_election_need("default", 4)]).unwrap());
+        let items = parse(
+            &manifests(
+                &identity("default"),
+                &[leader_election_need(ns("default"), 4)],
+            )
+            .unwrap(),
+        );
         assert_eq!(
             items[1]["rules"][0]["verbs"],
             json!(["create", "delete", "get", "list", "patch", "update"])

@@ -48,7 +48,9 @@ impl InformerKey {
         self
     }
 
-    /// The collection's URL path, e.g. `/apis/apps/v1/namespaces/ns/deployments`.
+    /// The collection's URL path, e.g. `/apis/apps/v1/namespaces/ns/deployments`. The
+    /// namespace is percent-encoded as one path segment: whatever it holds, the path names
+    /// this resource's collection (the plugin host refuses invalid namespaces before this).
     pub fn collection_path(&self) -> String {
         let mut path = if self.resource.group.is_empty() {
             format!("/api/{}", self.resource.version)
@@ -57,13 +59,21 @@ impl InformerKey {
         };
         if let Some(ns) = &self.namespace {
             path.push_str("/namespaces/");
-            path.push_str(ns);
+            path.extend(percent_encoding::utf8_percent_encode(ns, SEGMENT));
         }
         path.push('/');
         path.push_str(&self.resource.plural);
         path
     }
 }
+
+/// What a namespace path segment may not hold unencoded.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'?');
 
 /// Finds the resource serving `gvk` through discovery; the flag says whether it is namespaced.
 pub async fn resolve(client: &kube::Client, gvk: &GroupVersionKind) -> Result<(ApiResource, bool)> {
@@ -85,8 +95,16 @@ mod tests {
             "/api/v1/configmaps"
         );
         assert_eq!(
-            InformerKey::all(cm).in_namespace("ns").collection_path(),
+            InformerKey::all(cm.clone())
+                .in_namespace("ns")
+                .collection_path(),
             "/api/v1/namespaces/ns/configmaps"
+        );
+        assert_eq!(
+            InformerKey::all(cm)
+                .in_namespace("default/secrets?x=")
+                .collection_path(),
+            "/api/v1/namespaces/default%2Fsecrets%3Fx=/configmaps"
         );
         let dep = ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
         assert_eq!(

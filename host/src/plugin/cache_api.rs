@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::Gvk;
 use super::bindings::kubewasm::controller::{cache, log, types};
 use super::grants::{Grants, describe, same_type};
+use super::names::{self, InvalidName, Namespace, ObjectName};
 use super::state::HostState;
 
 /// A cached object as the guest sees it: the API server's JSON, serialised once and shared.
@@ -129,6 +130,19 @@ impl HostState {
     }
 }
 
+fn invalid(e: InvalidName) -> types::CacheError {
+    types::CacheError::Invalid(e.to_string())
+}
+
+/// A guest's namespace, checked (the cache is keyed by valid namespaces only).
+fn checked_namespace(namespace: Option<String>) -> Result<Option<Namespace>, types::CacheError> {
+    namespace
+        .as_deref()
+        .map(Namespace::new)
+        .transpose()
+        .map_err(invalid)
+}
+
 impl types::Host for HostState {}
 
 impl cache::Host for HostState {
@@ -138,10 +152,10 @@ impl cache::Host for HostState {
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<String>, types::CacheError> {
-        Ok(self
-            .access
-            .lookup(&resource)?
-            .get(namespace.as_deref(), &name))
+        let access = self.access.lookup(&resource)?;
+        let namespace = checked_namespace(namespace)?;
+        let name = ObjectName::new(&resource.group, &name).map_err(invalid)?;
+        Ok(access.get(namespace.as_ref().map(Namespace::as_str), name.as_str()))
     }
 
     fn list_objects(
@@ -151,9 +165,15 @@ impl cache::Host for HostState {
         label_selector: Option<String>,
     ) -> Result<Vec<String>, types::CacheError> {
         let access = self.access.lookup(&resource)?;
+        let namespace = checked_namespace(namespace)?;
+        let selector = label_selector
+            .as_deref()
+            .map(names::label_selector)
+            .transpose()
+            .map_err(invalid)?;
         let docs = access
             .cache
-            .list(namespace.as_deref(), label_selector.as_deref())
+            .list(namespace.as_ref().map(Namespace::as_str), selector)
             .map_err(types::CacheError::Invalid)?;
         self.bounded(docs)
     }

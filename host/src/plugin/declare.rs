@@ -16,6 +16,7 @@ use super::grants::{DeclarationLimits, Limits, PluginPolicy, describe, same_type
 use super::instance::{Instance, Outcome};
 use super::keys::{QueueRule, resolve_rules};
 use super::log_gate::{LogGate, LogLimits};
+use super::names::{self, InvalidName, Kind, Namespace};
 use super::reconciler::ReconcilerInstance;
 use super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 
@@ -273,8 +274,8 @@ pub(crate) fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginErr
     }
 }
 
-/// Checks `init`'s declarations: within `limits`, every subscription granted and unique,
-/// every index on a subscribed resource with a fresh name.
+/// Checks `init`'s declarations: within `limits`, every subscription valid ([`checked_scope`]),
+/// granted and unique, every index on a subscribed resource with a fresh name.
 pub(crate) fn validate(
     file: &Path,
     info: &PluginInfo,
@@ -322,6 +323,7 @@ pub(crate) fn validate(
         ));
     }
     for (i, sub) in info.subscriptions.iter().enumerate() {
+        checked_scope(sub).map_err(|e| invalid(file, info, format!("subscription {i}: {e}")))?;
         if !policy.grants.allows(&sub.gvk) {
             return Err(PluginError::NotGranted {
                 file: file.to_owned(),
@@ -369,6 +371,19 @@ pub(crate) fn validate(
         }
     }
     Ok(())
+}
+
+/// A subscription's resource type, namespace and selectors checked by the API server's rules,
+/// as `run`, `check` and `rbac` all check them: its namespace, checked.
+pub(crate) fn checked_scope(sub: &Subscription) -> Result<Option<Namespace>, InvalidName> {
+    Kind::new(&sub.gvk)?;
+    if let Some(selector) = &sub.label_selector {
+        names::label_selector(selector)?;
+    }
+    if let Some(selector) = &sub.field_selector {
+        names::field_selector(selector)?;
+    }
+    sub.namespace.as_deref().map(Namespace::new).transpose()
 }
 
 /// A plugin's short label before its `init` names it: the file name without `.wasm`.

@@ -87,7 +87,8 @@ impl EventType {
     }
 }
 
-/// An event about an object, as a guest records it.
+/// An event about an object, as a guest records it (its object checked at the boundary: the
+/// Event is written in that object's namespace).
 #[derive(Debug, Clone)]
 pub struct EventRecord {
     /// The object the event is about.
@@ -181,11 +182,11 @@ impl EventRecorder {
                 count,
                 message,
             } => Job::Bump {
-                target: ObjectRef {
-                    gvk: event_gvk(),
-                    namespace: Some(event_namespace(&event.regarding).to_owned()),
-                    name: name.clone(),
-                },
+                target: ObjectRef::new(
+                    event_gvk(),
+                    Some(event_namespace(&event.regarding)),
+                    &name,
+                )?,
                 patch: json!({
                     "count": count,
                     "lastTimestamp": Timestamp::now().to_string(),
@@ -216,10 +217,11 @@ impl EventRecorder {
     fn event_json(&self, event: &EventRecord, name: String, count: u32, message: &str) -> String {
         let now = Timestamp::now().to_string();
         let object = &event.regarding;
-        let api_version = if object.gvk.group.is_empty() {
-            object.gvk.version.clone()
+        let gvk = object.gvk();
+        let api_version = if gvk.group.is_empty() {
+            gvk.version.clone()
         } else {
-            format!("{}/{}", object.gvk.group, object.gvk.version)
+            format!("{}/{}", gvk.group, gvk.version)
         };
         json!({
             "apiVersion": "v1",
@@ -227,9 +229,9 @@ impl EventRecorder {
             "metadata": {"name": name, "namespace": event_namespace(object)},
             "involvedObject": {
                 "apiVersion": api_version,
-                "kind": object.gvk.kind,
-                "namespace": object.namespace,
-                "name": object.name,
+                "kind": gvk.kind,
+                "namespace": object.namespace.as_ref().map(|ns| ns.as_str()),
+                "name": object.name.as_str(),
                 "uid": event.uid,
             },
             "reason": event.reason,
@@ -247,7 +249,10 @@ impl EventRecorder {
 
 /// Events about cluster-scoped objects go to `default`, as client-go's do.
 fn event_namespace(object: &ObjectRef) -> &str {
-    object.namespace.as_deref().unwrap_or("default")
+    object
+        .namespace
+        .as_ref()
+        .map_or("default", |ns| ns.as_str())
 }
 
 enum Job {
@@ -352,9 +357,9 @@ impl Correlator {
         self.prune(now);
         let object = &event.regarding;
         let object_key: ObjectKey = (
-            format!("{}/{}", object.gvk.group, object.gvk.kind),
-            object.name.clone(),
-            object.namespace.clone(),
+            format!("{}/{}", object.gvk().group, object.gvk().kind),
+            object.name.as_str().to_owned(),
+            object.namespace.as_ref().map(|ns| ns.as_str().to_owned()),
             event.uid.clone().unwrap_or_default(),
             event.event_type,
         );
@@ -381,7 +386,7 @@ impl Correlator {
                 }
             }
             _ => {
-                let name = self.new_name(&object.name);
+                let name = self.new_name(object.name.as_str());
                 self.written.insert(
                     key,
                     Written {

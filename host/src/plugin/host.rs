@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use super::actor::{ActorConfig, ActorHandle, PluginState, RestartPolicy};
 use super::cache_api::{Access, ResourceAccess};
 use super::component::{CompiledPlugin, Linked};
-use super::declare::{CheckOptions, declare_v0_1, invalid};
+use super::declare::{CheckOptions, checked_scope, declare_v0_1, invalid};
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
 use super::grants::{
@@ -517,7 +517,9 @@ impl PluginHost {
         claims: &mut Claims,
     ) -> Result<(Arc<Access>, Vec<EventSource>), PluginError> {
         let mut informers: Vec<SharedIndexInformer> = Vec::new();
-        for sub in &info.subscriptions {
+        for (i, sub) in info.subscriptions.iter().enumerate() {
+            let namespace = checked_scope(sub)
+                .map_err(|e| invalid(file, info, format!("subscription {i}: {e}")))?;
             let gvk = GroupVersionKind::gvk(&sub.gvk.group, &sub.gvk.version, &sub.gvk.kind);
             let (resource, namespaced) = kubewasm_informer::resolve(&self.inner.client, &gvk)
                 .await
@@ -527,7 +529,7 @@ impl PluginHost {
                     resource: describe(&sub.gvk),
                     reason: e.to_string(),
                 })?;
-            if !namespaced && sub.namespace.is_some() {
+            if !namespaced && namespace.is_some() {
                 return Err(invalid(
                     file,
                     info,
@@ -539,7 +541,7 @@ impl PluginHost {
             }
             let key = InformerKey {
                 resource,
-                namespace: sub.namespace.clone(),
+                namespace: namespace.map(|ns| ns.as_str().to_owned()),
                 label_selector: sub.label_selector.clone(),
                 field_selector: sub.field_selector.clone(),
             };

@@ -1,6 +1,11 @@
 //! The 0.2 contract's imports on the host side: the paged `cache` (by subscription handle), the
 //! `client` (through the plugin's [`WriteClient`] and [`EventRecorder`]), the `queue` (the
 //! plugin's host-owned [`WorkQueue`]) and `log`.
+//!
+//! This is where a guest's namespaces, names, kinds and selectors enter the host: each is
+//! checked here into the types of [`super::names`] before anything acts on it. A refusal is an
+//! `invalid` error value (never a trap); a refused write is counted and logged by the
+//! plugin's write client, and nothing is sent.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -11,9 +16,12 @@ use parking_lot::Mutex;
 use super::Gvk;
 use super::bindings::v0_2::kubewasm::controller::{cache, client, log, queue, types};
 use super::cache_api::{ResourceAccess, SharedDocument};
-use super::client::{DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, WriteClient};
+use super::client::{
+    DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, WriteClient, WriteVerb,
+};
 use super::events::{EventRecord, EventRecorder, EventType};
 use super::keys::ObjectKey;
+use super::names::{self, InvalidName, Namespace, ObjectName};
 use super::notices::Notices;
 use super::paging::{PageError, PageLimits, page};
 use super::rate_limit::TokenBucket;
@@ -215,16 +223,28 @@ impl HostState {
         })
     }
 
-    /// The cached objects of subscription `handle` in `namespace` matching `label_selector`.
+    /// The cached objects of subscription `handle` in `namespace` matching `label_selector`,
+    /// both checked first.
     fn listed(
         &self,
         handle: u32,
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<SharedDocument>, types::CacheError> {
-        self.resource(handle)?
+        let resource = self.resource(handle)?;
+        let namespace = namespace
+            .as_deref()
+            .map(Namespace::new)
+            .transpose()
+            .map_err(cache_invalid)?;
+        let selector = label_selector
+            .as_deref()
+            .map(names::label_selector)
+            .transpose()
+            .map_err(cache_invalid)?;
+        resource
             .cache
-            .list(namespace.as_deref(), label_selector.as_deref())
+            .list(namespace.as_ref().map(Namespace::as_str), selector)
             .map_err(types::CacheError::Invalid)
     }
 
@@ -259,6 +279,10 @@ fn object_key(doc: &SharedDocument) -> String {
         Ok(Obj { metadata }) => metadata.name,
         Err(_) => String::new(),
     }
+}
+
+fn cache_invalid(e: InvalidName) -> types::CacheError {
+    types::CacheError::Invalid(e.to_string())
 }
 
 fn page_error(e: PageError) -> types::CacheError {
@@ -319,9 +343,14 @@ impl cache::Host for HostState {
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<String>, types::CacheError> {
-        Ok(self
-            .resource(subscription)?
-            .get(namespace.as_deref(), &name))
+        let resource = self.resource(subscription)?;
+        let namespace = namespace
+            .as_deref()
+            .map(Namespace::new)
+            .transpose()
+            .map_err(cache_invalid)?;
+        let name = ObjectName::new(&resource.resource.group, &name).map_err(cache_invalid)?;
+        Ok(resource.get(namespace.as_ref().map(Namespace::as_str), name.as_str()))
     }
 
     fn list_objects(
@@ -401,16 +430,19 @@ fn cache_index_name<'a>(
         .ok_or_else(|| types::CacheError::UnknownIndex(index.to_owned()))
 }
 
-fn object_ref(r: types::ObjectRef) -> ObjectRef {
-    ObjectRef {
-        gvk: Gvk {
-            group: r.gvk.group,
-            version: r.gvk.version,
-            kind: r.gvk.kind,
-        },
-        namespace: r.namespace,
-        name: r.name,
-    }
+/// A guest's reference, checked; a refusal is counted and logged by the plugin's client as a
+/// refused `verb`.
+fn object_ref(
+    client: &WriteClient,
+    verb: WriteVerb,
+    r: types::ObjectRef,
+) -> Result<ObjectRef, types::ApiError> {
+    let gvk = Gvk {
+        group: r.gvk.group,
+        version: r.gvk.version,
+        kind: r.gvk.kind,
+    };
+    ObjectRef::new(gvk, r.namespace.as_deref(), &r.name).map_err(|e| client.invalid(verb, e).into())
 }
 
 fn patch_body(p: client::PatchBody) -> PatchBody {
@@ -447,7 +479,8 @@ impl client::Host for HostState {
         patch: client::PatchBody,
     ) -> Result<String, types::ApiError> {
         let i = self.connected()?;
-        let (target, patch) = (object_ref(target), patch_body(patch));
+        let target = object_ref(i.client(), WriteVerb::Patch, target)?;
+        let patch = patch_body(patch);
         Ok(i.api(i.client().patch(&target, &patch)).await?)
     }
 
@@ -457,7 +490,8 @@ impl client::Host for HostState {
         patch: client::PatchBody,
     ) -> Result<String, types::ApiError> {
         let i = self.connected()?;
-        let (target, patch) = (object_ref(target), patch_body(patch));
+        let target = object_ref(i.client(), WriteVerb::PatchStatus, target)?;
+        let patch = patch_body(patch);
         Ok(i.api(i.client().patch_status(&target, &patch)).await?)
     }
 
@@ -467,7 +501,7 @@ impl client::Host for HostState {
         options: client::DeleteOptions,
     ) -> Result<client::Deleted, types::ApiError> {
         let i = self.connected()?;
-        let target = object_ref(target);
+        let target = object_ref(i.client(), WriteVerb::Delete, target)?;
         let options = DeleteOptions {
             uid: options.uid,
             resource_version: options.resource_version,
@@ -484,8 +518,9 @@ impl client::Host for HostState {
     }
 
     async fn record_event(&mut self, event: client::Event) -> Result<(), types::ApiError> {
+        let i = self.connected()?;
         let record = EventRecord {
-            regarding: object_ref(event.regarding),
+            regarding: object_ref(i.client(), WriteVerb::Create, event.regarding)?,
             uid: event.uid,
             event_type: match event.event_type {
                 client::EventType::Normal => EventType::Normal,
@@ -494,11 +529,7 @@ impl client::Host for HostState {
             reason: event.reason,
             message: event.message,
         };
-        let recorder = self
-            .imports()
-            .map(|i| i.plugin.recorder.clone())
-            .map_err(types::ApiError::NotGranted)?;
-        Ok(recorder.record(record)?)
+        Ok(i.plugin.recorder.record(record)?)
     }
 }
 
@@ -538,3 +569,8 @@ impl log::Host for HostState {
         self.guest_log(level, &message);
     }
 }
+
+#[cfg(test)]
+mod fuzz;
+#[cfg(test)]
+mod tests;

@@ -25,6 +25,7 @@ mod instance;
 mod keys;
 mod leases;
 mod log_gate;
+mod names;
 mod notices;
 mod observer;
 mod paging;
@@ -43,8 +44,8 @@ pub use bindings::kubewasm::controller::types::{
 pub use bindings::v0_2::World;
 pub use cache_api::{Document, SharedDocument};
 pub use client::{
-    ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, ObjectRef, PatchBody,
-    Propagation, Refusal, Resources, WriteClient, WriteError, WriteGrant, WriteGrants,
+    ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, OTHER_KIND, ObjectRef,
+    PatchBody, Propagation, Refusal, Resources, WriteClient, WriteError, WriteGrant, WriteGrants,
     WriteObserver, WriteVerb,
 };
 pub use component::{CompiledPlugin, Origin};
@@ -58,6 +59,7 @@ pub use grants::{
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
 pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use log_gate::LogLimits;
+pub use names::{InvalidName, Kind, Namespace, ObjectName};
 pub use observer::{DropReason, EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
 pub use paging::{Page, PageError, PageLimits, page};
 pub use reconciler::ReconcileSettings;

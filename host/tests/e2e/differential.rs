@@ -1135,15 +1135,12 @@ impl Writes {
     }
 
     fn target(&self, kind: &str, name: &str) -> ObjectRef {
-        ObjectRef {
-            gvk: Gvk {
-                group: String::new(),
-                version: "v1".into(),
-                kind: kind.into(),
-            },
-            namespace: Some(self.namespace.clone()),
-            name: name.into(),
-        }
+        let gvk = Gvk {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+        };
+        ObjectRef::new(gvk, Some(&self.namespace), name).expect("a valid reference")
     }
 
     /// A ConfigMap `name` with `data`, as JSON text.

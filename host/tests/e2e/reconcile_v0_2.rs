@@ -27,7 +27,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 const LABEL: (&str, &str) = ("kubewasm.io/mirror", "true");
 
 struct Env {
-    _server: DevServer,
+    server: DevServer,
     _factory: SharedInformerFactory,
     host: PluginHost,
     config_maps: Api<ConfigMap>,
@@ -58,7 +58,7 @@ impl Env {
         let rig = DevRig::start(policy_by_file(policy)).await;
         Env {
             config_maps: rig.config_maps(),
-            _server: rig.server,
+            server: rig.server,
             _factory: rig.factory,
             host: rig.host,
         }
@@ -351,4 +351,78 @@ async fn observer_and_reconciler_only_components_load_and_run() {
     env.host.unload(observer).await;
     env.host.unload(reconciler).await;
     assert!(env.host.plugins().is_empty());
+}
+
+/// A subscription whose namespace would address another resource (`default/secrets?x=` once
+/// made the informer list and watch Secrets) is refused by `run`, `kubewasm check` and
+/// `kubewasm rbac` alike, with a message naming the plugin and the value, and nothing is
+/// requested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_namespace_that_escapes_is_refused_by_run_check_and_rbac() {
+    let escape = "default/secrets?x=";
+    let config =
+        |namespace: &str| serde_json::json!({"name": "escape", "namespace": namespace}).to_string();
+    let env = Env::new(PluginPolicy {
+        grants: Grants::only(vec![ResourcePattern::new("", "ConfigMap")]),
+        config: config(escape),
+        ..PluginPolicy::default()
+    })
+    .await;
+    env.server.clear_requests();
+    let refused = env
+        .host
+        .load(Path::new("escape.wasm"), guest_bytes("reconciler-v0-2"))
+        .await
+        .expect_err("run refuses the subscription")
+        .to_string();
+    assert!(
+        refused.contains("`escape`") && refused.contains(escape),
+        "{refused}"
+    );
+    assert!(env.host.plugins().is_empty());
+    assert_eq!(
+        env.server.requests(),
+        Vec::new(),
+        "nothing was listed or watched"
+    );
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let toml = format!(
+        "[plugins.escape]\nconfig = '{}'\ngrants = [\"ConfigMap\"]\n\n\
+         [plugins.valid]\nconfig = '{}'\ngrants = [\"ConfigMap\"]\n",
+        config(escape),
+        config("team-a")
+    );
+    let config =
+        kubewasm::config::Config::parse(&toml, Path::new("kubewasm.toml")).expect("config");
+    for file in ["escape.wasm", "valid.wasm"] {
+        std::fs::write(dir.path().join(file), guest_bytes("reconciler-v0-2")).expect("write");
+    }
+    let checked = kubewasm::inspect::inspect_file(&dir.path().join("escape.wasm"), &config).await;
+    let refused = format!("{:#}", checked.expect_err("check refuses the subscription"));
+    assert!(
+        refused.contains("`escape`") && refused.contains(escape),
+        "{refused}"
+    );
+    let valid = kubewasm::inspect::inspect_file(&dir.path().join("valid.wasm"), &config).await;
+    assert!(valid.is_ok(), "{valid:?}");
+
+    let found = kubewasm::inspect::needs_of_dir(dir.path(), &config, Vec::new())
+        .await
+        .expect("rbac reads the directory");
+    let rejected: Vec<String> = found
+        .rejected
+        .iter()
+        .map(|(path, err)| format!("{}: {err:#}", path.display()))
+        .collect();
+    assert!(
+        rejected.len() == 1 && rejected[0].contains("escape.wasm") && rejected[0].contains(escape),
+        "{rejected:?}"
+    );
+    let namespaces: Vec<Option<&str>> = found
+        .needs
+        .iter()
+        .map(|n| n.namespace.as_ref().map(|ns| ns.as_str()))
+        .collect();
+    assert_eq!(namespaces, [Some("team-a")], "only the valid plugin's Role");
 }

@@ -3,7 +3,6 @@
 use std::fmt;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use kube::api::{ApiResource, GroupVersionKind};
 
 use super::super::Gvk;
 use super::super::grants::{Grants, ResourcePattern};
@@ -113,6 +112,14 @@ impl WriteGrants {
         self.grants.iter().any(|g| g.allows(resource, verb))
     }
 
+    /// Whether a grant names `resource`'s group and kind themselves, not through a wildcard
+    /// (such kinds are as many as the config names).
+    pub fn names(&self, resource: &Gvk) -> bool {
+        self.grants
+            .iter()
+            .any(|g| g.pattern.group == resource.group && g.pattern.kind == resource.kind)
+    }
+
     /// Whether no write at all is granted.
     pub fn is_empty(&self) -> bool {
         self.grants.is_empty()
@@ -120,7 +127,8 @@ impl WriteGrants {
 
     /// The RBAC rules the host's service account needs for these writes: the grant's verbs on
     /// the resource's plural (from the kind, as kubectl does without discovery), and `update`
-    /// and `patch` on its `/status` for `status`. A wildcard becomes `*` (which, unlike the
+    /// and `patch` on its `/status` for `status` unless the resource is a built-in one without
+    /// that subresource (ConfigMap, Event, ...). A wildcard becomes `*` (which, unlike the
     /// grant, covers Secrets: the host still refuses what the grant does not name).
     pub fn rbac_rules(&self) -> Vec<PolicyRule> {
         let mut rules = Vec::new();
@@ -129,8 +137,7 @@ impl WriteGrants {
             let plural = if grant.pattern.kind == "*" {
                 "*".to_owned()
             } else {
-                let gvk = GroupVersionKind::gvk(&grant.pattern.group, "v1", &grant.pattern.kind);
-                ApiResource::from_gvk(&gvk).plural
+                crate::rbac::guess_plural(&grant.pattern.group, "v1", &grant.pattern.kind)
             };
             let verbs: Vec<&str> = match &grant.verbs {
                 None => GRANT_VERBS.to_vec(),
@@ -153,7 +160,9 @@ impl WriteGrants {
             if !main.is_empty() {
                 rules.push(rule(plural.clone(), main));
             }
-            if verbs.contains(&"status") {
+            let status_exists =
+                crate::rbac::has_status_subresource(&grant.pattern.group, &grant.pattern.kind);
+            if verbs.contains(&"status") && status_exists {
                 rules.push(rule(
                     format!("{plural}/status"),
                     vec!["update".into(), "patch".into()],
@@ -213,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn rbac_rules_name_the_plural_and_the_status_subresource() {
+    fn rbac_rules_name_the_plural_and_a_status_subresource_that_exists() {
         let grants = WriteGrants::only(vec![
             grant("apps", "Deployment", Some(&["create", "status"])),
             grant("", "Event", None),
@@ -245,7 +254,6 @@ mod tests {
                     "events".into(),
                     s(&["create", "update", "patch", "delete"])
                 ),
-                ("".into(), "events/status".into(), s(&["update", "patch"])),
                 ("example.com".into(), "*".into(), s(&["delete"])),
             ]
         );

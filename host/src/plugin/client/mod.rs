@@ -3,6 +3,9 @@
 //! One [`WriteClient`] per plugin writes through kube's dynamic API (raw requests on the
 //! discovered resource, no typed objects: the guest's JSON goes to the server as it is and the
 //! server's JSON comes back as it is). Each call is, in order:
+//! 0. its namespace, name and kind are the checked types of [`super::names`] (an object given
+//!    as JSON is checked here as it is parsed): a guest string that fails the API server's
+//!    rules is refused as `Invalid`, counted and logged as below, and nothing is sent;
 //! 1. checked against the plugin's [`WriteGrants`] (and, with leader election, whether this
 //!    replica leads): a refusal is `NotGranted`, counted, logged with the plugin's name (the
 //!    first at once, then at most one line a second per plugin and kind, with how many went
@@ -10,10 +13,15 @@
 //! 2. checked against the plugin's token bucket (client-go's default 5 writes/s, burst 10): a
 //!    write with no token left is refused at once as `TooManyRequests` (nothing waits in the
 //!    limiter, so a reconcile's time is never spent there), counted and logged as a refusal;
-//! 3. sent under a wall-clock limit (discovery included): no answer in time is `Timeout`;
+//! 3. sent under a wall-clock limit (discovery included): the kind is resolved through
+//!    discovery to a served resource, whose group and kind the grants are checked against
+//!    again, and the URL is built from that resource and the checked namespace and name, each
+//!    percent-encoded as one path segment; no answer in time is `Timeout`;
 //! 4. answered with the server's object, or its metav1.Status as a [`WriteError`].
 //!
-//! Every write names the plugin as its field manager (server-side apply included).
+//! Every write names the plugin as its field manager (server-side apply included). The write
+//! metrics name the kind only of a granted write whose kind a grant names or discovery has
+//! resolved, and [`OTHER_KIND`] otherwise: a guest inventing kinds makes no new series.
 
 mod error;
 mod grants;
@@ -26,8 +34,8 @@ use std::time::Duration;
 
 use http::header::{CONTENT_TYPE, HeaderValue};
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-    Preconditions, PropagationPolicy,
+    ApiResource, DeleteParams, GroupVersionKind, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
 };
 use kube::core::Request;
 use kube::discovery::Scope;
@@ -37,6 +45,7 @@ use tokio::time::Instant;
 
 use super::Gvk;
 use super::grants::describe;
+use super::names::{InvalidName, Kind, Namespace, ObjectName, path_segment};
 use super::rate_limit::TokenBucket;
 use refusals::RefusalLog;
 
@@ -86,8 +95,10 @@ impl ClientOptions {
 /// Receives the write client's measurements (metrics live outside this module). Calls come
 /// from guest calls in progress: implementations must be cheap and must not block.
 pub trait WriteObserver: Send + Sync {
-    /// A write ended: `code` is the HTTP code (`2xx` on success) or what stopped it
-    /// (`not-granted`, `not-leader`, `rate-limited`, `timeout`, `unreachable`, `invalid`).
+    /// A write ended: `kind` is the resource's kind, or [`OTHER_KIND`] for a write not granted
+    /// or of a kind neither a grant names nor discovery has resolved; `code` is the HTTP code
+    /// (`2xx` on success) or what stopped it (`not-granted`, `not-leader`, `rate-limited`,
+    /// `timeout`, `unreachable`, `invalid`).
     fn write_call(&self, _plugin: &str, _verb: WriteVerb, _kind: &str, _code: &str) {}
     /// A write was refused before it was sent, for `refusal`.
     fn refused(&self, _plugin: &str, _refusal: Refusal) {}
@@ -104,14 +115,17 @@ pub enum Refusal {
     NotLeader,
     /// The plugin's client-side write rate limit has no token left.
     RateLimited,
+    /// A namespace, name, kind or object the guest gave fails the API server's rules.
+    Invalid,
 }
 
 impl Refusal {
     /// Every refusal, for making metric series up front.
-    pub const ALL: [Refusal; 3] = [
+    pub const ALL: [Refusal; 4] = [
         Refusal::NotGranted,
         Refusal::NotLeader,
         Refusal::RateLimited,
+        Refusal::Invalid,
     ];
 
     /// A lowercase label for logs and metrics.
@@ -120,6 +134,7 @@ impl Refusal {
             Refusal::NotGranted => "not-granted",
             Refusal::NotLeader => "not-leader",
             Refusal::RateLimited => "rate-limited",
+            Refusal::Invalid => "invalid",
         }
     }
 }
@@ -136,6 +151,10 @@ impl From<WriteError> for Stopped {
         Stopped::Failed(error)
     }
 }
+
+/// The kind the write metrics give a write that was not granted, or whose kind neither a grant
+/// names nor discovery has resolved.
+pub const OTHER_KIND: &str = "other";
 
 /// An observer that ignores everything.
 #[derive(Debug, Default, Clone, Copy)]
@@ -165,6 +184,12 @@ impl Resources {
         }
     }
 
+    /// Whether discovery has resolved `gvk` to a served resource.
+    fn knows(&self, gvk: &Gvk) -> bool {
+        let key = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
+        self.known.lock().contains_key(&key)
+    }
+
     async fn resolve(&self, gvk: &Gvk) -> Result<Resolved, WriteError> {
         let key = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
         if let Some(known) = self.known.lock().get(&key) {
@@ -188,19 +213,57 @@ impl Resources {
     }
 }
 
-/// An object to write to, by resource and name.
+/// An object to write to, by resource and name, each checked.
 #[derive(Debug, Clone)]
 pub struct ObjectRef {
-    pub gvk: Gvk,
+    pub kind: Kind,
     /// `None` for a cluster-scoped object.
-    pub namespace: Option<String>,
-    pub name: String,
+    pub namespace: Option<Namespace>,
+    pub name: ObjectName,
 }
 
 impl ObjectRef {
+    /// Checks a guest's reference: the kind's parts, the namespace and the name by the
+    /// API server's rules (the name by its resource's).
+    pub fn new(gvk: Gvk, namespace: Option<&str>, name: &str) -> Result<Self, InvalidName> {
+        let name = ObjectName::new(&gvk.group, name)?;
+        Ok(ObjectRef {
+            kind: Kind::new(&gvk)?,
+            namespace: namespace.map(Namespace::new).transpose()?,
+            name,
+        })
+    }
+
+    pub fn gvk(&self) -> &Gvk {
+        self.kind.gvk()
+    }
+
     /// What decides the object's shard: its namespace, and name.
     fn shard_key(&self) -> (Option<&str>, &str) {
-        (self.namespace.as_deref(), &self.name)
+        (
+            self.namespace.as_ref().map(Namespace::as_str),
+            self.name.as_str(),
+        )
+    }
+}
+
+/// A guest string refused as the API server refuses it: `invalid`, with the field at fault.
+impl From<InvalidName> for WriteError {
+    fn from(error: InvalidName) -> Self {
+        let field = match error.field {
+            "namespace" => "metadata.namespace",
+            "name" => "metadata.name",
+            "group" | "version" => "apiVersion",
+            other => other,
+        };
+        WriteError::Invalid {
+            message: error.to_string(),
+            causes: vec![InvalidCause {
+                field: field.to_owned(),
+                reason: "FieldValueInvalid".to_owned(),
+                message: error.rule.to_owned(),
+            }],
+        }
     }
 }
 
@@ -318,13 +381,14 @@ impl WriteClient {
     /// Creates `object` (JSON); its apiVersion and kind name the resource, metadata.namespace
     /// where it goes. Answers the created object.
     pub async fn create(&self, object: &str) -> Result<String, WriteError> {
-        let parsed = ParsedObject::parse(object)?;
+        let verb = WriteVerb::Create;
+        let parsed = ParsedObject::parse(object).map_err(|e| self.invalid(verb, e))?;
         let pp = self.post_params();
         let object = (
-            parsed.namespace.as_deref(),
-            parsed.name.as_deref().unwrap_or(""),
+            parsed.namespace.as_ref().map(Namespace::as_str),
+            parsed.name.as_ref().map_or("", ObjectName::as_str),
         );
-        self.call(WriteVerb::Create, &parsed.gvk, object, |r| {
+        self.call(verb, &parsed.kind, object, |r| {
             let ns = parsed.namespace_for(r)?;
             Ok(request(r, ns).create(&pp, parsed.body.clone())?)
         })
@@ -376,9 +440,9 @@ impl WriteClient {
             ..DeleteParams::default()
         };
         let answer = self
-            .call(WriteVerb::Delete, &target.gvk, target.shard_key(), |r| {
-                let ns = namespace_of(r, target.namespace.as_deref())?;
-                Ok(request(r, ns).delete(&target.name, &dp)?)
+            .call(WriteVerb::Delete, &target.kind, target.shard_key(), |r| {
+                let ns = namespace_of(r, target.namespace.as_ref())?;
+                Ok(request(r, ns).delete(&path_segment(target.name.as_str()), &dp)?)
             })
             .await?;
         let value: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
@@ -395,21 +459,31 @@ impl WriteClient {
     }
 
     async fn replace(&self, verb: WriteVerb, object: &str) -> Result<String, WriteError> {
-        let parsed = ParsedObject::parse(object)?;
+        let parsed = ParsedObject::parse(object).map_err(|e| self.invalid(verb, e))?;
         let name = parsed.name.clone().ok_or_else(|| {
-            WriteError::invalid(format!("{verb}: the object has no metadata.name"))
+            self.invalid(
+                verb,
+                WriteError::invalid(format!("{verb}: the object has no metadata.name")),
+            )
         })?;
         if parsed.resource_version.is_none() {
-            return Err(WriteError::invalid(format!(
-                "{verb}: metadata.resourceVersion is required (the version read, as the \
-                 precondition); use patch to write without one"
-            )));
+            return Err(self.invalid(
+                verb,
+                WriteError::invalid(format!(
+                    "{verb}: metadata.resourceVersion is required (the version read, as the \
+                     precondition); use patch to write without one"
+                )),
+            ));
         }
         let pp = self.post_params();
-        let object = (parsed.namespace.as_deref(), name.as_str());
-        self.call(verb, &parsed.gvk, object, |r| {
+        let object = (
+            parsed.namespace.as_ref().map(Namespace::as_str),
+            name.as_str(),
+        );
+        self.call(verb, &parsed.kind, object, |r| {
             let ns = parsed.namespace_for(r)?;
             let req = request(r, ns);
+            let name = path_segment(name.as_str());
             Ok(if verb == WriteVerb::UpdateStatus {
                 req.replace_subresource("status", &name, &pp, parsed.body.clone())?
             } else {
@@ -426,8 +500,12 @@ impl WriteClient {
         patch: &PatchBody,
     ) -> Result<String, WriteError> {
         let json = |text: &str| {
-            serde_json::from_str::<Value>(text)
-                .map_err(|e| WriteError::invalid(format!("{verb}: the patch is not JSON: {e}")))
+            serde_json::from_str::<Value>(text).map_err(|e| {
+                self.invalid(
+                    verb,
+                    WriteError::invalid(format!("{verb}: the patch is not JSON: {e}")),
+                )
+            })
         };
         let mut params = PatchParams {
             field_manager: Some(self.plugin.to_string()),
@@ -441,9 +519,12 @@ impl WriteClient {
             PatchBody::Json(text) => {
                 let ops = json(text)?;
                 if !ops.is_array() {
-                    return Err(WriteError::invalid(format!(
-                        "{verb}: a JSON patch must be a list of operations"
-                    )));
+                    return Err(self.invalid(
+                        verb,
+                        WriteError::invalid(format!(
+                            "{verb}: a JSON patch must be a list of operations"
+                        )),
+                    ));
                 }
                 (Patch::Merge(ops), true)
             }
@@ -452,13 +533,14 @@ impl WriteClient {
                 (Patch::Apply(json(object)?), false)
             }
         };
-        self.call(verb, &target.gvk, target.shard_key(), |r| {
-            let ns = namespace_of(r, target.namespace.as_deref())?;
+        self.call(verb, &target.kind, target.shard_key(), |r| {
+            let ns = namespace_of(r, target.namespace.as_ref())?;
             let req = request(r, ns);
+            let name = path_segment(target.name.as_str());
             let mut built = if verb == WriteVerb::PatchStatus {
-                req.patch_subresource("status", &target.name, &params, &body)?
+                req.patch_subresource("status", &name, &params, &body)?
             } else {
-                req.patch(&target.name, &params, &body)?
+                req.patch(&name, &params, &body)?
             };
             if json_patch {
                 built.headers_mut().insert(
@@ -469,6 +551,21 @@ impl WriteClient {
             Ok(built)
         })
         .await
+    }
+
+    /// Refuses a write whose input the host will not send (a guest string that fails the API
+    /// server's rules, an object or patch that is not JSON): counted as a call with code
+    /// `invalid` and kind [`OTHER_KIND`] and as an `invalid` refusal, logged at most once a
+    /// second per plugin. Answers `error`, for the guest.
+    pub fn invalid(&self, verb: WriteVerb, error: impl Into<WriteError>) -> WriteError {
+        let error = error.into();
+        self.observer
+            .write_call(&self.plugin, verb, OTHER_KIND, Refusal::Invalid.as_str());
+        self.observer.refused(&self.plugin, Refusal::Invalid);
+        if let Some(unlogged) = self.refusals.admit(Refusal::Invalid, Instant::now()) {
+            tracing::warn!(plugin = %self.plugin, %verb, %error, unlogged, "write refused: invalid");
+        }
+        error
     }
 
     fn post_params(&self) -> PostParams {
@@ -483,18 +580,24 @@ impl WriteClient {
     async fn call(
         &self,
         verb: WriteVerb,
-        gvk: &Gvk,
+        kind: &Kind,
         object: (Option<&str>, &str),
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
+        let gvk = kind.gvk();
         let result = self.call_inner(verb, gvk, object, build).await;
         let (code, result) = match result {
             Ok(answer) => ("2xx".to_owned(), Ok(answer)),
             Err(Stopped::Refused(refusal, error)) => (refusal.as_str().to_owned(), Err(error)),
             Err(Stopped::Failed(error)) => (error.code_label(), Err(error)),
         };
-        self.observer
-            .write_call(&self.plugin, verb, &gvk.kind, &code);
+        let bounded = self.grants.names(gvk) || self.resources.knows(gvk);
+        let label = if self.grants.allows(gvk, verb) && bounded {
+            gvk.kind.as_str()
+        } else {
+            OTHER_KIND
+        };
+        self.observer.write_call(&self.plugin, verb, label, &code);
         if let Err(error) = &result {
             tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), %error, "write failed");
         }
@@ -522,6 +625,10 @@ impl WriteClient {
                 plugin = %self.plugin, %verb, %resource, unlogged,
                 qps = self.options.qps, burst = self.options.burst,
                 "write refused: the plugin's write rate limit is exhausted"
+            ),
+            Refusal::Invalid => tracing::warn!(
+                plugin = %self.plugin, %verb, %resource, unlogged,
+                "write refused: invalid"
             ),
         }
     }
@@ -582,6 +689,19 @@ impl WriteClient {
         let limit = self.options.call_timeout;
         let sent = async {
             let resolved = self.resources.resolve(gvk).await?;
+            let served = Gvk {
+                group: resolved.resource.group.clone(),
+                version: resolved.resource.version.clone(),
+                kind: resolved.resource.kind.clone(),
+            };
+            if !self.grants.allows(&served, verb) {
+                return Err(WriteError::NotGranted(format!(
+                    "plugin {} may not {verb} {}, which discovery answered for {}",
+                    self.plugin,
+                    describe(&served),
+                    describe(gvk)
+                )));
+            }
             let request = build(&resolved)?;
             Ok::<_, WriteError>(self.client.request_text(request).await?)
         };
@@ -601,22 +721,36 @@ impl From<kube::core::request::Error> for WriteError {
     }
 }
 
-/// The request builder for the resource, in `namespace`.
-fn request(resource: &Resolved, namespace: Option<&str>) -> Request {
-    Request::new(<DynamicObject as kube::Resource>::url_path(
-        &resource.resource,
-        namespace,
-    ))
+/// The request builder for the resource, in `namespace`: the collection's path, each segment
+/// percent-encoded (object names are encoded as they are added).
+fn request(resource: &Resolved, namespace: Option<&Namespace>) -> Request {
+    let r = &resource.resource;
+    let mut path = if r.group.is_empty() {
+        format!("/api/{}", path_segment(&r.version))
+    } else {
+        format!(
+            "/apis/{}/{}",
+            path_segment(&r.group),
+            path_segment(&r.version)
+        )
+    };
+    if let Some(ns) = namespace {
+        path.push_str("/namespaces/");
+        path.push_str(&path_segment(ns.as_str()));
+    }
+    path.push('/');
+    path.push_str(&path_segment(&r.plural));
+    Request::new(path)
 }
 
 /// The namespace to address: required for namespaced resources, dropped for cluster-scoped.
 fn namespace_of<'a>(
     resource: &Resolved,
-    namespace: Option<&'a str>,
-) -> Result<Option<&'a str>, WriteError> {
+    namespace: Option<&'a Namespace>,
+) -> Result<Option<&'a Namespace>, WriteError> {
     match (resource.namespaced, namespace) {
-        (true, Some(ns)) if !ns.is_empty() => Ok(Some(ns)),
-        (true, _) => Err(WriteError::invalid(format!(
+        (true, Some(ns)) => Ok(Some(ns)),
+        (true, None) => Err(WriteError::invalid(format!(
             "{} is namespaced: the namespace is required",
             resource.resource.kind
         ))),
@@ -624,11 +758,12 @@ fn namespace_of<'a>(
     }
 }
 
-/// A guest's object for create and update: the resource, name and namespace it names.
+/// A guest's object for create and update: the resource, name and namespace it names, each
+/// checked.
 struct ParsedObject {
-    gvk: Gvk,
-    namespace: Option<String>,
-    name: Option<String>,
+    kind: Kind,
+    namespace: Option<Namespace>,
+    name: Option<ObjectName>,
     resource_version: Option<String>,
     body: Vec<u8>,
 }
@@ -653,21 +788,27 @@ impl ParsedObject {
             Some((group, version)) => (group.to_owned(), version.to_owned()),
             None => (String::new(), api_version),
         };
+        let gvk = Gvk {
+            group,
+            version,
+            kind,
+        };
+        let name = text("/metadata/name")
+            .map(|n| ObjectName::new(&gvk.group, &n))
+            .transpose()?;
         Ok(ParsedObject {
-            gvk: Gvk {
-                group,
-                version,
-                kind,
-            },
-            namespace: text("/metadata/namespace"),
-            name: text("/metadata/name"),
+            kind: Kind::new(&gvk)?,
+            namespace: text("/metadata/namespace")
+                .map(|ns| Namespace::new(&ns))
+                .transpose()?,
+            name,
             resource_version: text("/metadata/resourceVersion"),
             body: object.as_bytes().to_vec(),
         })
     }
 
-    fn namespace_for(&self, resource: &Resolved) -> Result<Option<&str>, WriteError> {
-        namespace_of(resource, self.namespace.as_deref())
+    fn namespace_for(&self, resource: &Resolved) -> Result<Option<&Namespace>, WriteError> {
+        namespace_of(resource, self.namespace.as_ref())
     }
 }
 

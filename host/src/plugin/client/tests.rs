@@ -14,8 +14,8 @@ use crate::plugin::ResourcePattern;
 /// Events dropped.
 #[derive(Default)]
 pub(crate) struct Recorded {
-    calls: Mutex<Vec<String>>,
-    refused: Mutex<Vec<Refusal>>,
+    pub(crate) calls: Mutex<Vec<String>>,
+    pub(crate) refused: Mutex<Vec<Refusal>>,
     pub(crate) events_dropped: std::sync::atomic::AtomicU64,
 }
 
@@ -102,15 +102,16 @@ fn config_map(name: &str, data: Value) -> String {
 }
 
 fn cm_ref(name: &str) -> ObjectRef {
-    ObjectRef {
-        gvk: Gvk {
+    ObjectRef::new(
+        Gvk {
             group: String::new(),
             version: "v1".into(),
             kind: "ConfigMap".into(),
         },
-        namespace: Some("default".into()),
-        name: name.into(),
-    }
+        Some("default"),
+        name,
+    )
+    .unwrap()
 }
 
 fn parse(text: &str) -> Value {
@@ -299,15 +300,16 @@ async fn status_writes_go_to_the_status_subresource() {
         updated["spec"]["replicas"], 2,
         "spec is not written through status"
     );
-    let target = ObjectRef {
-        gvk: Gvk {
+    let target = ObjectRef::new(
+        Gvk {
             group: "apps".into(),
             version: "v1".into(),
             kind: "Deployment".into(),
         },
-        namespace: Some("default".into()),
-        name: "web".into(),
-    };
+        Some("default"),
+        "web",
+    )
+    .unwrap();
     let patched = client
         .patch_status(
             &target,
@@ -339,10 +341,7 @@ async fn writes_without_a_grant_are_refused_counted_and_never_sent() {
     );
     assert_eq!(
         env.calls(),
-        [
-            "create ConfigMap not-granted",
-            "delete ConfigMap not-granted"
-        ]
+        ["create other not-granted", "delete other not-granted"]
     );
     assert_eq!(
         *env.observed.refused.lock(),
@@ -394,11 +393,10 @@ async fn injected_server_faults_are_typed_errors() {
         .await
         .unwrap_err();
     assert!(matches!(error, WriteError::Timeout(_)), "{error:?}");
-    // The API server's own validation: a name that is not a DNS subdomain.
-    let error = client
-        .create(&config_map("Not_A_Name", json!({})))
-        .await
-        .unwrap_err();
+    // The API server's own validation: an object with neither name nor generateName.
+    env.server.clear_requests();
+    let error = client.create(&config_map("", json!({}))).await.unwrap_err();
+    assert_eq!(env.server.requests().len(), 1, "the server was asked");
     let WriteError::Invalid { causes, .. } = &error else {
         panic!("{error:?}")
     };
@@ -406,6 +404,18 @@ async fn injected_server_faults_are_typed_errors() {
         causes[0].field, "metadata.name",
         "the server's causes reach the guest"
     );
+    assert_eq!(causes[0].reason, "FieldValueRequired");
+    // A name the API server would refuse is refused as it would, but by the host: unsent.
+    env.server.clear_requests();
+    let error = client
+        .create(&config_map("Not_A_Name", json!({})))
+        .await
+        .unwrap_err();
+    assert!(env.server.requests().is_empty(), "nothing was sent");
+    let WriteError::Invalid { causes, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(causes[0].field, "metadata.name");
     assert_eq!(causes[0].reason, "FieldValueInvalid");
     env.server.shutdown().await;
 }

@@ -13,15 +13,16 @@ use crate::plugin::client::{ClientOptions, Resources};
 
 fn about(name: &str, reason: &str, message: &str) -> EventRecord {
     EventRecord {
-        regarding: ObjectRef {
-            gvk: Gvk {
+        regarding: ObjectRef::new(
+            Gvk {
                 group: "samplecontroller.k8s.io".into(),
                 version: "v1alpha1".into(),
                 kind: "Foo".into(),
             },
-            namespace: Some("default".into()),
-            name: name.into(),
-        },
+            Some("default"),
+            name,
+        )
+        .expect("a valid reference"),
         uid: Some(format!("uid-{name}")),
         event_type: EventType::Warning,
         reason: reason.into(),
