@@ -56,6 +56,13 @@ impl DevServer {
         }
         let (stop, stopped) = oneshot::channel::<()>();
         let app = handler::router(Arc::clone(&core));
+        // TCP_NODELAY: a response's last segment goes out at once instead of waiting for the
+        // ACK of the one before (Nagle meeting the client's delayed ACK stalls about 40 ms).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
                 let _ = stopped.await;
