@@ -12,7 +12,10 @@
 //! 3. sent under a wall-clock limit (discovery included): no answer in time is `Timeout`;
 //! 4. answered with the server's object, or its metav1.Status as a [`WriteError`].
 //!
-//! Every write names the plugin as its field manager (server-side apply included).
+//! Every write names the plugin as its field manager (server-side apply included) and in its
+//! User-Agent (`kubewasm/VERSION plugin/NAME`), so the API server's audit log attributes it.
+//! A write the server could not answer usefully (no connection, a timeout, a 5xx, a 403 for
+//! the host's credentials) is logged as a warning with the plugin's name.
 
 mod error;
 mod grants;
@@ -23,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
     Preconditions, PropagationPolicy,
@@ -231,6 +234,8 @@ pub enum Deleted {
 pub struct WriteClient {
     client: kube::Client,
     plugin: Arc<str>,
+    /// `kubewasm/VERSION plugin/NAME`, on every request made for the plugin.
+    user_agent: HeaderValue,
     grants: WriteGrants,
     options: ClientOptions,
     limiter: Mutex<TokenBucket>,
@@ -260,6 +265,7 @@ impl WriteClient {
         let limiter = Mutex::new(TokenBucket::new(options.qps, options.burst));
         WriteClient {
             client,
+            user_agent: crate::api_client::plugin_user_agent(&plugin),
             plugin,
             grants,
             options,
@@ -473,8 +479,20 @@ impl WriteClient {
         };
         self.observer
             .write_call(&self.plugin, verb, &gvk.kind, &code);
-        if let Err(error) = &result {
-            tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), %error, "write failed");
+        match &result {
+            Err(
+                error @ (WriteError::Server { .. }
+                | WriteError::Timeout(_)
+                | WriteError::Forbidden(_)),
+            ) => tracing::warn!(
+                plugin = %self.plugin, %verb, resource = %describe(gvk),
+                namespace = object.0.unwrap_or(""), name = object.1, %error,
+                "write failed"
+            ),
+            Err(error) => {
+                tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), %error, "write failed")
+            }
+            Ok(_) => {}
         }
         result
     }
@@ -543,7 +561,10 @@ impl WriteClient {
         let limit = self.options.call_timeout;
         let sent = async {
             let resolved = self.resources.resolve(gvk).await?;
-            let request = build(&resolved)?;
+            let mut request = build(&resolved)?;
+            request
+                .headers_mut()
+                .insert(USER_AGENT, self.user_agent.clone());
             Ok::<_, WriteError>(self.client.request_text(request).await?)
         };
         tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
