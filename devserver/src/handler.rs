@@ -239,6 +239,12 @@ fn handle_resource(
         query: request.raw_query.clone(),
         name: path.name.clone(),
         client: client_of(request),
+        user_agent: request
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned(),
         at: std::time::Instant::now(),
     })?;
     let resource = core

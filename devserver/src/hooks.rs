@@ -36,6 +36,8 @@ pub struct RequestRecord {
     /// Who sent it: the bearer token (the dev server authenticates no one, so a token is how
     /// a test tells its clients apart), else the user agent, else empty.
     pub client: String,
+    /// The request's User-Agent header; empty when it has none.
+    pub user_agent: String,
     /// When the request arrived.
     pub at: std::time::Instant,
 }
@@ -118,6 +120,7 @@ mod tests {
             query: String::new(),
             name: None,
             client: String::new(),
+            user_agent: String::new(),
             at: std::time::Instant::now(),
         }
     }

@@ -7,9 +7,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use kubewasm_informer::{FactoryOptions, ReflectorOptions, SharedInformerFactory};
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use tokio_util::sync::CancellationToken;
 
+use crate::api_client::{self, ConnectionOptions};
 use crate::cli::{HostArgs, LeaderElectArgs};
 use crate::config::{Config, LeaderElectionConfig};
 use crate::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate};
@@ -206,13 +207,14 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// Both clients from one configuration.
-    pub fn new(config: kube::Config) -> anyhow::Result<Clients> {
+    /// Both clients from one configuration, their connections kept as `connection` says
+    /// (see [`crate::api_client`]).
+    pub fn new(config: kube::Config, connection: &ConnectionOptions) -> anyhow::Result<Clients> {
         let mut write = config.clone();
         write.default_retry = false;
         Ok(Clients {
-            read: kube::Client::try_from(config).context("cannot create a kube client")?,
-            write: kube::Client::try_from(write).context("cannot create a kube client")?,
+            read: api_client::build(config, connection).context("cannot create a kube client")?,
+            write: api_client::build(write, connection).context("cannot create a kube client")?,
         })
     }
 }
@@ -249,10 +251,7 @@ pub async fn run(
     let factory = SharedInformerFactory::new(
         client.clone(),
         FactoryOptions {
-            reflector: ReflectorOptions {
-                list: config.informers.list,
-                ..ReflectorOptions::default()
-            },
+            reflector: config.informers.reflector(),
             ..FactoryOptions::default()
         },
     );

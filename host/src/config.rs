@@ -13,6 +13,15 @@
 //!
 //! [informers]
 //! list = "any-version"         # or "streaming", "paginated": how informers list
+//! bookmark-idle-seconds = 90   # a watch whose server sends bookmarks and then sends nothing,
+//!                              # bookmark or event, for this long is restarted
+//!
+//! [connection]                 # how the host's connections to the API server are checked
+//! http2 = true                 # HTTP/2 where the server offers it (TLS, ALPN h2), else HTTP/1.1
+//! http2-read-idle-seconds = 30 # an HTTP/2 connection silent this long is sent a PING...
+//! http2-ping-timeout-seconds = 15  # ...and closed if the PING is unanswered this long
+//! tcp-keepalive-seconds = 15   # TCP keepalive probes on an idle connection after this
+//! tcp-user-timeout-seconds = 30    # unacknowledged data this long closes a connection
 //! [limits]                     # host-wide; the defaults shown
 //! max-name-bytes = 253         # what `init` may declare
 //! max-subscriptions = 64
@@ -80,8 +89,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kubewasm_informer::ListStrategy;
+use kubewasm_informer::{ListStrategy, ReflectorOptions};
 use serde::Deserialize;
+
+use crate::api_client::ConnectionOptions;
 
 use crate::oci::SourceSpec;
 use crate::plugin::{
@@ -117,6 +128,8 @@ pub struct Config {
     pub reload: ReloadConfig,
     #[serde(default)]
     pub informers: InformersConfig,
+    #[serde(default)]
+    pub connection: ConnectionConfig,
     #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default)]
@@ -183,8 +196,8 @@ impl ReloadConfig {
     }
 }
 
-/// How the shared informers list.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// How the shared informers list and watch.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct InformersConfig {
     /// `any-version` (the default: one LIST at resourceVersion=0, answered from the API
@@ -192,6 +205,68 @@ pub struct InformersConfig {
     /// (consistent LISTs of 500); see [`ListStrategy`].
     #[serde(deserialize_with = "list_strategy")]
     pub list: ListStrategy,
+    /// A watch whose server has sent bookmarks, and that then sends nothing (no event, no
+    /// bookmark) for this long, is presumed dead and restarted. kube-apiserver sends a
+    /// bookmark about once a minute.
+    pub bookmark_idle_seconds: u64,
+}
+
+impl Default for InformersConfig {
+    fn default() -> Self {
+        InformersConfig {
+            list: ListStrategy::default(),
+            bookmark_idle_seconds: ReflectorOptions::default().bookmark_idle_limit.as_secs(),
+        }
+    }
+}
+
+impl InformersConfig {
+    /// The reflector options these settings give.
+    pub fn reflector(&self) -> ReflectorOptions {
+        ReflectorOptions {
+            list: self.list,
+            bookmark_idle_limit: Duration::from_secs(self.bookmark_idle_seconds),
+            ..ReflectorOptions::default()
+        }
+    }
+}
+
+/// How the host's connections to the API server are checked (see [`crate::api_client`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConnectionConfig {
+    /// HTTP/2 where the server offers it.
+    pub http2: bool,
+    pub http2_read_idle_seconds: u64,
+    pub http2_ping_timeout_seconds: u64,
+    pub tcp_keepalive_seconds: u64,
+    pub tcp_user_timeout_seconds: u64,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        let defaults = ConnectionOptions::default();
+        ConnectionConfig {
+            http2: defaults.http2,
+            http2_read_idle_seconds: defaults.http2_read_idle.as_secs(),
+            http2_ping_timeout_seconds: defaults.http2_ping_timeout.as_secs(),
+            tcp_keepalive_seconds: defaults.tcp_keepalive.as_secs(),
+            tcp_user_timeout_seconds: defaults.tcp_user_timeout.as_secs(),
+        }
+    }
+}
+
+impl ConnectionConfig {
+    /// The client's connection options.
+    pub fn options(&self) -> ConnectionOptions {
+        ConnectionOptions {
+            http2: self.http2,
+            http2_read_idle: Duration::from_secs(self.http2_read_idle_seconds),
+            http2_ping_timeout: Duration::from_secs(self.http2_ping_timeout_seconds),
+            tcp_keepalive: Duration::from_secs(self.tcp_keepalive_seconds),
+            tcp_user_timeout: Duration::from_secs(self.tcp_user_timeout_seconds),
+        }
+    }
 }
 
 fn list_strategy<'de, D: serde::Deserializer<'de>>(
@@ -518,6 +593,12 @@ impl Config {
             message,
         };
         self.leader_election.timings().map_err(invalid)?;
+        self.connection.options().validate().map_err(invalid)?;
+        if self.informers.bookmark_idle_seconds == 0 {
+            return Err(invalid(
+                "[informers] bookmark-idle-seconds must be > 0".into(),
+            ));
+        }
         if self.leader_election.lease_name.is_empty() {
             return Err(invalid(
                 "[leader-election] lease-name must not be empty".into(),

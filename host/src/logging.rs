@@ -26,8 +26,9 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::cli::LogFormat;
 
-/// Where kube's client logs each failed HTTP attempt.
-const KUBE_HTTP_TARGET: &str = "kube_client::client::builder";
+/// Where kube's client logs each failed HTTP attempt (and the host's client, built in
+/// [`crate::api_client`], logs its own the same way).
+pub(crate) const KUBE_HTTP_TARGET: &str = "kube_client::client::builder";
 
 /// The target of the warnings [`KubeFailures`] writes in place of kube's lines.
 pub const API_TARGET: &str = "kubewasm::api";

@@ -62,7 +62,7 @@ async fn run_cluster(args: RunArgs) -> anyhow::Result<()> {
     app::check_plugins_dir(&args.host.plugins)?;
     let kube_config =
         app::cluster_config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let clients = app::Clients::new(kube_config)?;
+    let clients = app::Clients::new(kube_config, &config.connection.options())?;
     let cancel = CancellationToken::new();
     app::cancel_on_signals(cancel.clone())?;
     app::run(clients, &args.host, config, cancel).await
@@ -99,7 +99,10 @@ async fn run_dev(args: DevArgs) -> anyhow::Result<()> {
     );
     let cancel = CancellationToken::new();
     app::cancel_on_signals(cancel.clone())?;
-    let clients = app::Clients::new(kube::Config::new(server.url().parse()?))?;
+    let clients = app::Clients::new(
+        kube::Config::new(server.url().parse()?),
+        &config.connection.options(),
+    )?;
     let result = app::run(clients, &args.host, config, cancel).await;
     server.shutdown().await;
     result

@@ -41,6 +41,13 @@ pub enum Error {
     /// (its server-side timeout plus a margin): the connection is presumed dead.
     #[error("the watch sent nothing for {0:?} (its timeout plus margin); presumed dead")]
     WatchIdle(std::time::Duration),
+    /// A watch whose server sends bookmarks sent nothing (no event, no bookmark), or did not
+    /// answer, within the bookmark idle limit: the connection is presumed dead.
+    #[error(
+        "the watch sent no event or bookmark for {0:?} though its server sends bookmarks; \
+         presumed dead"
+    )]
+    BookmarksStopped(std::time::Duration),
     /// A LIST did not answer, or its body stopped arriving, for its idle limit: the connection
     /// is presumed dead and the LIST is retried.
     #[error("the LIST sent nothing for {0:?}; presumed dead")]

@@ -49,7 +49,7 @@ pub use key::{InformerKey, resolve};
 pub use lister::Lister;
 pub use lister_watcher::{
     INITIAL_EVENTS_END, KubeListerWatcher, ListPage, ListWatchOptions, ListerWatcher, WatchEvent,
-    WatchStream, parse_list, parse_watch_line,
+    WatchStream, WatchTarget, parse_list, parse_watch_line,
 };
 pub use object::{Object, ObjectRef, ParseOptions};
 pub use processor::{ListenerStats, ResourceEventHandler};

@@ -51,8 +51,41 @@ pub enum WatchEvent {
 /// A running watch; an `ERROR` event arrives as `Err(Error::Api { .. })`.
 pub type WatchStream = BoxStream<'static, Result<WatchEvent>>;
 
+/// What a [`ListerWatcher`] lists and watches, for the log lines about its failures.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchTarget {
+    /// `group/version/plural`, or `version/plural` for the core group: `apps/v1/deployments`.
+    pub resource: String,
+    /// The kind, `Deployment`.
+    pub kind: String,
+    /// The namespace; empty for all namespaces or a cluster-scoped resource.
+    pub namespace: String,
+    /// Empty when none.
+    pub label_selector: String,
+    /// Empty when none.
+    pub field_selector: String,
+}
+
+impl WatchTarget {
+    /// The target of an informer with `key`.
+    pub fn of(key: &InformerKey) -> WatchTarget {
+        let resource = &key.resource;
+        WatchTarget {
+            resource: format!("{}/{}", resource.api_version, resource.plural),
+            kind: resource.kind.clone(),
+            namespace: key.namespace.clone().unwrap_or_default(),
+            label_selector: key.label_selector.clone().unwrap_or_default(),
+            field_selector: key.field_selector.clone().unwrap_or_default(),
+        }
+    }
+}
+
 /// Lists and watches one collection, as client-go's ListerWatcher.
 pub trait ListerWatcher: Send + Sync + 'static {
+    /// What is listed and watched, to name it in logs (all empty by default).
+    fn target(&self) -> WatchTarget {
+        WatchTarget::default()
+    }
     /// One page of a consistent LIST, starting at `continue_token` (`None` for the first page).
     fn list(&self, continue_token: Option<String>) -> BoxFuture<'_, Result<ListPage>>;
     /// A LIST at any recent version (`resourceVersion=0`, no limit), which the API server
@@ -103,6 +136,7 @@ impl Default for ListWatchOptions {
 /// compact [`Object`] (no intermediate `DynamicObject`).
 pub struct KubeListerWatcher {
     client: kube::Client,
+    target: WatchTarget,
     request: Request,
     label_selector: Option<String>,
     field_selector: Option<String>,
@@ -119,6 +153,7 @@ impl KubeListerWatcher {
         };
         KubeListerWatcher {
             client,
+            target: WatchTarget::of(key),
             request: Request::new(key.collection_path()),
             label_selector: key.label_selector.clone(),
             field_selector: key.field_selector.clone(),
@@ -234,6 +269,10 @@ impl KubeListerWatcher {
 }
 
 impl ListerWatcher for KubeListerWatcher {
+    fn target(&self) -> WatchTarget {
+        self.target.clone()
+    }
+
     fn list(&self, continue_token: Option<String>) -> BoxFuture<'_, Result<ListPage>> {
         Box::pin(self.list_page(continue_token))
     }

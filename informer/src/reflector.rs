@@ -87,6 +87,11 @@ pub struct ReflectorOptions {
     /// treated as dropped: re-watched from the last resourceVersion. The same limit bounds the
     /// wait for a watch's response headers.
     pub watch_idle_margin: Duration,
+    /// Once the server has sent this reflector a periodic bookmark (kube-apiserver sends one
+    /// about every minute to a watch that asks for them), a watch that sends nothing for this
+    /// long is presumed dead and re-watched, long before its own idle limit. A server that
+    /// never sends bookmarks is held to the idle limit only.
+    pub bookmark_idle_limit: Duration,
 }
 
 impl Default for ReflectorOptions {
@@ -97,6 +102,7 @@ impl Default for ReflectorOptions {
             min_healthy_watch: Duration::from_secs(1),
             min_watch_timeout: Duration::from_secs(300),
             watch_idle_margin: Duration::from_secs(30),
+            bookmark_idle_limit: Duration::from_secs(90),
         }
     }
 }
@@ -130,6 +136,8 @@ pub(crate) struct ReflectorStatus {
     pub(crate) watch_restarts: AtomicU64,
     /// List or watch failures.
     pub(crate) errors: AtomicU64,
+    /// Periodic bookmarks received (not those that end a streaming list's initial events).
+    pub(crate) bookmarks: AtomicU64,
     /// The server rejected a streaming list; paginated LISTs are used from then on.
     pub(crate) streaming_unsupported: AtomicBool,
 }
@@ -157,8 +165,9 @@ struct OpenWatch {
 enum WatchOutcome {
     /// The server closed it (timeout, restart): re-watch from the last version.
     Ended { events: usize },
-    /// Nothing arrived within the idle limit: dropped, re-watch from the last version.
-    Idle(Duration),
+    /// Nothing arrived within the idle limit, or the bookmark idle limit: dropped, re-watch
+    /// from the last version. Holds [`Error::WatchIdle`] or [`Error::BookmarksStopped`].
+    Idle(Error),
     /// The version is too old: relist.
     Expired,
     /// Anything else: back off, then re-watch from the last version.
@@ -271,8 +280,8 @@ impl Reflector {
                             again
                         }
                     }
-                    WatchOutcome::Idle(limit) => {
-                        self.report(&Error::WatchIdle(limit));
+                    WatchOutcome::Idle(err) => {
+                        self.report(&err);
                         again
                     }
                     WatchOutcome::Expired => {
@@ -306,7 +315,8 @@ impl Reflector {
     }
 
     /// Opens a watch with a fresh random server-side timeout; the idle limit is that timeout
-    /// plus the margin, and bounds the wait for the response too.
+    /// plus the margin, and bounds the wait for the response too (as does the bookmark idle
+    /// limit, once the server is known to send bookmarks).
     async fn open_watch(
         &self,
         resource_version: String,
@@ -318,12 +328,24 @@ impl Reflector {
         let opening = self
             .lw
             .watch(resource_version, send_initial_events, timeout);
-        match tokio::time::timeout(idle_limit, opening).await {
+        let (limit, silent) = self.silence_limit(idle_limit);
+        match tokio::time::timeout(limit, opening).await {
             Ok(stream) => Ok(OpenWatch {
                 stream: stream?,
                 idle_limit,
             }),
-            Err(_) => Err(Error::WatchIdle(idle_limit)),
+            Err(_) => Err(silent),
+        }
+    }
+
+    /// How long a watch with `idle_limit` may stay silent, and the error that says so: the
+    /// bookmark idle limit when it is shorter and this reflector's server sends bookmarks.
+    fn silence_limit(&self, idle_limit: Duration) -> (Duration, Error) {
+        let bookmark_limit = self.options.bookmark_idle_limit;
+        if bookmark_limit < idle_limit && self.status.bookmarks.load(Ordering::Relaxed) > 0 {
+            (bookmark_limit, Error::BookmarksStopped(bookmark_limit))
+        } else {
+            (idle_limit, Error::WatchIdle(idle_limit))
         }
     }
 
@@ -366,7 +388,9 @@ impl Reflector {
                     self.drain().await;
                     return Ok((resource_version, watch));
                 }
-                WatchEvent::Bookmark { .. } => {}
+                WatchEvent::Bookmark { .. } => {
+                    self.status.bookmarks.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         Err(Error::Response(
@@ -435,11 +459,12 @@ impl Reflector {
                         self.processing.flush();
                         unflushed = 0;
                     }
-                    match tokio::time::timeout(idle_limit, stream.next()).await {
+                    let (limit, silent) = self.silence_limit(idle_limit);
+                    match tokio::time::timeout(limit, stream.next()).await {
                         Ok(next) => next,
                         Err(_) => {
                             self.set_last_rv(resource_version);
-                            return WatchOutcome::Idle(idle_limit);
+                            return WatchOutcome::Idle(silent);
                         }
                     }
                 }
@@ -477,8 +502,13 @@ impl Reflector {
                 }
                 WatchEvent::Bookmark {
                     resource_version: rv,
-                    ..
-                } => set_string(resource_version, &rv),
+                    initial_events_end,
+                } => {
+                    if !initial_events_end {
+                        self.status.bookmarks.fetch_add(1, Ordering::Relaxed);
+                    }
+                    set_string(resource_version, &rv);
+                }
             }
             while self.processing.process_queued(1024) {
                 tokio::task::yield_now().await;
@@ -519,12 +549,25 @@ impl Reflector {
         }
     }
 
+    /// Counts a failure and tells the error handler, or logs it with what this reflector
+    /// lists and watches.
     fn report(&self, err: &Error) {
         self.status.errors.fetch_add(1, Ordering::Relaxed);
         let handler = self.hooks.watch_error_handler.read().clone();
         match handler {
             Some(handler) => handler(err),
-            None => tracing::warn!(error = %err, "list/watch failed"),
+            None => {
+                let target = self.lw.target();
+                tracing::warn!(
+                    resource = %target.resource,
+                    kind = %target.kind,
+                    namespace = %target.namespace,
+                    label_selector = %target.label_selector,
+                    field_selector = %target.field_selector,
+                    error = %err,
+                    "list/watch failed"
+                )
+            }
         }
     }
 }
@@ -649,6 +692,14 @@ mod tests {
         list: ListStrategy,
         script: Vec<Result<WatchStream>>,
     ) -> (Arc<Scripted>, Arc<Store>, CancellationToken) {
+        run_with(list, Duration::from_secs(90), script)
+    }
+
+    fn run_with(
+        list: ListStrategy,
+        bookmark_idle_limit: Duration,
+        script: Vec<Result<WatchStream>>,
+    ) -> (Arc<Scripted>, Arc<Store>, CancellationToken) {
         let lw = Arc::new(Scripted {
             watches: Mutex::new(script.into()),
             calls: Mutex::new(Vec::new()),
@@ -675,6 +726,7 @@ mod tests {
                 min_healthy_watch: Duration::ZERO,
                 min_watch_timeout: Duration::from_secs(10),
                 watch_idle_margin: Duration::from_secs(5),
+                bookmark_idle_limit,
             },
         );
         let cancel = CancellationToken::new();
@@ -750,6 +802,45 @@ mod tests {
         assert_eq!(calls[1].1, "15", "resumes from the last bookmark");
         assert_eq!(lw.lists.load(Ordering::Relaxed), 1, "no relist");
         assert!(store.get("ns/a").is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_whose_bookmarks_stop_is_dropped_at_the_bookmark_idle_limit() {
+        // Bookmarks every 8 s, three times, then silence: with a 12 s bookmark idle limit the
+        // watch is dropped 12 s after the last one, long before its own limit (15 to 25 s).
+        let (lw, _store, cancel) = run_with(
+            ListStrategy::Paginated,
+            Duration::from_secs(12),
+            vec![bookmarks_then_silence(Duration::from_secs(8), 3)],
+        );
+        wait_for_calls(&lw, 2).await;
+        cancel.cancel();
+        let calls = lw.calls.lock().clone();
+        assert_eq!(
+            calls[1].0.duration_since(calls[0].0),
+            Duration::from_secs(24 + 12)
+        );
+        assert_eq!(calls[1].1, "13", "resumes from the last bookmark");
+        assert_eq!(lw.lists.load(Ordering::Relaxed), 1, "no relist");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_that_never_sent_a_bookmark_is_held_to_the_idle_limit_only() {
+        // A silent watch from a server that has sent no bookmark (one that does not do them)
+        // is not cut at the bookmark idle limit: only at its timeout plus margin.
+        let (lw, _store, cancel) = run_with(
+            ListStrategy::Paginated,
+            Duration::from_secs(2),
+            vec![Ok(Box::pin(stream::pending()))],
+        );
+        wait_for_calls(&lw, 2).await;
+        cancel.cancel();
+        let calls = lw.calls.lock().clone();
+        let gap = calls[1].0.duration_since(calls[0].0);
+        assert!(
+            (Duration::from_secs(15)..=Duration::from_secs(25)).contains(&gap),
+            "dropped after {gap:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -45,6 +45,8 @@ pub struct InformerStats {
     pub watch_restarts: u64,
     /// List and watch failures (each followed by a backoff).
     pub errors: u64,
+    /// Periodic bookmarks received from the server.
+    pub bookmarks: u64,
     /// Deltas applied to the cache.
     pub events: u64,
     /// Keys waiting in the DeltaFIFO.
@@ -362,6 +364,7 @@ impl SharedIndexInformer {
             relists: lists.saturating_sub(1),
             watch_restarts: status.watch_restarts.load(Ordering::Relaxed),
             errors: status.errors.load(Ordering::Relaxed),
+            bookmarks: status.bookmarks.load(Ordering::Relaxed),
             events: self.inner.pipeline.events.load(Ordering::Relaxed),
             queued: self.inner.fifo.len(),
             streaming_list: self.inner.options.reflector.list == ListStrategy::Streaming

@@ -458,6 +458,50 @@ async fn a_silent_watch_is_dropped_at_its_idle_limit_and_resumed_without_relist(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_bookmarks_stop_is_restarted_at_the_bookmark_idle_limit() {
+    // Bookmarks every 200 ms; a watch that sends nothing for 3 s once bookmarks have come is
+    // dropped. The watches' own idle limit (their 300 to 600 s timeout plus 30 s) would leave
+    // a silenced watch in place far longer than the 30 s this test waits.
+    let server = DevServer::start(Options {
+        bookmark_interval: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await
+    .expect("dev server starts");
+    server.create(config_map("first", "v")).unwrap();
+    let mut options = fast_options();
+    options.reflector.bookmark_idle_limit = Duration::from_secs(3);
+    let factory = SharedInformerFactory::new(server.client(), options);
+    let informer = factory.informer_for(config_maps_key());
+    let stopped = count_errors(&informer, |err| {
+        matches!(err, kubewasm_informer::Error::BookmarksStopped(_))
+    });
+    factory.start();
+    wait_synced(&informer).await;
+    eventually("a bookmark", || informer.stats().bookmarks > 0).await;
+    server.clear_requests();
+    server.stall_watches();
+    server.create(config_map("after-stall", "v")).unwrap();
+    eventually("the object created after the stall", || {
+        informer.indexer().get("default/after-stall").is_some()
+    })
+    .await;
+    assert!(*stopped.lock() >= 1, "the silenced watch was given up");
+    let stats = informer.stats();
+    assert_eq!(stats.lists, 1, "no relist");
+    let requests = server.requests();
+    assert!(
+        !requests.is_empty()
+            && requests.iter().all(|r| r.verb == Verb::Watch
+                && r.query.contains("resourceVersion=")
+                && !r.query.contains("sendInitialEvents")),
+        "re-watched from the last resourceVersion: {requests:?}"
+    );
+    factory.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_while_disconnected_relists_with_tombstones_and_updates() {
     let server = start_server().await;
     for name in ["stays", "changes", "goes"] {

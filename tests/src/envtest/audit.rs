@@ -29,6 +29,8 @@ pub struct AuditEvent {
     pub namespace: Option<String>,
     /// Path and query as the client sent them.
     pub request_uri: String,
+    /// The client's User-Agent header; empty when it sent none.
+    pub user_agent: String,
 }
 
 impl AuditEvent {
@@ -49,6 +51,7 @@ impl AuditEvent {
             resource: field("resource").unwrap_or_default(),
             namespace: field("namespace"),
             request_uri: event.get("requestURI").and_then(text).unwrap_or_default(),
+            user_agent: event.get("userAgent").and_then(text).unwrap_or_default(),
         })
     }
 }
@@ -70,7 +73,7 @@ mod tests {
 
     #[test]
     fn a_watch_line_names_the_user_resource_and_namespace() {
-        let line = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","stage":"RequestReceived","requestURI":"/api/v1/namespaces/t1/configmaps?watch=1\u0026resourceVersion=209","verb":"watch","user":{"username":"admin","groups":["system:masters"]},"objectRef":{"resource":"configmaps","namespace":"t1","apiVersion":"v1"}}"#;
+        let line = r#"{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","stage":"RequestReceived","requestURI":"/api/v1/namespaces/t1/configmaps?watch=1\u0026resourceVersion=209","verb":"watch","userAgent":"kubewasm/0.1.0","user":{"username":"admin","groups":["system:masters"]},"objectRef":{"resource":"configmaps","namespace":"t1","apiVersion":"v1"}}"#;
         let event = AuditEvent::parse(line).expect("parsed");
         assert_eq!(event.verb, "watch");
         assert_eq!(event.user, "admin");
@@ -78,6 +81,7 @@ mod tests {
         assert_eq!(event.resource, "configmaps");
         assert_eq!(event.namespace.as_deref(), Some("t1"));
         assert!(event.request_uri.ends_with("resourceVersion=209"));
+        assert_eq!(event.user_agent, "kubewasm/0.1.0");
         assert_eq!(AuditEvent::parse("{\"verb\":"), None);
     }
 }

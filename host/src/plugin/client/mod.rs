@@ -19,9 +19,12 @@
 //!    percent-encoded as one path segment; no answer in time is `Timeout`;
 //! 4. answered with the server's object, or its metav1.Status as a [`WriteError`].
 //!
-//! Every write names the plugin as its field manager (server-side apply included). The write
-//! metrics name the kind only of a granted write whose kind a grant names or discovery has
-//! resolved, and [`OTHER_KIND`] otherwise: a guest inventing kinds makes no new series.
+//! Every write names the plugin as its field manager (server-side apply included) and in its
+//! User-Agent (`kubewasm/VERSION plugin/NAME`), so the API server's audit log attributes it.
+//! A write the server could not answer usefully (no connection, a timeout, a 5xx, a 403 for
+//! the host's credentials) is logged as a warning with the plugin's name. The write metrics
+//! name the kind only of a granted write whose kind a grant names or discovery has resolved,
+//! and [`OTHER_KIND`] otherwise: a guest inventing kinds makes no new series.
 
 mod error;
 mod grants;
@@ -32,7 +35,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
 use kube::api::{
     ApiResource, DeleteParams, GroupVersionKind, Patch, PatchParams, PostParams, Preconditions,
     PropagationPolicy,
@@ -313,6 +316,8 @@ pub enum Deleted {
 pub struct WriteClient {
     client: kube::Client,
     plugin: Arc<str>,
+    /// `kubewasm/VERSION plugin/NAME`, on every request made for the plugin.
+    user_agent: HeaderValue,
     grants: WriteGrants,
     options: ClientOptions,
     /// The plugin's write rate limit; `None` for a client whose caller paces its writes (the
@@ -344,6 +349,7 @@ impl WriteClient {
         let limiter = Some(Mutex::new(TokenBucket::new(options.qps, options.burst)));
         WriteClient {
             client,
+            user_agent: crate::api_client::plugin_user_agent(&plugin),
             plugin,
             grants,
             options,
@@ -598,8 +604,20 @@ impl WriteClient {
             OTHER_KIND
         };
         self.observer.write_call(&self.plugin, verb, label, &code);
-        if let Err(error) = &result {
-            tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), %error, "write failed");
+        match &result {
+            Err(
+                error @ (WriteError::Server { .. }
+                | WriteError::Timeout(_)
+                | WriteError::Forbidden(_)),
+            ) => tracing::warn!(
+                plugin = %self.plugin, %verb, resource = %describe(gvk),
+                namespace = object.0.unwrap_or(""), name = object.1, %error,
+                "write failed"
+            ),
+            Err(error) => {
+                tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), %error, "write failed")
+            }
+            Ok(_) => {}
         }
         result
     }
@@ -702,7 +720,10 @@ impl WriteClient {
                     describe(gvk)
                 )));
             }
-            let request = build(&resolved)?;
+            let mut request = build(&resolved)?;
+            request
+                .headers_mut()
+                .insert(USER_AGENT, self.user_agent.clone());
             Ok::<_, WriteError>(self.client.request_text(request).await?)
         };
         let answer = tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
