@@ -1088,13 +1088,15 @@ async fn json_patch_applies_operations() {
     api.create(&PostParams::default(), &config_map("a", &[], "1"))
         .await
         .unwrap();
-    let request = http::Request::builder()
-        .method("PATCH")
-        .uri("/api/v1/namespaces/default/configmaps/a")
-        .header("content-type", "application/json-patch+json")
-        .body(br#"[{"op":"replace","path":"/data/value","value":"2"},{"op":"add","path":"/data/b","value":"3"}]"#.to_vec())
+    let operations: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/data/value", "value": "2"},
+        {"op": "add", "path": "/data/b", "value": "3"},
+    ]))
+    .unwrap();
+    let patched = api
+        .patch("a", &PatchParams::default(), &Patch::Json::<()>(operations))
+        .await
         .unwrap();
-    let patched: ConfigMap = server.client().request(request).await.unwrap();
     let data = patched.data.unwrap();
     assert_eq!((data["value"].as_str(), data["b"].as_str()), ("2", "3"));
 }

@@ -23,7 +23,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, HeaderValue};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
     Preconditions, PropagationPolicy,
@@ -406,40 +405,29 @@ impl WriteClient {
             field_manager: Some(self.plugin.to_string()),
             ..PatchParams::default()
         };
-        // A JSON patch is sent as a merge-typed body whose content type is then corrected:
-        // kube's typed JSON patch is bound to another json-patch version than ours.
-        let (body, json_patch) = match patch {
-            PatchBody::Merge(text) => (Patch::Merge(json(text)?), false),
-            PatchBody::Strategic(text) => (Patch::Strategic(json(text)?), false),
-            PatchBody::Json(text) => {
-                let ops = json(text)?;
-                if !ops.is_array() {
-                    return Err(WriteError::invalid(format!(
-                        "{verb}: a JSON patch must be a list of operations"
-                    )));
-                }
-                (Patch::Merge(ops), true)
-            }
+        let body = match patch {
+            PatchBody::Merge(text) => Patch::Merge(json(text)?),
+            PatchBody::Strategic(text) => Patch::Strategic(json(text)?),
+            PatchBody::Json(text) => Patch::Json(
+                serde_json::from_str::<json_patch::Patch>(text).map_err(|e| {
+                    WriteError::invalid(format!(
+                        "{verb}: not a JSON patch (a list of RFC 6902 operations): {e}"
+                    ))
+                })?,
+            ),
             PatchBody::Apply { object, force } => {
                 params.force = *force;
-                (Patch::Apply(json(object)?), false)
+                Patch::Apply(json(object)?)
             }
         };
         self.call(verb, &target.gvk, target.shard_key(), |r| {
             let ns = namespace_of(r, target.namespace.as_deref())?;
             let req = request(r, ns);
-            let mut built = if verb == WriteVerb::PatchStatus {
+            Ok(if verb == WriteVerb::PatchStatus {
                 req.patch_subresource("status", &target.name, &params, &body)?
             } else {
                 req.patch(&target.name, &params, &body)?
-            };
-            if json_patch {
-                built.headers_mut().insert(
-                    CONTENT_TYPE,
-                    HeaderValue::from_static("application/json-patch+json"),
-                );
-            }
-            Ok(built)
+            })
         })
         .await
     }
