@@ -59,7 +59,6 @@
 //! # Ok(()) }
 //! ```
 
-mod base64;
 mod core;
 mod discovery;
 mod event;

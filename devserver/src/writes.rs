@@ -15,6 +15,8 @@ use crate::resource::{self, ResourceInfo};
 use crate::scale;
 use crate::store::Change;
 use crate::time::now_rfc3339;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 
 /// Which part of the object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -502,7 +504,7 @@ fn fold_string_data(resource: &ResourceInfo, object: &mut Value) -> Result<(), S
         let text = value
             .as_str()
             .ok_or_else(|| Status::invalid(format!("Secret: stringData.{key} must be a string")))?;
-        data.insert(key, Value::String(crate::base64::encode(text.as_bytes())));
+        data.insert(key, Value::String(BASE64.encode(text)));
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -1099,6 +1099,35 @@ async fn json_patch_applies_operations() {
         .unwrap();
     let data = patched.data.unwrap();
     assert_eq!((data["value"].as_str(), data["b"].as_str()), ("2", "3"));
+}
+
+#[tokio::test]
+async fn secret_string_data_is_stored_as_base64_data() {
+    let server = server().await;
+    let api: Api<Secret> = Api::namespaced(server.client(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "data": {"kept": "aGk="},
+        "stringData": {"a": "f", "b": "fo", "c": "hello world", "empty": ""},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &secret).await.unwrap();
+    // As the API server stores it: standard base64 with padding, `stringData` gone.
+    let raw: DynamicObject = Api::namespaced_with(
+        server.client(),
+        "default",
+        &ApiResource::erase::<Secret>(&()),
+    )
+    .get("creds")
+    .await
+    .unwrap();
+    assert_eq!(
+        raw.data["data"],
+        json!({"kept": "aGk=", "a": "Zg==", "b": "Zm8=", "c": "aGVsbG8gd29ybGQ=", "empty": ""})
+    );
+    assert!(raw.data.get("stringData").is_none(), "{:?}", raw.data);
+    let typed = api.get("creds").await.unwrap().data.unwrap();
+    assert_eq!(typed["c"].0, b"hello world");
 }
 
 #[tokio::test]
