@@ -84,7 +84,6 @@ mod status;
 mod store;
 mod strategic;
 mod table;
-mod time;
 mod watch;
 mod writes;
 
