@@ -64,7 +64,6 @@
 //! # Ok(()) }
 //! ```
 
-mod base64;
 mod core;
 mod discovery;
 mod event;
@@ -91,7 +90,6 @@ mod status;
 mod store;
 mod strategic;
 mod table;
-mod time;
 mod watch;
 mod writes;
 

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value, json};
 
 use crate::lists::{ListType, Schema, has_key, is_scalar, key_of};
+use crate::object::api_time_now;
 use crate::status::{Status, StatusCause};
-use crate::time::now_rfc3339;
 
 /// A field's path: `f:name` (a map key), `k:{"name":"x"}` (a keyed list item) or `v:1` (an
 /// item of a set-like list), as in `fieldsV1`.
@@ -80,7 +80,7 @@ pub(crate) fn apply(
         "manager": manager,
         "operation": "Apply",
         "apiVersion": api_version,
-        "time": now_rfc3339(),
+        "time": api_time_now(),
         "fieldsType": "FieldsV1",
         "fieldsV1": to_fields_v1(&wanted),
     });
@@ -97,7 +97,7 @@ pub(crate) fn first_apply(mut object: Value, manager: &str, schema: Schema<'_>) 
         meta.insert(
             "managedFields".into(),
             json!([{"manager": manager, "operation": "Apply", "apiVersion": api_version,
-                    "time": now_rfc3339(), "fieldsType": "FieldsV1", "fieldsV1": fields}]),
+                    "time": api_time_now(), "fieldsType": "FieldsV1", "fieldsV1": fields}]),
         );
     }
     object
@@ -151,7 +151,7 @@ pub(crate) fn record_update(
         "manager": manager,
         "operation": "Update",
         "apiVersion": api_version,
-        "time": now_rfc3339(),
+        "time": api_time_now(),
         "fieldsType": "FieldsV1",
         "fieldsV1": to_fields_v1(&mine),
     });

@@ -121,6 +121,17 @@ pub(crate) fn new_uid() -> String {
     hex
 }
 
+/// `t` as the API server writes a `metav1.Time`: RFC 3339 in UTC, whole seconds
+/// (`2026-01-02T03:04:05Z`).
+pub(crate) fn api_time(t: jiff::Timestamp) -> String {
+    format!("{t:.0}")
+}
+
+/// The current time as [`api_time`] writes it.
+pub(crate) fn api_time_now() -> String {
+    api_time(jiff::Timestamp::now())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +143,21 @@ mod tests {
         assert_eq!(uid.len(), 36);
         assert_eq!(&uid[14..15], "4");
         assert_ne!(uid, new_uid());
+    }
+
+    #[test]
+    fn api_times_are_utc_whole_seconds() {
+        let at = |secs, nanos| api_time(jiff::Timestamp::new(secs, nanos).unwrap());
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400, 0), "2000-02-29T00:00:00Z");
+        // The fraction is cut, not rounded: a time is never written as later than it was.
+        assert_eq!(at(1_798_761_599, 999_999_999), "2026-12-31T23:59:59Z");
+        let now = api_time_now();
+        assert_eq!(
+            (now.len(), &now[10..11], &now[19..]),
+            (20, "T", "Z"),
+            "{now}"
+        );
     }
 
     #[test]

@@ -6,7 +6,6 @@ use serde_json::{Map, Value, json};
 use crate::Status;
 use crate::object::StoredObject;
 use crate::resource::ResourceInfo;
-use crate::time::{human_duration, now_unix, parse_rfc3339};
 
 /// Whether an `Accept` header asks for a Table.
 pub(crate) fn wanted(accept: Option<&str>) -> bool {
@@ -36,7 +35,8 @@ impl IncludeObject {
     }
 }
 
-type Cell = fn(&Value, u64) -> Value;
+/// A cell from the object and the current time (Unix seconds).
+type Cell = fn(&Value, i64) -> Value;
 
 /// One column: its name, its OpenAPI type, and how a cell is computed.
 struct Column {
@@ -62,15 +62,14 @@ fn column(name: &str, kind: &str, cell: Cell) -> Column {
 }
 
 impl Column {
-    fn cell(&self, object: &Value, now: u64) -> Value {
+    fn cell(&self, object: &Value, now: i64) -> Value {
         match &self.source {
             Source::Computed(cell) => cell(object, now),
             Source::Path { pointer, date } => match object.pointer(pointer) {
                 None | Some(Value::Null) => Value::String("<none>".to_owned()),
-                Some(Value::String(t)) if *date => Value::String(parse_rfc3339(t).map_or_else(
-                    || t.clone(),
-                    |then| human_duration(now.saturating_sub(then)),
-                )),
+                Some(Value::String(t)) if *date => {
+                    Value::String(unix_seconds(t).map_or_else(|| t.clone(), |then| age(now, then)))
+                }
                 Some(value) => value.clone(),
             },
         }
@@ -100,19 +99,65 @@ fn len(object: &Value, pointer: &str) -> usize {
     }
 }
 
-fn name(object: &Value, _: u64) -> Value {
+fn name(object: &Value, _: i64) -> Value {
     Value::String(text(object, "/metadata/name"))
 }
 
-fn age(object: &Value, now: u64) -> Value {
+fn created(object: &Value, now: i64) -> Value {
     let created = object
         .pointer("/metadata/creationTimestamp")
         .and_then(Value::as_str)
-        .and_then(parse_rfc3339);
-    Value::String(created.map_or_else(
-        || "<unknown>".to_owned(),
-        |t| human_duration(now.saturating_sub(t)),
-    ))
+        .and_then(unix_seconds);
+    Value::String(created.map_or_else(|| "<unknown>".to_owned(), |t| age(now, t)))
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 timestamp; `None` if `text` is not one.
+fn unix_seconds(text: &str) -> Option<i64> {
+    text.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
+}
+
+/// The age at `now` of something from `then` (Unix seconds), as kubectl prints it; a time
+/// in the future is an age of zero.
+fn age(now: i64, then: i64) -> String {
+    human_duration(u64::try_from(now.saturating_sub(then)).unwrap_or(0))
+}
+
+/// An age the way kubectl prints it: `45s`, `3m12s`, `15m`, `5h3m`, `2d4h`, `40d`, `3y20d`.
+pub(crate) fn human_duration(seconds: u64) -> String {
+    let minutes = seconds / 60;
+    let hours = minutes / 60;
+    let days = hours / 24;
+    if seconds < 120 {
+        format!("{seconds}s")
+    } else if minutes < 10 {
+        match seconds % 60 {
+            0 => format!("{minutes}m"),
+            s => format!("{minutes}m{s}s"),
+        }
+    } else if minutes < 180 {
+        format!("{minutes}m")
+    } else if hours < 8 {
+        match minutes % 60 {
+            0 => format!("{hours}h"),
+            m => format!("{hours}h{m}m"),
+        }
+    } else if hours < 48 {
+        format!("{hours}h")
+    } else if hours < 24 * 8 {
+        match hours % 24 {
+            0 => format!("{days}d"),
+            h => format!("{days}d{h}h"),
+        }
+    } else if hours < 24 * 365 * 2 {
+        format!("{days}d")
+    } else if hours < 24 * 365 * 8 {
+        match days % 365 {
+            0 => format!("{}y", days / 365),
+            d => format!("{}y{d}d", days / 365),
+        }
+    } else {
+        format!("{}y", days / 365)
+    }
 }
 
 fn or_none(value: String) -> Value {
@@ -223,11 +268,8 @@ fn columns(resource: &ResourceInfo) -> Vec<Column> {
                     "/metadata/creationTimestamp",
                 ]
                 .iter()
-                .find_map(|p| o.pointer(p).and_then(Value::as_str).and_then(parse_rfc3339));
-                Value::String(seen.map_or_else(
-                    || "<unknown>".to_owned(),
-                    |t| human_duration(now.saturating_sub(t)),
-                ))
+                .find_map(|p| o.pointer(p).and_then(Value::as_str).and_then(unix_seconds));
+                Value::String(seen.map_or_else(|| "<unknown>".to_owned(), |t| age(now, t)))
             }),
             column("Type", "string", |o, _| Value::String(text(o, "/type"))),
             column("Reason", "string", |o, _| Value::String(text(o, "/reason"))),
@@ -272,7 +314,7 @@ fn columns(resource: &ResourceInfo) -> Vec<Column> {
         _ => Vec::new(),
     };
     columns.extend(extra);
-    columns.push(column("Age", "string", age));
+    columns.push(column("Age", "string", created));
     columns
 }
 
@@ -286,7 +328,7 @@ pub(crate) fn table(
     headers: bool,
 ) -> Result<Value, Status> {
     let columns = columns(resource);
-    let now = now_unix();
+    let now = jiff::Timestamp::now().as_second();
     let definitions: Vec<Value> = if headers {
         columns
             .iter()
@@ -347,10 +389,16 @@ mod tests {
             .unwrap()
     }
 
+    /// The API server's timestamp of `seconds` ago.
+    fn ago(seconds: i64) -> String {
+        let now = jiff::Timestamp::now().as_second();
+        crate::object::api_time(jiff::Timestamp::from_second(now - seconds).unwrap())
+    }
+
     #[test]
     fn pods_show_ready_status_restarts_and_age() {
         let pod = json!({
-            "metadata": {"name": "p", "creationTimestamp": crate::time::rfc3339(now_unix() - 90)},
+            "metadata": {"name": "p", "creationTimestamp": ago(90)},
             "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
             "status": {"phase": "Running", "containerStatuses": [
                 {"ready": true, "restartCount": 2}, {"ready": false, "restartCount": 1}]},
@@ -411,7 +459,7 @@ mod tests {
         });
         let resource = crate::resource::from_crd(&crd).unwrap().remove(0);
         let widget = json!({"metadata": {"name": "w",
-            "creationTimestamp": crate::time::rfc3339(now_unix() - 30)}, "spec": {"size": 3}});
+            "creationTimestamp": ago(30)}, "spec": {"size": 3}});
         let stored = StoredObject::new(&widget, 1, &[]).unwrap();
         let table = table(&resource, &[&stored], json!({}), IncludeObject::None, true).unwrap();
         let cells = &table["rows"][0]["cells"];
@@ -434,5 +482,37 @@ mod tests {
             IncludeObject::Object
         );
         assert_eq!(IncludeObject::parse(Some("x")).unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn ages_follow_kubectl_rounding() {
+        assert_eq!(human_duration(45), "45s");
+        assert_eq!(human_duration(192), "3m12s");
+        assert_eq!(human_duration(900), "15m");
+        assert_eq!(human_duration(5 * 3600 + 180), "5h3m");
+        assert_eq!(human_duration(20 * 3600), "20h");
+        assert_eq!(human_duration(52 * 3600), "2d4h");
+        assert_eq!(human_duration(40 * 86_400), "40d");
+        assert_eq!(human_duration(3 * 365 * 86_400 + 20 * 86_400), "3y20d");
+    }
+
+    #[test]
+    fn ages_are_read_from_rfc3339_timestamps() {
+        let then = unix_seconds("2026-01-02T03:04:05Z").unwrap();
+        assert_eq!(then, 1_767_323_045);
+        assert_eq!(unix_seconds("2026-01-02T03:04:05.123456Z"), Some(then));
+        assert_eq!(unix_seconds("2026-01-02T05:04:05+02:00"), Some(then));
+        assert_eq!(unix_seconds("not a time"), None);
+        assert_eq!(
+            unix_seconds("2026-01-02T03:04:05"),
+            None,
+            "no offset: not an instant"
+        );
+        assert_eq!(age(then + 192, then), "3m12s");
+        assert_eq!(
+            age(then - 5, then),
+            "0s",
+            "a clock behind the object's is no negative age"
+        );
     }
 }

@@ -10,12 +10,13 @@ use crate::gc::{self, Propagation, finalizers};
 use crate::lists::{self, Schema};
 use crate::managed;
 use crate::names::{self, GENERATED_PREFIX_MAX};
-use crate::object::{StoredObject, new_uid, store_key};
+use crate::object::{StoredObject, api_time_now, new_uid, store_key};
 use crate::patch::{self, PatchType};
 use crate::resource::{self, ResourceInfo};
 use crate::scale;
 use crate::store::Change;
-use crate::time::now_rfc3339;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 
 /// Which part of the object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +115,7 @@ impl Core {
             meta.remove(server_owned);
         }
         meta.insert("uid".into(), Value::String(new_uid()));
-        meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+        meta.insert("creationTimestamp".into(), Value::String(api_time_now()));
         meta.insert("generation".into(), Value::from(1));
         if resource.has_status
             && let Some(map) = object.as_object_mut()
@@ -378,7 +379,7 @@ impl Core {
                     let uid = meta.get("uid").and_then(Value::as_str).map(str::to_owned);
                     collecting = uid.map(|uid| (policy, uid));
                 }
-                meta.insert("deletionTimestamp".into(), Value::String(now_rfc3339()));
+                meta.insert("deletionTimestamp".into(), Value::String(api_time_now()));
                 meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
                 Ok(Change::Put(object))
             },
@@ -513,7 +514,7 @@ fn fold_string_data(resource: &ResourceInfo, object: &mut Value) -> Result<(), S
         let text = value
             .as_str()
             .ok_or_else(|| Status::invalid(format!("Secret: stringData.{key} must be a string")))?;
-        data.insert(key, Value::String(crate::base64::encode(text.as_bytes())));
+        data.insert(key, Value::String(BASE64.encode(text)));
     }
     Ok(())
 }
@@ -682,7 +683,7 @@ fn default_status(resource: &ResourceInfo, object: &mut Value) {
                         .collect()
                 })
                 .unwrap_or_default();
-            let now = now_rfc3339();
+            let now = api_time_now();
             let condition = |kind: &str, reason: &str| {
                 json!({"type": kind, "status": "True", "lastTransitionTime": now,
                        "reason": reason, "message": ""})

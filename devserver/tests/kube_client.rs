@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -1088,15 +1088,46 @@ async fn json_patch_applies_operations() {
     api.create(&PostParams::default(), &config_map("a", &[], "1"))
         .await
         .unwrap();
-    let request = http::Request::builder()
-        .method("PATCH")
-        .uri("/api/v1/namespaces/default/configmaps/a")
-        .header("content-type", "application/json-patch+json")
-        .body(br#"[{"op":"replace","path":"/data/value","value":"2"},{"op":"add","path":"/data/b","value":"3"}]"#.to_vec())
+    let operations: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/data/value", "value": "2"},
+        {"op": "add", "path": "/data/b", "value": "3"},
+    ]))
+    .unwrap();
+    let patched = api
+        .patch("a", &PatchParams::default(), &Patch::Json::<()>(operations))
+        .await
         .unwrap();
-    let patched: ConfigMap = server.client().request(request).await.unwrap();
     let data = patched.data.unwrap();
     assert_eq!((data["value"].as_str(), data["b"].as_str()), ("2", "3"));
+}
+
+#[tokio::test]
+async fn secret_string_data_is_stored_as_base64_data() {
+    let server = server().await;
+    let api: Api<Secret> = Api::namespaced(server.client(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "data": {"kept": "aGk="},
+        "stringData": {"a": "f", "b": "fo", "c": "hello world", "empty": ""},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &secret).await.unwrap();
+    // As the API server stores it: standard base64 with padding, `stringData` gone.
+    let raw: DynamicObject = Api::namespaced_with(
+        server.client(),
+        "default",
+        &ApiResource::erase::<Secret>(&()),
+    )
+    .get("creds")
+    .await
+    .unwrap();
+    assert_eq!(
+        raw.data["data"],
+        json!({"kept": "aGk=", "a": "Zg==", "b": "Zm8=", "c": "aGVsbG8gd29ybGQ=", "empty": ""})
+    );
+    assert!(raw.data.get("stringData").is_none(), "{:?}", raw.data);
+    let typed = api.get("creds").await.unwrap().data.unwrap();
+    assert_eq!(typed["c"].0, b"hello world");
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ mod guests;
 mod image;
 mod install;
 mod real_tier;
+mod stages;
 mod test;
 
 use std::path::PathBuf;

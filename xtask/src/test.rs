@@ -4,47 +4,83 @@
 //! image (as root), then the test suite: the doc tests (which nextest skips), the real-server
 //! tier (tests in modules named `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`;
 //! skipped, and said so, without it), then the rest with cargo-nextest, or everything with
-//! `cargo test` alone. The run ends with the test runner's summary line, which CI reads.
+//! `cargo test` alone. Then a table of how long each stage took (fmt, clippy, guests, image, doc,
+//! real tier, nextest, and the whole run), and last nextest's summary line again, which CI
+//! reads. (With `cargo test` alone there is no one summary line: the table ends the run.)
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
 use crate::real_tier::{self, Tier};
+use crate::stages::Stages;
 use crate::{cmd, guests, image, install};
 
-/// Installs missing tools, checks formatting and lints, builds every guest, runs every test.
+/// Installs missing tools, checks formatting and lints, builds every guest, runs every test;
+/// then prints how long each stage took and repeats the test runner's summary line last.
 pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
+    let mut stages = Stages::new();
+    let result = run_stages(ctx, &mut stages);
+    eprintln!("xtask: stage times (m:ss.s)");
+    eprint!("{}", stages.table());
+    let (result, summary) = match result {
+        Ok(finished) => finished,
+        Err(err) => (Err(err), None),
+    };
+    if let Some(summary) = summary {
+        eprintln!("{summary}");
+    }
+    result
+}
+
+/// The stages, timed into `stages`. An error ends the run before the suite (tools, format,
+/// lints, guests, image); otherwise the suite's result and nextest's summary line.
+fn run_stages(
+    ctx: &guests::Ctx,
+    stages: &mut Stages,
+) -> anyhow::Result<(anyhow::Result<()>, Option<String>)> {
     ensure_kubectl()?;
     let tier = Tier::from_env(&ctx.root)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    cmd::run(cmd::command(&cargo, &ctx.root).args(["fmt", "--all", "--", "--check"]))?;
-    cmd::run(cmd::command(&cargo, &ctx.root).args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
-    let built = guests::build_all(ctx)?;
+    stages.time("fmt", || {
+        cmd::run(cmd::command(&cargo, &ctx.root).args(["fmt", "--all", "--", "--check"]))
+    })?;
+    stages.time("clippy", || {
+        cmd::run(cmd::command(&cargo, &ctx.root).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    let built = stages.time("guests", || guests::build_all(ctx))?;
     guests::print_summary(&built);
     // The image test needs the image, and building it needs root (buildah mounts its root
     // filesystem). Where it cannot be built the test is left out, and the run says so.
     let image_test = if install::is_root() {
-        image::build(&ctx.root)?;
+        stages.time("image", || image::build(&ctx.root))?;
         true
     } else {
         eprintln!("xtask: image test skipped: building the image needs root (`cargo xtask image`)");
+        stages.skipped("image");
         false
     };
     let registry_test = ensure_registry();
     if cmd::succeeds(&cargo, &["nextest", "--version"]) {
         // nextest does not run doc tests: the documented examples must compile and pass too.
-        // They go first so the run closes with nextest's summary of the whole suite.
         // A doc test failure still lets the suite run: both are reported.
-        let doc = cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]));
-        let real = run_real_tier(&cargo, ctx, &tier);
+        let doc = stages.time("doc", || {
+            cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]))
+        });
+        let real = match &tier {
+            Tier::Run { .. } => stages.time("real tier", || run_real_tier(&cargo, ctx, &tier)),
+            Tier::Skip { .. } => {
+                stages.skipped("real tier");
+                run_real_tier(&cargo, ctx, &tier)
+            }
+        };
         let mut filter = format!("not {}", real_tier::FILTER);
         if !image_test {
             filter.push_str(&format!(" and not ({E2E} and test(/^image::/))"));
@@ -52,15 +88,24 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
         if !registry_test {
             filter.push_str(&format!(" and not ({E2E} and test(/^oci::/))"));
         }
-        let suite = cmd::run(cmd::command(&cargo, &ctx.root).args([
-            "nextest",
-            "run",
-            "--workspace",
-            "--no-fail-fast",
-            "-E",
-            &filter,
-        ]));
-        doc.and(real).and(suite)
+        let mut summary = None;
+        let suite = stages.time("nextest", || {
+            let (result, line) = cmd::run_keeping_line(
+                cmd::command(&cargo, &ctx.root).args([
+                    "nextest",
+                    "run",
+                    "--workspace",
+                    "--no-fail-fast",
+                    cmd::color_arg(),
+                    "-E",
+                    &filter,
+                ]),
+                |line| line.trim_start().starts_with("Summary"),
+            );
+            summary = line;
+            result
+        });
+        Ok((doc.and(real).and(suite), summary))
     } else {
         let mut command = cmd::command(&cargo, &ctx.root);
         command.args(["test", "--workspace", "--no-fail-fast", "--"]);
@@ -80,7 +125,7 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
         if !registry_test {
             command.args(["--skip", "oci::registry_"]);
         }
-        cmd::run(&mut command)
+        Ok((stages.time("cargo test", || cmd::run(&mut command)), None))
     }
 }
 

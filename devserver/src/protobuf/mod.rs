@@ -91,6 +91,36 @@ mod tests {
     }
 
     #[test]
+    fn secret_bytes_become_standard_padded_base64() {
+        let data: Vec<u8> = [
+            ("a", &b"f"[..]),
+            ("b", b"fo"),
+            ("bin", &[0xff, 0x00, 0x10]),
+            ("empty", b""),
+        ]
+        .iter()
+        .flat_map(|(k, v)| {
+            bytes_field(
+                2,
+                &[bytes_field(1, k.as_bytes()), bytes_field(2, v)].concat(),
+            )
+        })
+        .collect();
+        let raw = [bytes_field(1, &bytes_field(1, b"creds")), data].concat();
+        let type_meta = [bytes_field(1, b"v1"), bytes_field(2, b"Secret")].concat();
+        let body = [
+            MAGIC.to_vec(),
+            bytes_field(1, &type_meta),
+            bytes_field(2, &raw),
+        ]
+        .concat();
+        assert_eq!(
+            decode(&body).unwrap()["data"],
+            json!({"a": "Zg==", "b": "Zm8=", "bin": "/wAQ", "empty": ""})
+        );
+    }
+
+    #[test]
     fn unsupported_kinds_and_garbage_are_rejected() {
         let type_meta = [bytes_field(1, b"apps/v1"), bytes_field(2, b"DaemonSet")].concat();
         let body = [MAGIC.to_vec(), bytes_field(1, &type_meta)].concat();

@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 
 use super::wire::{Fields, Wire};
 use crate::Status;
-use crate::base64;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 
 /// How a field is encoded and turned into JSON.
 #[derive(Clone, Copy)]
@@ -230,7 +231,7 @@ pub(super) fn decode_message(raw: &[u8], schema: &[Field]) -> Result<Map<String,
             }
             (BytesMap, Wire::Bytes(b)) => {
                 let (key, value) = map_entry(b)?;
-                entry(&mut object, name).insert(key, Value::String(base64::encode(value)));
+                entry(&mut object, name).insert(key, Value::String(BASE64.encode(value)));
             }
             _ => {
                 return Err(Status::bad_request(format!(

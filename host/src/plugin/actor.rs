@@ -359,6 +359,14 @@ impl Actor {
                 ));
             }
             Outcome::Failed(failure, reason) => {
+                let message = format!(
+                    "{} of {} {}: {reason}",
+                    kind.as_str(),
+                    describe(resource),
+                    object_key(queued.event.object().json())
+                );
+                // The status first: whoever sees the fault counted sees the instance replaced.
+                let newly_failed = self.drop_instance();
                 self.config
                     .observer
                     .event_handled(queued.subscription, kind, false);
@@ -369,15 +377,10 @@ impl Actor {
                 } else {
                     self.suspects.insert(version);
                 }
-                let object = object_key(queued.event.object().json());
-                self.fail(
-                    failure,
-                    format!(
-                        "{} of {} {object}: {reason}",
-                        kind.as_str(),
-                        describe(resource)
-                    ),
-                );
+                self.count_fault(failure, message);
+                if newly_failed {
+                    self.report_failed();
+                }
                 return;
             }
         }
@@ -403,16 +406,35 @@ impl Actor {
         }
     }
 
-    /// Counts and logs a fault, drops the instance and schedules a fresh one, which will be
-    /// replayed the cache.
-    fn fail(&mut self, failure: FailureKind, message: String) {
+    /// Throws the faulted instance away and schedules a fresh one, which will be replayed the
+    /// cache. From here until the fresh instance has handled its replay the status says so:
+    /// the state is `Restarting` (or `Failed`) and `replay_done` is false, so no one takes the
+    /// dead instance's finished replay for the fresh one's. Whether the plugin just failed.
+    fn drop_instance(&mut self) -> bool {
+        // A fault before the replay was handled is a restart without progress.
+        if self.shared.replay_done() {
+            self.consecutive_failures = 0;
+        }
+        self.instance = None;
+        // Unregister at once so no more events pile up for the dead generation; without a
+        // registration the replay is not done.
+        self.shared
+            .inbox
+            .set_generation(self.shared.inbox.generation() + 1);
+        self.shared.subscribed.lock().take();
+        self.schedule_restart()
+    }
+
+    /// Counts and logs the fault that made [`drop_instance`](Self::drop_instance) throw the
+    /// instance away. The count is published with release ordering after the status changed.
+    fn count_fault(&self, failure: FailureKind, message: String) {
         let name = self.config.name.clone();
         let counter = match failure {
             FailureKind::Trap => &self.shared.calls.traps,
             FailureKind::Timeout => &self.shared.calls.timeouts,
             FailureKind::Memory => &self.shared.calls.memory_faults,
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(1, Ordering::Release);
         self.config.observer.instance_failed(failure);
         // One record whose first line names the plugin; a backtrace follows on later lines.
         tracing::error!(
@@ -423,42 +445,37 @@ impl Actor {
         );
         self.shared
             .record_error(format!("{}: {message}", failure.as_str()));
-        // A fault before the replay was handled is a restart without progress.
-        if self.shared.replay_done() {
-            self.consecutive_failures = 0;
-        }
-        self.instance = None;
-        // Unregister at once so no more events pile up for the dead generation.
-        self.shared
-            .inbox
-            .set_generation(self.shared.inbox.generation() + 1);
-        self.shared.subscribed.lock().take();
-        self.schedule_restart();
     }
 
     /// Counts a restart without progress and schedules the next attempt: soon while the
     /// count is under the policy's limit, after the long `failed_retry` once it is not.
-    fn schedule_restart(&mut self) {
+    /// Whether this put the plugin in the failed state (it was not before).
+    fn schedule_restart(&mut self) -> bool {
         self.consecutive_failures += 1;
         let policy = self.config.restart;
-        let delay = if self.consecutive_failures >= policy.max_restarts_without_progress {
-            *self.shared.state.lock() = PluginState::Failed;
-            if !self.shared.failed.swap(true, Ordering::AcqRel) {
-                tracing::error!(
-                    plugin = &*self.config.name,
-                    "plugin {} failed: {} restarts in a row did not complete the replay; \
-                     it receives nothing and is tried again every {:?}",
-                    self.config.name,
-                    self.consecutive_failures,
-                    policy.failed_retry
-                );
-            }
-            policy.failed_retry
-        } else {
-            *self.shared.state.lock() = PluginState::Restarting;
-            restart_backoff(self.consecutive_failures)
-        };
+        let (delay, newly_failed) =
+            if self.consecutive_failures >= policy.max_restarts_without_progress {
+                *self.shared.state.lock() = PluginState::Failed;
+                let was_failed = self.shared.failed.swap(true, Ordering::AcqRel);
+                (policy.failed_retry, !was_failed)
+            } else {
+                *self.shared.state.lock() = PluginState::Restarting;
+                (restart_backoff(self.consecutive_failures), false)
+            };
         self.restart_at = Some(tokio::time::Instant::now() + delay);
+        newly_failed
+    }
+
+    /// Logs that the plugin entered the failed state.
+    fn report_failed(&self) {
+        tracing::error!(
+            plugin = &*self.config.name,
+            "plugin {} failed: {} restarts in a row did not complete the replay; \
+             it receives nothing and is tried again every {:?}",
+            self.config.name,
+            self.consecutive_failures,
+            self.config.restart.failed_retry
+        );
     }
 
     /// Starts a fresh instance and registers it (it is replayed the cache).
@@ -489,7 +506,9 @@ impl Actor {
                 }
                 self.shared
                     .record_error(format!("restart failed: {reason}"));
-                self.schedule_restart();
+                if self.schedule_restart() {
+                    self.report_failed();
+                }
             }
         }
     }
@@ -555,7 +574,9 @@ mod tests {
 
     use super::super::grants::{Grants, Limits};
     use super::super::log_gate::LogLimits;
-    use super::super::testing::{FakeFeed, config_map, spawn_probe, spawn_probe_with};
+    use super::super::testing::{
+        FakeFeed, ProbeOptions, config_map, spawn_probe, spawn_probe_with,
+    };
     use super::*;
 
     const WAIT: Duration = Duration::from_secs(30);
@@ -922,8 +943,10 @@ mod tests {
             Limits::default(),
             Grants::default(),
             feed.clone(),
-            policy,
-            LogLimits::default(),
+            ProbeOptions {
+                restart: policy,
+                ..ProbeOptions::default()
+            },
         )
         .await;
         let s = handle.shared.clone();
@@ -961,11 +984,12 @@ mod tests {
         )
         .await;
         let s = handle.shared.clone();
-        // Each bad object traps live once; every fresh instance completes its replay first.
+        // Each bad object traps live once; every fresh instance completes its replay first
+        // (a replayed bad object arrives in the initial list, where the probe does not trap).
         for i in 0..7 {
             assert!(wait_until(WAIT, || s.ready() && s.replay_done()).await);
             feed.upsert(config_map("a", &format!("bad{i}"), 10 + i, &[]));
-            assert!(wait_until(WAIT, || s.calls.traps.load(Ordering::Relaxed) == i + 1).await);
+            assert!(wait_until(WAIT, || s.calls.traps.load(Ordering::Acquire) == i + 1).await);
         }
         assert!(
             wait_until(WAIT, || *s.state.lock() == PluginState::Running
@@ -973,6 +997,67 @@ mod tests {
             .await
         );
         assert!(!s.failed.load(Ordering::Acquire));
+        handle.stop(Duration::from_secs(5)).await;
+    }
+
+    /// The plugin's status at each moment its fault is reported: (state, replay done, ready).
+    #[derive(Default)]
+    struct StatusAtFault {
+        shared: std::sync::OnceLock<Arc<Shared>>,
+        seen: Mutex<Vec<(PluginState, bool, bool)>>,
+    }
+
+    impl StatusAtFault {
+        fn record(&self) {
+            if let Some(s) = self.shared.get() {
+                let state = *s.state.lock();
+                self.seen.lock().push((state, s.replay_done(), s.ready()));
+            }
+        }
+    }
+
+    impl PluginObserver for StatusAtFault {
+        fn instance_failed(&self, _failure: FailureKind) {
+            self.record();
+        }
+        fn events_dropped(&self, reason: DropReason, _n: u64) {
+            if reason == DropReason::Fault {
+                self.record();
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fault_is_reported_once_the_status_says_the_instance_is_being_replaced() {
+        let feed = Arc::new(FakeFeed::default());
+        feed.seed(config_map("a", "seed", 1, &[]));
+        let observer = Arc::new(StatusAtFault::default());
+        let handle = spawn_probe_with(
+            "replaced",
+            json!({"mode": "trap", "trigger": "bad"}),
+            Limits::default(),
+            Grants::default(),
+            feed.clone(),
+            ProbeOptions {
+                observer: observer.clone(),
+                ..ProbeOptions::default()
+            },
+        )
+        .await;
+        let s = handle.shared.clone();
+        assert!(observer.shared.set(s.clone()).is_ok());
+        assert!(wait_until(WAIT, || s.ready() && s.replay_done()).await);
+        feed.upsert(config_map("a", "bad", 2, &[]));
+        assert!(wait_until(WAIT, || observer.seen.lock().len() == 2).await);
+        // Not the dead instance's replay reported as done, nor the plugin as ready.
+        assert_eq!(
+            *observer.seen.lock(),
+            [(PluginState::Restarting, false, false); 2]
+        );
+        // The fresh instance is replayed the cache (the bad object too, without trapping).
+        assert!(wait_until(WAIT, || s.ready() && s.replay_done()).await);
+        assert_eq!(*s.state.lock(), PluginState::Running);
+        assert_eq!(s.calls.traps.load(Ordering::Acquire), 1);
         handle.stop(Duration::from_secs(5)).await;
     }
 
@@ -990,8 +1075,10 @@ mod tests {
             Limits::default(),
             Grants::default(),
             feed.clone(),
-            RestartPolicy::default(),
-            logs,
+            ProbeOptions {
+                logs,
+                ..ProbeOptions::default()
+            },
         )
         .await;
         feed.upsert(config_map("a", "flood", 1, &[]));

@@ -14,7 +14,7 @@ use super::grants::{Grants, Limits};
 use super::inbox::{EventSink, Subscribed, Subscriber};
 use super::instance::{Event, Instance, Outcome};
 use super::log_gate::{LogGate, LogLimits};
-use super::observer::NoopObserver;
+use super::observer::{NoopObserver, PluginObserver};
 use super::{Gvk, IndexSource};
 
 pub(crate) fn config_map_gvk() -> Gvk {
@@ -251,28 +251,40 @@ pub(crate) async fn spawn_probe(
     grants: Grants,
     feed: Arc<FakeFeed>,
 ) -> ActorHandle {
-    spawn_probe_with(
-        name,
-        extra,
-        limits,
-        grants,
-        feed,
-        RestartPolicy::default(),
-        LogLimits::default(),
-    )
-    .await
+    spawn_probe_with(name, extra, limits, grants, feed, ProbeOptions::default()).await
 }
 
-/// [`spawn_probe`] with a restart policy and log limits.
+/// What [`spawn_probe_with`] sets besides [`spawn_probe`]'s arguments.
+pub(crate) struct ProbeOptions {
+    pub(crate) restart: RestartPolicy,
+    pub(crate) logs: LogLimits,
+    pub(crate) observer: Arc<dyn PluginObserver>,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            restart: RestartPolicy::default(),
+            logs: LogLimits::default(),
+            observer: Arc::new(NoopObserver),
+        }
+    }
+}
+
+/// [`spawn_probe`] with a restart policy, log limits and an observer.
 pub(crate) async fn spawn_probe_with(
     name: &str,
     extra: serde_json::Value,
     limits: Limits,
     grants: Grants,
     feed: Arc<FakeFeed>,
-    restart: RestartPolicy,
-    logs: LogLimits,
+    options: ProbeOptions,
 ) -> ActorHandle {
+    let ProbeOptions {
+        restart,
+        logs,
+        observer,
+    } = options;
     kubewasm_tests::guest_logs();
     let compiled = engine()
         .compile(
@@ -330,7 +342,7 @@ pub(crate) async fn spawn_probe_with(
             access,
             resources: vec![config_map_gvk()],
             subscriber: Box::new(feed),
-            observer: Arc::new(NoopObserver),
+            observer,
             restart,
             log_gate,
         },

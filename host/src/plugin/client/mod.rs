@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
+use http::header::{HeaderValue, USER_AGENT};
 use kube::api::{
     ApiResource, DeleteParams, GroupVersionKind, Patch, PatchParams, PostParams, Preconditions,
     PropagationPolicy,
@@ -517,44 +517,33 @@ impl WriteClient {
             field_manager: Some(self.plugin.to_string()),
             ..PatchParams::default()
         };
-        // A JSON patch is sent as a merge-typed body whose content type is then corrected:
-        // kube's typed JSON patch is bound to another json-patch version than ours.
-        let (body, json_patch) = match patch {
-            PatchBody::Merge(text) => (Patch::Merge(json(text)?), false),
-            PatchBody::Strategic(text) => (Patch::Strategic(json(text)?), false),
-            PatchBody::Json(text) => {
-                let ops = json(text)?;
-                if !ops.is_array() {
-                    return Err(self.invalid(
+        let body = match patch {
+            PatchBody::Merge(text) => Patch::Merge(json(text)?),
+            PatchBody::Strategic(text) => Patch::Strategic(json(text)?),
+            PatchBody::Json(text) => Patch::Json(
+                serde_json::from_str::<json_patch::Patch>(text).map_err(|e| {
+                    self.invalid(
                         verb,
                         WriteError::invalid(format!(
-                            "{verb}: a JSON patch must be a list of operations"
+                            "{verb}: not a JSON patch (a list of RFC 6902 operations): {e}"
                         )),
-                    ));
-                }
-                (Patch::Merge(ops), true)
-            }
+                    )
+                })?,
+            ),
             PatchBody::Apply { object, force } => {
                 params.force = *force;
-                (Patch::Apply(json(object)?), false)
+                Patch::Apply(json(object)?)
             }
         };
         self.call(verb, &target.kind, target.shard_key(), |r| {
             let ns = namespace_of(r, target.namespace.as_ref())?;
             let req = request(r, ns);
             let name = path_segment(target.name.as_str());
-            let mut built = if verb == WriteVerb::PatchStatus {
+            Ok(if verb == WriteVerb::PatchStatus {
                 req.patch_subresource("status", &name, &params, &body)?
             } else {
                 req.patch(&name, &params, &body)?
-            };
-            if json_patch {
-                built.headers_mut().insert(
-                    CONTENT_TYPE,
-                    HeaderValue::from_static("application/json-patch+json"),
-                );
-            }
-            Ok(built)
+            })
         })
         .await
     }

@@ -271,6 +271,28 @@ async fn every_patch_type_applies_and_names_the_plugin_as_field_manager() {
     );
     let not_json = client.patch(&target, &PatchBody::Merge("{".into())).await;
     assert!(matches!(not_json, Err(WriteError::Invalid { .. })));
+    // A JSON patch is read as RFC 6902 operations here: a malformed one is refused unsent.
+    let sent = env.server.requests().len();
+    for malformed in [
+        r#"{"op":"add","path":"/data/x","value":"1"}"#,
+        r#"[{"op":"bogus","path":"/data/x"}]"#,
+        r#"[{"op":"add","path":"/data/x"}]"#,
+        r#"[{"op":"remove","path":"data/x"}]"#,
+    ] {
+        let refused = client
+            .patch(&target, &PatchBody::Json(malformed.into()))
+            .await;
+        assert!(
+            matches!(&refused, Err(WriteError::Invalid { message, .. }) if message.contains("not a JSON patch")),
+            "{malformed}: {refused:?}"
+        );
+    }
+    assert_eq!(
+        env.server.requests().len(),
+        sent,
+        "{:?}",
+        env.server.requests()
+    );
     env.server.shutdown().await;
 }
 
