@@ -746,7 +746,7 @@ fn calls_returned(host: &PluginHost, id: kubewasm::plugin::PluginId) -> usize {
     host.plugins()
         .iter()
         .find(|p| p.id == id)
-        .map_or(0, |p| p.events_delivered as usize)
+        .map_or(0, |p| (p.events_delivered + p.reconciles) as usize)
 }
 
 /// Waits until plugin `id` has returned from `n` guest calls.

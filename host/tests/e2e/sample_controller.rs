@@ -135,7 +135,7 @@ impl<'a> Rig<'a> {
             .plugins()
             .into_iter()
             .find(|p| p.id == self.id)
-            .map_or(0, |p| p.events_delivered)
+            .map_or(0, |p| p.events_delivered + p.reconciles)
     }
 
     /// Creates a Foo by server-side apply (a patch, so that failures injected on creates hit

@@ -603,7 +603,7 @@ async fn every_replica_plugins_reconcile_on_a_standby_and_write_nothing() {
         .expect("loads");
         let calls = || {
             let status = host.plugins().pop().expect("loaded");
-            status.events_delivered + status.errors
+            status.reconciles + status.reconcile_errors
         };
         assert!(wait_until(PATIENCE, || host.ready()).await, "never ready");
         if every_replica {
