@@ -802,8 +802,12 @@ mod tests {
                 .contains(&"NAPPED slow".to_owned()))
             .await
         );
+        // The call is counted when it returns to the host, a moment after the guest's log line.
+        assert!(
+            wait_until(WAIT, || h.shared.calls.returned.load(Ordering::Relaxed) == 1).await,
+            "the napping call never returned"
+        );
         assert_eq!(h.shared.calls.timeouts.load(Ordering::Relaxed), 0);
-        assert_eq!(h.shared.calls.returned.load(Ordering::Relaxed), 1);
         h.stop(Duration::from_secs(5)).await;
     }
 
