@@ -804,7 +804,9 @@ mod tests {
         );
         // The call is counted when it returns to the host, a moment after the guest's log line.
         assert!(
-            wait_until(WAIT, || h.shared.calls.returned.load(Ordering::Relaxed) == 1).await,
+            wait_until(WAIT, || h.shared.calls.returned.load(Ordering::Relaxed)
+                == 1)
+            .await,
             "the napping call never returned"
         );
         assert_eq!(h.shared.calls.timeouts.load(Ordering::Relaxed), 0);
