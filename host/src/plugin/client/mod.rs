@@ -11,8 +11,8 @@
 //!    first at once, then at most one line a second per plugin and kind, with how many went
 //!    unlogged), and nothing is sent;
 //! 2. checked against the plugin's token bucket (client-go's default 5 writes/s, burst 10): a
-//!    write with no token left is refused at once as `TooManyRequests` (nothing waits in the
-//!    limiter, so a reconcile's time is never spent there), counted and logged as a refusal;
+//!    write whose token comes within [`MAX_PACE`] (1 s) waits for it; one that would wait
+//!    longer is refused at once as `TooManyRequests`, counted and logged as a refusal;
 //! 3. sent under a wall-clock limit (discovery included): the kind is resolved through
 //!    discovery to a served resource, whose group and kind the grants are checked against
 //!    again, and the URL is built from that resource and the checked namespace and name, each
@@ -677,11 +677,23 @@ impl WriteClient {
             ));
         }
         if let Some(limiter) = &self.limiter {
-            let mut limiter = limiter.lock();
-            let wait = limiter.reserve(Instant::now());
-            if !wait.is_zero() {
-                limiter.cancel();
-                drop(limiter);
+            // The token is reserved (or the reservation cancelled) before anything awaits.
+            let paced = {
+                let mut bucket = limiter.lock();
+                let wait = bucket.reserve(Instant::now());
+                if wait <= MAX_PACE.min(self.options.call_timeout) {
+                    Ok(wait)
+                } else {
+                    bucket.cancel();
+                    Err(wait)
+                }
+            };
+            if let Ok(wait) = paced
+                && !wait.is_zero()
+            {
+                tokio::time::sleep(wait).await;
+            }
+            if let Err(wait) = paced {
                 self.refused(Refusal::RateLimited, verb, gvk);
                 return Err(Stopped::Refused(
                     Refusal::RateLimited,
@@ -724,6 +736,12 @@ impl WriteClient {
         Ok(answer?)
     }
 }
+
+/// The longest a write waits for its token: a write the limiter can send within this is paced
+/// (as client-go's client-side limiter does, so a burst of writes a little above the rate goes
+/// out instead of failing reconciles into growing backoff); a longer wait is refused at once
+/// as `too-many-requests`, so no reconcile is held in the limiter.
+const MAX_PACE: Duration = Duration::from_secs(1);
 
 impl From<kube::core::request::Error> for WriteError {
     fn from(error: kube::core::request::Error) -> Self {
