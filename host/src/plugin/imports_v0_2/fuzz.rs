@@ -239,6 +239,17 @@ async fn guest() -> Guest {
 }
 
 /// Checks what the call sent against what it may send; answers how many requests it sent.
+/// Reports a write target's pass (its seed, to replay it, and how many requests were sent) and
+/// stops its server.
+async fn finish(guest: Guest, fuzz: &Fuzz, sent: usize) {
+    eprintln!(
+        "seed {}: {} cases, {sent} requests sent",
+        fuzz.seed,
+        cases()
+    );
+    guest.server.shutdown().await;
+}
+
 fn check(guest: &Guest, fuzz: &Fuzz, case: usize, call: &str, allowed: &Allowed) -> usize {
     let sent = guest.server.requests();
     guest.server.clear_requests();
@@ -290,12 +301,7 @@ async fn fuzz_client_patch_and_patch_status() {
         };
         sent += check(&guest, &fuzz, case, &call, &allowed);
     }
-    eprintln!(
-        "seed {}: {} cases, {sent} requests sent",
-        fuzz.seed,
-        cases()
-    );
-    guest.server.shutdown().await;
+    finish(guest, &fuzz, sent).await;
 }
 
 #[tokio::test]
@@ -332,12 +338,7 @@ async fn fuzz_client_delete() {
         let _ = guest.state.delete(at, options).await;
         sent += check(&guest, &fuzz, case, &call, &allowed);
     }
-    eprintln!(
-        "seed {}: {} cases, {sent} requests sent",
-        fuzz.seed,
-        cases()
-    );
-    guest.server.shutdown().await;
+    finish(guest, &fuzz, sent).await;
 }
 
 /// The namespace and name a JSON object names, as strings.
@@ -387,12 +388,7 @@ async fn fuzz_client_create_update_and_update_status() {
         };
         sent += check(&guest, &fuzz, case, &call, &allowed);
     }
-    eprintln!(
-        "seed {}: {} cases, {sent} requests sent",
-        fuzz.seed,
-        cases()
-    );
-    guest.server.shutdown().await;
+    finish(guest, &fuzz, sent).await;
 }
 
 #[tokio::test]
