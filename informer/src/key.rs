@@ -59,7 +59,7 @@ impl InformerKey {
         };
         if let Some(ns) = &self.namespace {
             path.push_str("/namespaces/");
-            path.extend(percent_encoding::utf8_percent_encode(ns, SEGMENT));
+            path.push_str(&path_segment(ns));
         }
         path.push('/');
         path.push_str(&self.resource.plural);
@@ -67,13 +67,30 @@ impl InformerKey {
     }
 }
 
-/// What a namespace path segment may not hold unencoded.
+/// What a URL path segment may hold unencoded: checked names need no encoding, and anything
+/// else is encoded rather than trusted to be a single segment.
 const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b' ')
+    .add(b'"')
     .add(b'#')
     .add(b'%')
     .add(b'/')
-    .add(b'?');
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'[')
+    .add(b'\\')
+    .add(b']')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
+/// `segment` percent-encoded as one URL path segment.
+pub fn path_segment(segment: &str) -> String {
+    percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()
+}
 
 /// Finds the resource serving `gvk` through discovery; the flag says whether it is namespaced.
 pub async fn resolve(client: &kube::Client, gvk: &GroupVersionKind) -> Result<(ApiResource, bool)> {

@@ -45,7 +45,7 @@ pub use delta_fifo::{Delta, DeltaType, Deltas};
 pub use error::{Error, Result};
 pub use factory::{FactoryOptions, GenericInformer, SharedInformerFactory};
 pub use index_funcs::{IndexFunc, NAMESPACE_INDEX};
-pub use key::{InformerKey, resolve};
+pub use key::{InformerKey, path_segment, resolve};
 pub use lister::Lister;
 pub use lister_watcher::{
     INITIAL_EVENTS_END, KubeListerWatcher, ListPage, ListWatchOptions, ListerWatcher, WatchEvent,

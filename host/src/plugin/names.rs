@@ -7,8 +7,6 @@
 
 use std::fmt;
 
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
-
 use super::Gvk;
 
 /// Why a guest's string was refused; the message names the field and the rule.
@@ -199,30 +197,7 @@ pub fn field_selector(selector: &str) -> Result<&str, InvalidName> {
         .map_err(|_| InvalidName::new("field selector", selector, "does not parse"))
 }
 
-/// What a URL path segment may hold unencoded: checked names need no encoding, and anything
-/// else is encoded rather than trusted to be a single segment.
-const SEGMENT: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'/')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'[')
-    .add(b'\\')
-    .add(b']')
-    .add(b'^')
-    .add(b'`')
-    .add(b'{')
-    .add(b'|')
-    .add(b'}');
-
-/// `segment` percent-encoded as one URL path segment.
-pub fn path_segment(segment: &str) -> String {
-    utf8_percent_encode(segment, SEGMENT).to_string()
-}
+pub use kubewasm_informer::path_segment;
 
 #[cfg(test)]
 mod tests {
