@@ -187,6 +187,9 @@ impl WatchState {
             return Some(chunk.freeze());
         }
         loop {
+            if self.stall.has_changed().unwrap_or(false) {
+                return self.stalled().await;
+            }
             if let Some(event) = self.held.take() {
                 self.put_event(&mut chunk, &event);
             }
@@ -199,7 +202,11 @@ impl WatchState {
             let receiver = self.receiver.as_mut()?;
             let bookmarks = self.bookmarks.as_mut();
             let stall = &mut self.stall;
+            // Biased, stall first: a test stalls the watches and then writes, so an event that
+            // is ready together with the stall must not slip out before it.
             tokio::select! {
+                biased;
+                _ = stall.changed() => return self.stalled().await,
                 event = receiver.recv() => {
                     let event = event?;
                     self.put_event(&mut chunk, &event);
@@ -211,7 +218,6 @@ impl WatchState {
                     if deadline.is_some() => {
                     return None;
                 }
-                _ = stall.changed() => return self.stalled().await,
             }
         }
     }
