@@ -3,6 +3,7 @@
 pub mod api_client;
 pub mod app;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod inspect;
 pub mod leader;

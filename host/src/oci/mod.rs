@@ -10,7 +10,6 @@
 //! does not load leaves the running one in place).
 
 mod artifact;
-pub mod commands;
 mod credentials;
 mod reference;
 mod registry;

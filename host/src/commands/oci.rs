@@ -1,13 +1,15 @@
-//! `kubewasm push` and `kubewasm pull`.
+//! `kubewasm push` and `kubewasm pull`: plugins to and from an OCI registry.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::{ANNOTATION_PLUGIN, Credentials, Metadata, Registry, RegistryOptions, parse_reference};
 use crate::app::UsageError;
 use crate::cli::{PullArgs, PushArgs, RegistryArgs};
 use crate::config::Config;
+use crate::oci::{
+    ANNOTATION_PLUGIN, Credentials, Metadata, Registry, RegistryOptions, parse_reference,
+};
 
 fn registry(args: &RegistryArgs) -> Registry {
     Registry::new(RegistryOptions {
