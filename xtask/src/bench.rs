@@ -85,7 +85,7 @@ pub fn run(ctx: &guests::Ctx, only: &[String]) -> anyhow::Result<()> {
         ));
     }
     if only.is_empty() || only.iter().any(|o| o == "image") {
-        let built = image::build(&ctx.root)?;
+        let built = image::build(&ctx.root, image::Profile::Release)?;
         sections.push(format!(
             "## Container image\n\n`cargo xtask image`\n\n\
              | what | size |\n|---|---|\n\

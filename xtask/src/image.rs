@@ -37,8 +37,41 @@ pub struct Built {
     pub binary: PathBuf,
 }
 
-/// Builds the static binary and the image.
-pub fn build(root: &Path) -> anyhow::Result<Built> {
+/// The cargo profile the image's binary is built with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// What ships: `cargo xtask image`.
+    Release,
+    /// What the test suite builds and runs: the same layout, libc and code unoptimised
+    /// (`[profile.image-test]`), because a second optimised build of wasmtime for another target
+    /// was the largest stage of the suite; nothing the image test checks depends on optimisation.
+    Test,
+}
+
+impl Profile {
+    fn name(self) -> &'static str {
+        match self {
+            Profile::Release => "release",
+            Profile::Test => "image-test",
+        }
+    }
+
+    /// `cargo xtask image [--profile NAME]`.
+    pub fn from_args(args: &[String]) -> anyhow::Result<Profile> {
+        match args {
+            [] => Ok(Profile::Release),
+            [flag, name] if flag == "--profile" => match name.as_str() {
+                "release" => Ok(Profile::Release),
+                "image-test" => Ok(Profile::Test),
+                other => bail!("unknown image profile `{other}`: release or image-test"),
+            },
+            _ => bail!("usage: cargo xtask image [--profile release|image-test]"),
+        }
+    }
+}
+
+/// Builds the static binary with `profile` and the image around it.
+pub fn build(root: &Path, profile: Profile) -> anyhow::Result<Built> {
     if !install::is_root() {
         bail!("building the image mounts its root filesystem with buildah: run as root");
     }
@@ -62,7 +95,8 @@ pub fn build(root: &Path) -> anyhow::Result<Built> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     cmd::run(cmd::command(&cargo, root).args([
         "build",
-        "--release",
+        "--profile",
+        profile.name(),
         "--locked",
         "--target",
         TARGET,
@@ -70,7 +104,10 @@ pub fn build(root: &Path) -> anyhow::Result<Built> {
         "kubewasm",
     ]))
     .context("building the static kubewasm")?;
-    let binary = target_dir(root).join(TARGET).join("release/kubewasm");
+    let binary = target_dir(root)
+        .join(TARGET)
+        .join(profile.name())
+        .join("kubewasm");
 
     let archive = root.join(ARCHIVE);
     if let Some(dir) = archive.parent() {

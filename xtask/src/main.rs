@@ -33,7 +33,9 @@ fn main() -> ExitCode {
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
         "bench" => bench::run(&guests::Ctx::new(), rest),
-        "image" => image::build(&workspace_root()).map(drop),
+        "image" => image::Profile::from_args(rest)
+            .and_then(|profile| image::build(&workspace_root(), profile))
+            .map(drop),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -64,7 +66,8 @@ usage: cargo xtask <command> [args]
 commands:
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)
-  test           what CI runs: cargo fmt --check, clippy -D warnings, build-guests, the test suite
+  test           what CI runs: cargo fmt --check, the build with clippy -D warnings, build-guests,
+                 the image (unoptimised binary), the test suite
                  (doc tests + cargo nextest when installed, else cargo test); the real-server
                  tier (tests in `real` modules) runs when KUBEBUILDER_ASSETS names a folder with
                  kube-apiserver and etcd, and is reported as skipped otherwise
@@ -72,8 +75,10 @@ commands:
                  examples/manifests --config examples/kubewasm-dev.toml ARGS..` (the example
                  plugins on the embedded API server; a --config in ARGS replaces the example one)
   bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md
-  image          build the container image offline with buildah (static musl binary, from
-                 scratch) into target/image/kubewasm.oci.tar (needs root)";
+  image [--profile release|image-test]
+                 build the container image offline with buildah (static musl binary, from
+                 scratch) into target/image/kubewasm.oci.tar (needs root); `image-test` is the
+                 unoptimised binary the test suite's image is built with";
 
 /// The workspace root (the parent of this crate's directory).
 fn workspace_root() -> PathBuf {

@@ -1,10 +1,11 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
-//! Order: kubectl, `cargo fmt --check`, clippy (warnings denied), every guest, the container
-//! image (as root), then the test suite: the doc tests (which nextest skips), the real-server
+//! Order: kubectl, `cargo fmt --check`, the build of every target with clippy as the workspace's
+//! compiler (warnings denied; see [`Lint`]), every guest, the container image (as root, its
+//! binary unoptimised: `image::Profile::Test`), then the test suite: the doc tests (which nextest skips), the real-server
 //! tier (tests in modules named `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`;
 //! skipped, and said so, without it), then the rest with cargo-nextest, or everything with
-//! `cargo test` alone. Then a table of how long each stage took (fmt, clippy, guests, image, doc,
+//! `cargo test` alone. Then a table of how long each stage took (fmt, build+clippy, guests, image, doc,
 //! real tier, nextest, and the whole run), and last nextest's summary line again, which CI
 //! reads. (With `cargo test` alone there is no one summary line: the table ends the run.)
 
@@ -45,14 +46,13 @@ fn run_stages(
     stages.time("fmt", || {
         cmd::run(cmd::command(&cargo, &ctx.root).args(["fmt", "--all", "--", "--check"]))
     })?;
-    stages.time("clippy", || {
-        cmd::run(cmd::command(&cargo, &ctx.root).args([
-            "clippy",
+    let lint = Lint::find()?;
+    stages.time("build+clippy", || {
+        cmd::run(lint.cargo(&cargo, &ctx.root).args([
+            "build",
             "--workspace",
             "--all-targets",
-            "--",
-            "-D",
-            "warnings",
+            "--locked",
         ]))
     })?;
     let built = stages.time("guests", || guests::build_all(ctx))?;
@@ -60,7 +60,7 @@ fn run_stages(
     // The image test needs the image, and building it needs root (buildah mounts its root
     // filesystem). Where it cannot be built the test is left out, and the run says so.
     let image_test = if install::is_root() {
-        stages.time("image", || image::build(&ctx.root))?;
+        stages.time("image", || image::build(&ctx.root, image::Profile::Test))?;
         true
     } else {
         eprintln!("xtask: image test skipped: building the image needs root (`cargo xtask image`)");
@@ -72,13 +72,18 @@ fn run_stages(
         // nextest does not run doc tests: the documented examples must compile and pass too.
         // A doc test failure still lets the suite run: both are reported.
         let doc = stages.time("doc", || {
-            cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]))
+            cmd::run(
+                lint.cargo(&cargo, &ctx.root)
+                    .args(["test", "--workspace", "--doc"]),
+            )
         });
         let real = match &tier {
-            Tier::Run { .. } => stages.time("real tier", || run_real_tier(&cargo, ctx, &tier)),
+            Tier::Run { .. } => {
+                stages.time("real tier", || run_real_tier(&cargo, &lint, ctx, &tier))
+            }
             Tier::Skip { .. } => {
                 stages.skipped("real tier");
-                run_real_tier(&cargo, ctx, &tier)
+                run_real_tier(&cargo, &lint, ctx, &tier)
             }
         };
         let mut filter = format!("not {}", real_tier::FILTER);
@@ -91,7 +96,7 @@ fn run_stages(
         let mut summary = None;
         let suite = stages.time("nextest", || {
             let (result, line) = cmd::run_keeping_line(
-                cmd::command(&cargo, &ctx.root).args([
+                lint.cargo(&cargo, &ctx.root).args([
                     "nextest",
                     "run",
                     "--workspace",
@@ -107,7 +112,7 @@ fn run_stages(
         });
         Ok((doc.and(real).and(suite), summary))
     } else {
-        let mut command = cmd::command(&cargo, &ctx.root);
+        let mut command = lint.cargo(&cargo, &ctx.root);
         command.args(["test", "--workspace", "--no-fail-fast", "--"]);
         match &tier {
             Tier::Run { assets } => eprintln!(
@@ -126,6 +131,45 @@ fn run_stages(
             command.args(["--skip", "oci::registry_"]);
         }
         Ok((stages.time("cargo test", || cmd::run(&mut command)), None))
+    }
+}
+
+/// Clippy as the compiler of the workspace's own crates, warnings denied, the way `cargo clippy`
+/// runs it (cargo's `RUSTC_WORKSPACE_WRAPPER`; `CLIPPY_ARGS` is how cargo-clippy hands its
+/// arguments to the driver). The build the tests run is then also the lint: the dependencies are
+/// compiled once, where `cargo clippy` first checked every one of them (wasmtime, cranelift,
+/// kube) for nothing but the workspace's lints, the second-largest stage of the suite. Every
+/// cargo command of the suite carries it, or cargo would rebuild the workspace's crates without.
+struct Lint {
+    driver: PathBuf,
+}
+
+impl Lint {
+    /// The toolchain's `clippy-driver`, beside `rustc` in its sysroot.
+    fn find() -> anyhow::Result<Lint> {
+        let output = std::process::Command::new("rustc")
+            .args(["--print", "sysroot"])
+            .output()
+            .context("cannot run rustc to find its sysroot")?;
+        anyhow::ensure!(output.status.success(), "rustc --print sysroot failed");
+        let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+        let driver = sysroot.join("bin/clippy-driver");
+        anyhow::ensure!(
+            driver.is_file(),
+            "no clippy-driver in {}: install it with `rustup component add clippy`",
+            sysroot.display()
+        );
+        Ok(Lint { driver })
+    }
+
+    /// A cargo command in `dir` that compiles the workspace's crates through clippy.
+    fn cargo(&self, cargo: &str, dir: &std::path::Path) -> std::process::Command {
+        let mut command = cmd::command(cargo, dir);
+        command.env("RUSTC_WORKSPACE_WRAPPER", &self.driver).env(
+            "CLIPPY_ARGS",
+            "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
+        );
+        command
     }
 }
 
@@ -151,7 +195,7 @@ const REGISTRY: &str = "/usr/bin/docker-registry";
 
 /// Runs the real-server tier on its own and prints how many of its tests ran and passed, or
 /// that it was skipped and why.
-fn run_real_tier(cargo: &str, ctx: &guests::Ctx, tier: &Tier) -> anyhow::Result<()> {
+fn run_real_tier(cargo: &str, lint: &Lint, ctx: &guests::Ctx, tier: &Tier) -> anyhow::Result<()> {
     let assets = match tier {
         Tier::Run { assets } => assets,
         Tier::Skip { reason } => {
@@ -159,7 +203,7 @@ fn run_real_tier(cargo: &str, ctx: &guests::Ctx, tier: &Tier) -> anyhow::Result<
             return Ok(());
         }
     };
-    let outcome = real_tier::run_reporting(cmd::command(cargo, &ctx.root).args([
+    let outcome = real_tier::run_reporting(lint.cargo(cargo, &ctx.root).args([
         "nextest",
         "run",
         "--workspace",
