@@ -93,7 +93,12 @@ pub fn build(root: &Path, profile: Profile) -> anyhow::Result<Built> {
     )?;
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    cmd::run(cmd::command(&cargo, root).args([
+    let mut command = cmd::command(&cargo, root);
+    // The suite's lint pass is for the build the tests run, not for this one.
+    for var in crate::test::LINT_VARS {
+        command.env_remove(var);
+    }
+    cmd::run(command.args([
         "build",
         "--profile",
         profile.name(),

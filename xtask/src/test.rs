@@ -46,12 +46,18 @@ fn run_stages(
     stages.time("fmt", || {
         cmd::run(cmd::command(&cargo, &ctx.root).args(["fmt", "--all", "--", "--check"]))
     })?;
-    let lint = Lint::find()?;
+    Lint::find()?.apply_to_every_cargo();
     stages.time("build+clippy", || {
-        cmd::run(lint.cargo(&cargo, &ctx.root).args([
+        // Every target as clippy --all-targets sees it, but a cdylib guest's library, which
+        // links only for wasm: `--tests` builds each library in test mode instead, and the
+        // guests stage builds (and so lints) the guests' libraries for their real target.
+        cmd::run(cmd::command(&cargo, &ctx.root).args([
             "build",
             "--workspace",
-            "--all-targets",
+            "--tests",
+            "--benches",
+            "--examples",
+            "--bins",
             "--locked",
         ]))
     })?;
@@ -72,18 +78,13 @@ fn run_stages(
         // nextest does not run doc tests: the documented examples must compile and pass too.
         // A doc test failure still lets the suite run: both are reported.
         let doc = stages.time("doc", || {
-            cmd::run(
-                lint.cargo(&cargo, &ctx.root)
-                    .args(["test", "--workspace", "--doc"]),
-            )
+            cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]))
         });
         let real = match &tier {
-            Tier::Run { .. } => {
-                stages.time("real tier", || run_real_tier(&cargo, &lint, ctx, &tier))
-            }
+            Tier::Run { .. } => stages.time("real tier", || run_real_tier(&cargo, ctx, &tier)),
             Tier::Skip { .. } => {
                 stages.skipped("real tier");
-                run_real_tier(&cargo, &lint, ctx, &tier)
+                run_real_tier(&cargo, ctx, &tier)
             }
         };
         let mut filter = format!("not {}", real_tier::FILTER);
@@ -96,7 +97,7 @@ fn run_stages(
         let mut summary = None;
         let suite = stages.time("nextest", || {
             let (result, line) = cmd::run_keeping_line(
-                lint.cargo(&cargo, &ctx.root).args([
+                cmd::command(&cargo, &ctx.root).args([
                     "nextest",
                     "run",
                     "--workspace",
@@ -112,7 +113,7 @@ fn run_stages(
         });
         Ok((doc.and(real).and(suite), summary))
     } else {
-        let mut command = lint.cargo(&cargo, &ctx.root);
+        let mut command = cmd::command(&cargo, &ctx.root);
         command.args(["test", "--workspace", "--no-fail-fast", "--"]);
         match &tier {
             Tier::Run { assets } => eprintln!(
@@ -140,9 +141,12 @@ fn run_stages(
 /// compiled once, where `cargo clippy` first checked every one of them (wasmtime, cranelift,
 /// kube) for nothing but the workspace's lints, the second-largest stage of the suite. Every
 /// cargo command of the suite carries it, or cargo would rebuild the workspace's crates without.
-struct Lint {
+pub struct Lint {
     driver: PathBuf,
 }
+
+/// The variables [`Lint`] sets; a build that must not lint (the image's) removes them.
+pub const LINT_VARS: [&str; 2] = ["RUSTC_WORKSPACE_WRAPPER", "CLIPPY_ARGS"];
 
 impl Lint {
     /// The toolchain's `clippy-driver`, beside `rustc` in its sysroot.
@@ -162,14 +166,16 @@ impl Lint {
         Ok(Lint { driver })
     }
 
-    /// A cargo command in `dir` that compiles the workspace's crates through clippy.
-    fn cargo(&self, cargo: &str, dir: &std::path::Path) -> std::process::Command {
-        let mut command = cmd::command(cargo, dir);
-        command.env("RUSTC_WORKSPACE_WRAPPER", &self.driver).env(
-            "CLIPPY_ARGS",
-            "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
-        );
-        command
+    /// Sets the variables for every child process from now on (the guests' build too).
+    fn apply_to_every_cargo(&self) {
+        // SAFETY: xtask is single-threaded here; no other thread reads the environment.
+        unsafe {
+            std::env::set_var(LINT_VARS[0], &self.driver);
+            std::env::set_var(
+                LINT_VARS[1],
+                "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
+            );
+        }
     }
 }
 
@@ -195,7 +201,7 @@ const REGISTRY: &str = "/usr/bin/docker-registry";
 
 /// Runs the real-server tier on its own and prints how many of its tests ran and passed, or
 /// that it was skipped and why.
-fn run_real_tier(cargo: &str, lint: &Lint, ctx: &guests::Ctx, tier: &Tier) -> anyhow::Result<()> {
+fn run_real_tier(cargo: &str, ctx: &guests::Ctx, tier: &Tier) -> anyhow::Result<()> {
     let assets = match tier {
         Tier::Run { assets } => assets,
         Tier::Skip { reason } => {
@@ -203,7 +209,7 @@ fn run_real_tier(cargo: &str, lint: &Lint, ctx: &guests::Ctx, tier: &Tier) -> an
             return Ok(());
         }
     };
-    let outcome = real_tier::run_reporting(lint.cargo(cargo, &ctx.root).args([
+    let outcome = real_tier::run_reporting(cmd::command(cargo, &ctx.root).args([
         "nextest",
         "run",
         "--workspace",
