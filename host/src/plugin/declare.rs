@@ -13,11 +13,10 @@ use super::component::{CompiledPlugin, Linked};
 use super::engine::PluginEngine;
 use super::error::PluginError;
 use super::grants::{DeclarationLimits, Limits, PluginPolicy, describe, same_type};
-use super::instance::{Instance, Outcome};
+use super::instance::{Declaration, Instance, Outcome};
 use super::keys::{QueueRule, resolve_rules};
 use super::log_gate::{LogGate, LogLimits};
 use super::names::{self, InvalidName, Kind, Namespace};
-use super::reconciler::ReconcilerInstance;
 use super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 
 /// What a declaration is checked with besides the plugin's policy.
@@ -115,14 +114,21 @@ pub(crate) async fn declare_v0_1(
         Arc::new(LogGate::new(options.logs)),
     )
     .await?;
-    let info = init_outcome(file.clone(), instance.init(&policy.config).await)?;
+    let Declaration::V0_1(info) = init_outcome(file.clone(), instance.init(&policy.config).await)?
+    else {
+        return Err(PluginError::Invalid {
+            file,
+            reason: "a 0.2 component cannot run as a 0.1 plugin".into(),
+        });
+    };
     validate(&file, &info, policy, &options.declarations)?;
     instance.set_label(info.name.as_str().into());
     Ok((instance, info))
 }
 
-/// Instantiates a throw-away instance of a 0.2 component, calls `init` and checks what it
-/// declared against `policy` and against the component's world.
+/// Instantiates a 0.2 component, calls `init` and checks what it declared against `policy`
+/// and against the component's world: the instance (labelled with the plugin's name, its
+/// imports not yet connected) and its declaration.
 pub(crate) async fn declare_v0_2(
     compiled: &CompiledPlugin,
     policy: &PluginPolicy,
@@ -131,16 +137,22 @@ pub(crate) async fn declare_v0_2(
     let pre = v0_2_pre(compiled)?;
     let file = compiled.file.clone();
     let limits = policy.limits.unwrap_or(options.limits);
-    let mut instance = ReconcilerInstance::new(
-        pre,
-        &file,
+    let mut instance = Instance::new(
+        compiled,
         label_of(&file),
         limits,
         Arc::new(Access::empty(policy.grants.clone())),
         Arc::new(LogGate::new(options.logs)),
     )
     .await?;
-    let declared = init_outcome(file.clone(), instance.init(&policy.config).await)?;
+    let Declaration::V0_2(declared) =
+        init_outcome(file.clone(), instance.init(&policy.config).await)?
+    else {
+        return Err(PluginError::Invalid {
+            file,
+            reason: "a 0.1 component cannot run as a 0.2 plugin".into(),
+        });
+    };
     let invalid = |what: String| PluginError::InvalidDeclaration {
         file: file.clone(),
         plugin: declared.name.clone(),
@@ -152,11 +164,13 @@ pub(crate) async fn declare_v0_2(
     validate(&file, &info, policy, &options.declarations)?;
     let rules = resolve_rules(&declared.subscriptions).map_err(invalid)?;
     let events = declared.subscriptions.iter().map(|s| s.events).collect();
+    instance.set_label(info.name.as_str().into());
     Ok(Declared {
         info,
         rules,
         events,
         world,
+        instance,
     })
 }
 
@@ -230,6 +244,8 @@ pub(crate) struct Declared {
     /// Whether each subscription asked for the event handlers.
     pub(crate) events: Vec<bool>,
     pub(crate) world: World,
+    /// The instance whose `init` declared it.
+    pub(crate) instance: Instance,
 }
 
 /// Checks that what `init` declared fits the component's world: events only for a component

@@ -22,7 +22,7 @@ use super::grants::{
     DeclarationLimits, Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type,
 };
 use super::informers::{EventSource, InformerCache, InformerSubscriber};
-use super::instance::{CallCounters, Instance};
+use super::instance::{CallCounters, Instance, Recipe};
 use super::leases::{Claims, Leases};
 use super::log_gate::LogLimits;
 use super::observer::{DropReason, NoopObserver, Observer, PluginObserver};
@@ -424,7 +424,7 @@ impl PluginHost {
     /// factory is left to its owner.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.shutting_down.store(true, Ordering::Release);
-        self.shutdown_v0_2();
+        self.shutdown_v0_2().await;
         let entries: Vec<Entry> = std::mem::take(&mut *self.inner.plugins.lock())
             .into_values()
             .collect();
@@ -462,16 +462,19 @@ impl PluginHost {
             indexes: claims.indexes,
             instance,
             config: ActorConfig {
-                name,
-                compiled,
-                config: policy.config,
-                limits,
-                access,
+                recipe: Recipe {
+                    compiled,
+                    name,
+                    config: policy.config,
+                    limits,
+                    access,
+                    log_gate,
+                    context: None,
+                },
                 resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
                 subscriber: Box::new(InformerSubscriber { sources }),
                 observer,
                 restart: self.inner.options.restart,
-                log_gate,
             },
         })
     }
@@ -585,7 +588,7 @@ impl PluginHost {
     }
 
     fn start(&self, source: PathBuf, prepared: Prepared) -> Entry {
-        let call_deadline = prepared.config.limits.call_deadline;
+        let call_deadline = prepared.config.recipe.limits.call_deadline;
         let actor = ActorHandle::spawn(prepared.config, prepared.instance);
         self.inner.factory.start();
         Entry {

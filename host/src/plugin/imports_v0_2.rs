@@ -37,15 +37,15 @@ pub(crate) struct Context {
     pub(crate) recorder: Arc<EventRecorder>,
     pub(crate) queue: WorkQueue<ObjectKey>,
     /// What the plugin's guest calls did, for its status.
-    pub(crate) calls: super::instance::CallCounters,
+    pub(crate) calls: Arc<super::instance::CallCounters>,
     /// The plugin's reconcile rate, shared by its workers and versions.
     pub(crate) reconciles: Mutex<TokenBucket>,
     /// The shortest `requeue-after` honoured.
     pub(crate) min_requeue: Duration,
     /// Fresh instances started after one faulted (reconcile workers and handlers).
-    pub(crate) restarts: AtomicU64,
+    pub(crate) restarts: Arc<AtomicU64>,
     /// The last failed reconcile or handler call, or fault.
-    pub(crate) last_error: Mutex<Option<String>>,
+    pub(crate) last_error: Arc<Mutex<Option<String>>>,
     /// Which refused queue adds reach the log.
     pub(crate) queue_notices: Notices,
     /// Which failed reconciles reach the log.
@@ -71,8 +71,8 @@ impl Context {
                 settings.reconcile_burst,
             )),
             min_requeue: settings.min_requeue_delay,
-            restarts: AtomicU64::new(0),
-            last_error: Mutex::new(None),
+            restarts: Arc::default(),
+            last_error: Arc::default(),
             queue_notices: Notices::default(),
             error_notices: Notices::default(),
         }

@@ -1,12 +1,15 @@
 //! The plugin runtime: WebAssembly components of the `controller` world as informer listeners.
 //!
 //! One [`PluginEngine`] compiles components (cached on disk by content hash and shared between
-//! copies), each loaded plugin is one instance driven by one actor (which pulls from the
-//! plugin's inbox, fed by its handlers registered inline on the shared informers, and calls the
-//! guest one call at a time under a deadline and a memory cap), and the [`PluginHost`] loads,
+//! copies); the events of each loaded plugin, whatever its contract version, go to one
+//! instance driven by one actor (which pulls from the plugin's inbox, fed by its handlers
+//! registered inline on the shared informers, and calls the guest one call at a time under a
+//! deadline and a memory cap, with one fault policy); a 0.2 plugin's reconcile workers take
+//! keys from its workqueue, each with an instance of its own; and the [`PluginHost`] loads,
 //! replaces, unloads and reports on plugins.
 
 mod actor;
+mod batch;
 mod bindings;
 mod cache_api;
 mod client;
@@ -16,7 +19,6 @@ mod engine;
 mod error;
 mod events;
 mod grants;
-mod handlers_v0_2;
 mod host;
 mod imports_v0_2;
 mod inbox;

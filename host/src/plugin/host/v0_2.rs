@@ -12,18 +12,16 @@ use kubewasm_informer::{
 };
 use tokio::task::JoinHandle;
 
+use super::super::actor::{ActorConfig, ActorHandle};
 use super::super::client::{Resources, WriteClient};
 use super::super::component::CompiledPlugin;
-use super::super::declare::{Declared, declare_v0_2, v0_2_pre};
+use super::super::declare::{Declared, declare_v0_2};
 use super::super::events::{EventRecorder, RecorderOptions};
-use super::super::handlers_v0_2::spawn_handlers;
 use super::super::imports_v0_2::Context;
-use super::super::inbox::{EventSink, Inbox};
-use super::super::informers::QueueHandler;
+use super::super::informers::InformerSubscriber;
+use super::super::instance::Recipe;
 use super::super::keys::{ObjectKey, QueueRule, keys_for};
-use super::super::log_gate::LogGate;
-use super::super::observer::{DropReason, PluginObserver};
-use super::super::reconciler::{Recipe, spawn_workers};
+use super::super::reconciler::{self, spawn_workers};
 use super::super::workqueue::WorkQueue;
 use super::{
     PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
@@ -41,60 +39,48 @@ pub(super) struct ControllerEntry {
     indexes: Vec<(InformerKey, String)>,
     /// The plugin's queue, client and recorder: outlive versions.
     context: Arc<Context>,
-    /// The handlers that feed the queue and the inbox; dropping them unregisters them.
+    /// The handlers that feed the queue.
     registrations: Vec<(SharedIndexInformer, Registration)>,
-    /// The events of this version's handler subscriptions.
-    inbox: Arc<Inbox>,
-    /// Where the version's handler task reports (`None`: it has no handlers).
-    handler_observer: Option<Arc<dyn PluginObserver>>,
+    /// The event loop of the version's `events` subscriptions (`None`: it has none).
+    actor: Option<ActorHandle>,
+    call_deadline: std::time::Duration,
     workers: Vec<JoinHandle<()>>,
     replace_error: Option<String>,
 }
 
 impl ControllerEntry {
-    /// Stops reconciling (a key being reconciled goes back to the queue) and removes the
-    /// handlers that feed the queue.
-    fn stop(&mut self) {
+    /// Stops reconciling (a key being reconciled goes back to the queue), removes the
+    /// handlers that feed the queue and stops the event loop (after the call in hand).
+    async fn stop(&mut self) {
         for worker in &self.workers {
             worker.abort();
         }
         for (informer, registration) in self.registrations.drain(..) {
             informer.remove_event_handler(&registration);
         }
-        self.inbox.close();
-    }
-
-    /// Stops the version a new one replaces: the handler events it had not handled are
-    /// dropped and counted (the new version's replay covers their objects; the queue, which
-    /// both share, loses nothing).
-    fn stop_replaced(&mut self) {
-        self.stop();
-        let abandoned = self.inbox.depth() as u64;
-        if abandoned > 0 {
-            tracing::info!(plugin = %self.name, events = abandoned, "handler events the replaced version had not handled are dropped; the new version's replay covers their objects");
-            self.context
-                .calls
-                .drop_events(DropReason::Replaced, abandoned);
-            if let Some(observer) = &self.handler_observer {
-                observer.events_dropped(DropReason::Replaced, abandoned);
-            }
+        if let Some(actor) = &self.actor {
+            actor.stop(self.call_deadline).await;
         }
     }
 
     pub(super) fn ready(&self) -> bool {
         self.registrations.iter().all(|(_, r)| r.has_synced())
+            && self.actor.as_ref().is_none_or(|a| a.shared.ready())
     }
 
     pub(super) fn status(&self, id: PluginId) -> PluginStatus {
         let stats = self.context.queue.stats();
+        let actor = self.actor.as_ref().map(|a| &a.shared);
         PluginStatus {
-            queue_depth: stats.depth + self.inbox.depth(),
-            state: if self.workers.iter().all(JoinHandle::is_finished) {
-                PluginState::Stopped
-            } else {
-                PluginState::Running
+            queue_depth: stats.depth + actor.map_or(0, |a| a.inbox.depth()),
+            state: match actor {
+                Some(a) => *a.state.lock(),
+                None if self.workers.iter().all(JoinHandle::is_finished) => PluginState::Stopped,
+                None => PluginState::Running,
             },
-            replay_done: self.ready(),
+            failed: actor.is_some_and(|a| a.failed.load(Ordering::Acquire)),
+            replay_done: self.registrations.iter().all(|(_, r)| r.has_synced())
+                && actor.is_none_or(|a| a.replay_done()),
             restarts: self.context.restarts.load(Ordering::Relaxed),
             last_error: self
                 .replace_error
@@ -166,36 +152,20 @@ impl PluginHost {
             rules,
             events,
             world,
+            mut instance,
         } = declare_v0_2(&compiled, &policy, &self.check_options()).await?;
-        let (claims, access, _) = self.lease(&compiled.file, &info, &policy).await?;
+        let (claims, access, mut sources) = self.lease(&compiled.file, &info, &policy).await?;
         let name: Arc<str> = info.name.as_str().into();
         let context = context.unwrap_or_else(|| self.new_context(&name, &policy));
         let informers = self.inner.factory.informers();
         let mut registrations = Vec::new();
-        let inbox = Arc::new(Inbox::default());
-        let sink = EventSink::new(inbox.clone(), inbox.generation());
-        for (handle, ((sub, rules), key)) in info
-            .subscriptions
-            .iter()
-            .zip(rules)
-            .zip(&claims.keys)
-            .enumerate()
-        {
+        for ((sub, rules), key) in info.subscriptions.iter().zip(rules).zip(&claims.keys) {
             let Some((_, informer)) = informers.iter().find(|(k, _)| k == key) else {
                 continue;
             };
             let resync = sub
                 .resync_seconds
                 .map(|s| std::time::Duration::from_secs(s.into()));
-            if events[handle] {
-                let handler = Arc::new(QueueHandler {
-                    sink: sink.for_subscription(handle),
-                });
-                registrations.push((
-                    informer.clone(),
-                    informer.add_inline_event_handler(handler, resync),
-                ));
-            }
             if rules.is_empty() {
                 continue;
             }
@@ -211,36 +181,50 @@ impl PluginHost {
                 informer.add_inline_event_handler(feeder, resync),
             ));
         }
-        let pre = v0_2_pre(&compiled)?;
+        instance.set_access(access.clone());
+        instance.connect(context.clone());
+        let log_gate = instance.log_gate();
         let recipe = Recipe {
-            pre: Arc::new(pre.clone()),
-            file: compiled.file.clone(),
+            compiled: compiled.clone(),
             name: name.clone(),
             config: policy.config.clone(),
             limits,
             access,
-            log_gate: Arc::new(LogGate::new(self.inner.options.logs)),
-            plugin: context.clone(),
-            leader: if policy.reconcile.every_replica {
-                crate::leader::LeaderGate::always()
-            } else {
-                self.inner.options.leader.clone()
-            },
+            log_gate: log_gate.clone(),
+            context: Some(context.clone()),
         };
-        let mut workers = Vec::new();
-        let mut handler_observer = None;
-        if events.contains(&true) {
+        let mut actor = None;
+        // Subscriptions with queue rules only feed the queue: the event loop takes the ones
+        // that asked for events.
+        sources.retain(|s| events.get(s.subscription).copied().unwrap_or(false));
+        if !sources.is_empty() {
             let observer = self.observer(&info);
-            workers.push(spawn_handlers(
-                recipe.clone(),
-                inbox.clone(),
-                observer.clone(),
+            log_gate.set_observer(observer.clone());
+            actor = Some(ActorHandle::spawn(
+                ActorConfig {
+                    recipe: recipe.clone(),
+                    resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
+                    subscriber: Box::new(InformerSubscriber { sources }),
+                    observer,
+                    restart: self.inner.options.restart,
+                },
+                instance,
             ));
-            handler_observer = Some(observer);
         }
+        let mut workers = Vec::new();
         if world.has_reconcile() {
+            let workers_recipe = reconciler::Recipe {
+                instance: recipe,
+                name: name.clone(),
+                plugin: context.clone(),
+                leader: if policy.reconcile.every_replica {
+                    crate::leader::LeaderGate::always()
+                } else {
+                    self.inner.options.leader.clone()
+                },
+            };
             workers.extend(spawn_workers(
-                recipe,
+                workers_recipe,
                 policy.reconcile.max_concurrent_reconciles,
             ));
         }
@@ -258,8 +242,8 @@ impl PluginHost {
             indexes: claims.indexes,
             context,
             registrations,
-            inbox,
-            handler_observer,
+            actor,
+            call_deadline: limits.call_deadline,
             workers,
             replace_error: None,
         })
@@ -354,7 +338,7 @@ impl PluginHost {
         tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), "0.2 plugin replaced");
         let old = self.inner.controllers.lock().insert(id, entry);
         if let Some(mut old) = old {
-            old.stop_replaced();
+            old.stop().await;
             self.inner.leases.release(&old.keys, &old.indexes).await;
         }
         Ok(())
@@ -374,7 +358,7 @@ impl PluginHost {
     pub(super) async fn unload_v0_2(&self, id: PluginId) -> Option<String> {
         let entry = self.inner.controllers.lock().remove(&id);
         let mut entry = entry?;
-        entry.stop();
+        entry.stop().await;
         entry.context.queue.shut_down();
         tracing::info!(plugin = %entry.name, id = id.0, "0.2 plugin unloaded");
         self.inner.leases.release(&entry.keys, &entry.indexes).await;
@@ -382,10 +366,10 @@ impl PluginHost {
     }
 
     /// Stops every 0.2 plugin.
-    pub(super) fn shutdown_v0_2(&self) {
+    pub(super) async fn shutdown_v0_2(&self) {
         let entries = std::mem::take(&mut *self.inner.controllers.lock());
         for mut entry in entries.into_values() {
-            entry.stop();
+            entry.stop().await;
             entry.context.queue.shut_down();
         }
     }
