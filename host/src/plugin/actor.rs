@@ -14,11 +14,12 @@ use tokio::task::JoinHandle;
 use std::collections::VecDeque;
 
 use super::Gvk;
+use super::access::SharedDocument;
 use super::batch::BatchSizer;
-use super::cache_api::SharedDocument;
+use super::calls::{CallCounters, Outcome};
 use super::grants::describe;
 use super::inbox::{Event, EventSink, Inbox, Queued, Subscribed, Subscriber};
-use super::instance::{CallCounters, Instance, Outcome, Recipe, cut};
+use super::instance::{Instance, Recipe, cut};
 use super::observer::{DropReason, FailureKind, PluginObserver};
 
 /// Where a plugin is in its life.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::cache_api::SharedDocument;
+use super::access::SharedDocument;
 use super::grants::Limits;
 use super::inbox::{Event, Queued, same_document};
 

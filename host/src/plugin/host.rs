@@ -12,20 +12,20 @@ use kube::api::GroupVersionKind;
 use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory};
 use parking_lot::Mutex;
 
+use super::access::{Access, ResourceAccess};
 use super::actor::{ActorConfig, ActorHandle, PluginState, RestartPolicy};
-use super::cache_api::{Access, ResourceAccess};
+use super::calls::CallCounters;
 use super::component::{CompiledPlugin, Linked};
 use super::declare::{CheckOptions, checked_scope, declare_v0_1, invalid};
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
-use super::grants::{
-    DeclarationLimits, Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type,
-};
+use super::grants::{DeclarationLimits, Limits, describe, same_type};
 use super::informers::{EventSource, InformerCache, InformerSubscriber};
-use super::instance::{CallCounters, Instance, Recipe};
+use super::instance::{Instance, Recipe};
 use super::leases::{Claims, Leases};
 use super::log_gate::LogLimits;
 use super::observer::{DropReason, NoopObserver, Observer, PluginObserver};
+use super::policy::{PluginPolicy, PolicyLookup, StaticPolicy};
 use super::workqueue::QueueStats;
 use super::{Delivery, PluginInfo};
 
@@ -186,6 +186,33 @@ struct Entry {
 }
 
 impl Entry {
+    /// The entry of a plugin loaded from `source` that declared `info` and holds `claims`,
+    /// with nothing started yet.
+    fn new(
+        source: &Path,
+        compiled: &CompiledPlugin,
+        info: &PluginInfo,
+        claims: Claims,
+        limits: Limits,
+    ) -> Self {
+        Entry {
+            source: source.to_owned(),
+            name: info.name.clone(),
+            hash: compiled.hash.clone(),
+            subscriptions: info
+                .subscriptions
+                .iter()
+                .map(describe_subscription)
+                .collect(),
+            keys: claims.keys,
+            indexes: claims.indexes,
+            call_deadline: limits.call_deadline,
+            actor: None,
+            controller: None,
+            replace_error: None,
+        }
+    }
+
     /// Stops the plugin: its reconcile workers (a key being reconciled goes back to the
     /// queue) and queue feeders at once, its event loop after the call in hand. The queue is
     /// left to the caller (a replacing 0.2 version takes it over).
@@ -212,24 +239,12 @@ impl Entry {
         let actor = self.actor.as_ref().map(|a| &a.shared);
         let context = self.controller.as_ref().map(|c| &c.context);
         // A 0.2 event loop counts into its context's counters: one set either way.
-        let counted = match (context, actor) {
-            (Some(c), _) => Some((&c.calls, &c.restarts, &c.last_error)),
-            (None, Some(a)) => Some((&a.calls, &a.restarts, &a.last_error)),
-            (None, None) => None,
-        };
-        let Some((calls, restarts, last_error)) = counted else {
-            // Neither an event loop nor a controller: nothing runs, nothing was counted.
-            return PluginStatus {
-                state: PluginState::Stopped,
-                ..PluginStatus::new(
-                    id,
-                    &self.source,
-                    &self.name,
-                    &self.hash,
-                    &self.subscriptions,
-                    &CallCounters::default(),
-                )
-            };
+        // Neither an event loop nor a controller: nothing runs, nothing was counted.
+        let (none, no_restarts, no_error) = Default::default();
+        let (calls, restarts, last_error) = match (context, actor) {
+            (Some(c), _) => (&*c.calls, &*c.restarts, &*c.last_error),
+            (None, Some(a)) => (&*a.calls, &*a.restarts, &*a.last_error),
+            (None, None) => (&none, &no_restarts, &no_error),
         };
         let workqueue = context.map(|c| c.queue.stats());
         PluginStatus {
@@ -488,7 +503,7 @@ impl PluginHost {
         &self,
         source: &Path,
         compiled: CompiledPlugin,
-        context: Option<Arc<super::imports_v0_2::Context>>,
+        context: Option<Arc<super::context::Context>>,
     ) -> Result<Prepared, PluginError> {
         if matches!(*compiled.pre, Linked::V0_2(_)) {
             return self.prepare_v0_2(source, compiled, context).await;
@@ -518,22 +533,7 @@ impl PluginHost {
             restart: self.inner.options.restart,
         };
         Ok(Prepared {
-            entry: Entry {
-                source: source.to_owned(),
-                name: name.to_string(),
-                hash: compiled.hash.clone(),
-                subscriptions: info
-                    .subscriptions
-                    .iter()
-                    .map(describe_subscription)
-                    .collect(),
-                keys: claims.keys,
-                indexes: claims.indexes,
-                call_deadline: limits.call_deadline,
-                actor: None,
-                controller: None,
-                replace_error: None,
-            },
+            entry: Entry::new(source, &compiled, &info, claims, limits),
             actor: Some((config, instance)),
         })
     }

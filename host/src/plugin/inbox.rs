@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::cache_api::SharedDocument;
+use super::access::SharedDocument;
 use super::observer::EventKind;
 
 /// One event as the guest receives it.

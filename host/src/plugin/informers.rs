@@ -10,7 +10,7 @@ use kubewasm_informer::{
 use kubewasm_labels::Selector;
 
 use super::IndexSource;
-use super::cache_api::{Document, NAMESPACE_INDEX, ResourceCache, SharedDocument};
+use super::access::{Document, NAMESPACE_INDEX, ResourceCache, SharedDocument};
 use super::inbox::{Event, EventSink, Subscribed, Subscriber};
 
 impl Document for Object {

@@ -3,119 +3,30 @@
 //! classification of faults (trap, timeout, memory).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use wasmtime::{Store, UpdateDeadline};
 
+use super::access::Access;
 use super::batch::lower_batch;
 use super::bindings::Controller;
-use super::bindings::exports::kubewasm::controller::handler as v0_1_handler;
-use super::bindings::v0_2::exports::kubewasm::controller::handler as v0_2_handler;
+use super::bindings::kubewasm::controller::types as v0_1_types;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::bindings::v0_2::{HandlerExports, PluginExports};
 use super::bindings::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
-use super::cache_api::Access;
+use super::calls::Outcome;
 use super::component::{CompiledPlugin, Linked};
+use super::context::{Context, InstanceImports};
 use super::engine::CallInFlight;
 use super::error::PluginError;
 use super::grants::Limits;
-use super::imports_v0_2::{Context, InstanceImports};
 use super::inbox::{Event, Queued};
 use super::log_gate::LogGate;
-use super::observer::{DropReason, FailureKind};
+use super::observer::FailureKind;
 use super::state::{CallClock, HostState};
 use super::{Gvk, PluginInfo};
-
-/// How a guest call ended.
-#[derive(Debug)]
-pub(crate) enum Outcome<T> {
-    /// The guest returned `ok`.
-    Ok(T),
-    /// The guest returned `err(reason)`; the instance is fine.
-    GuestError(String),
-    /// The instance faulted and must be thrown away.
-    Failed(FailureKind, String),
-}
-
-impl<T> Outcome<T> {
-    /// The same ending with the value of a returned call mapped.
-    pub(crate) fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
-        match self {
-            Outcome::Ok(v) => Outcome::Ok(f(v)),
-            Outcome::GuestError(reason) => Outcome::GuestError(reason),
-            Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
-        }
-    }
-}
-
-/// Counts of a plugin's guest calls (handler calls, reconciles) by how they ended, for its
-/// status.
-#[derive(Debug, Default)]
-pub(crate) struct CallCounters {
-    /// Events handled by handler calls that returned (ok or err).
-    pub(crate) returned: AtomicU64,
-    /// Events whose handler call returned `err`.
-    pub(crate) errors: AtomicU64,
-    /// Reconciles that returned (ok or err).
-    pub(crate) reconciles: AtomicU64,
-    /// Reconciles that returned `err`.
-    pub(crate) reconcile_errors: AtomicU64,
-    pub(crate) traps: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) memory_faults: AtomicU64,
-    /// Events the plugin did not receive, by [`DropReason`].
-    dropped: [AtomicU64; DropReason::ALL.len()],
-}
-
-impl CallCounters {
-    /// Counts how a call ended.
-    pub(crate) fn count<T>(&self, outcome: &Outcome<T>) {
-        let counter = match outcome {
-            Outcome::Ok(_) => &self.returned,
-            Outcome::GuestError(_) => {
-                self.returned.fetch_add(1, Ordering::Relaxed);
-                &self.errors
-            }
-            Outcome::Failed(FailureKind::Trap, _) => &self.traps,
-            Outcome::Failed(FailureKind::Timeout, _) => &self.timeouts,
-            Outcome::Failed(FailureKind::Memory, _) => &self.memory_faults,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts how a reconcile ended: apart from the events handled, but faults alike.
-    pub(crate) fn count_reconcile<T>(&self, outcome: &Outcome<T>) {
-        match outcome {
-            Outcome::Ok(_) => {
-                self.reconciles.fetch_add(1, Ordering::Relaxed);
-            }
-            Outcome::GuestError(_) => {
-                self.reconciles.fetch_add(1, Ordering::Relaxed);
-                self.reconcile_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            Outcome::Failed(..) => self.count(outcome),
-        }
-    }
-
-    /// Counts `n` events the plugin did not receive, for `reason`.
-    pub(crate) fn drop_events(&self, reason: DropReason, n: u64) {
-        self.dropped[reason as usize].fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Events dropped for `reason` so far.
-    pub(crate) fn dropped(&self, reason: DropReason) -> u64 {
-        self.dropped[reason as usize].load(Ordering::Relaxed)
-    }
-
-    /// Counts `n` events handled by calls that returned, `errors` of them failed.
-    pub(crate) fn returned_events(&self, n: usize, errors: usize) {
-        self.returned.fetch_add(n as u64, Ordering::Relaxed);
-        self.errors.fetch_add(errors as u64, Ordering::Relaxed);
-    }
-}
 
 /// Raised from the epoch callback when a call runs past its deadline.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +50,44 @@ async fn timed<F: std::future::Future>(clock: &CallClock, call: F) -> F::Output 
         poll
     })
     .await
+}
+
+/// One event to a guest that takes one per call (a 0.1 `handler`, called with the resource
+/// type of its subscription; a 0.2.0 `handler`, with the subscription handle).
+macro_rules! deliver_one {
+    ($store:expr, $deadline:expr, $excused:expr, $h:expr, $subscription:expr, $event:expr) => {{
+        let (store, deadline, excused, h, subscription) =
+            ($store, $deadline, $excused, $h, $subscription);
+        match $event {
+            Event::Add {
+                object,
+                in_initial_list,
+            } => {
+                guarded(store, deadline, excused, async |s| {
+                    h.call_on_add(s, subscription, object.json(), *in_initial_list)
+                        .await
+                })
+                .await
+            }
+            Event::Update { old, new } => {
+                guarded(store, deadline, excused, async |s| {
+                    h.call_on_update(s, subscription, old.json(), new.json())
+                        .await
+                })
+                .await
+            }
+            Event::Delete {
+                object,
+                final_state_unknown,
+            } => {
+                guarded(store, deadline, excused, async |s| {
+                    h.call_on_delete(s, subscription, object.json(), *final_state_unknown)
+                        .await
+                })
+                .await
+            }
+        }
+    }};
 }
 
 /// What a component of each contract version exports, as the host calls it.
@@ -184,9 +133,10 @@ pub(crate) struct Instance {
     store: Store<HostState>,
     exports: Exports,
     deadline: Duration,
-    /// The resource type of each subscription its `init` declared (0.1 handlers are called
-    /// with it).
+    /// The resource type of each subscription its `init` declared.
     resources: Vec<Gvk>,
+    /// The same as the 0.1 handlers take it (empty for 0.2), converted once.
+    v0_1_resources: Vec<v0_1_types::Gvk>,
     /// The objects and event numbers of the batch being delivered, kept between batches: a
     /// fresh buffer of a batch's size would be new pages, faulted in on every call.
     batch: (Vec<u8>, Vec<u32>),
@@ -203,29 +153,23 @@ impl Instance {
         log_gate: Arc<LogGate>,
     ) -> Result<Self, PluginError> {
         let deadline = limits.call_deadline;
+        // The same for either contract's linking: a fresh store, instantiated under the deadline.
+        macro_rules! instantiate {
+            ($pre:expr, $exports:path) => {{
+                let mut store = new_store($pre.engine(), label, &limits, access, log_gate);
+                let outcome = guarded(
+                    &mut store,
+                    deadline,
+                    || Duration::ZERO,
+                    async |s| $pre.instantiate_async(s).await.map(Ok),
+                )
+                .await;
+                outcome.map(|b| (store, $exports(b)))
+            }};
+        }
         let instantiated = match &*compiled.pre {
-            Linked::V0_1(pre) => {
-                let mut store = new_store(pre.engine(), label, &limits, access, log_gate);
-                let outcome = guarded(
-                    &mut store,
-                    deadline,
-                    || Duration::ZERO,
-                    async |s| pre.instantiate_async(s).await.map(Ok),
-                )
-                .await;
-                outcome.map(|b| (store, Exports::V0_1(b)))
-            }
-            Linked::V0_2(pre) => {
-                let mut store = new_store(pre.engine(), label, &limits, access, log_gate);
-                let outcome = guarded(
-                    &mut store,
-                    deadline,
-                    || Duration::ZERO,
-                    async |s| pre.instantiate_async(s).await.map(Ok),
-                )
-                .await;
-                outcome.map(|b| (store, Exports::V0_2(b)))
-            }
+            Linked::V0_1(pre) => instantiate!(pre, Exports::V0_1),
+            Linked::V0_2(pre) => instantiate!(pre, Exports::V0_2),
         };
         match instantiated {
             Outcome::Ok((store, exports)) => Ok(Instance {
@@ -233,6 +177,7 @@ impl Instance {
                 exports,
                 deadline,
                 resources: Vec::new(),
+                v0_1_resources: Vec::new(),
                 batch: Default::default(),
             }),
             Outcome::Failed(FailureKind::Timeout, _) => Err(PluginError::Instantiate {
@@ -310,14 +255,18 @@ impl Instance {
         let outcome = match &self.exports {
             Exports::V0_1(b) => {
                 let h = b.kubewasm_controller_handler().clone();
-                guarded(
+                let outcome = guarded(
                     &mut self.store,
                     deadline,
                     || Duration::ZERO,
                     async |s| h.call_init(s, config).await,
                 )
-                .await
-                .map(Declaration::V0_1)
+                .await;
+                if let Outcome::Ok(info) = &outcome {
+                    self.v0_1_resources =
+                        info.subscriptions.iter().map(|s| s.gvk.clone()).collect();
+                }
+                outcome.map(|info| Declaration::V0_1(info.into()))
             }
             Exports::V0_2(b) => {
                 let p = b.plugin.clone();
@@ -364,15 +313,21 @@ impl Instance {
     pub(crate) async fn deliver(&mut self, queued: &Queued) -> Outcome<()> {
         let handler = match &self.exports {
             Exports::V0_1(b) => {
-                let Some(resource) = self.resources.get(queued.subscription) else {
+                let Some(resource) = self.v0_1_resources.get(queued.subscription) else {
                     return Outcome::GuestError(format!(
                         "the guest declared no subscription {}",
                         queued.subscription
                     ));
                 };
                 let h = b.kubewasm_controller_handler().clone();
-                return deliver_v0_1(&mut self.store, self.deadline, &h, resource, &queued.event)
-                    .await;
+                return deliver_one!(
+                    &mut self.store,
+                    self.deadline,
+                    || Duration::ZERO,
+                    &h,
+                    resource,
+                    &queued.event
+                );
             }
             Exports::V0_2(b) => b.handler.clone(),
         };
@@ -383,15 +338,14 @@ impl Instance {
                 };
                 let imports = self.api_waits();
                 let excused = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
-                deliver_v0_2(
+                deliver_one!(
                     &mut self.store,
                     self.deadline,
                     excused,
                     &h,
                     handle,
-                    &queued.event,
+                    &queued.event
                 )
-                .await
             }
             Some(HandlerExports::Batch(_)) => {
                 match self.deliver_batch(std::slice::from_ref(queued)).await {
@@ -482,84 +436,6 @@ impl Instance {
             r.call_reconcile(s, key).await
         })
         .await
-    }
-}
-
-/// One event to a 0.1 guest, with the resource type of its subscription.
-async fn deliver_v0_1(
-    store: &mut Store<HostState>,
-    deadline: Duration,
-    h: &v0_1_handler::Guest,
-    resource: &Gvk,
-    event: &Event,
-) -> Outcome<()> {
-    let excused = || Duration::ZERO;
-    match event {
-        Event::Add {
-            object,
-            in_initial_list,
-        } => {
-            guarded(store, deadline, excused, async |s| {
-                h.call_on_add(s, resource, object.json(), *in_initial_list)
-                    .await
-            })
-            .await
-        }
-        Event::Update { old, new } => {
-            guarded(store, deadline, excused, async |s| {
-                h.call_on_update(s, resource, old.json(), new.json()).await
-            })
-            .await
-        }
-        Event::Delete {
-            object,
-            final_state_unknown,
-        } => {
-            guarded(store, deadline, excused, async |s| {
-                h.call_on_delete(s, resource, object.json(), *final_state_unknown)
-                    .await
-            })
-            .await
-        }
-    }
-}
-
-/// One event to a 0.2.0 `handler`, with its subscription handle.
-async fn deliver_v0_2(
-    store: &mut Store<HostState>,
-    deadline: Duration,
-    excused: impl Fn() -> Duration,
-    h: &v0_2_handler::Guest,
-    handle: u32,
-    event: &Event,
-) -> Outcome<()> {
-    match event {
-        Event::Add {
-            object,
-            in_initial_list,
-        } => {
-            guarded(store, deadline, excused, async |s| {
-                h.call_on_add(s, handle, object.json(), *in_initial_list)
-                    .await
-            })
-            .await
-        }
-        Event::Update { old, new } => {
-            guarded(store, deadline, excused, async |s| {
-                h.call_on_update(s, handle, old.json(), new.json()).await
-            })
-            .await
-        }
-        Event::Delete {
-            object,
-            final_state_unknown,
-        } => {
-            guarded(store, deadline, excused, async |s| {
-                h.call_on_delete(s, handle, object.json(), *final_state_unknown)
-                    .await
-            })
-            .await
-        }
     }
 }
 

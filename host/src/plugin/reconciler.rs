@@ -16,68 +16,11 @@ use tokio::task::JoinHandle;
 use super::Gvk;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
-use super::imports_v0_2::Context;
-use super::instance::{Instance, Outcome, cut};
+use super::calls::Outcome;
+use super::context::Context;
+use super::instance::{Instance, cut};
 use super::keys::ObjectKey;
 use super::workqueue::Completion;
-
-/// How a 0.2 plugin's reconciles run and write: its workqueue, its write client and how many
-/// instances reconcile at once.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReconcileSettings {
-    /// Instances reconciling at once (at least 1); one key is never in two of them at once.
-    pub max_concurrent_reconciles: usize,
-    /// Reconcile on every replica rather than only where the key's shard is led: for plugins
-    /// that only observe (no write grants). Off by default, so that what a reconcile does
-    /// besides writing (logs, metrics, calls out) happens once, not once per replica.
-    pub every_replica: bool,
-    /// Reconciles per second the plugin's instances start, together, once the burst is spent:
-    /// a guest that requeues its keys at once for ever costs a bounded share of a core.
-    pub reconciles_per_second: f64,
-    /// Reconciles the plugin may start at once above that rate.
-    pub reconcile_burst: u32,
-    /// The shortest `requeue-after` honoured: a shorter one (`requeue-after(0)`) waits this
-    /// long, so one key cannot loop faster.
-    pub min_requeue_delay: Duration,
-    pub queue: super::QueueOptions,
-    pub client: super::ClientOptions,
-}
-
-impl Default for ReconcileSettings {
-    /// client-go's defaults, one reconcile at a time, at most 200 reconciles a second (burst
-    /// 1000), a requeue after at least 100 ms.
-    fn default() -> Self {
-        ReconcileSettings {
-            max_concurrent_reconciles: 1,
-            every_replica: false,
-            reconciles_per_second: 200.0,
-            reconcile_burst: 1000,
-            min_requeue_delay: Duration::from_millis(100),
-            queue: super::QueueOptions::default(),
-            client: super::ClientOptions::default(),
-        }
-    }
-}
-
-impl ReconcileSettings {
-    /// Checks the values make sense; the message names the bad one.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.max_concurrent_reconciles == 0 {
-            return Err("max-concurrent-reconciles must be at least 1".into());
-        }
-        if !(self.reconciles_per_second.is_finite() && self.reconciles_per_second > 0.0) {
-            return Err(format!(
-                "reconciles per second must be positive, got {}",
-                self.reconciles_per_second
-            ));
-        }
-        if self.reconcile_burst == 0 {
-            return Err("the reconcile burst must be at least 1".into());
-        }
-        self.queue.validate()?;
-        self.client.validate()
-    }
-}
 
 /// What a 0.2 plugin version's reconcile workers are made from.
 #[derive(Clone)]

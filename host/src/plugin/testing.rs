@@ -7,13 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
+use super::access::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, SharedDocument};
 use super::actor::{ActorConfig, ActorHandle, RestartPolicy};
-use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, SharedDocument};
+use super::calls::Outcome;
 use super::engine::{EngineOptions, PluginEngine};
 use super::grants::{Grants, Limits};
 use super::inbox::Event;
 use super::inbox::{EventSink, Subscribed, Subscriber};
-use super::instance::{Declaration, Instance, Outcome, Recipe};
+use super::instance::{Declaration, Instance, Recipe};
 use super::log_gate::{LogGate, LogLimits};
 use super::observer::{NoopObserver, PluginObserver};
 use super::{Gvk, IndexSource};

@@ -17,7 +17,7 @@ use kubewasm_informer::SharedInformerFactory;
 use kubewasm_tests::{guest_bytes, guest_logs, wait_until};
 use serde_json::json;
 
-use crate::fixture::{DevRig, config_map, create, policy_by_file};
+use crate::fixture::{DevRig, config_map, create, dropped, policy_by_file};
 
 /// Bounds every wait; nothing here is timed.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -70,25 +70,18 @@ impl Env {
     }
 }
 
-/// What the guest logged, as (kind, name, size of the batch it came in).
-fn logged(plugin: &str) -> Vec<(String, String, usize)> {
+/// What the guest logged, as (kind, name, size of the batch it came in, its flag).
+fn logged(plugin: &str) -> Vec<(String, String, usize, bool)> {
     guest_logs()
         .lines(plugin)
         .into_iter()
         .filter_map(|line| {
             let mut parts = line.split(' ');
             let (kind, name, size) = (parts.next()?, parts.next()?, parts.next()?);
-            Some((kind.to_owned(), name.to_owned(), size.parse().ok()?))
+            let flag = parts.next()? == "flag=true";
+            Some((kind.to_owned(), name.to_owned(), size.parse().ok()?, flag))
         })
         .collect()
-}
-
-fn dropped(status: &PluginStatus, reason: &str) -> u64 {
-    status
-        .events_dropped
-        .iter()
-        .find(|(r, _)| *r == reason)
-        .map_or(0, |(_, n)| *n)
 }
 
 #[tokio::test]
@@ -111,7 +104,7 @@ async fn a_batch_observer_gets_every_event_once_in_order_and_failures_per_event(
 
     let replay = logged("batched");
     let mut seen: HashMap<&str, usize> = HashMap::new();
-    for (kind, name, _) in &replay {
+    for (kind, name, _, _) in &replay {
         assert_eq!(kind, "ADD", "{replay:?}");
         *seen.entry(name.as_str()).or_default() += 1;
     }
@@ -119,7 +112,11 @@ async fn a_batch_observer_gets_every_event_once_in_order_and_failures_per_event(
         assert_eq!(seen.get(name.as_str()), Some(&1), "{name} in {replay:?}");
     }
     assert_eq!(seen.len(), names.len());
-    let largest = replay.iter().map(|(_, _, size)| *size).max().unwrap_or(0);
+    let largest = replay
+        .iter()
+        .map(|(_, _, size, _)| *size)
+        .max()
+        .unwrap_or(0);
     assert!(
         largest > 1,
         "the replay of {} objects came one event per call",
@@ -145,25 +142,11 @@ async fn a_batch_observer_gets_every_event_once_in_order_and_failures_per_event(
     assert!(env.wait_delivered(id, names.len() as u64 + 3).await);
     let late: Vec<String> = logged("batched")
         .into_iter()
-        .filter(|(_, name, _)| name == "late")
-        .map(|(kind, _, _)| kind)
+        .filter(|(_, name, _, _)| name == "late")
+        .map(|(kind, _, _, _)| kind)
         .collect();
     assert_eq!(late, ["ADD", "UPDATE", "DELETE"]);
     env.host.unload(id).await;
-}
-
-/// What the guest logged, as (kind, name, size of the batch it came in, its flag).
-fn logged_flags(plugin: &str) -> Vec<(String, String, usize, bool)> {
-    guest_logs()
-        .lines(plugin)
-        .into_iter()
-        .filter_map(|line| {
-            let mut parts = line.split(' ');
-            let (kind, name, size) = (parts.next()?, parts.next()?, parts.next()?);
-            let flag = parts.next()? == "flag=true";
-            Some((kind.to_owned(), name.to_owned(), size.parse().ok()?, flag))
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -200,7 +183,7 @@ async fn a_fault_in_a_batch_restarts_the_instance_with_the_replay_and_quarantine
 
     // Every healthy object reached a fresh instance again, one per call, flagged as the
     // replay: the guest's state is rebuilt from the whole cache, not just the lost batch.
-    let seen = logged_flags("poisoned");
+    let seen = logged("poisoned");
     for name in &healthy {
         assert!(
             seen.iter()
@@ -213,7 +196,7 @@ async fn a_fault_in_a_batch_restarts_the_instance_with_the_replay_and_quarantine
     // Live events go on, in batches again once the replay is done.
     env.create("after").await;
     assert!(
-        wait_until(PATIENCE, || logged_flags("poisoned")
+        wait_until(PATIENCE, || logged("poisoned")
             .iter()
             .any(|(kind, n, _, flag)| kind == "ADD" && n == "after" && !flag))
         .await

@@ -13,7 +13,7 @@ use kubewasm::plugin::{
 use kubewasm_tests::{guest_bytes, guest_logs, wait_until};
 use serde_json::json;
 
-use crate::fixture::{DevRig, config_map, create, policy_by_file};
+use crate::fixture::{DevRig, config_map, create, dropped, policy_by_file};
 
 /// Bounds every wait; nothing here is timed.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -24,14 +24,6 @@ fn status(rig: &DevRig, id: PluginId) -> PluginStatus {
         .into_iter()
         .find(|p| p.id == id)
         .expect("the plugin is loaded")
-}
-
-fn dropped(status: &PluginStatus, reason: &str) -> u64 {
-    status
-        .events_dropped
-        .iter()
-        .find(|(r, _)| *r == reason)
-        .map_or(0, |(_, n)| *n)
 }
 
 /// How often the guest logged `line`.

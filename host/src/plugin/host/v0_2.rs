@@ -15,15 +15,15 @@ use tokio::task::JoinHandle;
 use super::super::actor::ActorConfig;
 use super::super::client::{Resources, WriteClient};
 use super::super::component::CompiledPlugin;
+use super::super::context::Context;
 use super::super::declare::{Declared, declare_v0_2};
 use super::super::events::{EventRecorder, RecorderOptions};
-use super::super::imports_v0_2::Context;
 use super::super::informers::InformerSubscriber;
 use super::super::instance::Recipe;
 use super::super::keys::{ObjectKey, QueueRule, keys_for};
 use super::super::reconciler::{self, spawn_workers};
 use super::super::workqueue::WorkQueue;
-use super::{Entry, PluginError, PluginHost, PluginPolicy, Prepared, describe_subscription};
+use super::{Entry, PluginError, PluginHost, PluginPolicy, Prepared};
 
 /// What a running 0.2 plugin has besides its event loop: its context (queue, client,
 /// recorder, counters), the handlers that feed its queue and its reconcile workers.
@@ -184,29 +184,13 @@ impl PluginHost {
             };
             workers = spawn_workers(workers_recipe, policy.reconcile.max_concurrent_reconciles);
         }
-        Ok(Prepared {
-            entry: Entry {
-                source: source.to_owned(),
-                name: name.to_string(),
-                hash: compiled.hash.clone(),
-                subscriptions: info
-                    .subscriptions
-                    .iter()
-                    .map(describe_subscription)
-                    .collect(),
-                keys: claims.keys,
-                indexes: claims.indexes,
-                call_deadline: limits.call_deadline,
-                actor: None,
-                controller: Some(Controller {
-                    context,
-                    registrations,
-                    workers,
-                }),
-                replace_error: None,
-            },
-            actor,
-        })
+        let mut entry = Entry::new(source, &compiled, &info, claims, limits);
+        entry.controller = Some(Controller {
+            context,
+            registrations,
+            workers,
+        });
+        Ok(Prepared { entry, actor })
     }
 
     /// A new plugin's queue, write client (its write grants, kube's retries off when the host

@@ -38,19 +38,13 @@ thread_local! {
     static WATCH: RefCell<Watch> = RefCell::default();
 }
 
-/// The object's `metadata.name`, read without parsing the rest.
+/// The object's `metadata.name` (empty when it has none).
 fn name_of(json: &str) -> String {
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        name: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct Object {
-        metadata: Meta,
-    }
-    serde_json::from_str::<Object>(json)
-        .map(|o| o.metadata.name)
+    let object: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    object["metadata"]["name"]
+        .as_str()
         .unwrap_or_default()
+        .to_owned()
 }
 
 struct Guest;
