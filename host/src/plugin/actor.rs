@@ -1,5 +1,7 @@
-//! The plugin actor: one instance, one queue, guest calls one at a time and in order; on a
-//! fault the instance is replaced by a fresh one that is replayed the cache.
+//! The plugin actor, THE event loop of every contract version: one instance, one queue, guest
+//! calls one at a time and in order (one event per call for 0.1 and 0.2.0 guests, batches for
+//! 0.2.1 `batch-handler` guests); on a fault the instance is replaced by a fresh one that is
+//! replayed the cache, with one fault policy (backoff, quarantine, `failed`) for all.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,13 +11,15 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use std::collections::VecDeque;
+
 use super::Gvk;
-use super::cache_api::{Access, SharedDocument};
-use super::component::CompiledPlugin;
-use super::grants::{Limits, describe};
-use super::inbox::{EventSink, Inbox, Queued, Subscribed, Subscriber};
-use super::instance::{CallCounters, Event, Instance, Outcome};
-use super::log_gate::LogGate;
+use super::access::SharedDocument;
+use super::batch::BatchSizer;
+use super::calls::{CallCounters, Outcome};
+use super::grants::describe;
+use super::inbox::{Event, EventSink, Inbox, Queued, Subscribed, Subscriber};
+use super::instance::{Instance, Recipe, cut};
 use super::observer::{DropReason, FailureKind, PluginObserver};
 
 /// Where a plugin is in its life.
@@ -37,9 +41,10 @@ pub enum PluginState {
 pub(crate) struct Shared {
     /// The queue its handlers push into.
     pub(crate) inbox: Arc<Inbox>,
-    /// How the guest calls ended (a fault's call counted when the instance is dropped).
-    pub(crate) calls: CallCounters,
-    pub(crate) restarts: AtomicU64,
+    /// How the guest calls ended (a fault's call counted when the instance is dropped);
+    /// a 0.2 plugin's are its context's, which its reconcile workers count into too.
+    pub(crate) calls: Arc<CallCounters>,
+    pub(crate) restarts: Arc<AtomicU64>,
     /// Initial-list adds handled for the current generation.
     pub(crate) replay_handled: AtomicU64,
     pub(crate) state: Mutex<PluginState>,
@@ -47,7 +52,7 @@ pub(crate) struct Shared {
     /// its replay: a plugin retrying out of the failed state still counts as failed for
     /// readiness, so it does not flap.
     pub(crate) failed: AtomicBool,
-    pub(crate) last_error: Mutex<Option<String>>,
+    pub(crate) last_error: Arc<Mutex<Option<String>>>,
     pub(crate) subscribed: Mutex<Option<Box<dyn Subscribed>>>,
 }
 
@@ -74,15 +79,21 @@ impl Default for RestartPolicy {
 }
 
 impl Shared {
-    fn new() -> Self {
+    /// The state of an actor of `recipe`: counters of its own, or for a 0.2 plugin its
+    /// context's.
+    fn new(recipe: &Recipe) -> Self {
+        let (calls, restarts, last_error) = match &recipe.context {
+            Some(c) => (c.calls.clone(), c.restarts.clone(), c.last_error.clone()),
+            None => Default::default(),
+        };
         Shared {
             inbox: Arc::default(),
-            calls: CallCounters::default(),
-            restarts: AtomicU64::new(0),
+            calls,
+            restarts,
             replay_handled: AtomicU64::new(0),
             state: Mutex::new(PluginState::Running),
             failed: AtomicBool::new(false),
-            last_error: Mutex::new(None),
+            last_error,
             subscribed: Mutex::new(None),
         }
     }
@@ -109,18 +120,13 @@ impl Shared {
 
 /// What an actor needs besides its instance.
 pub(crate) struct ActorConfig {
-    pub(crate) name: Arc<str>,
-    pub(crate) compiled: CompiledPlugin,
-    pub(crate) config: String,
-    pub(crate) limits: Limits,
-    pub(crate) access: Arc<Access>,
-    /// The resource of each subscription, by index, as passed to the guest.
+    /// What a fresh instance is made from.
+    pub(crate) recipe: Recipe,
+    /// The resource of each subscription, by index, for messages.
     pub(crate) resources: Vec<Gvk>,
     pub(crate) subscriber: Box<dyn Subscriber>,
     pub(crate) observer: Arc<dyn PluginObserver>,
     pub(crate) restart: RestartPolicy,
-    /// The plugin's log cap, shared by every instance.
-    pub(crate) log_gate: Arc<LogGate>,
 }
 
 /// The host's handle on a running actor.
@@ -133,10 +139,13 @@ pub(crate) struct ActorHandle {
 impl ActorHandle {
     /// Starts the actor with an initialised instance and registers its handlers.
     pub(crate) fn spawn(config: ActorConfig, instance: Instance) -> Self {
-        let shared = Arc::new(Shared::new());
+        let shared = Arc::new(Shared::new(&config.recipe));
         let (stop, stop_rx) = watch::channel(false);
+        let sizer = BatchSizer::new(&config.recipe.limits);
         let mut actor = Actor {
             config,
+            sizer,
+            chunk: Vec::new(),
             shared: shared.clone(),
             instance: Some(instance),
             consecutive_failures: 0,
@@ -179,6 +188,10 @@ pub(crate) fn restart_backoff(consecutive_failures: u32) -> Duration {
 
 struct Actor {
     config: ActorConfig,
+    /// How many events the next batch carries (for a guest that takes batches).
+    sizer: BatchSizer,
+    /// The events of the batch being delivered (kept between batches).
+    chunk: Vec<Queued>,
     shared: Arc<Shared>,
     instance: Option<Instance>,
     /// Restarts in a row whose instance faulted before completing its replay.
@@ -239,7 +252,7 @@ impl Actor {
     /// Takes the inbox's events in batches and handles them one by one, until stopped.
     async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let inbox = self.shared.inbox.clone();
-        let mut batch = std::collections::VecDeque::new();
+        let mut batch = VecDeque::new();
         'run: loop {
             let restart_at = self.restart_at;
             let restart = async {
@@ -256,12 +269,16 @@ impl Actor {
                     if !more {
                         break;
                     }
-                    while let Some(queued) = batch.pop_front() {
+                    while !batch.is_empty() {
                         if *stop.borrow() {
-                            inbox.handled(1);
                             break 'run;
                         }
-                        self.handle(queued).await;
+                        let n = self.next_call_len(&batch);
+                        if n > 1 {
+                            self.handle_batch(&mut batch, n).await;
+                        } else if let Some(queued) = batch.pop_front() {
+                            self.handle(queued).await;
+                        }
                     }
                 }
             }
@@ -273,6 +290,118 @@ impl Actor {
     fn drop_events(&self, reason: DropReason, n: u64) {
         self.shared.calls.drop_events(reason, n);
         self.config.observer.events_dropped(reason, n);
+    }
+
+    /// How many of the `waiting` events the next guest call carries: one, unless the guest
+    /// takes batches and its instance has completed a replay since the last fault (after a
+    /// fault the replay goes one event per call, so the event that faults is known and can be
+    /// quarantined as a 0.1 guest's is); a batch holds only events of the current generation
+    /// that are not quarantined.
+    fn next_call_len(&self, waiting: &VecDeque<Queued>) -> usize {
+        let batches = self.instance.as_ref().is_some_and(Instance::takes_batches);
+        if !batches || self.consecutive_failures > 0 {
+            return 1;
+        }
+        let generation = self.shared.inbox.generation();
+        self.sizer.next_len(waiting.iter().take_while(|q| {
+            q.generation == generation && !self.poisoned.contains(q.event.object())
+        }))
+    }
+
+    /// Delivers the first `n` (more than one) of the `waiting` events in one call.
+    async fn handle_batch(&mut self, waiting: &mut VecDeque<Queued>, n: usize) {
+        self.shared.inbox.handled(n);
+        let mut chunk = std::mem::take(&mut self.chunk);
+        chunk.clear();
+        chunk.extend(waiting.drain(..n));
+        let Some(instance) = self.instance.as_mut() else {
+            self.chunk = chunk;
+            return;
+        };
+        let initial = chunk.iter().filter(|q| is_initial(&q.event)).count();
+        let started = Instant::now();
+        let outcome = instance.deliver_batch(&chunk).await;
+        let elapsed = started.elapsed();
+        self.config.observer.handler_called(elapsed);
+        self.shared
+            .replay_handled
+            .fetch_add(initial as u64, Ordering::AcqRel);
+        match outcome {
+            Outcome::Ok(failed) => {
+                self.sizer.returned(n, elapsed);
+                self.shared.calls.returned_events(n, failed.len());
+                let mut failed = failed.into_iter().peekable();
+                for (i, q) in chunk.iter().enumerate() {
+                    let ok = match failed.next_if(|(f, _)| *f <= i) {
+                        Some((_, reason)) => {
+                            // A guest naming one event twice or out of order fails it once.
+                            while failed.next_if(|(f, _)| *f <= i).is_some() {}
+                            self.guest_error(q, &reason);
+                            false
+                        }
+                        None => true,
+                    };
+                    self.config
+                        .observer
+                        .event_handled(q.subscription, q.event.kind(), ok);
+                }
+            }
+            // A batch answers a list, never one error: the host could not lower it.
+            Outcome::GuestError(reason) => {
+                self.shared.calls.returned_events(n, n);
+                tracing::warn!(
+                    plugin = &*self.config.recipe.name,
+                    "handler call refused: {reason}"
+                );
+                self.shared
+                    .record_error(format!("a batch of {n} events: {}", cut(&reason)));
+                for q in &chunk {
+                    self.config
+                        .observer
+                        .event_handled(q.subscription, q.event.kind(), false);
+                }
+            }
+            Outcome::Failed(failure, reason) => {
+                let message = format!("a batch of {n} events: {}", cut(&reason));
+                let newly_failed = self.drop_instance();
+                for q in &chunk {
+                    self.config
+                        .observer
+                        .event_handled(q.subscription, q.event.kind(), false);
+                }
+                // Which event faulted is not known: the batch's objects reach the fresh
+                // instance through its replay, one per call.
+                self.drop_events(DropReason::Replaced, n as u64);
+                self.sizer.faulted();
+                self.count_fault(failure, message);
+                if newly_failed {
+                    self.report_failed();
+                }
+                self.chunk = chunk;
+                return;
+            }
+        }
+        self.chunk = chunk;
+        self.note_progress();
+    }
+
+    /// Logs and records an event the guest answered with an error.
+    fn guest_error(&self, queued: &Queued, reason: &str) {
+        let kind = queued.event.kind();
+        let resource = self
+            .config
+            .resources
+            .get(queued.subscription)
+            .map_or_else(|| "?".to_owned(), describe);
+        let reason = cut(reason);
+        tracing::warn!(
+            plugin = &*self.config.recipe.name,
+            resource = %resource,
+            event = kind.as_str(),
+            "handler returned an error: {reason}"
+        );
+        self.shared
+            .record_error(format!("{} {resource}: {reason}", kind.as_str()));
     }
 
     async fn handle(&mut self, queued: Queued) {
@@ -291,21 +420,15 @@ impl Actor {
         }
         if self.stale > 0 {
             tracing::warn!(
-                plugin = &*self.config.name,
+                plugin = &*self.config.recipe.name,
                 "plugin {}: {} events queued for the instance that faulted were not delivered; \
                  the fresh instance was replayed the cache's current state instead",
-                self.config.name,
+                self.config.recipe.name,
                 self.stale
             );
             self.stale = 0;
         }
-        let initial = matches!(
-            queued.event,
-            Event::Add {
-                in_initial_list: true,
-                ..
-            }
-        );
+        let initial = is_initial(&queued.event);
         let Some(instance) = self.instance.as_mut() else {
             return;
         };
@@ -318,7 +441,7 @@ impl Actor {
             }
             self.drop_events(DropReason::Quarantined, 1);
             tracing::warn!(
-                plugin = &*self.config.name,
+                plugin = &*self.config.recipe.name,
                 object = %object_key(queued.event.object().json()),
                 "event skipped: this object version made the plugin fail twice"
             );
@@ -327,12 +450,16 @@ impl Actor {
         }
         let kind = queued.event.kind();
         let started = Instant::now();
-        let outcome = instance.deliver(resource, &queued.event).await;
-        self.config.observer.handler_called(started.elapsed());
+        let outcome = instance.deliver(&queued).await;
+        let elapsed = started.elapsed();
+        self.config.observer.handler_called(elapsed);
+        match &outcome {
+            Outcome::Failed(..) => self.sizer.faulted(),
+            _ => self.sizer.returned(1, elapsed),
+        }
         if initial {
             self.shared.replay_handled.fetch_add(1, Ordering::AcqRel);
         }
-        let name = &*self.config.name;
         match outcome {
             Outcome::Ok(()) => {
                 self.shared.calls.returned.fetch_add(1, Ordering::Relaxed);
@@ -346,24 +473,15 @@ impl Actor {
                 self.config
                     .observer
                     .event_handled(queued.subscription, kind, false);
-                tracing::warn!(
-                    plugin = name,
-                    resource = %describe(resource),
-                    event = kind.as_str(),
-                    "handler returned an error: {reason}"
-                );
-                self.shared.record_error(format!(
-                    "{} {}: {reason}",
-                    kind.as_str(),
-                    describe(resource)
-                ));
+                self.guest_error(&queued, &reason);
             }
             Outcome::Failed(failure, reason) => {
                 let message = format!(
-                    "{} of {} {}: {reason}",
+                    "{} of {} {}: {}",
                     kind.as_str(),
                     describe(resource),
-                    object_key(queued.event.object().json())
+                    object_key(queued.event.object().json()),
+                    cut(&reason)
                 );
                 // The status first: whoever sees the fault counted sees the instance replaced.
                 let newly_failed = self.drop_instance();
@@ -399,9 +517,9 @@ impl Actor {
         self.consecutive_failures = 0;
         if self.shared.failed.swap(false, Ordering::AcqRel) {
             tracing::info!(
-                plugin = &*self.config.name,
+                plugin = &*self.config.recipe.name,
                 "plugin {} recovered: its instance handled the whole replay",
-                self.config.name
+                self.config.recipe.name
             );
         }
     }
@@ -425,10 +543,20 @@ impl Actor {
         self.schedule_restart()
     }
 
-    /// Counts and logs the fault that made [`drop_instance`](Self::drop_instance) throw the
-    /// instance away. The count is published with release ordering after the status changed.
+    /// Logs, records and counts the fault that made [`drop_instance`](Self::drop_instance)
+    /// throw the instance away. The count is published with release ordering last: whoever
+    /// sees it sees the status, the log record and the last error of the fault.
     fn count_fault(&self, failure: FailureKind, message: String) {
-        let name = self.config.name.clone();
+        let name = self.config.recipe.name.clone();
+        // One record whose first line names the plugin; a backtrace follows on later lines.
+        tracing::error!(
+            plugin = &*name,
+            failure = failure.as_str(),
+            "plugin {name}: instance dropped after a {} in {message}",
+            failure.as_str()
+        );
+        self.shared
+            .record_error(format!("{}: {message}", failure.as_str()));
         let counter = match failure {
             FailureKind::Trap => &self.shared.calls.traps,
             FailureKind::Timeout => &self.shared.calls.timeouts,
@@ -436,15 +564,6 @@ impl Actor {
         };
         counter.fetch_add(1, Ordering::Release);
         self.config.observer.instance_failed(failure);
-        // One record whose first line names the plugin; a backtrace follows on later lines.
-        tracing::error!(
-            plugin = &*name,
-            failure = failure.as_str(),
-            "plugin {name}: instance dropped after a {}, event skipped: {message}",
-            failure.as_str()
-        );
-        self.shared
-            .record_error(format!("{}: {message}", failure.as_str()));
     }
 
     /// Counts a restart without progress and schedules the next attempt: soon while the
@@ -469,10 +588,10 @@ impl Actor {
     /// Logs that the plugin entered the failed state.
     fn report_failed(&self) {
         tracing::error!(
-            plugin = &*self.config.name,
+            plugin = &*self.config.recipe.name,
             "plugin {} failed: {} restarts in a row did not complete the replay; \
              it receives nothing and is tried again every {:?}",
-            self.config.name,
+            self.config.recipe.name,
             self.consecutive_failures,
             self.config.restart.failed_retry
         );
@@ -481,8 +600,8 @@ impl Actor {
     /// Starts a fresh instance and registers it (it is replayed the cache).
     async fn restart(&mut self) {
         self.restart_at = None;
-        let name = self.config.name.clone();
-        match fresh_instance(&self.config).await {
+        let name = self.config.recipe.name.clone();
+        match Instance::start(&self.config.recipe).await {
             Ok(instance) => {
                 self.instance = Some(instance);
                 self.shared.restarts.fetch_add(1, Ordering::Relaxed);
@@ -514,24 +633,15 @@ impl Actor {
     }
 }
 
-/// Instantiates and initialises a replacement instance.
-async fn fresh_instance(c: &ActorConfig) -> Result<Instance, String> {
-    {
-        let mut instance = Instance::new(
-            &c.compiled,
-            c.name.clone(),
-            c.limits,
-            c.access.clone(),
-            c.log_gate.clone(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        match instance.init(&c.config).await {
-            Outcome::Ok(_) => Ok(instance),
-            Outcome::GuestError(reason) => Err(format!("init failed: {reason}")),
-            Outcome::Failed(kind, reason) => Err(format!("init {}: {reason}", kind.as_str())),
+/// Whether `event` is an add of the initial list (or of a replay).
+fn is_initial(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Add {
+            in_initial_list: true,
+            ..
         }
-    }
+    )
 }
 
 /// `namespace/name` of an object's JSON for log lines, without parsing the whole document.

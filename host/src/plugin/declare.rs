@@ -6,18 +6,19 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::access::{Access, NAMESPACE_INDEX};
 use super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::bindings::v0_2::{PluginPre, World};
-use super::cache_api::{Access, NAMESPACE_INDEX};
+use super::calls::Outcome;
 use super::component::{CompiledPlugin, Linked};
 use super::engine::PluginEngine;
 use super::error::PluginError;
-use super::grants::{DeclarationLimits, Limits, PluginPolicy, describe, same_type};
-use super::instance::{Instance, Outcome};
-use super::keys::{QueueRule, resolve_rules};
+use super::grants::{DeclarationLimits, Limits, describe, same_type};
+use super::instance::{Declaration, Instance};
+use super::keys::QueueRule;
 use super::log_gate::{LogGate, LogLimits};
 use super::names::{self, InvalidName, Kind, Namespace};
-use super::reconciler::ReconcilerInstance;
+use super::policy::PluginPolicy;
 use super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 
 /// What a declaration is checked with besides the plugin's policy.
@@ -62,7 +63,7 @@ impl std::fmt::Display for Contract {
 }
 
 /// A component checked: the contract it was built for and what its `init` declared (for 0.2
-/// in 0.1 terms: subscriptions by type).
+/// in the host's model: subscriptions by type).
 #[derive(Debug, Clone)]
 pub struct Checked {
     pub contract: Contract,
@@ -115,14 +116,21 @@ pub(crate) async fn declare_v0_1(
         Arc::new(LogGate::new(options.logs)),
     )
     .await?;
-    let info = init_outcome(file.clone(), instance.init(&policy.config).await)?;
+    let Declaration::V0_1(info) = init_outcome(file.clone(), instance.init(&policy.config).await)?
+    else {
+        return Err(PluginError::Invalid {
+            file,
+            reason: "a 0.2 component cannot run as a 0.1 plugin".into(),
+        });
+    };
     validate(&file, &info, policy, &options.declarations)?;
     instance.set_label(info.name.as_str().into());
     Ok((instance, info))
 }
 
-/// Instantiates a throw-away instance of a 0.2 component, calls `init` and checks what it
-/// declared against `policy` and against the component's world.
+/// Instantiates a 0.2 component, calls `init` and checks what it declared against `policy`
+/// and against the component's world: the instance (labelled with the plugin's name, its
+/// imports not yet connected) and its declaration.
 pub(crate) async fn declare_v0_2(
     compiled: &CompiledPlugin,
     policy: &PluginPolicy,
@@ -131,16 +139,22 @@ pub(crate) async fn declare_v0_2(
     let pre = v0_2_pre(compiled)?;
     let file = compiled.file.clone();
     let limits = policy.limits.unwrap_or(options.limits);
-    let mut instance = ReconcilerInstance::new(
-        pre,
-        &file,
+    let mut instance = Instance::new(
+        compiled,
         label_of(&file),
         limits,
         Arc::new(Access::empty(policy.grants.clone())),
         Arc::new(LogGate::new(options.logs)),
     )
     .await?;
-    let declared = init_outcome(file.clone(), instance.init(&policy.config).await)?;
+    let Declaration::V0_2(declared) =
+        init_outcome(file.clone(), instance.init(&policy.config).await)?
+    else {
+        return Err(PluginError::Invalid {
+            file,
+            reason: "a 0.1 component cannot run as a 0.2 plugin".into(),
+        });
+    };
     let invalid = |what: String| PluginError::InvalidDeclaration {
         file: file.clone(),
         plugin: declared.name.clone(),
@@ -148,15 +162,17 @@ pub(crate) async fn declare_v0_2(
     };
     let world = pre.world();
     fits_world(world, &declared).map_err(invalid)?;
-    let info = as_v0_1(&declared).map_err(invalid)?;
+    let info = from_v0_2(&declared).map_err(invalid)?;
     validate(&file, &info, policy, &options.declarations)?;
     let rules = resolve_rules(&declared.subscriptions).map_err(invalid)?;
     let events = declared.subscriptions.iter().map(|s| s.events).collect();
+    instance.set_label(info.name.as_str().into());
     Ok(Declared {
         info,
         rules,
         events,
         world,
+        instance,
     })
 }
 
@@ -168,12 +184,12 @@ fn gvk(g: &wit::Gvk) -> Gvk {
     }
 }
 
-/// The 0.2 declaration as the checks and the wiring shared with 0.1 read it: subscriptions by
-/// type, indexes on the type of their subscription handle. A subscription with events or queue
+/// The 0.2 declaration in the host's model, as the checks and the wiring shared with 0.1 read
+/// it: subscriptions by type, indexes on the type of their subscription handle. A subscription with events or queue
 /// rules is `Delivery::Events` (so that status and `kubewasm check` do not call it cache-only),
 /// but the 0.2 wiring registers its own handlers: events reach the guest through the version's
 /// inbox and queue rules feed the workqueue.
-fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
+fn from_v0_2(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
     let subscriptions: Vec<Subscription> = info
         .subscriptions
         .iter()
@@ -222,7 +238,7 @@ fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
     })
 }
 
-/// A 0.2 plugin checked: its declaration in 0.1 terms (for the checks and the wiring) and the
+/// A 0.2 plugin checked: its declaration in the host's model (for the checks and the wiring) and the
 /// queue rules of each subscription.
 pub(crate) struct Declared {
     pub(crate) info: PluginInfo,
@@ -230,6 +246,8 @@ pub(crate) struct Declared {
     /// Whether each subscription asked for the event handlers.
     pub(crate) events: Vec<bool>,
     pub(crate) world: World,
+    /// The instance whose `init` declared it.
+    pub(crate) instance: Instance,
 }
 
 /// Checks that what `init` declared fits the component's world: events only for a component
@@ -406,6 +424,43 @@ pub(crate) fn init_outcome<T>(file: PathBuf, outcome: Outcome<T>) -> Result<T, P
     }
 }
 
+/// The queue rules of each subscription of an `init` result, in order, with
+/// `controlling-owner(handle)` resolved to the type of subscription `handle`. An unknown handle
+/// is an error naming it (the plugin fails to load).
+pub(crate) fn resolve_rules(
+    subscriptions: &[wit::Subscription],
+) -> Result<Vec<Vec<QueueRule>>, String> {
+    subscriptions
+        .iter()
+        .enumerate()
+        .map(|(i, subscription)| {
+            subscription
+                .queue
+                .iter()
+                .map(|rule| match rule {
+                    wit::QueueRule::OwnKey => Ok(QueueRule::OwnKey),
+                    wit::QueueRule::ControllingOwner(handle) => {
+                        let owner = usize::try_from(*handle)
+                            .ok()
+                            .and_then(|h| subscriptions.get(h))
+                            .ok_or_else(|| {
+                                format!(
+                                    "subscription {i} queues the owner of subscription {handle}, \
+                                     which does not exist ({} subscriptions)",
+                                    subscriptions.len()
+                                )
+                            })?;
+                        Ok(QueueRule::ControllingOwner {
+                            group: owner.gvk.group.clone(),
+                            kind: owner.gvk.kind.clone(),
+                        })
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::grants::{Grants, ResourcePattern};
@@ -537,5 +592,50 @@ mod tests {
         };
         let err = check(&info(vec![sub("Pod")], vec![decl]), Grants::default());
         assert!(matches!(err, Err(PluginError::InvalidDeclaration { .. })));
+    }
+
+    fn subscription(group: &str, kind: &str, queue: Vec<wit::QueueRule>) -> wit::Subscription {
+        wit::Subscription {
+            gvk: wit::Gvk {
+                group: group.into(),
+                version: "v1".into(),
+                kind: kind.into(),
+            },
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            resync_seconds: None,
+            events: false,
+            queue,
+        }
+    }
+
+    #[test]
+    fn owner_handles_resolve_to_the_owner_subscriptions_type() {
+        let subscriptions = [
+            subscription(
+                "samplecontroller.k8s.io",
+                "Foo",
+                vec![wit::QueueRule::OwnKey],
+            ),
+            subscription(
+                "apps",
+                "Deployment",
+                vec![wit::QueueRule::ControllingOwner(0)],
+            ),
+        ];
+        let rules = resolve_rules(&subscriptions).unwrap();
+        let foo_owner = QueueRule::ControllingOwner {
+            group: "samplecontroller.k8s.io".into(),
+            kind: "Foo".into(),
+        };
+        assert_eq!(rules, [vec![QueueRule::OwnKey], vec![foo_owner]]);
+        let dangling = [subscription(
+            "apps",
+            "Deployment",
+            vec![wit::QueueRule::ControllingOwner(3)],
+        )];
+        let error = resolve_rules(&dangling).unwrap_err();
+        assert!(error.contains("subscription 3"), "{error}");
     }
 }

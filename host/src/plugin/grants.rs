@@ -1,6 +1,6 @@
-//! What a plugin may do: the resources it may subscribe to and query, its config and limits.
+//! What a plugin may read and how much it may use: its read grants (the resources it may
+//! subscribe to and query), its instance limits and its declaration limits.
 
-use std::path::Path;
 use std::time::Duration;
 
 use super::Gvk;
@@ -124,45 +124,6 @@ impl Grants {
 impl Default for Grants {
     fn default() -> Self {
         Grants::all_but_secrets()
-    }
-}
-
-/// What the host's config says about one plugin.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PluginPolicy {
-    pub grants: Grants,
-    /// What the plugin may write (0.2 plugins); none by default.
-    pub writes: super::WriteGrants,
-    /// Passed to the guest's `init`; empty when none is configured.
-    pub config: String,
-    /// How a 0.2 plugin's reconciles run and write.
-    pub reconcile: super::ReconcileSettings,
-    /// Overrides the host's default limits.
-    pub limits: Option<Limits>,
-}
-
-/// Looks up the policy of a plugin by its source file (the plugin's name is only known after
-/// `init`, which already needs the config string).
-pub trait PolicyLookup: Send + Sync {
-    fn policy(&self, source: &Path) -> PluginPolicy;
-}
-
-/// The same policy for every plugin.
-#[derive(Debug, Clone, Default)]
-pub struct StaticPolicy(pub PluginPolicy);
-
-impl PolicyLookup for StaticPolicy {
-    fn policy(&self, _source: &Path) -> PluginPolicy {
-        self.0.clone()
-    }
-}
-
-impl<F> PolicyLookup for F
-where
-    F: Fn(&Path) -> PluginPolicy + Send + Sync,
-{
-    fn policy(&self, source: &Path) -> PluginPolicy {
-        self(source)
     }
 }
 

@@ -12,20 +12,20 @@ use kube::api::GroupVersionKind;
 use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory};
 use parking_lot::Mutex;
 
+use super::access::{Access, ResourceAccess};
 use super::actor::{ActorConfig, ActorHandle, PluginState, RestartPolicy};
-use super::cache_api::{Access, ResourceAccess};
+use super::calls::CallCounters;
 use super::component::{CompiledPlugin, Linked};
 use super::declare::{CheckOptions, checked_scope, declare_v0_1, invalid};
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
-use super::grants::{
-    DeclarationLimits, Limits, PluginPolicy, PolicyLookup, StaticPolicy, describe, same_type,
-};
+use super::grants::{DeclarationLimits, Limits, describe, same_type};
 use super::informers::{EventSource, InformerCache, InformerSubscriber};
-use super::instance::{CallCounters, Instance};
+use super::instance::{Instance, Recipe};
 use super::leases::{Claims, Leases};
 use super::log_gate::LogLimits;
 use super::observer::{DropReason, NoopObserver, Observer, PluginObserver};
+use super::policy::{PluginPolicy, PolicyLookup, StaticPolicy};
 use super::workqueue::QueueStats;
 use super::{Delivery, PluginInfo};
 
@@ -167,7 +167,7 @@ impl PluginStatus {
     }
 }
 
-/// A running plugin.
+/// A loaded plugin, whatever its contract version.
 struct Entry {
     source: PathBuf,
     name: String,
@@ -176,21 +176,116 @@ struct Entry {
     keys: Vec<InformerKey>,
     /// The shared indexes this plugin declared, by informer.
     indexes: Vec<(InformerKey, String)>,
-    actor: Arc<ActorHandle>,
     call_deadline: Duration,
+    /// The event loop of its subscriptions with events (`None`: a 0.2 plugin without).
+    actor: Option<Arc<ActorHandle>>,
+    /// A 0.2 plugin's context, queue feeders and reconcile workers.
+    controller: Option<v0_2::Controller>,
     /// Why the last `replace` failed (the old version kept running).
     replace_error: Option<String>,
 }
 
-/// A plugin compiled, initialised and wired, not yet started.
+impl Entry {
+    /// The entry of a plugin loaded from `source` that declared `info` and holds `claims`,
+    /// with nothing started yet.
+    fn new(
+        source: &Path,
+        compiled: &CompiledPlugin,
+        info: &PluginInfo,
+        claims: Claims,
+        limits: Limits,
+    ) -> Self {
+        Entry {
+            source: source.to_owned(),
+            name: info.name.clone(),
+            hash: compiled.hash.clone(),
+            subscriptions: info
+                .subscriptions
+                .iter()
+                .map(describe_subscription)
+                .collect(),
+            keys: claims.keys,
+            indexes: claims.indexes,
+            call_deadline: limits.call_deadline,
+            actor: None,
+            controller: None,
+            replace_error: None,
+        }
+    }
+
+    /// Stops the plugin: its reconcile workers (a key being reconciled goes back to the
+    /// queue) and queue feeders at once, its event loop after the call in hand. The queue is
+    /// left to the caller (a replacing 0.2 version takes it over).
+    async fn stop(&mut self) {
+        if let Some(controller) = &mut self.controller {
+            controller.stop();
+        }
+        if let Some(actor) = &self.actor {
+            actor.stop(self.call_deadline).await;
+        }
+    }
+
+    /// Whether the plugin is ready: its event loop running with its replay handled (or
+    /// failed), and its queue feeders synced.
+    fn ready(&self) -> bool {
+        self.actor.as_ref().is_none_or(|a| a.shared.ready())
+            && self
+                .controller
+                .as_ref()
+                .is_none_or(v0_2::Controller::synced)
+    }
+
+    fn status(&self, id: PluginId) -> PluginStatus {
+        let actor = self.actor.as_ref().map(|a| &a.shared);
+        let context = self.controller.as_ref().map(|c| &c.context);
+        // A 0.2 event loop counts into its context's counters: one set either way.
+        // Neither an event loop nor a controller: nothing runs, nothing was counted.
+        let (none, no_restarts, no_error) = Default::default();
+        let (calls, restarts, last_error) = match (context, actor) {
+            (Some(c), _) => (&*c.calls, &*c.restarts, &*c.last_error),
+            (None, Some(a)) => (&*a.calls, &*a.restarts, &*a.last_error),
+            (None, None) => (&none, &no_restarts, &no_error),
+        };
+        let workqueue = context.map(|c| c.queue.stats());
+        PluginStatus {
+            restarts: restarts.load(Ordering::Relaxed),
+            queue_depth: actor.map_or(0, |a| a.inbox.depth())
+                + workqueue.as_ref().map_or(0, |q| q.depth),
+            state: match (actor, &self.controller) {
+                (Some(a), _) => *a.state.lock(),
+                (None, Some(c)) if c.working() => PluginState::Running,
+                (None, _) => PluginState::Stopped,
+            },
+            failed: actor.is_some_and(|a| a.failed.load(Ordering::Acquire)),
+            replay_done: actor.is_none_or(|a| a.replay_done())
+                && self
+                    .controller
+                    .as_ref()
+                    .is_none_or(v0_2::Controller::synced),
+            last_error: self
+                .replace_error
+                .clone()
+                .or_else(|| last_error.lock().clone()),
+            workqueue,
+            ..PluginStatus::new(
+                id,
+                &self.source,
+                &self.name,
+                &self.hash,
+                &self.subscriptions,
+                calls,
+            )
+        }
+    }
+}
+
+/// A plugin declared, checked and wired, its event loop not started yet (a 0.2 plugin's queue
+/// feeders and reconcile workers are).
 struct Prepared {
-    name: Arc<str>,
-    hash: String,
-    instance: Instance,
-    config: ActorConfig,
-    subscriptions: Vec<String>,
-    keys: Vec<InformerKey>,
-    indexes: Vec<(InformerKey, String)>,
+    entry: Entry,
+    /// What its event loop is made of, with its first instance (`None`: no subscription with
+    /// events).
+    actor: Option<(ActorConfig, Instance)>,
 }
 
 /// Runs plugins as listeners of the shared informers. Cheap to clone.
@@ -206,9 +301,8 @@ struct HostInner {
     /// Which plugins use each informer and index.
     leases: Leases,
     options: HostOptions,
+    /// Every loaded plugin, of any contract version.
     plugins: Mutex<BTreeMap<PluginId, Entry>>,
-    /// The running 0.2 plugins (reconcilers), apart from the 0.1 actors.
-    controllers: Mutex<BTreeMap<PluginId, v0_2::ControllerEntry>>,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
 }
@@ -232,7 +326,6 @@ impl PluginHost {
                 client,
                 options,
                 plugins: Mutex::new(BTreeMap::new()),
-                controllers: Mutex::new(BTreeMap::new()),
                 next_id: AtomicU64::new(1),
                 shutting_down: AtomicBool::new(false),
             }),
@@ -251,12 +344,9 @@ impl PluginHost {
     pub async fn load(&self, source: &Path, bytes: Vec<u8>) -> Result<PluginId, PluginError> {
         self.check_running()?;
         let compiled = self.inner.engine.compile(source, bytes).await?;
-        if matches!(*compiled.pre, Linked::V0_2(_)) {
-            return self.load_v0_2(source, compiled).await;
-        }
-        let prepared = self.prepare(compiled).await?;
+        let prepared = self.prepare(source, compiled, None).await?;
         let id = PluginId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
-        let entry = self.start(source.to_owned(), prepared);
+        let entry = self.start(prepared);
         tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), "plugin loaded");
         self.inner.plugins.lock().insert(id, entry);
         Ok(id)
@@ -267,34 +357,26 @@ impl PluginHost {
     /// registered: new informers are started, and the new version is replayed the cache
     /// before live events, so none is lost. On failure the old version keeps running and the
     /// error is recorded in its status.
+    ///
+    /// The new version may be of another contract version (0.1 to 0.2 and back). A 0.2
+    /// version replacing a 0.2 version takes over its queue, write client and recorder: its
+    /// queue rules are registered (replaying the cache into the queue) before the old
+    /// version's are removed, so no change goes unqueued, and the key an old worker held goes
+    /// back to the queue. A 0.1 version replacing a 0.2 one ends the old queue.
     pub async fn replace(&self, id: PluginId, bytes: Vec<u8>) -> Result<(), PluginError> {
         self.check_running()?;
-        if self.inner.controllers.lock().contains_key(&id) {
-            let source = self
-                .inner
-                .controllers
-                .lock()
-                .get(&id)
-                .map(|e| e.source.clone());
-            let source = source.ok_or(PluginError::UnknownPlugin(id.0))?;
-            let compiled = self.inner.engine.compile(&source, bytes).await?;
-            return self.replace_v0_2(id, compiled).await;
-        }
-        let source = self
+        let (source, context) = self
             .inner
             .plugins
             .lock()
             .get(&id)
-            .map(|e| e.source.clone())
+            .map(|e| {
+                let context = e.controller.as_ref().map(|c| c.context.clone());
+                (e.source.clone(), context)
+            })
             .ok_or(PluginError::UnknownPlugin(id.0))?;
         let prepared = match self.inner.engine.compile(&source, bytes).await {
-            Ok(compiled) if matches!(*compiled.pre, Linked::V0_2(_)) => Err(PluginError::Invalid {
-                file: source.clone(),
-                reason: "a 0.1 plugin cannot be replaced by a 0.2 component: unload it and \
-                             load the new one"
-                    .into(),
-            }),
-            Ok(compiled) => self.prepare(compiled).await,
+            Ok(compiled) => self.prepare(&source, compiled, context).await,
             Err(e) => Err(e),
         };
         let prepared = match prepared {
@@ -309,31 +391,34 @@ impl PluginHost {
             }
         };
         let old = self.inner.plugins.lock().remove(&id);
-        if let Some(old) = &old {
-            old.actor.stop(old.call_deadline).await;
+        let mut old = old.ok_or(PluginError::UnknownPlugin(id.0))?;
+        old.stop().await;
+        let entry = self.start(prepared);
+        let queue_kept = match (&old.controller, &entry.controller) {
+            (Some(o), Some(n)) => Arc::ptr_eq(&o.context, &n.context),
+            _ => false,
+        };
+        if let Some(controller) = &old.controller
+            && !queue_kept
+        {
+            controller.context.queue.shut_down();
         }
-        let entry = self.start(source.clone(), prepared);
-        tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), "plugin replaced");
+        tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), queue_kept, "plugin replaced");
         self.inner.plugins.lock().insert(id, entry);
-        if let Some(old) = &old {
-            self.forget_name(&old.name);
-        }
-        if let Some(old) = old {
-            self.inner.leases.release(&old.keys, &old.indexes).await;
-        }
+        self.forget_name(&old.name);
+        self.inner.leases.release(&old.keys, &old.indexes).await;
         Ok(())
     }
 
-    /// Stops the plugin (after the event in hand) and removes its handlers; informers no
-    /// plugin needs any more are stopped.
+    /// Stops the plugin (after the event in hand), removes its handlers and shuts its queue
+    /// down; informers no plugin needs any more are stopped.
     pub async fn unload(&self, id: PluginId) {
-        if let Some(name) = self.unload_v0_2(id).await {
-            self.forget_name(&name);
-            return;
-        }
         let entry = self.inner.plugins.lock().remove(&id);
-        if let Some(entry) = entry {
-            entry.actor.stop(entry.call_deadline).await;
+        if let Some(mut entry) = entry {
+            entry.stop().await;
+            if let Some(controller) = &entry.controller {
+                controller.context.queue.shut_down();
+            }
             tracing::info!(plugin = %entry.name, id = id.0, "plugin unloaded");
             self.forget_name(&entry.name);
             self.inner.leases.release(&entry.keys, &entry.indexes).await;
@@ -342,8 +427,7 @@ impl PluginHost {
 
     /// Tells the observer a plugin name is gone, unless a loaded plugin still has it.
     fn forget_name(&self, name: &str) {
-        let in_use = self.inner.plugins.lock().values().any(|e| e.name == name)
-            || self.controller_named(name);
+        let in_use = self.inner.plugins.lock().values().any(|e| e.name == name);
         if !in_use {
             self.inner.options.observer.plugin_removed(name);
         }
@@ -352,38 +436,7 @@ impl PluginHost {
     /// Every loaded plugin's status, by id.
     pub fn plugins(&self) -> Vec<PluginStatus> {
         let plugins = self.inner.plugins.lock();
-        plugins
-            .iter()
-            .map(|(id, e)| {
-                let s = &e.actor.shared;
-                PluginStatus {
-                    restarts: s.restarts.load(Ordering::Relaxed),
-                    queue_depth: s.inbox.depth(),
-                    state: *s.state.lock(),
-                    failed: s.failed.load(Ordering::Acquire),
-                    replay_done: s.replay_done(),
-                    last_error: e
-                        .replace_error
-                        .clone()
-                        .or_else(|| s.last_error.lock().clone()),
-                    ..PluginStatus::new(
-                        *id,
-                        &e.source,
-                        &e.name,
-                        &e.hash,
-                        &e.subscriptions,
-                        &s.calls,
-                    )
-                }
-            })
-            .chain(
-                self.inner
-                    .controllers
-                    .lock()
-                    .iter()
-                    .map(|(id, e)| e.status(*id)),
-            )
-            .collect()
+        plugins.iter().map(|(id, e)| e.status(*id)).collect()
     }
 
     /// Whether every plugin is running with its replay of the cache handled, or has failed
@@ -391,9 +444,7 @@ impl PluginHost {
     /// ready; one whose restarts keep failing ends up failed, so it cannot hold readiness
     /// back for ever.
     pub fn ready(&self) -> bool {
-        let plugins = self.inner.plugins.lock();
-        plugins.values().all(|e| e.actor.shared.ready())
-            && self.inner.controllers.lock().values().all(|e| e.ready())
+        self.inner.plugins.lock().values().all(Entry::ready)
     }
 
     /// [`check`](super::check) with this host's engine, options and the policy for `source`.
@@ -424,11 +475,18 @@ impl PluginHost {
     /// factory is left to its owner.
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.shutting_down.store(true, Ordering::Release);
-        self.shutdown_v0_2();
-        let entries: Vec<Entry> = std::mem::take(&mut *self.inner.plugins.lock())
+        let mut entries: Vec<Entry> = std::mem::take(&mut *self.inner.plugins.lock())
             .into_values()
             .collect();
-        futures::future::join_all(entries.iter().map(|e| e.actor.stop(grace))).await;
+        for entry in &mut entries {
+            entry.call_deadline = grace;
+        }
+        futures::future::join_all(entries.iter_mut().map(Entry::stop)).await;
+        for entry in &entries {
+            if let Some(controller) = &entry.controller {
+                controller.context.queue.shut_down();
+            }
+        }
     }
 
     fn check_running(&self) -> Result<(), PluginError> {
@@ -438,9 +496,18 @@ impl PluginHost {
         Ok(())
     }
 
-    /// Initialises the plugin and creates (or shares) its informers and indexes. On failure,
-    /// informers this call created and indexes it added are released again.
-    async fn prepare(&self, compiled: CompiledPlugin) -> Result<Prepared, PluginError> {
+    /// Initialises the plugin and creates (or shares) its informers and indexes, as its
+    /// contract version has it. On failure, informers this call created and indexes it added
+    /// are released again. `context`: the queue, client and recorder a 0.2 version takes over.
+    async fn prepare(
+        &self,
+        source: &Path,
+        compiled: CompiledPlugin,
+        context: Option<Arc<super::context::Context>>,
+    ) -> Result<Prepared, PluginError> {
+        if matches!(*compiled.pre, Linked::V0_2(_)) {
+            return self.prepare_v0_2(source, compiled, context).await;
+        }
         let policy = self.inner.options.policy.policy(&compiled.file);
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
         let (mut instance, info) = declare_v0_1(&compiled, &policy, &self.check_options()).await?;
@@ -450,29 +517,24 @@ impl PluginHost {
         let log_gate = instance.log_gate();
         log_gate.set_observer(observer.clone());
         let name: Arc<str> = info.name.as_str().into();
-        Ok(Prepared {
-            name: name.clone(),
-            hash: compiled.hash.clone(),
-            subscriptions: info
-                .subscriptions
-                .iter()
-                .map(describe_subscription)
-                .collect(),
-            keys: claims.keys,
-            indexes: claims.indexes,
-            instance,
-            config: ActorConfig {
-                name,
-                compiled,
+        let config = ActorConfig {
+            recipe: Recipe {
+                compiled: compiled.clone(),
+                name: name.clone(),
                 config: policy.config,
                 limits,
                 access,
-                resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
-                subscriber: Box::new(InformerSubscriber { sources }),
-                observer,
-                restart: self.inner.options.restart,
                 log_gate,
+                context: None,
             },
+            resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
+            subscriber: Box::new(InformerSubscriber { sources }),
+            observer,
+            restart: self.inner.options.restart,
+        };
+        Ok(Prepared {
+            entry: Entry::new(source, &compiled, &info, claims, limits),
+            actor: Some((config, instance)),
         })
     }
 
@@ -584,21 +646,14 @@ impl PluginHost {
         Ok((access, sources))
     }
 
-    fn start(&self, source: PathBuf, prepared: Prepared) -> Entry {
-        let call_deadline = prepared.config.limits.call_deadline;
-        let actor = ActorHandle::spawn(prepared.config, prepared.instance);
+    /// Starts the event loop of a prepared plugin (it registers its handlers: the replay
+    /// first, then live events) and the informers it needs.
+    fn start(&self, prepared: Prepared) -> Entry {
+        let Prepared { mut entry, actor } = prepared;
+        entry.actor =
+            actor.map(|(config, instance)| Arc::new(ActorHandle::spawn(config, instance)));
         self.inner.factory.start();
-        Entry {
-            source,
-            name: prepared.name.to_string(),
-            hash: prepared.hash,
-            subscriptions: prepared.subscriptions,
-            keys: prepared.keys,
-            indexes: prepared.indexes,
-            actor: Arc::new(actor),
-            call_deadline,
-            replace_error: None,
-        }
+        entry
     }
 }
 

@@ -8,197 +8,42 @@
 //! plugin's write client, and nothing is sent.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-use std::time::{Duration, Instant};
-
-use parking_lot::Mutex;
+use std::time::Duration;
 
 use super::Gvk;
+use super::access::{ResourceAccess, SharedDocument};
 use super::bindings::v0_2::kubewasm::controller::{cache, client, log, queue, types};
-use super::cache_api::{ResourceAccess, SharedDocument};
 use super::client::{
-    DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, WriteClient, WriteVerb,
+    DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, WriteClient, WriteError, WriteVerb,
 };
-use super::events::{EventRecord, EventRecorder, EventType};
+use super::context::InstanceImports;
+use super::events::{EventRecord, EventType};
 use super::keys::ObjectKey;
 use super::names::{self, InvalidName, Namespace, ObjectName};
-use super::notices::Notices;
 use super::paging::{PageError, PageLimits, page};
-use super::rate_limit::TokenBucket;
-use super::reconciler::ReconcileSettings;
 use super::state::HostState;
-use super::workqueue::{QueueMetrics, QueueRefusal, WorkQueue};
+use super::workqueue::QueueRefusal;
 
-/// What the `client` and `queue` imports of one 0.2 plugin act on. Shared by its instances and
-/// handed from version to version on reload (the queue, the client and the recorder belong to
-/// the plugin, not to one instance).
-pub(crate) struct Context {
-    pub(crate) client: Arc<WriteClient>,
-    pub(crate) recorder: Arc<EventRecorder>,
-    pub(crate) queue: WorkQueue<ObjectKey>,
-    /// What the plugin's guest calls did, for its status.
-    pub(crate) calls: super::instance::CallCounters,
-    /// The plugin's reconcile rate, shared by its workers and versions.
-    pub(crate) reconciles: Mutex<TokenBucket>,
-    /// The shortest `requeue-after` honoured.
-    pub(crate) min_requeue: Duration,
-    /// Fresh instances started after one faulted (reconcile workers and handlers).
-    pub(crate) restarts: AtomicU64,
-    /// The last failed reconcile or handler call, or fault.
-    pub(crate) last_error: Mutex<Option<String>>,
-    /// Which refused queue adds reach the log.
-    pub(crate) queue_notices: Notices,
-    /// Which failed reconciles reach the log.
-    pub(crate) error_notices: Notices,
-}
-
-impl Context {
-    /// The context of a plugin writing through `client` and `recorder`, with its queue and
-    /// reconcile rate set by `settings`.
-    pub(crate) fn new(
-        client: Arc<WriteClient>,
-        recorder: Arc<EventRecorder>,
-        settings: &ReconcileSettings,
-        metrics: Arc<dyn QueueMetrics>,
-    ) -> Self {
-        Context {
-            client,
-            recorder,
-            queue: WorkQueue::new(settings.queue.clone(), metrics),
-            calls: Default::default(),
-            reconciles: Mutex::new(TokenBucket::new(
-                settings.reconciles_per_second,
-                settings.reconcile_burst,
-            )),
-            min_requeue: settings.min_requeue_delay,
-            restarts: AtomicU64::new(0),
-            last_error: Mutex::new(None),
-            queue_notices: Notices::default(),
-            error_notices: Notices::default(),
-        }
+/// The key a guest names, checked against the queue's key limit and its subscriptions.
+fn queued_key(imports: &InstanceImports, key: &types::Key) -> Result<ObjectKey, String> {
+    let bytes = key.namespace.as_ref().map_or(0, String::len) + key.name.len();
+    if bytes > imports.plugin.queue.options().max_key_bytes {
+        imports.plugin.queue.count_refusal(QueueRefusal::KeyTooLong);
+        return Err(imports.plugin.queue_refused(QueueRefusal::KeyTooLong, ""));
     }
-
-    /// Records the plugin's last error, for its status.
-    pub(crate) fn record_error(&self, error: String) {
-        *self.last_error.lock() = Some(error);
-    }
-
-    /// The error a guest's refused queue add answers (the queue has counted it), logged at
-    /// most once a second.
-    fn queue_refused(&self, reason: QueueRefusal, key: &str) -> String {
-        let message = match reason {
-            QueueRefusal::Full => format!(
-                "the workqueue is full ({} keys): {key} not queued",
-                self.queue.options().max_keys
-            ),
-            QueueRefusal::KeyTooLong => format!(
-                "the key is longer than {} bytes: not queued",
-                self.queue.options().max_key_bytes
-            ),
-            QueueRefusal::DelayTooLong => format!(
-                "the delay is longer than {:?}: {key} not queued",
-                self.queue.options().max_add_after
-            ),
-        };
-        if let Some(unlogged) = self.queue_notices.admit(tokio::time::Instant::now()) {
-            tracing::warn!(
-                plugin = self.client.plugin(),
-                reason = reason.as_str(),
-                unlogged,
-                "queue add refused: {message}"
-            );
-        }
-        message
-    }
-}
-
-/// One instance's side of the 0.2 imports: the plugin's [`Context`], the type of each of this
-/// instance's subscription handles, and how long the call in progress has waited for the API
-/// server (which does not count toward its deadline, nor its wall limit).
-pub(crate) struct InstanceImports {
-    pub(crate) plugin: Arc<Context>,
-    pub(crate) subscriptions: Vec<Gvk>,
-    waits: Mutex<ApiWaits>,
-}
-
-/// The time the call in progress has spent waiting for the API server.
-#[derive(Debug, Default)]
-struct ApiWaits {
-    /// The waits of API calls that have returned.
-    done: Duration,
-    /// When the API call in progress started (a guest call makes one at a time).
-    since: Option<Instant>,
-}
-
-impl InstanceImports {
-    pub(crate) fn new(plugin: Arc<Context>, subscriptions: Vec<Gvk>) -> Self {
-        InstanceImports {
-            plugin,
-            subscriptions,
-            waits: Mutex::new(ApiWaits::default()),
-        }
-    }
-
-    /// Starts counting the waits of a new guest call from zero.
-    pub(crate) fn reset_waited(&self) {
-        *self.waits.lock() = ApiWaits::default();
-    }
-
-    /// Time the call in progress has spent waiting for the API server so far, the API call
-    /// in progress included: the wall limit excuses a wait while it happens, so a hanging API
-    /// call ends at its own timeout.
-    pub(crate) fn waited(&self) -> Duration {
-        let waits = self.waits.lock();
-        waits.done + waits.since.map_or(Duration::ZERO, |s| s.elapsed())
-    }
-
-    /// Runs one API call, counting the time it waits as excused from the guest's deadline.
-    async fn api<T>(&self, call: impl Future<Output = T>) -> T {
-        /// Folds the wait into `done` however the call ends (also when it is dropped).
-        struct Waiting<'a>(&'a Mutex<ApiWaits>);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                let mut waits = self.0.lock();
-                if let Some(since) = waits.since.take() {
-                    waits.done += since.elapsed();
-                }
-            }
-        }
-        self.waits.lock().since = Some(Instant::now());
-        let _waiting = Waiting(&self.waits);
-        call.await
-    }
-
-    fn client(&self) -> &WriteClient {
-        &self.plugin.client
-    }
-
-    fn gvk(&self, handle: u32) -> Option<&Gvk> {
-        usize::try_from(handle)
-            .ok()
-            .and_then(|h| self.subscriptions.get(h))
-    }
-
-    fn key(&self, key: &types::Key) -> Result<ObjectKey, String> {
-        let bytes = key.namespace.as_ref().map_or(0, String::len) + key.name.len();
-        if bytes > self.plugin.queue.options().max_key_bytes {
-            self.plugin.queue.count_refusal(QueueRefusal::KeyTooLong);
-            return Err(self.plugin.queue_refused(QueueRefusal::KeyTooLong, ""));
-        }
-        let gvk = self.gvk(key.subscription).ok_or_else(|| {
-            format!(
-                "no subscription has handle {} ({} subscriptions)",
-                key.subscription,
-                self.subscriptions.len()
-            )
-        })?;
-        Ok(ObjectKey {
-            group: gvk.group.clone(),
-            kind: gvk.kind.clone(),
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-        })
-    }
+    let gvk = imports.gvk(key.subscription).ok_or_else(|| {
+        format!(
+            "no subscription has handle {} ({} subscriptions)",
+            key.subscription,
+            imports.subscriptions.len()
+        )
+    })?;
+    Ok(ObjectKey {
+        group: gvk.group.clone(),
+        kind: gvk.kind.clone(),
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+    })
 }
 
 /// `namespace/name` (or `name`) of a key, for messages.
@@ -536,7 +381,7 @@ impl client::Host for HostState {
 impl queue::Host for HostState {
     fn add(&mut self, key: types::Key) -> Result<(), String> {
         let imports = self.imports()?;
-        let key = imports.key(&key)?;
+        let key = queued_key(imports, &key)?;
         let named = key_name(&key);
         imports
             .plugin
@@ -547,7 +392,7 @@ impl queue::Host for HostState {
 
     fn add_after(&mut self, key: types::Key, delay_ms: u32) -> Result<(), String> {
         let imports = self.imports()?;
-        let key = imports.key(&key)?;
+        let key = queued_key(imports, &key)?;
         let named = key_name(&key);
         imports
             .plugin
@@ -557,16 +402,42 @@ impl queue::Host for HostState {
     }
 }
 
-impl log::Host for HostState {
-    fn log(&mut self, level: log::Level, message: String) {
-        let level = match level {
-            log::Level::Trace => tracing::Level::TRACE,
-            log::Level::Debug => tracing::Level::DEBUG,
-            log::Level::Info => tracing::Level::INFO,
-            log::Level::Warn => tracing::Level::WARN,
-            log::Level::Error => tracing::Level::ERROR,
-        };
-        self.guest_log(level, &message);
+super::state::log_import!(log);
+
+/// A write error as the 0.2 `client` import answers it.
+impl From<WriteError> for types::ApiError {
+    fn from(error: WriteError) -> Self {
+        match error {
+            WriteError::Conflict(m) => types::ApiError::Conflict(m),
+            WriteError::NotFound(m) => types::ApiError::NotFound(m),
+            WriteError::AlreadyExists(m) => types::ApiError::AlreadyExists(m),
+            WriteError::Forbidden(m) => types::ApiError::Forbidden(m),
+            WriteError::Invalid { message, causes } => {
+                types::ApiError::Invalid(types::InvalidDetails {
+                    message,
+                    causes: causes
+                        .into_iter()
+                        .map(|c| types::InvalidCause {
+                            field: c.field,
+                            reason: c.reason,
+                            message: c.message,
+                        })
+                        .collect(),
+                })
+            }
+            WriteError::NotGranted(m) => types::ApiError::NotGranted(m),
+            WriteError::TooManyRequests(m) => types::ApiError::TooManyRequests(m),
+            WriteError::Timeout(m) => types::ApiError::Timeout(m),
+            WriteError::Server {
+                code,
+                reason,
+                message,
+            } => types::ApiError::ServerError(types::ServerError {
+                code,
+                reason,
+                message,
+            }),
+        }
     }
 }
 

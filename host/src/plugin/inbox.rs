@@ -1,5 +1,5 @@
-//! A plugin's inbox: the one queue its event handlers push into and its actor (or, for a 0.2
-//! plugin, its handler task) pulls from, in batches.
+//! A plugin's inbox: the events its handlers push (as the guest receives them) and the one
+//! queue they push into, which its actor pulls from in batches.
 //!
 //! The handlers are registered inline on the shared informers (no thread of their own), so the
 //! inbox is the plugin's processorListener buffer: unbounded, per plugin, its depth visible.
@@ -7,12 +7,64 @@
 //! does, once, so a burst costs one wake-up rather than one per event.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::instance::Event;
+use super::access::SharedDocument;
+use super::observer::EventKind;
+
+/// One event as the guest receives it.
+#[derive(Clone)]
+pub(crate) enum Event {
+    Add {
+        object: SharedDocument,
+        in_initial_list: bool,
+    },
+    Update {
+        old: SharedDocument,
+        new: SharedDocument,
+    },
+    Delete {
+        object: SharedDocument,
+        final_state_unknown: bool,
+    },
+}
+
+impl Event {
+    pub(crate) fn kind(&self) -> EventKind {
+        match self {
+            Event::Add { .. } => EventKind::Add,
+            Event::Update { .. } => EventKind::Update,
+            Event::Delete { .. } => EventKind::Delete,
+        }
+    }
+
+    /// The bytes of JSON the event carries into the guest (in a batch, a resync's old and
+    /// new object once).
+    pub(crate) fn json_len(&self) -> usize {
+        match self {
+            Event::Add { object, .. } | Event::Delete { object, .. } => object.json().len(),
+            Event::Update { old, new } if same_document(old, new) => new.json().len(),
+            Event::Update { old, new } => old.json().len() + new.json().len(),
+        }
+    }
+
+    /// The object the event is about (the new version for updates).
+    pub(crate) fn object(&self) -> &SharedDocument {
+        match self {
+            Event::Add { object, .. } | Event::Delete { object, .. } => object,
+            Event::Update { new, .. } => new,
+        }
+    }
+}
+
+/// Whether `a` and `b` are one cached object (a resync's old and new).
+pub(crate) fn same_document(a: &SharedDocument, b: &SharedDocument) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
 
 /// One queued event, stamped with the instance generation it was registered for.
 pub(crate) struct Queued {
@@ -114,14 +166,14 @@ impl Inbox {
 /// unbounded and its depth is reported.
 #[derive(Clone)]
 pub(crate) struct EventSink {
-    inbox: std::sync::Arc<Inbox>,
+    inbox: Arc<Inbox>,
     generation: u64,
     subscription: usize,
 }
 
 impl EventSink {
     /// Pushes of `generation` into `inbox`, for subscription 0.
-    pub(crate) fn new(inbox: std::sync::Arc<Inbox>, generation: u64) -> Self {
+    pub(crate) fn new(inbox: Arc<Inbox>, generation: u64) -> Self {
         EventSink {
             inbox,
             generation,

@@ -10,9 +10,8 @@ use kubewasm_informer::{
 use kubewasm_labels::Selector;
 
 use super::IndexSource;
-use super::cache_api::{Document, NAMESPACE_INDEX, ResourceCache, SharedDocument};
-use super::inbox::{EventSink, Subscribed, Subscriber};
-use super::instance::Event;
+use super::access::{Document, NAMESPACE_INDEX, ResourceCache, SharedDocument};
+use super::inbox::{Event, EventSink, Subscribed, Subscriber};
 
 impl Document for Object {
     fn json(&self) -> &str {

@@ -1,150 +1,32 @@
-//! One guest instance: its store, the `init` and handler calls under a deadline, and the
+//! One guest instance of any contract version: its store, the `init`, handler and reconcile
+//! calls under a deadline (events lowered as the guest's contract takes them), and the
 //! classification of faults (trap, timeout, memory).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use wasmtime::{Store, UpdateDeadline};
 
+use super::access::Access;
+use super::batch::lower_batch;
 use super::bindings::Controller;
-use super::cache_api::{Access, SharedDocument};
-use super::component::CompiledPlugin;
+use super::bindings::kubewasm::controller::types as v0_1_types;
+use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
+use super::bindings::v0_2::kubewasm::controller::types as wit;
+use super::bindings::v0_2::{HandlerExports, PluginExports};
+use super::bindings::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
+use super::calls::Outcome;
+use super::component::{CompiledPlugin, Linked};
+use super::context::{Context, InstanceImports};
 use super::engine::CallInFlight;
 use super::error::PluginError;
 use super::grants::Limits;
+use super::inbox::{Event, Queued};
 use super::log_gate::LogGate;
-use super::observer::{DropReason, EventKind, FailureKind};
+use super::observer::FailureKind;
 use super::state::{CallClock, HostState};
 use super::{Gvk, PluginInfo};
-
-/// One event as the guest receives it.
-#[derive(Clone)]
-pub(crate) enum Event {
-    Add {
-        object: SharedDocument,
-        in_initial_list: bool,
-    },
-    Update {
-        old: SharedDocument,
-        new: SharedDocument,
-    },
-    Delete {
-        object: SharedDocument,
-        final_state_unknown: bool,
-    },
-}
-
-impl Event {
-    pub(crate) fn kind(&self) -> EventKind {
-        match self {
-            Event::Add { .. } => EventKind::Add,
-            Event::Update { .. } => EventKind::Update,
-            Event::Delete { .. } => EventKind::Delete,
-        }
-    }
-
-    /// The bytes of JSON the event carries into the guest (in a batch, a resync's old and
-    /// new object once).
-    pub(crate) fn json_len(&self) -> usize {
-        match self {
-            Event::Add { object, .. } | Event::Delete { object, .. } => object.json().len(),
-            Event::Update { old, new } if same_document(old, new) => new.json().len(),
-            Event::Update { old, new } => old.json().len() + new.json().len(),
-        }
-    }
-
-    /// The object the event is about (the new version for updates).
-    pub(crate) fn object(&self) -> &SharedDocument {
-        match self {
-            Event::Add { object, .. } | Event::Delete { object, .. } => object,
-            Event::Update { new, .. } => new,
-        }
-    }
-}
-
-/// Whether `a` and `b` are one cached object (a resync's old and new).
-pub(crate) fn same_document(a: &SharedDocument, b: &SharedDocument) -> bool {
-    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
-}
-
-/// How a guest call ended.
-#[derive(Debug)]
-pub(crate) enum Outcome<T> {
-    /// The guest returned `ok`.
-    Ok(T),
-    /// The guest returned `err(reason)`; the instance is fine.
-    GuestError(String),
-    /// The instance faulted and must be thrown away.
-    Failed(FailureKind, String),
-}
-
-/// Counts of a plugin's guest calls (handler calls, reconciles) by how they ended, for its
-/// status.
-#[derive(Debug, Default)]
-pub(crate) struct CallCounters {
-    /// Events handled by handler calls that returned (ok or err).
-    pub(crate) returned: AtomicU64,
-    /// Events whose handler call returned `err`.
-    pub(crate) errors: AtomicU64,
-    /// Reconciles that returned (ok or err).
-    pub(crate) reconciles: AtomicU64,
-    /// Reconciles that returned `err`.
-    pub(crate) reconcile_errors: AtomicU64,
-    pub(crate) traps: AtomicU64,
-    pub(crate) timeouts: AtomicU64,
-    pub(crate) memory_faults: AtomicU64,
-    /// Events the plugin did not receive, by [`DropReason`].
-    dropped: [AtomicU64; DropReason::ALL.len()],
-}
-
-impl CallCounters {
-    /// Counts how a call ended.
-    pub(crate) fn count<T>(&self, outcome: &Outcome<T>) {
-        let counter = match outcome {
-            Outcome::Ok(_) => &self.returned,
-            Outcome::GuestError(_) => {
-                self.returned.fetch_add(1, Ordering::Relaxed);
-                &self.errors
-            }
-            Outcome::Failed(FailureKind::Trap, _) => &self.traps,
-            Outcome::Failed(FailureKind::Timeout, _) => &self.timeouts,
-            Outcome::Failed(FailureKind::Memory, _) => &self.memory_faults,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts how a reconcile ended: apart from the events handled, but faults alike.
-    pub(crate) fn count_reconcile<T>(&self, outcome: &Outcome<T>) {
-        match outcome {
-            Outcome::Ok(_) => {
-                self.reconciles.fetch_add(1, Ordering::Relaxed);
-            }
-            Outcome::GuestError(_) => {
-                self.reconciles.fetch_add(1, Ordering::Relaxed);
-                self.reconcile_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            Outcome::Failed(..) => self.count(outcome),
-        }
-    }
-
-    /// Counts `n` events the plugin did not receive, for `reason`.
-    pub(crate) fn drop_events(&self, reason: DropReason, n: u64) {
-        self.dropped[reason as usize].fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Events dropped for `reason` so far.
-    pub(crate) fn dropped(&self, reason: DropReason) -> u64 {
-        self.dropped[reason as usize].load(Ordering::Relaxed)
-    }
-
-    /// Counts `n` events handled by calls that returned, `errors` of them failed.
-    pub(crate) fn returned_events(&self, n: usize, errors: usize) {
-        self.returned.fetch_add(n as u64, Ordering::Relaxed);
-        self.errors.fetch_add(errors as u64, Ordering::Relaxed);
-    }
-}
 
 /// Raised from the epoch callback when a call runs past its deadline.
 #[derive(Debug, thiserror::Error)]
@@ -170,15 +52,99 @@ async fn timed<F: std::future::Future>(clock: &CallClock, call: F) -> F::Output 
     .await
 }
 
-/// A live guest instance. Calls take `&mut self`: one at a time.
+/// One event to a guest that takes one per call (a 0.1 `handler`, called with the resource
+/// type of its subscription; a 0.2.0 `handler`, with the subscription handle).
+macro_rules! deliver_one {
+    ($store:expr, $deadline:expr, $excused:expr, $h:expr, $subscription:expr, $event:expr) => {{
+        let (store, deadline, excused, h, subscription) =
+            ($store, $deadline, $excused, $h, $subscription);
+        match $event {
+            Event::Add {
+                object,
+                in_initial_list,
+            } => {
+                guarded(store, deadline, excused, async |s| {
+                    h.call_on_add(s, subscription, object.json(), *in_initial_list)
+                        .await
+                })
+                .await
+            }
+            Event::Update { old, new } => {
+                guarded(store, deadline, excused, async |s| {
+                    h.call_on_update(s, subscription, old.json(), new.json())
+                        .await
+                })
+                .await
+            }
+            Event::Delete {
+                object,
+                final_state_unknown,
+            } => {
+                guarded(store, deadline, excused, async |s| {
+                    h.call_on_delete(s, subscription, object.json(), *final_state_unknown)
+                        .await
+                })
+                .await
+            }
+        }
+    }};
+}
+
+/// What a component of each contract version exports, as the host calls it.
+enum Exports {
+    /// 0.1: `init` and the three handlers, each called with the event's resource type.
+    V0_1(Controller),
+    /// 0.2.0 and 0.2.1: `init`, handlers (one event per call, or batches) and `reconcile`,
+    /// each as the component's world has them.
+    V0_2(PluginExports),
+}
+
+/// What a guest's `init` declared, in the terms of its contract version.
+#[derive(Debug)]
+pub(crate) enum Declaration {
+    V0_1(PluginInfo),
+    V0_2(wit::PluginInfo),
+}
+
+impl Declaration {
+    /// The resource type of each subscription, by handle.
+    fn resources(&self) -> Vec<Gvk> {
+        match self {
+            Declaration::V0_1(info) => info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
+            Declaration::V0_2(info) => info
+                .subscriptions
+                .iter()
+                .map(|s| Gvk {
+                    group: s.gvk.group.clone(),
+                    version: s.gvk.version.clone(),
+                    kind: s.gvk.kind.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A live guest instance of any contract version. Calls take `&mut self`: one at a time.
+///
+/// Events are lowered per contract: a 0.1 or 0.2.0 guest takes one event per call
+/// ([`deliver`](Self::deliver)), a 0.2.1 `batch-handler` guest takes them in batches
+/// ([`deliver_batch`](Self::deliver_batch), and one event as a batch of one).
 pub(crate) struct Instance {
     store: Store<HostState>,
-    bindings: Controller,
-    limits: Limits,
+    exports: Exports,
+    deadline: Duration,
+    /// The resource type of each subscription its `init` declared.
+    resources: Vec<Gvk>,
+    /// The same as the 0.1 handlers take it (empty for 0.2), converted once.
+    v0_1_resources: Vec<v0_1_types::Gvk>,
+    /// The objects and event numbers of the batch being delivered, kept between batches: a
+    /// fresh buffer of a batch's size would be new pages, faulted in on every call.
+    batch: (Vec<u8>, Vec<u32>),
 }
 
 impl Instance {
-    /// Instantiates the component in a fresh store with `limits` applied.
+    /// Instantiates the component in a fresh store with `limits` applied (a 0.2 instance's
+    /// imports not yet connected: its `init` may only read and log).
     pub(crate) async fn new(
         compiled: &CompiledPlugin,
         label: Arc<str>,
@@ -186,42 +152,72 @@ impl Instance {
         access: Arc<Access>,
         log_gate: Arc<LogGate>,
     ) -> Result<Self, PluginError> {
-        let super::component::Linked::V0_1(pre) = &*compiled.pre else {
-            return Err(PluginError::Instantiate {
+        let deadline = limits.call_deadline;
+        // The same for either contract's linking: a fresh store, instantiated under the deadline.
+        macro_rules! instantiate {
+            ($pre:expr, $exports:path) => {{
+                let mut store = new_store($pre.engine(), label, &limits, access, log_gate);
+                let outcome = guarded(
+                    &mut store,
+                    deadline,
+                    || Duration::ZERO,
+                    async |s| $pre.instantiate_async(s).await.map(Ok),
+                )
+                .await;
+                outcome.map(|b| (store, $exports(b)))
+            }};
+        }
+        let instantiated = match &*compiled.pre {
+            Linked::V0_1(pre) => instantiate!(pre, Exports::V0_1),
+            Linked::V0_2(pre) => instantiate!(pre, Exports::V0_2),
+        };
+        match instantiated {
+            Outcome::Ok((store, exports)) => Ok(Instance {
+                store,
+                exports,
+                deadline,
+                resources: Vec::new(),
+                v0_1_resources: Vec::new(),
+                batch: Default::default(),
+            }),
+            Outcome::Failed(FailureKind::Timeout, _) => Err(PluginError::Instantiate {
                 file: compiled.file.clone(),
-                reason: "a 0.2 component runs as a reconciler, not as a 0.1 instance".into(),
-            });
-        };
-        let mut store = new_store(pre.engine(), label, &limits, access, log_gate);
-        let clock = store.data().clock.clone();
-        clock.start(limits.call_deadline);
-        let _in_flight = CallInFlight::start();
-        let instantiated = tokio::time::timeout(
-            wall_limit(limits.call_deadline),
-            timed(&clock, pre.instantiate_async(&mut store)),
+                reason: format!("took longer than {deadline:?}"),
+            }),
+            Outcome::GuestError(reason) | Outcome::Failed(_, reason) => {
+                Err(PluginError::Instantiate {
+                    file: compiled.file.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// A fresh instance of `recipe`: instantiated, initialised and (0.2) connected.
+    pub(crate) async fn start(recipe: &Recipe) -> Result<Self, String> {
+        let mut instance = Instance::new(
+            &recipe.compiled,
+            recipe.name.clone(),
+            recipe.limits,
+            recipe.access.clone(),
+            recipe.log_gate.clone(),
         )
-        .await;
-        clock.stop();
-        let bindings = match instantiated {
-            Ok(Ok(b)) => b,
-            Ok(Err(e)) => {
-                return Err(PluginError::Instantiate {
-                    file: compiled.file.clone(),
-                    reason: format!("{e:#}"),
-                });
+        .await
+        .map_err(|e| e.to_string())?;
+        match instance.init(&recipe.config).await {
+            Outcome::Ok(_) => {}
+            Outcome::GuestError(reason) => return Err(format!("init failed: {reason}")),
+            Outcome::Failed(kind, reason) => {
+                return Err(format!("init {}: {reason}", kind.as_str()));
             }
-            Err(_) => {
-                return Err(PluginError::Instantiate {
-                    file: compiled.file.clone(),
-                    reason: format!("took longer than {:?}", limits.call_deadline),
-                });
-            }
-        };
-        Ok(Instance {
-            store,
-            bindings,
-            limits,
-        })
+        }
+        if let Exports::V0_2(_) = instance.exports {
+            let Some(context) = &recipe.context else {
+                return Err("a 0.2 instance needs its plugin's context".into());
+            };
+            instance.connect(context.clone());
+        }
+        Ok(instance)
     }
 
     /// Gives the guest its view of the cache.
@@ -239,59 +235,240 @@ impl Instance {
         self.store.data_mut().plugin = label;
     }
 
-    /// Calls the guest's `init`.
-    pub(crate) async fn init(&mut self, config: &str) -> Outcome<PluginInfo> {
-        let bindings = self.bindings.kubewasm_controller_handler().clone();
-        self.guarded(async |store| bindings.call_init(store, config).await)
-            .await
+    /// The resource type of each subscription its `init` declared, by handle.
+    pub(crate) fn resources(&self) -> &[Gvk] {
+        &self.resources
     }
 
-    /// Delivers one event for `resource`.
-    pub(crate) async fn deliver(&mut self, resource: &Gvk, event: &Event) -> Outcome<()> {
-        let h = self.bindings.kubewasm_controller_handler().clone();
-        match event {
-            Event::Add {
-                object,
-                in_initial_list,
-            } => {
-                self.guarded(async |store| {
-                    h.call_on_add(store, resource, object.json(), *in_initial_list)
-                        .await
-                })
-                .await
+    /// Connects a 0.2 instance to its plugin's queue, client and recorder, with the resource
+    /// type of each subscription handle its `init` returned.
+    pub(crate) fn connect(&mut self, plugin: Arc<Context>) {
+        self.store.data_mut().v0_2_imports = Some(Arc::new(InstanceImports::new(
+            plugin,
+            self.resources.clone(),
+        )));
+    }
+
+    /// Calls the guest's `init`.
+    pub(crate) async fn init(&mut self, config: &str) -> Outcome<Declaration> {
+        let deadline = self.deadline;
+        let outcome = match &self.exports {
+            Exports::V0_1(b) => {
+                let h = b.kubewasm_controller_handler().clone();
+                let outcome = guarded(
+                    &mut self.store,
+                    deadline,
+                    || Duration::ZERO,
+                    async |s| h.call_init(s, config).await,
+                )
+                .await;
+                if let Outcome::Ok(info) = &outcome {
+                    self.v0_1_resources =
+                        info.subscriptions.iter().map(|s| s.gvk.clone()).collect();
+                }
+                outcome.map(|info| Declaration::V0_1(info.into()))
             }
-            Event::Update { old, new } => {
-                self.guarded(async |store| {
-                    h.call_on_update(store, resource, old.json(), new.json())
-                        .await
-                })
+            Exports::V0_2(b) => {
+                let p = b.plugin.clone();
+                guarded(
+                    &mut self.store,
+                    deadline,
+                    || Duration::ZERO,
+                    async |s| p.call_init(s, config).await,
+                )
                 .await
+                .map(Declaration::V0_2)
             }
-            Event::Delete {
-                object,
-                final_state_unknown,
-            } => {
-                self.guarded(async |store| {
-                    h.call_on_delete(store, resource, object.json(), *final_state_unknown)
-                        .await
-                })
-                .await
+        };
+        if let Outcome::Ok(declared) = &outcome {
+            self.resources = declared.resources();
+        }
+        outcome
+    }
+
+    /// Whether the guest takes events in batches (`batch-handler`, 0.2.1).
+    pub(crate) fn takes_batches(&self) -> bool {
+        matches!(
+            &self.exports,
+            Exports::V0_2(PluginExports {
+                handler: Some(HandlerExports::Batch(_)),
+                ..
+            })
+        )
+    }
+
+    /// The imports whose API waits the next call's wall limit excuses, their count reset
+    /// (none for a 0.1 instance, which cannot call the API server).
+    fn api_waits(&self) -> Option<Arc<InstanceImports>> {
+        let imports = self.store.data().v0_2_imports.clone();
+        if let Some(i) = &imports {
+            i.reset_waited();
+        }
+        imports
+    }
+
+    /// Delivers one event: a handler call of the guest's contract (a `batch-handler` guest
+    /// gets a batch of one). Time the call waits for the API server does not count toward
+    /// its deadline.
+    pub(crate) async fn deliver(&mut self, queued: &Queued) -> Outcome<()> {
+        let handler = match &self.exports {
+            Exports::V0_1(b) => {
+                let Some(resource) = self.v0_1_resources.get(queued.subscription) else {
+                    return Outcome::GuestError(format!(
+                        "the guest declared no subscription {}",
+                        queued.subscription
+                    ));
+                };
+                let h = b.kubewasm_controller_handler().clone();
+                return deliver_one!(
+                    &mut self.store,
+                    self.deadline,
+                    || Duration::ZERO,
+                    &h,
+                    resource,
+                    &queued.event
+                );
             }
+            Exports::V0_2(b) => b.handler.clone(),
+        };
+        match handler {
+            Some(HandlerExports::Single(h)) => {
+                let Ok(handle) = u32::try_from(queued.subscription) else {
+                    return Outcome::GuestError("a subscription handle over u32".into());
+                };
+                let imports = self.api_waits();
+                let excused = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
+                deliver_one!(
+                    &mut self.store,
+                    self.deadline,
+                    excused,
+                    &h,
+                    handle,
+                    &queued.event
+                )
+            }
+            Some(HandlerExports::Batch(_)) => {
+                match self.deliver_batch(std::slice::from_ref(queued)).await {
+                    Outcome::Ok(failed) => match failed.into_iter().next() {
+                        Some((_, reason)) => Outcome::GuestError(reason),
+                        None => Outcome::Ok(()),
+                    },
+                    Outcome::GuestError(reason) => Outcome::GuestError(reason),
+                    Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
+                }
+            }
+            None => Outcome::GuestError("the component exports no event handlers".into()),
         }
     }
 
-    async fn guarded<T, F>(&mut self, call: F) -> Outcome<T>
-    where
-        F: AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
-    {
-        guarded(
-            &mut self.store,
-            self.limits.call_deadline,
-            || Duration::ZERO,
-            call,
-        )
+    /// Calls the guest's `on-events` with `events`, in one call under one deadline; answers
+    /// the events the guest failed, by position, with its reason.
+    pub(crate) async fn deliver_batch(
+        &mut self,
+        events: &[Queued],
+    ) -> Outcome<Vec<(usize, String)>> {
+        let Exports::V0_2(PluginExports {
+            handler: Some(HandlerExports::Batch(h)),
+            ..
+        }) = &self.exports
+        else {
+            return Outcome::GuestError("the component exports no `batch-handler`".into());
+        };
+        let h = h.clone();
+        let (mut documents, mut words) = std::mem::take(&mut self.batch);
+        if let Err(reason) = lower_batch(events, &mut documents, &mut words) {
+            return Outcome::GuestError(reason);
+        }
+        let batch = batch::EventBatch {
+            documents: &documents,
+            events: &words,
+        };
+        let deadline = self.deadline;
+        let imports = self.api_waits();
+        let api_waited = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
+        let answered = guarded(&mut self.store, deadline, api_waited, async |s| {
+            h.call_on_events(s, batch).await.map(Ok)
+        })
+        .await;
+        documents.clear();
+        // A batch of one huge object need not keep its buffer.
+        documents.shrink_to(1 << 20);
+        words.clear();
+        self.batch = (documents, words);
+        match answered {
+            Outcome::Ok(errors) => {
+                let mut failed = Vec::with_capacity(errors.len());
+                for e in errors {
+                    match usize::try_from(e.index) {
+                        Ok(i) if i < events.len() => failed.push((i, e.reason)),
+                        _ => {
+                            return Outcome::Failed(
+                                FailureKind::Trap,
+                                format!(
+                                    "on-events answered an error for event {} of a batch of {}",
+                                    e.index,
+                                    events.len()
+                                ),
+                            );
+                        }
+                    }
+                }
+                Outcome::Ok(failed)
+            }
+            Outcome::GuestError(reason) => Outcome::GuestError(reason),
+            Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
+        }
+    }
+
+    /// Calls the guest's `reconcile`. Time the call waits for the API server does not count
+    /// toward its deadline.
+    pub(crate) async fn reconcile(&mut self, key: &wit::Key) -> Outcome<Action> {
+        let Exports::V0_2(PluginExports {
+            reconcile: Some(r), ..
+        }) = &self.exports
+        else {
+            return Outcome::GuestError("the component exports no `reconcile`".into());
+        };
+        let r = r.clone();
+        let imports = self.api_waits();
+        let excused = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
+        guarded(&mut self.store, self.deadline, excused, async |s| {
+            r.call_reconcile(s, key).await
+        })
         .await
     }
+}
+
+/// What every instance of one plugin version is made from (a fresh one after a fault).
+#[derive(Clone)]
+pub(crate) struct Recipe {
+    pub(crate) compiled: CompiledPlugin,
+    /// The plugin's name, which its instances' log lines carry.
+    pub(crate) name: Arc<str>,
+    /// The config string its `init` is given.
+    pub(crate) config: String,
+    pub(crate) limits: Limits,
+    pub(crate) access: Arc<Access>,
+    /// The plugin's log cap, shared by every instance.
+    pub(crate) log_gate: Arc<LogGate>,
+    /// A 0.2 plugin's queue, client and counters, which its instances' imports use (`None`
+    /// for 0.1).
+    pub(crate) context: Option<Arc<Context>>,
+}
+
+/// The most of a guest's error message kept in the log and the plugin's status.
+const MAX_REASON: usize = 1024;
+
+/// `reason` cut to [`MAX_REASON`] bytes (at a character boundary).
+pub(crate) fn cut(reason: &str) -> &str {
+    if reason.len() <= MAX_REASON {
+        return reason;
+    }
+    let mut end = MAX_REASON;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    &reason[..end]
 }
 
 /// A fresh store for one instance, with `limits` applied and the deadline checked on every
@@ -391,7 +568,7 @@ mod tests {
     use std::path::Path;
 
     use super::super::grants::Grants;
-    use super::super::testing::{config_map, config_map_gvk, engine};
+    use super::super::testing::{config_map, engine};
     use super::*;
 
     async fn probe_instance() -> Instance {
@@ -418,7 +595,7 @@ mod tests {
         let mut i = probe_instance().await;
         let config = r#"{"name":"x","subscriptions":[{"group":"apps","version":"v1","kind":"Deployment","namespace":"ns","cacheOnly":true}]}"#;
         match i.init(config).await {
-            Outcome::Ok(info) => {
+            Outcome::Ok(Declaration::V0_1(info)) => {
                 assert_eq!(info.name, "x");
                 assert_eq!(info.subscriptions.len(), 1);
                 assert_eq!(info.subscriptions[0].gvk.kind, "Deployment");
@@ -464,15 +641,18 @@ mod tests {
         )
         .await
         .unwrap();
-        let config = r#"{"name":"survivor","mode":"try-alloc","trapOn":"boom"}"#;
+        let config = r#"{"name":"survivor","mode":"try-alloc","trapOn":"boom","subscriptions":[{"group":"","version":"v1","kind":"ConfigMap"}]}"#;
         assert!(matches!(i.init(config).await, Outcome::Ok(_)));
-        let add = |name: &str| Event::Add {
-            object: config_map("a", name, 1, &[]),
-            in_initial_list: false,
+        let add = |name: &str| Queued {
+            generation: 0,
+            subscription: 0,
+            event: Event::Add {
+                object: config_map("a", name, 1, &[]),
+                in_initial_list: false,
+            },
         };
-        let gvk = config_map_gvk();
         // The guest asks for 1 GiB, is refused, and carries on.
-        match i.deliver(&gvk, &add("greedy")).await {
+        match i.deliver(&add("greedy")).await {
             Outcome::Ok(()) => {}
             other => panic!("{other:?}"),
         }
@@ -481,7 +661,7 @@ mod tests {
                 .lines("survivor")
                 .contains(&"TRYALLOC refused".to_owned())
         );
-        match i.deliver(&gvk, &add("boom")).await {
+        match i.deliver(&add("boom")).await {
             Outcome::Failed(FailureKind::Trap, _) => {}
             other => panic!("a panic after a refused allocation: {other:?}"),
         }

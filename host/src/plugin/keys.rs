@@ -4,8 +4,6 @@
 
 use serde::Deserialize;
 
-use super::bindings::v0_2::kubewasm::controller::types as wit;
-
 /// A key of a plugin's workqueue as the host holds it: by resource type rather than by
 /// subscription handle, so that a key queued for one instance names the same object to the
 /// next one (a reloaded version may number its subscriptions differently).
@@ -26,43 +24,6 @@ pub enum QueueRule {
     OwnKey,
     /// The key of the owner reference with `controller: true`, if it is of this type.
     ControllingOwner { group: String, kind: String },
-}
-
-/// The queue rules of each subscription of an `init` result, in order, with
-/// `controlling-owner(handle)` resolved to the type of subscription `handle`. An unknown handle
-/// is an error naming it (the plugin fails to load).
-pub(crate) fn resolve_rules(
-    subscriptions: &[wit::Subscription],
-) -> Result<Vec<Vec<QueueRule>>, String> {
-    subscriptions
-        .iter()
-        .enumerate()
-        .map(|(i, subscription)| {
-            subscription
-                .queue
-                .iter()
-                .map(|rule| match rule {
-                    wit::QueueRule::OwnKey => Ok(QueueRule::OwnKey),
-                    wit::QueueRule::ControllingOwner(handle) => {
-                        let owner = usize::try_from(*handle)
-                            .ok()
-                            .and_then(|h| subscriptions.get(h))
-                            .ok_or_else(|| {
-                                format!(
-                                    "subscription {i} queues the owner of subscription {handle}, \
-                                     which does not exist ({} subscriptions)",
-                                    subscriptions.len()
-                                )
-                            })?;
-                        Ok(QueueRule::ControllingOwner {
-                            group: owner.gvk.group.clone(),
-                            kind: owner.gvk.kind.clone(),
-                        })
-                    }
-                })
-                .collect()
-        })
-        .collect()
 }
 
 /// The keys an add, update or delete of `object` (the API server's JSON) of type
@@ -228,46 +189,5 @@ mod tests {
         assert_eq!(keys.unwrap().len(), 2);
         assert_eq!(keys_for("apps", "Deployment", &[], "not json").unwrap(), []);
         assert!(keys_for("apps", "Deployment", &[QueueRule::OwnKey], "not json").is_err());
-    }
-
-    fn subscription(group: &str, kind: &str, queue: Vec<wit::QueueRule>) -> wit::Subscription {
-        wit::Subscription {
-            gvk: wit::Gvk {
-                group: group.into(),
-                version: "v1".into(),
-                kind: kind.into(),
-            },
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-            resync_seconds: None,
-            events: false,
-            queue,
-        }
-    }
-
-    #[test]
-    fn owner_handles_resolve_to_the_owner_subscriptions_type() {
-        let subscriptions = [
-            subscription(
-                "samplecontroller.k8s.io",
-                "Foo",
-                vec![wit::QueueRule::OwnKey],
-            ),
-            subscription(
-                "apps",
-                "Deployment",
-                vec![wit::QueueRule::ControllingOwner(0)],
-            ),
-        ];
-        let rules = resolve_rules(&subscriptions).unwrap();
-        assert_eq!(rules, [vec![QueueRule::OwnKey], vec![foo_owner()]]);
-        let dangling = [subscription(
-            "apps",
-            "Deployment",
-            vec![wit::QueueRule::ControllingOwner(3)],
-        )];
-        let error = resolve_rules(&dangling).unwrap_err();
-        assert!(error.contains("subscription 3"), "{error}");
     }
 }

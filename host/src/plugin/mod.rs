@@ -1,23 +1,28 @@
 //! The plugin runtime: WebAssembly components of the `controller` world as informer listeners.
 //!
 //! One [`PluginEngine`] compiles components (cached on disk by content hash and shared between
-//! copies), each loaded plugin is one instance driven by one actor (which pulls from the
-//! plugin's inbox, fed by its handlers registered inline on the shared informers, and calls the
-//! guest one call at a time under a deadline and a memory cap), and the [`PluginHost`] loads,
+//! copies); the events of each loaded plugin, whatever its contract version, go to one
+//! instance driven by one actor (which pulls from the plugin's inbox, fed by its handlers
+//! registered inline on the shared informers, and calls the guest one call at a time under a
+//! deadline and a memory cap, with one fault policy); a 0.2 plugin's reconcile workers take
+//! keys from its workqueue, each with an instance of its own; and the [`PluginHost`] loads,
 //! replaces, unloads and reports on plugins.
 
+mod access;
 mod actor;
+mod batch;
 mod bindings;
-mod cache_api;
+mod calls;
 mod client;
 mod component;
+mod context;
 mod declare;
 mod engine;
 mod error;
 mod events;
 mod grants;
-mod handlers_v0_2;
 mod host;
+mod imports_v0_1;
 mod imports_v0_2;
 mod inbox;
 mod informers;
@@ -25,10 +30,12 @@ mod instance;
 mod keys;
 mod leases;
 mod log_gate;
+mod model;
 mod names;
 mod notices;
 mod observer;
 mod paging;
+mod policy;
 mod rate_limit;
 mod reconciler;
 mod state;
@@ -37,12 +44,9 @@ mod workqueue;
 #[cfg(test)]
 mod testing;
 
+pub use access::{Document, SharedDocument};
 pub use actor::{PluginState, RestartPolicy};
-pub use bindings::kubewasm::controller::types::{
-    Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
-};
 pub use bindings::v0_2::World;
-pub use cache_api::{Document, SharedDocument};
 pub use client::{
     ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, OTHER_KIND, ObjectRef,
     PatchBody, Propagation, Refusal, Resources, WriteClient, WriteError, WriteGrant, WriteGrants,
@@ -53,16 +57,15 @@ pub use declare::{CheckOptions, Checked, Contract, check};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
 pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};
-pub use grants::{
-    DeclarationLimits, Grants, Limits, PluginPolicy, PolicyLookup, ResourcePattern, StaticPolicy,
-};
+pub use grants::{DeclarationLimits, Grants, Limits, ResourcePattern};
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
 pub use keys::{ObjectKey, QueueRule, keys_for};
 pub use log_gate::LogLimits;
+pub use model::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 pub use names::{InvalidName, Kind, Namespace, ObjectName};
 pub use observer::{DropReason, EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
 pub use paging::{Page, PageError, PageLimits, page};
-pub use reconciler::ReconcileSettings;
+pub use policy::{PluginPolicy, PolicyLookup, ReconcileSettings, StaticPolicy};
 pub use workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueRefusal, QueueStats,
     WorkQueue,

@@ -12,395 +12,33 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use tokio::task::JoinHandle;
-use wasmtime::Store;
 
 use super::Gvk;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
-use super::bindings::v0_2::{HandlerExports, PluginExports, PluginPre};
-use super::bindings::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
-use super::cache_api::{Access, SharedDocument};
-use super::error::PluginError;
-use super::grants::Limits;
-use super::imports_v0_2::{Context, InstanceImports};
-use super::instance::{Event, Outcome, guarded, new_store, same_document};
+use super::calls::Outcome;
+use super::context::Context;
+use super::instance::{Instance, cut};
 use super::keys::ObjectKey;
-use super::log_gate::LogGate;
-use super::observer::FailureKind;
-use super::state::HostState;
 use super::workqueue::Completion;
 
-/// How a 0.2 plugin's reconciles run and write: its workqueue, its write client and how many
-/// instances reconcile at once.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReconcileSettings {
-    /// Instances reconciling at once (at least 1); one key is never in two of them at once.
-    pub max_concurrent_reconciles: usize,
-    /// Reconcile on every replica rather than only where the key's shard is led: for plugins
-    /// that only observe (no write grants). Off by default, so that what a reconcile does
-    /// besides writing (logs, metrics, calls out) happens once, not once per replica.
-    pub every_replica: bool,
-    /// Reconciles per second the plugin's instances start, together, once the burst is spent:
-    /// a guest that requeues its keys at once for ever costs a bounded share of a core.
-    pub reconciles_per_second: f64,
-    /// Reconciles the plugin may start at once above that rate.
-    pub reconcile_burst: u32,
-    /// The shortest `requeue-after` honoured: a shorter one (`requeue-after(0)`) waits this
-    /// long, so one key cannot loop faster.
-    pub min_requeue_delay: Duration,
-    pub queue: super::QueueOptions,
-    pub client: super::ClientOptions,
-}
-
-impl Default for ReconcileSettings {
-    /// client-go's defaults, one reconcile at a time, at most 200 reconciles a second (burst
-    /// 1000), a requeue after at least 100 ms.
-    fn default() -> Self {
-        ReconcileSettings {
-            max_concurrent_reconciles: 1,
-            every_replica: false,
-            reconciles_per_second: 200.0,
-            reconcile_burst: 1000,
-            min_requeue_delay: Duration::from_millis(100),
-            queue: super::QueueOptions::default(),
-            client: super::ClientOptions::default(),
-        }
-    }
-}
-
-impl ReconcileSettings {
-    /// Checks the values make sense; the message names the bad one.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.max_concurrent_reconciles == 0 {
-            return Err("max-concurrent-reconciles must be at least 1".into());
-        }
-        if !(self.reconciles_per_second.is_finite() && self.reconciles_per_second > 0.0) {
-            return Err(format!(
-                "reconciles per second must be positive, got {}",
-                self.reconciles_per_second
-            ));
-        }
-        if self.reconcile_burst == 0 {
-            return Err("the reconcile burst must be at least 1".into());
-        }
-        self.queue.validate()?;
-        self.client.validate()
-    }
-}
-
-/// What every instance of one plugin version is made from.
+/// What a 0.2 plugin version's reconcile workers are made from.
 #[derive(Clone)]
 pub(crate) struct Recipe {
-    pub(crate) pre: Arc<PluginPre>,
-    pub(crate) file: std::path::PathBuf,
+    /// What each worker's instance is made from.
+    pub(crate) instance: super::instance::Recipe,
     pub(crate) name: Arc<str>,
-    pub(crate) config: String,
-    pub(crate) limits: Limits,
-    pub(crate) access: Arc<Access>,
-    pub(crate) log_gate: Arc<LogGate>,
     pub(crate) plugin: Arc<Context>,
     /// Keys are taken from the queue only while this replica leads; a standby keeps its
     /// instance warm and its queue filled from the cache.
     pub(crate) leader: LeaderGate,
 }
 
-/// One live 0.2 guest instance. Calls take `&mut self`: one at a time.
-pub(crate) struct ReconcilerInstance {
-    store: Store<HostState>,
-    bindings: PluginExports,
-    deadline: Duration,
-    /// The objects and event numbers of the batch being delivered, kept between batches: a
-    /// fresh buffer of a batch's size would be new pages, faulted in on every call.
-    batch: (Vec<u8>, Vec<u32>),
-}
-
-impl ReconcilerInstance {
-    /// Instantiates the component (the 0.2 imports not yet connected: `init` may only read
-    /// and log).
-    pub(crate) async fn new(
-        pre: &PluginPre,
-        file: &std::path::Path,
-        label: Arc<str>,
-        limits: Limits,
-        access: Arc<Access>,
-        log_gate: Arc<LogGate>,
-    ) -> Result<Self, PluginError> {
-        let mut store = new_store(pre.engine(), label, &limits, access, log_gate);
-        let deadline = limits.call_deadline;
-        let instantiated = guarded(
-            &mut store,
-            deadline,
-            || Duration::ZERO,
-            async |s| pre.instantiate_async(s).await.map(Ok),
-        )
-        .await;
-        match instantiated {
-            Outcome::Ok(bindings) => Ok(ReconcilerInstance {
-                store,
-                bindings,
-                deadline,
-                batch: Default::default(),
-            }),
-            Outcome::GuestError(reason) | Outcome::Failed(_, reason) => {
-                Err(PluginError::Instantiate {
-                    file: file.to_owned(),
-                    reason,
-                })
-            }
-        }
-    }
-
-    /// Calls the guest's `init`.
-    pub(crate) async fn init(&mut self, config: &str) -> Outcome<wit::PluginInfo> {
-        let plugin = self.bindings.plugin.clone();
-        let deadline = self.deadline;
-        guarded(
-            &mut self.store,
-            deadline,
-            || Duration::ZERO,
-            async |s| plugin.call_init(s, config).await,
-        )
-        .await
-    }
-
-    /// Connects the instance to the plugin's queue and client, with the resource type of each
-    /// subscription handle its `init` returned.
-    pub(crate) fn connect(&mut self, plugin: Arc<Context>, subscriptions: Vec<Gvk>) {
-        self.store.data_mut().v0_2_imports =
-            Some(Arc::new(InstanceImports::new(plugin, subscriptions)));
-    }
-
-    /// Calls the guest's `reconcile`. Time the call waits for the API server does not count
-    /// toward its deadline.
-    pub(crate) async fn reconcile(&mut self, key: &wit::Key) -> Outcome<Action> {
-        let Some(r) = self.bindings.reconcile.clone() else {
-            return Outcome::GuestError("the component exports no `reconcile`".into());
-        };
-        let imports = self.api_waits();
-        let excused = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
-        let deadline = self.deadline;
-        guarded(&mut self.store, deadline, excused, async |s| {
-            r.call_reconcile(s, key).await
-        })
-        .await
-    }
-}
-
-impl ReconcilerInstance {
-    /// The imports whose API waits the next call's wall limit excuses, their count reset.
-    fn api_waits(&self) -> Option<Arc<InstanceImports>> {
-        let imports = self.store.data().v0_2_imports.clone();
-        if let Some(i) = &imports {
-            i.reset_waited();
-        }
-        imports
-    }
-
-    /// Whether the guest takes events in batches (`batch-handler`, 0.2.1).
-    pub(crate) fn takes_batches(&self) -> bool {
-        matches!(self.bindings.handler, Some(HandlerExports::Batch(_)))
-    }
-
-    /// Calls the guest's 0.2.0 handler for one event of subscription `subscription` (a
-    /// `batch-handler` guest takes even one event through [`deliver_batch`](Self::deliver_batch)).
-    pub(crate) async fn deliver(&mut self, subscription: u32, event: &Event) -> Outcome<()> {
-        let Some(HandlerExports::Single(h)) = self.bindings.handler.clone() else {
-            return Outcome::GuestError("the component exports no 0.2.0 `handler`".into());
-        };
-        let deadline = self.deadline;
-        let imports = self.api_waits();
-        let api_waited = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
-        match event {
-            Event::Add {
-                object,
-                in_initial_list,
-            } => {
-                guarded(&mut self.store, deadline, api_waited, async |s| {
-                    h.call_on_add(s, subscription, object.json(), *in_initial_list)
-                        .await
-                })
-                .await
-            }
-            Event::Update { old, new } => {
-                guarded(&mut self.store, deadline, api_waited, async |s| {
-                    h.call_on_update(s, subscription, old.json(), new.json())
-                        .await
-                })
-                .await
-            }
-            Event::Delete {
-                object,
-                final_state_unknown,
-            } => {
-                guarded(&mut self.store, deadline, api_waited, async |s| {
-                    h.call_on_delete(s, subscription, object.json(), *final_state_unknown)
-                        .await
-                })
-                .await
-            }
-        }
-    }
-
-    /// Calls the guest's `on-events` with `events` (subscription handle, event), in one call
-    /// under one deadline; answers the events the guest failed, by position, with its reason.
-    pub(crate) async fn deliver_batch(
-        &mut self,
-        events: &[(u32, &Event)],
-    ) -> Outcome<Vec<(usize, String)>> {
-        let Some(HandlerExports::Batch(h)) = self.bindings.handler.clone() else {
-            return Outcome::GuestError("the component exports no `batch-handler`".into());
-        };
-        let (mut documents, mut words) = std::mem::take(&mut self.batch);
-        if let Err(reason) = lower_batch(events, &mut documents, &mut words) {
-            return Outcome::GuestError(reason);
-        }
-        let batch = batch::EventBatch {
-            documents: &documents,
-            events: &words,
-        };
-        let deadline = self.deadline;
-        let imports = self.api_waits();
-        let api_waited = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
-        let answered = guarded(&mut self.store, deadline, api_waited, async |s| {
-            h.call_on_events(s, batch).await.map(Ok)
-        })
-        .await;
-        documents.clear();
-        // A batch of one huge object need not keep its buffer.
-        documents.shrink_to(1 << 20);
-        words.clear();
-        self.batch = (documents, words);
-        match answered {
-            Outcome::Ok(errors) => {
-                let mut failed = Vec::with_capacity(errors.len());
-                for e in errors {
-                    match usize::try_from(e.index) {
-                        Ok(i) if i < events.len() => failed.push((i, e.reason)),
-                        _ => {
-                            return Outcome::Failed(
-                                FailureKind::Trap,
-                                format!(
-                                    "on-events answered an error for event {} of a batch of {}",
-                                    e.index,
-                                    events.len()
-                                ),
-                            );
-                        }
-                    }
-                }
-                Outcome::Ok(failed)
-            }
-            Outcome::GuestError(reason) => Outcome::GuestError(reason),
-            Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
-        }
-    }
-}
-
-/// Asks the CPU to start loading the first bytes of `bytes` into its cache: the next object's
-/// JSON arrives while this one is copied (objects are scattered over the heap, so the hardware
-/// prefetcher cannot guess where the next one starts).
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64).take(8) {
-        // SAFETY: prefetching is a hint: it reads nothing, faults on nothing.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
-
-/// Numbers per event in `event-batch.events`.
-const EVENT_WORDS: usize = 6;
-
-/// A batch as `on-events` takes it: the JSON of its objects one after another into
-/// `documents`, each object once per event (a resync's old and new, the same object, once),
-/// and the events, [`EVENT_WORDS`] numbers each, into `words` (both emptied first). An error
-/// if the batch does not fit the 4 GiB the offsets can address.
-fn lower_batch(
-    events: &[(u32, &Event)],
-    documents: &mut Vec<u8>,
-    words: &mut Vec<u32>,
-) -> Result<(), String> {
-    const ADDED: u32 = 0;
-    const UPDATED: u32 = 1;
-    const DELETED: u32 = 2;
-    const FLAG: u32 = 4;
-    documents.clear();
-    words.clear();
-    words.reserve(events.len() * EVENT_WORDS);
-    let mut place = |doc: &SharedDocument| -> Result<[u32; 2], String> {
-        let json = doc.json().as_bytes();
-        let offset = u32::try_from(documents.len()).map_err(|_| "a batch over 4 GiB")?;
-        let len = u32::try_from(json.len()).map_err(|_| "an object over 4 GiB")?;
-        documents.extend_from_slice(json);
-        Ok([offset, len])
-    };
-    for (i, (subscription, event)) in events.iter().enumerate() {
-        if let Some((_, next)) = events.get(i + 1) {
-            prefetch(next.object().json().as_bytes());
-        }
-        let flagged = |what: u32, flag: bool| if flag { what | FLAG } else { what };
-        let (what, [offset, len], [old_offset, old_len]) = match event {
-            Event::Add {
-                object,
-                in_initial_list,
-            } => (flagged(ADDED, *in_initial_list), place(object)?, [0, 0]),
-            Event::Update { old, new } => {
-                let placed = place(new)?;
-                let old = if same_document(old, new) {
-                    placed
-                } else {
-                    place(old)?
-                };
-                (UPDATED, placed, old)
-            }
-            Event::Delete {
-                object,
-                final_state_unknown,
-            } => (
-                flagged(DELETED, *final_state_unknown),
-                place(object)?,
-                [0, 0],
-            ),
-        };
-        words.extend_from_slice(&[*subscription, what, offset, len, old_offset, old_len]);
-    }
-    Ok(())
-}
-
-/// A fresh instance of `recipe`, initialised and connected.
-pub(crate) async fn start_instance(
-    recipe: &Recipe,
-) -> Result<(ReconcilerInstance, Vec<Gvk>), String> {
-    let mut instance = ReconcilerInstance::new(
-        &recipe.pre,
-        &recipe.file,
-        recipe.name.clone(),
-        recipe.limits,
-        recipe.access.clone(),
-        recipe.log_gate.clone(),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let info = match instance.init(&recipe.config).await {
-        Outcome::Ok(info) => info,
-        Outcome::GuestError(reason) => return Err(format!("init failed: {reason}")),
-        Outcome::Failed(kind, reason) => return Err(format!("init {}: {reason}", kind.as_str())),
-    };
-    let subscriptions: Vec<Gvk> = info
-        .subscriptions
-        .iter()
-        .map(|s| Gvk {
-            group: s.gvk.group.clone(),
-            version: s.gvk.version.clone(),
-            kind: s.gvk.kind.clone(),
-        })
-        .collect();
-    instance.connect(recipe.plugin.clone(), subscriptions.clone());
+/// A fresh instance of `recipe`, initialised and connected, with the resource type of each
+/// of its subscription handles.
+async fn start_instance(recipe: &Recipe) -> Result<(Instance, Vec<Gvk>), String> {
+    let instance = Instance::start(&recipe.instance).await?;
+    let subscriptions = instance.resources().to_vec();
     Ok((instance, subscriptions))
 }
 
@@ -441,21 +79,6 @@ fn park(recipe: &Recipe, key: ObjectKey) {
     );
 }
 
-/// The most of a guest's error message kept in the log and the plugin's status.
-const MAX_REASON: usize = 1024;
-
-/// `reason` cut to [`MAX_REASON`] bytes (at a character boundary).
-pub(crate) fn cut(reason: &str) -> &str {
-    if reason.len() <= MAX_REASON {
-        return reason;
-    }
-    let mut end = MAX_REASON;
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    &reason[..end]
-}
-
 /// `namespace/name` (or `name`) of a key, for messages.
 fn key_name(key: &ObjectKey) -> String {
     match &key.namespace {
@@ -466,7 +89,7 @@ fn key_name(key: &ObjectKey) -> String {
 
 async fn work(recipe: Recipe) {
     let queue = recipe.plugin.queue.clone();
-    let mut current: Option<(ReconcilerInstance, Vec<Gvk>)> = None;
+    let mut current: Option<(Instance, Vec<Gvk>)> = None;
     // Whether the next instance replaces one that faulted (a restart).
     let mut replacing = false;
     loop {

@@ -14,7 +14,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::cache_api::Access;
+use super::access::Access;
 use super::grants::Limits;
 use super::log_gate::LogGate;
 
@@ -36,7 +36,7 @@ pub(crate) struct HostState {
     /// The running time of the call in progress.
     pub(crate) clock: Arc<CallClock>,
     /// What a 0.2 instance's `client` and `queue` imports act on; `None` for 0.1.
-    pub(crate) v0_2_imports: Option<Arc<super::imports_v0_2::InstanceImports>>,
+    pub(crate) v0_2_imports: Option<Arc<super::context::InstanceImports>>,
 }
 
 /// Measures a guest call's own running time against its deadline: the time spent inside polls
@@ -268,6 +268,54 @@ impl AsyncWrite for LineLogger {
         Poll::Ready(Ok(()))
     }
 }
+
+impl HostState {
+    /// One line the guest logged through the `log` import (of either contract), through the
+    /// plugin's log cap, tagged with the plugin's name.
+    pub(crate) fn guest_log(&self, level: tracing::Level, message: &str) {
+        let plugin = &*self.plugin;
+        let Some(message) = self.log_gate.admit(plugin, message) else {
+            return;
+        };
+        match level {
+            tracing::Level::TRACE => {
+                tracing::trace!(target: "kubewasm::guest", plugin, "{message}")
+            }
+            tracing::Level::DEBUG => {
+                tracing::debug!(target: "kubewasm::guest", plugin, "{message}")
+            }
+            tracing::Level::INFO => {
+                tracing::info!(target: "kubewasm::guest", plugin, "{message}")
+            }
+            tracing::Level::WARN => {
+                tracing::warn!(target: "kubewasm::guest", plugin, "{message}")
+            }
+            tracing::Level::ERROR => {
+                tracing::error!(target: "kubewasm::guest", plugin, "{message}")
+            }
+        }
+    }
+}
+
+/// Implements a contract's `log` import (`$log`, its generated module) on [`HostState`]: its
+/// levels mapped onto tracing's, each line through the plugin's log cap.
+macro_rules! log_import {
+    ($log:ident) => {
+        impl $log::Host for HostState {
+            fn log(&mut self, level: $log::Level, message: String) {
+                let level = match level {
+                    $log::Level::Trace => tracing::Level::TRACE,
+                    $log::Level::Debug => tracing::Level::DEBUG,
+                    $log::Level::Info => tracing::Level::INFO,
+                    $log::Level::Warn => tracing::Level::WARN,
+                    $log::Level::Error => tracing::Level::ERROR,
+                };
+                self.guest_log(level, &message);
+            }
+        }
+    };
+}
+pub(crate) use log_import;
 
 #[cfg(test)]
 mod tests {

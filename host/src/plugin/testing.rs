@@ -7,12 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
+use super::access::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, SharedDocument};
 use super::actor::{ActorConfig, ActorHandle, RestartPolicy};
-use super::cache_api::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, SharedDocument};
+use super::calls::Outcome;
 use super::engine::{EngineOptions, PluginEngine};
 use super::grants::{Grants, Limits};
+use super::inbox::Event;
 use super::inbox::{EventSink, Subscribed, Subscriber};
-use super::instance::{Event, Instance, Outcome};
+use super::instance::{Declaration, Instance, Recipe};
 use super::log_gate::{LogGate, LogLimits};
 use super::observer::{NoopObserver, PluginObserver};
 use super::{Gvk, IndexSource};
@@ -313,7 +315,7 @@ pub(crate) async fn spawn_probe_with(
     .await
     .expect("probe instantiates");
     let info = match instance.init(&config).await {
-        Outcome::Ok(info) => info,
+        Outcome::Ok(Declaration::V0_1(info)) => info,
         other => panic!("probe init: {other:?}"),
     };
     let mut indexes = HashMap::new();
@@ -335,16 +337,19 @@ pub(crate) async fn spawn_probe_with(
     instance.set_access(access.clone());
     ActorHandle::spawn(
         ActorConfig {
-            name: label,
-            compiled,
-            config,
-            limits,
-            access,
+            recipe: Recipe {
+                compiled,
+                name: label,
+                config,
+                limits,
+                access,
+                log_gate,
+                context: None,
+            },
             resources: vec![config_map_gvk()],
             subscriber: Box::new(feed),
             observer,
             restart,
-            log_gate,
         },
         instance,
     )

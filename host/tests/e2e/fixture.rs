@@ -185,3 +185,13 @@ pub async fn compiles_then_loads_from_the_cache(examples: Vec<(String, PathBuf, 
         );
     }
 }
+
+/// Events `status` says the plugin did not receive for `reason` (`fault`, `replaced`,
+/// `quarantined`, `failed`).
+pub fn dropped(status: &PluginStatus, reason: &str) -> u64 {
+    status
+        .events_dropped
+        .iter()
+        .find(|(r, _)| *r == reason)
+        .map_or(0, |(_, n)| *n)
+}

@@ -15,6 +15,7 @@ mod envtest;
 mod examples_polyglot;
 mod examples_rust;
 mod fixture;
+mod handler_faults;
 mod idle_cpu;
 mod image;
 mod oci;

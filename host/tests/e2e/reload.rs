@@ -43,7 +43,8 @@ struct Env {
 
 impl Env {
     /// Every (re)load of a file is initialised as the probe named `{stem}-v{N}`, N counting the
-    /// policy lookups, subscribed to ConfigMaps in `default`: each version has its own name.
+    /// policy lookups, subscribed to ConfigMaps in `default`: each version has its own name
+    /// (a 0.2 `reconciler-v0-2` gets the same name and namespace).
     async fn new() -> Env {
         Env::with_grace(Duration::ZERO, None).await
     }
@@ -55,10 +56,14 @@ impl Env {
         let policy = move |path: &Path| {
             let n = versions.fetch_add(1, Ordering::SeqCst) + 1;
             let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+            // `namespace` is for 0.2 test guests (`reconciler-v0-2`), which take their
+            // ConfigMaps' namespace from it: the probe's subscription and theirs share one
+            // informer.
             let config = json!({
                 "name": format!("{stem}-v{n}"),
                 "subscriptions": [{"group": "", "version": "v1", "kind": "ConfigMap",
                                    "namespace": "default", "labelSelector": selector}],
+                "namespace": "default",
             });
             PluginPolicy {
                 config: config.to_string(),
@@ -418,5 +423,77 @@ async fn an_unused_informer_keeps_its_cache_for_the_grace_period_then_stops() {
     assert_eq!(env.next_report().await.action, Action::Unload);
     let stopped = wait_until(PATIENCE, || !running(&env)).await;
     assert!(stopped, "the unused informer was never stopped");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_file_changes_contract_version_by_hot_reload_without_a_list() {
+    let mut env = Env::new().await;
+    let mut created = Vec::new();
+    for i in 0..3 {
+        created.push(env.create(&format!("c{i}")).await);
+    }
+    let probe = guest_bytes("probe");
+    env.install("shift.wasm", &probe);
+    assert_eq!(env.next_report().await.result, Ok(()));
+    let v1 = env.running();
+    wait_event(
+        &v1,
+        &format!("EVENT add default/c0 rv={} flag=true", created[0]),
+    )
+    .await;
+    let id = env.host.plugins()[0].id;
+    env.server.clear_requests();
+    let host = env.host.clone();
+    let status = || host.plugins().into_iter().next().expect("one plugin");
+
+    // 0.1 -> 0.2: the same plugin, now a reconciler with a workqueue the replay filled.
+    env.install("shift.wasm", &guest_bytes("reconciler-v0-2"));
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Replace, Ok(())));
+    assert!(
+        wait_until(PATIENCE, || status().reconciles >= 3).await,
+        "{:?}",
+        status()
+    );
+    let s = status();
+    assert_eq!(s.id, id);
+    assert!(s.workqueue.is_some(), "{s:?}");
+
+    // 0.2 -> 0.2 keeps the queue and what it counted.
+    let before = status().reconciles;
+    env.install("shift.wasm", &variant(&guest_bytes("reconciler-v0-2"), 2));
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Replace, Ok(())));
+    assert!(
+        wait_until(PATIENCE, || status().reconciles >= before + 3).await,
+        "the new version took over the old context: {:?}",
+        status()
+    );
+
+    // 0.2 -> 0.1: a probe again, replayed the cache, then live events; no workqueue.
+    env.install("shift.wasm", &variant(&probe, 3));
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Replace, Ok(())));
+    let v4 = env.running();
+    assert_ne!(v4, v1);
+    wait_event(
+        &v4,
+        &format!("EVENT add default/c2 rv={} flag=true", created[2]),
+    )
+    .await;
+    let rv = env.create("late").await;
+    wait_event(&v4, &format!("EVENT add default/late rv={rv} flag=false")).await;
+    let s = status();
+    assert_eq!(s.id, id);
+    assert!(s.workqueue.is_none(), "{s:?}");
+    assert_eq!(s.reconciles, 0, "{s:?}");
+
+    assert_eq!(
+        env.config_map_list_watches(),
+        0,
+        "a contract change listed or watched ConfigMaps again: {:?}",
+        env.server.requests()
+    );
     env.stop().await;
 }

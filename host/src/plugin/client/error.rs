@@ -1,9 +1,7 @@
-//! Why a write failed: the API server's metav1.Status, or the host's own refusal, as the typed
-//! errors of the 0.2 contract's `api-error`.
+//! Why a write failed: the API server's metav1.Status, or the host's own refusal, as typed
+//! errors (the 0.2 `client` import converts them into the contract's `api-error`).
 
 use kube::core::Status;
-
-use super::super::bindings::v0_2::kubewasm::controller::types as wit;
 
 /// One field the API server found invalid (metav1.StatusCause).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,42 +124,6 @@ impl From<kube::Error> for WriteError {
     }
 }
 
-impl From<WriteError> for wit::ApiError {
-    fn from(error: WriteError) -> Self {
-        match error {
-            WriteError::Conflict(m) => wit::ApiError::Conflict(m),
-            WriteError::NotFound(m) => wit::ApiError::NotFound(m),
-            WriteError::AlreadyExists(m) => wit::ApiError::AlreadyExists(m),
-            WriteError::Forbidden(m) => wit::ApiError::Forbidden(m),
-            WriteError::Invalid { message, causes } => {
-                wit::ApiError::Invalid(wit::InvalidDetails {
-                    message,
-                    causes: causes
-                        .into_iter()
-                        .map(|c| wit::InvalidCause {
-                            field: c.field,
-                            reason: c.reason,
-                            message: c.message,
-                        })
-                        .collect(),
-                })
-            }
-            WriteError::NotGranted(m) => wit::ApiError::NotGranted(m),
-            WriteError::TooManyRequests(m) => wit::ApiError::TooManyRequests(m),
-            WriteError::Timeout(m) => wit::ApiError::Timeout(m),
-            WriteError::Server {
-                code,
-                reason,
-                message,
-            } => wit::ApiError::ServerError(wit::ServerError {
-                code,
-                reason,
-                message,
-            }),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,9 +176,6 @@ mod tests {
         assert_eq!(causes.len(), 2);
         assert_eq!(causes[0].field, "spec.replicas");
         assert_eq!(causes[1].reason, "FieldValueRequired");
-        let wit::ApiError::Invalid(details) = wit::ApiError::from(error) else {
-            panic!("not invalid");
-        };
-        assert_eq!(details.causes[0].message, "must be >= 0");
+        assert_eq!(causes[0].message, "must be >= 0");
     }
 }

@@ -444,12 +444,12 @@ async fn fuzz_cache_imports() {
             kind: fuzz.pick(&["ConfigMap", "Secret"]),
         };
         if let Ok(Some(doc)) =
-            cache_v0_1::Host::get(state, gvk.clone(), namespace.clone(), name.clone())
+            cache_v0_1::Host::get(state, (&gvk).into(), namespace.clone(), name.clone())
         {
             let (ns, n) = metadata(&doc);
             assert_eq!((ns, n), (namespace.clone(), Some(name)), "{context}");
         }
-        let _ = cache_v0_1::Host::list_objects(state, gvk, namespace, selector);
+        let _ = cache_v0_1::Host::list_objects(state, (&gvk).into(), namespace, selector);
         assert!(guest.server.requests().is_empty(), "{context}");
     }
     guest.server.shutdown().await;

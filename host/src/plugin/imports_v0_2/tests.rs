@@ -12,15 +12,16 @@ use kubewasm_devserver::{DevServer, Options};
 use serde_json::json;
 
 use super::*;
+use crate::plugin::access::{Access, ResourceAccess};
 use crate::plugin::bindings::v0_2::kubewasm::controller::cache::Host as _;
 use crate::plugin::bindings::v0_2::kubewasm::controller::client::Host as _;
-use crate::plugin::cache_api::{Access, ResourceAccess};
 use crate::plugin::client::tests::{Recorded, write_client};
 use crate::plugin::client::{ClientOptions, Refusal, Resources, WriteObserver};
-use crate::plugin::events::RecorderOptions;
+use crate::plugin::context::Context;
+use crate::plugin::events::{EventRecorder, RecorderOptions};
 use crate::plugin::grants::{Grants, Limits};
 use crate::plugin::log_gate::{LogGate, LogLimits};
-use crate::plugin::reconciler::ReconcileSettings;
+use crate::plugin::policy::ReconcileSettings;
 use crate::plugin::testing::{FakeFeed, config_map, config_map_gvk};
 use crate::plugin::workqueue::NoQueueMetrics;
 

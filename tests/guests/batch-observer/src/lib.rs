@@ -3,7 +3,7 @@
 //! Its config (JSON, every field optional): `{"name": "b", "namespace": "ns", "resyncSeconds":
 //! 1, "failOn": "x", "trapOn": "y", "log": true}`. An event whose object's name contains
 //! `failOn` is answered as failed; one whose name contains `trapOn` traps the instance. With
-//! `log`, every event handled is logged as `KIND NAME BATCH-SIZE`, so a test sees what each
+//! `log`, every event handled is logged as `KIND NAME BATCH-SIZE flag=BOOL`, so a test sees what each
 //! instance received and in which batches. Without those options it does nothing: the no-op
 //! plugin of the dispatch benchmark.
 
@@ -113,7 +113,8 @@ impl batch_handler::Guest for Guest {
                 panic!("trapping on {name}");
             }
             if config.log {
-                log(Level::Info, &format!("{kind} {name} {size}"));
+                let flag = event[1] & 4 != 0;
+                log(Level::Info, &format!("{kind} {name} {size} flag={flag}"));
             }
             if config.fail_on.as_deref().is_some_and(|f| name.contains(f)) {
                 errors.push(EventError {
