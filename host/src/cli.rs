@@ -54,6 +54,9 @@ pub enum Command {
     Push(PushArgs),
     /// Fetch a plugin published as a Wasm OCI artifact, checked against its digests.
     Pull(PullArgs),
+    /// Write the WIT files of a plugin contract (what a guest's bindings are generated from),
+    /// exactly as this binary implements it.
+    Wit(WitArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -283,6 +286,21 @@ pub struct PullArgs {
 
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct WitArgs {
+    /// Contract version: 0.1, 0.2 or 0.2.1 (`--list` shows them) [default: 0.2].
+    #[arg(long)]
+    pub contract: Option<String>,
+
+    /// Directory to write into (a package's dependencies go to its `deps/`) [default: wit].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+
+    /// List the contract versions this binary carries instead.
+    #[arg(long, conflicts_with_all = ["contract", "output"])]
+    pub list: bool,
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod dev;
 mod oci;
 mod rbac;
 mod run;
+mod wit;
 
 use std::process::ExitCode;
 
@@ -20,5 +21,6 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Rbac(args) => rbac::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Push(args) => oci::push(args).await.map(|()| ExitCode::SUCCESS),
         Command::Pull(args) => oci::pull(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Wit(args) => wit::run(args).map(|()| ExitCode::SUCCESS),
     }
 }
