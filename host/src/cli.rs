@@ -57,6 +57,14 @@ pub enum Command {
     /// Write the WIT files of a plugin contract (what a guest's bindings are generated from),
     /// exactly as this binary implements it.
     Wit(WitArgs),
+    /// Build the plugin project in a directory (Rust, Python, JavaScript or C, recognised by its
+    /// files) into `build/NAME.wasm`, check it as `check` does, and print its path.
+    Build(BuildArgs),
+    /// Run plugins through scenario files on the embedded API server: starting objects, steps
+    /// (apply, patch, delete, wait, injected faults) and asserts after each (objects with given
+    /// fields, objects absent, Events, writes per plugin, convergence). Exit code 1 when a step
+    /// fails, with a diff naming the object.
+    Test(TestArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -286,6 +294,35 @@ pub struct PullArgs {
 
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Plugin files to run.
+    #[arg(required = true)]
+    pub plugins: Vec<PathBuf>,
+
+    /// Scenario file (YAML); repeat for several, each on a fresh API server.
+    #[arg(long, required = true)]
+    pub scenario: Vec<PathBuf>,
+
+    /// Config file, as given to `run`: grants, limits and config strings.
+    #[arg(long, env = "KUBEWASM_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Also write the results as JUnit XML to this file.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The project directory [default: the current directory].
+    pub dir: Option<PathBuf>,
+
+    /// Config file whose grants the built plugin is checked against.
+    #[arg(long, env = "KUBEWASM_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

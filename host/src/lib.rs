@@ -14,4 +14,5 @@ pub mod oci;
 pub mod plugin;
 pub mod rbac;
 pub mod reload;
+pub mod scenario;
 pub mod server;

@@ -24,6 +24,7 @@ mod readiness;
 mod reconcile_v0_2;
 mod reload;
 mod sample_controller;
+mod scenario;
 
 /// Not a test: the keeper of the real API server the run's real-server tests share, run only
 /// when such a test starts this binary as one (see `kubewasm_tests::envtest::shared`).
