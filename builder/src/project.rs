@@ -145,7 +145,10 @@ impl Project {
             .and_then(|lib| lib.get("name"))
             .and_then(toml::Value::as_str)
             .map_or_else(|| self.name.replace('-', "_"), str::to_owned);
-        let target_dir = self.dir.join("target");
+        // The author's CARGO_TARGET_DIR, as cargo itself would use it; else the project's own.
+        let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+            .filter(|dir| !dir.is_empty())
+            .map_or_else(|| self.dir.join("target"), PathBuf::from);
         toolchain::run(&mut rust::cargo_build(
             tools,
             &self.dir,

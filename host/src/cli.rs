@@ -65,6 +65,9 @@ pub enum Command {
     /// fields, objects absent, Events, writes per plugin, convergence). Exit code 1 when a step
     /// fails, with a diff naming the object.
     Test(TestArgs),
+    /// Write a new plugin project (source, build file, the contract's WIT, config, a scenario
+    /// that passes and a README) into `NAME/`.
+    New(NewArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -294,6 +297,24 @@ pub struct PullArgs {
 
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The plugin's name (also its directory and file name).
+    pub name: String,
+
+    /// The language to write it in.
+    #[arg(long, value_enum)]
+    pub lang: crate::scaffold::Lang,
+
+    /// What it does.
+    #[arg(long, value_enum, default_value = "controller")]
+    pub kind: crate::scaffold::Kind,
+
+    /// Directory to write into [default: NAME].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -14,5 +14,6 @@ pub mod oci;
 pub mod plugin;
 pub mod rbac;
 pub mod reload;
+pub mod scaffold;
 pub mod scenario;
 pub mod server;

@@ -4,6 +4,7 @@
 mod build;
 mod check;
 mod dev;
+mod new;
 mod oci;
 mod rbac;
 mod run;
@@ -25,6 +26,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Pull(args) => oci::pull(args).await.map(|()| ExitCode::SUCCESS),
         Command::Build(args) => build::run(args).await,
         Command::Test(args) => test::run(args).await,
+        Command::New(args) => new::run(args).map(|()| ExitCode::SUCCESS),
         Command::Wit(args) => wit::run(args).map(|()| ExitCode::SUCCESS),
     }
 }
