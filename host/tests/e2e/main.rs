@@ -7,6 +7,7 @@
 //! `real` (`cargo xtask test` selects them with `test(/::real::/)`).
 
 mod api_client;
+mod author_journey;
 mod batch_handler;
 mod bounds_v0_2;
 mod cli;
