@@ -153,3 +153,31 @@ steps:
     assert!(text.contains("not converged"), "{text}");
     assert!(text.contains("PATCH configmaps default/a"), "{text}");
 }
+
+/// The example's own scenario (`examples-guests/rust/sample-controller/scenario.yaml`) with the
+/// example config, as its README says to run it.
+#[test]
+fn the_rust_sample_controller_passes_its_example_scenario() {
+    let root = kubewasm_tests::workspace_root();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plugin = dir.path().join("sample-controller.wasm");
+    std::fs::copy(guest_path("sample-controller"), &plugin).expect("copying the guest");
+    let output = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["--log", "warn", "test"])
+        .arg(&plugin)
+        .arg("--scenario")
+        .arg(root.join("examples-guests/rust/sample-controller/scenario.yaml"))
+        .arg("--config")
+        .arg(root.join("examples/kubewasm-dev.toml"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .output()
+        .expect("kubewasm runs");
+    let text = stdout(&output);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(text.matches("  ok   ").count(), 3, "{text}");
+}
