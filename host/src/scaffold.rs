@@ -35,7 +35,9 @@ pub enum ScaffoldError {
          at most 63 characters"
     )]
     BadName(String),
-    #[error("`kubewasm new` has no {0:?} template yet (done: rust); see docs/guest-guide.md")]
+    #[error(
+        "`kubewasm new` has no {0:?} template yet (done: rust, python); see docs/guest-guide.md"
+    )]
     NotYet(Lang),
     #[error("{0} exists and is not empty")]
     NotEmpty(PathBuf),
@@ -61,6 +63,10 @@ const OBSERVER_CONFIG: &str = include_str!("../templates/common/observer.kubewas
 const RUST_CARGO: &str = include_str!("../templates/rust/Cargo.toml.tmpl");
 const RUST_CONTROLLER: &str = include_str!("../templates/rust/src/controller.rs.tmpl");
 const RUST_OBSERVER: &str = include_str!("../templates/rust/src/observer.rs.tmpl");
+const PYTHON_CONTROLLER: &str = include_str!("../templates/python/controller.py.tmpl");
+const PYTHON_OBSERVER: &str = include_str!("../templates/python/observer.py.tmpl");
+/// The Python helper of the examples, written into each Python project.
+const PYTHON_KUBE: &str = include_str!("../../examples-guests/python/sample-controller/kube.py");
 
 /// Whether `name` can name a plugin, a package and a file.
 pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -104,6 +110,28 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
              `kubewasm build` runs `cargo build --target wasm32-wasip2 --release`. The bindings \
              come from `wit-bindgen`'s `generate!` over `wit/` (the project uses the contract \
              directly; the repository's Rust SDK crates are not on crates.io yet).",
+        ),
+        Lang::Python => (
+            vec![
+                (
+                    "app.py",
+                    match kind {
+                        Kind::Controller => PYTHON_CONTROLLER,
+                        Kind::Observer => PYTHON_OBSERVER,
+                    },
+                    "the plugin (componentize-py's `app` module)",
+                ),
+                (
+                    "kube.py",
+                    PYTHON_KUBE,
+                    "a small helper over the contract's cache and client",
+                ),
+                (".gitignore", "/build\n__pycache__/\n", "what builds write"),
+            ],
+            "Needs `componentize-py` on PATH or in the project's `.venv/` \
+             (`pip install componentize-py==0.25.1`); `kubewasm build` runs \
+             `componentize-py -d wit -w controller componentize -p . app`. The component \
+             carries CPython (about 18 MB) and takes seconds to compile once; the host caches it.",
         ),
         other => return Err(ScaffoldError::NotYet(other)),
     };
@@ -217,13 +245,20 @@ mod tests {
     }
 
     #[test]
-    fn a_rust_project_has_its_source_build_file_wit_config_scenario_and_readme() {
-        for kind in [Kind::Controller, Kind::Observer] {
-            let files = files("my-plugin", Lang::Rust, kind).unwrap();
+    fn a_project_has_its_source_build_file_wit_config_scenario_and_readme() {
+        for (lang, source) in [(Lang::Rust, "src/lib.rs"), (Lang::Python, "app.py")] {
+            for kind in [Kind::Controller, Kind::Observer] {
+                check_project(lang, kind, source);
+            }
+        }
+    }
+
+    fn check_project(lang: Lang, kind: Kind, source: &str) {
+        {
+            let files = files("my-plugin", lang, kind).unwrap();
             let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
             for want in [
-                "Cargo.toml",
-                "src/lib.rs",
+                source,
                 "scenario.yaml",
                 "kubewasm.toml",
                 "README.md",

@@ -123,6 +123,9 @@ async fn run_on(
         HostOptions {
             cache_dir: options.cache_dir.clone(),
             policy: Arc::new(app::policy_lookup(config.clone())),
+            // As `run` does: informers outlive a reload, so `converged`'s reload sees a warm
+            // cache, as a hot reload in a cluster would.
+            informer_grace: config.reload.informer_grace(),
             restart: config.limits.restart(),
             declarations: config.limits.declarations(),
             logs: config.limits.logs(),

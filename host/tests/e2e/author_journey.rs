@@ -100,19 +100,24 @@ fn must_pass(output: &Output, what: &str) {
 }
 
 /// new, build, check and test pass; after `break_it` edits the source, build passes and test
-/// fails naming `object`.
+/// fails naming `object`. `prepare` runs after `new` (a toolchain into the project); when it
+/// says no, the journey stops there and returns false.
 fn journey(
     outside: &Outside,
     name: &str,
     lang: &str,
     kind: &str,
+    prepare: &dyn Fn(&Path) -> bool,
     break_it: &dyn Fn(&Path),
     object: &str,
-) {
+) -> bool {
     must_pass(
         &outside.kubewasm(".", &["new", name, "--lang", lang, "--kind", kind]),
         "kubewasm new",
     );
+    if !prepare(&outside.path(name)) {
+        return false;
+    }
     let build = outside.kubewasm(name, &["build"]);
     must_pass(&build, "kubewasm build");
     let wasm = format!("build/{name}.wasm");
@@ -153,6 +158,7 @@ fn journey(
     );
     assert!(out.contains("FAIL"), "{out}");
     assert!(out.contains(object), "the failure names {object}:\n{out}");
+    true
 }
 
 /// Replaces `from` (which must be there) by `to` in the project's file.
@@ -195,6 +201,7 @@ fn rust_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
         "mirror",
         "rust",
         "controller",
+        &|_| true,
         &|project| {
             edit(
                 project,
@@ -210,9 +217,83 @@ fn rust_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
         "counter",
         "rust",
         "observer",
+        &|_| true,
         &|project| edit(project, "src/lib.rs", "*count += 1;", "*count += 2;"),
         "Counted on ConfigMap second",
     );
+}
+
+/// Makes `componentize-py` available to the Python project in `project`: on PATH (outside the
+/// checkout), else the author's way, a `.venv` in the project with
+/// `pip install componentize-py==0.25.1` (which `kubewasm build` looks in). False, said loudly,
+/// when neither works.
+fn python_toolchain(outside: &Outside, project: &Path) -> bool {
+    let path = outside
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| d.join("componentize-py").is_file()) {
+        return true;
+    }
+    let venv = project.join(".venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .arg("componentize-py==0.25.1")
+            .status()
+            .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!(
+            "\n!!! SKIPPED: the Python author journey needs componentize-py, and installing it \
+             into the project's .venv (pip install componentize-py==0.25.1) failed !!!\n"
+        );
+    }
+    made
+}
+
+#[test]
+fn python_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
+    let outside = Outside::new();
+    let cases = [
+        (
+            "pymirror",
+            "controller",
+            [
+                "mirror[\"data\"] = data",
+                "mirror[\"data\"] = {\"broken\": \"yes\"}",
+            ],
+            "v1 ConfigMap default/app-mirror",
+        ),
+        (
+            "pycounter",
+            "observer",
+            [
+                "count = counts.get(namespace, 0) + 1",
+                "count = counts.get(namespace, 0) + 2",
+            ],
+            "Counted on ConfigMap second",
+        ),
+    ];
+    for (name, kind, [from, to], object) in cases {
+        let ran = journey(
+            &outside,
+            name,
+            "python",
+            kind,
+            &|project| python_toolchain(&outside, project),
+            &|project| edit(project, "app.py", from, to),
+            object,
+        );
+        if !ran {
+            return;
+        }
+    }
 }
 
 #[test]
