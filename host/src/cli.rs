@@ -54,6 +54,20 @@ pub enum Command {
     Push(PushArgs),
     /// Fetch a plugin published as a Wasm OCI artifact, checked against its digests.
     Pull(PullArgs),
+    /// Write the WIT files of a plugin contract (what a guest's bindings are generated from),
+    /// exactly as this binary implements it.
+    Wit(WitArgs),
+    /// Build the plugin project in a directory (Rust, Python, JavaScript or C, recognised by its
+    /// files) into `build/NAME.wasm`, check it as `check` does, and print its path.
+    Build(BuildArgs),
+    /// Run plugins through scenario files on the embedded API server: starting objects, steps
+    /// (apply, patch, delete, wait, injected faults) and asserts after each (objects with given
+    /// fields, objects absent, Events, writes per plugin, convergence). Exit code 1 when a step
+    /// fails, with a diff naming the object.
+    Test(TestArgs),
+    /// Write a new plugin project (source, build file, the contract's WIT, config, a scenario
+    /// that passes and a README) into `NAME/`.
+    New(NewArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -283,6 +297,68 @@ pub struct PullArgs {
 
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The plugin's name (also its directory and file name).
+    pub name: String,
+
+    /// The language to write it in.
+    #[arg(long, value_enum)]
+    pub lang: crate::scaffold::Lang,
+
+    /// What it does.
+    #[arg(long, value_enum, default_value = "controller")]
+    pub kind: crate::scaffold::Kind,
+
+    /// Directory to write into [default: NAME].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Plugin files to run.
+    #[arg(required = true)]
+    pub plugins: Vec<PathBuf>,
+
+    /// Scenario file (YAML); repeat for several, each on a fresh API server.
+    #[arg(long, required = true)]
+    pub scenario: Vec<PathBuf>,
+
+    /// Config file, as given to `run`: grants, limits and config strings.
+    #[arg(long, env = "KUBEWASM_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Also write the results as JUnit XML to this file.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The project directory [default: the current directory].
+    pub dir: Option<PathBuf>,
+
+    /// Config file whose grants the built plugin is checked against.
+    #[arg(long, env = "KUBEWASM_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct WitArgs {
+    /// Contract version: 0.1, 0.2 or 0.2.1 (`--list` shows them) [default: 0.2].
+    #[arg(long)]
+    pub contract: Option<String>,
+
+    /// Directory to write into (a package's dependencies go to its `deps/`) [default: wit].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+
+    /// List the contract versions this binary carries instead.
+    #[arg(long, conflicts_with_all = ["contract", "output"])]
+    pub list: bool,
 }
 
 #[cfg(test)]

@@ -1,11 +1,15 @@
 //! The subcommands of the `kubewasm` binary, one module each. The library modules they call
 //! (`app`, `inspect`, `rbac`, `oci`, ...) never import a command.
 
+mod build;
 mod check;
 mod dev;
+mod new;
 mod oci;
 mod rbac;
 mod run;
+mod test;
+mod wit;
 
 use std::process::ExitCode;
 
@@ -20,5 +24,9 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Rbac(args) => rbac::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Push(args) => oci::push(args).await.map(|()| ExitCode::SUCCESS),
         Command::Pull(args) => oci::pull(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Build(args) => build::run(args).await,
+        Command::Test(args) => test::run(args).await,
+        Command::New(args) => new::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Wit(args) => wit::run(args).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -7,6 +7,7 @@
 //! `real` (`cargo xtask test` selects them with `test(/::real::/)`).
 
 mod api_client;
+mod author_journey;
 mod batch_handler;
 mod bounds_v0_2;
 mod cli;
@@ -25,6 +26,7 @@ mod readiness;
 mod reconcile_v0_2;
 mod reload;
 mod sample_controller;
+mod scenario;
 
 /// Not a test: the keeper of the real API server the run's real-server tests share, run only
 /// when such a test starts this binary as one (see `kubewasm_tests::envtest::shared`).

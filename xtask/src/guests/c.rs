@@ -1,13 +1,8 @@
-//! The C guest (`examples-guests/c/`): wit-bindgen's C generator, Debian's clang-19 and wasi-libc
-//! (preview1 only, so the module is a preview1 reactor), then a component through the preview1
-//! reactor adapter.
+//! The C guests (`examples-guests/c/`), built by `kubewasm_build::c` (wit-bindgen's C generator,
+//! clang-19 with wasi-libc, the preview1 reactor adapter).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Instant;
-
-use anyhow::Context;
-use wit_bindgen_core::Files;
 
 use super::Ctx;
 use super::toolchain::{self, Contract};
@@ -46,8 +41,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     Ok(vec![counter, propagator])
 }
 
-/// Generates `contract`'s C bindings, compiles `sources` with them (the example's own directory
-/// and `examples-guests/c/` on the include path) and writes the component `NAME.wasm`.
+/// Compiles `sources` (`examples-guests/c/` on the include path) with `kubewasm_build::c` into the component `NAME.wasm`.
 fn build_one(
     ctx: &Ctx,
     contract: Contract,
@@ -55,50 +49,15 @@ fn build_one(
     sources: &[PathBuf],
 ) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
-    let clang = toolchain::clang(ctx)?;
-    let scratch = toolchain::scratch_dir(ctx, &format!("c-{name}"))?;
-
-    let (mut resolve, world) = toolchain::contract_world(ctx, contract)?;
-    let mut files = Files::default();
-    // Besides controller.c and controller.h this writes controller_component_type.o, which
-    // carries the world's type information into the module.
-    wit_bindgen_c::Opts::default()
-        .build()
-        .generate(&mut resolve, world, &mut files)?;
-    for (file, contents) in files.iter() {
-        std::fs::write(scratch.join(file), contents)
-            .with_context(|| format!("writing generated {file}"))?;
-    }
-
-    let module = scratch.join("module.wasm");
-    let mut command = Command::new(&clang);
-    command
-        .args([
-            "--target=wasm32-wasi",
-            "-mexec-model=reactor",
-            "-Os",
-            "-std=c11",
-        ])
-        .args(["-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
-        .arg("-fuse-ld=lld")
-        .arg("-Wl,--strip-all")
-        .arg("-I")
-        .arg(&scratch)
-        .arg("-I")
-        .arg(ctx.root.join("examples-guests/c"));
-    for source in sources {
-        command.arg(source);
-    }
-    toolchain::run(
-        command
-            .arg(scratch.join("controller.c"))
-            .arg(scratch.join("controller_component_type.o"))
-            .arg("-o")
-            .arg(&module),
+    let include = [ctx.root.join("examples-guests/c")];
+    let bytes = kubewasm_build::c::build(
+        &toolchain::toolchains(ctx),
+        &contract.target(ctx),
+        sources,
+        &include,
+        &toolchain::scratch(ctx, &format!("c-{name}")),
     )?;
-    let module = std::fs::read(&module)?;
-    let component = toolchain::componentize_reactor(&module)?;
-    toolchain::write_component(ctx, contract, name, &component, started)
+    toolchain::write_component(ctx, contract, name, &bytes, started)
 }
 
 #[cfg(test)]

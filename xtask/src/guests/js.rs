@@ -1,8 +1,7 @@
-//! The JavaScript guests (`examples-guests/js/`): `componentize-js` from npm embeds each example's
-//! module (and the modules it imports) into a SpiderMonkey (StarlingMonkey) component.
+//! The JavaScript guests (`examples-guests/js/`), built by `kubewasm_build::js`
+//! (componentize-js).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use super::Ctx;
@@ -31,21 +30,11 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
 
 fn build_one(ctx: &Ctx, contract: Contract, name: &str, module: &Path) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
-    let componentize_js = toolchain::componentize_js(ctx)?;
-    let scratch = toolchain::scratch_dir(ctx, &format!("js-{name}"))?;
-    let component = scratch.join(format!("{name}.wasm"));
-    toolchain::run(
-        Command::new(componentize_js)
-            .arg(module)
-            .arg("--wit")
-            .arg(toolchain::contract_wit_dir(ctx, contract))
-            .args(["--world-name", "controller"])
-            // Without these the runtime's fetch support imports wasi:http, which the host (no
-            // sockets for plugins) does not provide.
-            .args(["--disable", "http", "fetch-event"])
-            .arg("-o")
-            .arg(&component),
+    let bytes = kubewasm_build::js::build(
+        &toolchain::toolchains(ctx),
+        &contract.target(ctx),
+        module,
+        &toolchain::scratch(ctx, &format!("js-{name}")),
     )?;
-    let bytes = std::fs::read(&component)?;
     toolchain::write_component(ctx, contract, name, &bytes, started)
 }

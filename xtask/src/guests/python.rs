@@ -1,9 +1,7 @@
-//! The Python guests (`examples-guests/python/`: the 0.1 example and the 0.2 sample-controller):
-//! `componentize-py` from PyPI bundles CPython, the generated bindings and `app.py` into one
-//! component.
+//! The Python guests (`examples-guests/python/`: the 0.1 example and the 0.2 sample-controller),
+//! built by `kubewasm_build::python` (componentize-py).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use super::Ctx;
@@ -30,23 +28,15 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     ])
 }
 
-/// Bundles `source/app.py` (and the modules beside it) with the bindings of the `controller`
-/// world of `contract` into `out_dir/NAME.wasm`.
+/// Bundles `source/app.py` (and the modules beside it) into `out_dir/NAME.wasm`.
 fn build_one(ctx: &Ctx, name: &str, contract: Contract, source: &Path) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
-    let componentize_py = toolchain::componentize_py(ctx)?;
-    let scratch = toolchain::scratch_dir(ctx, &format!("python/{name}"))?;
-    let component = scratch.join(format!("{name}.wasm"));
-    toolchain::run(
-        Command::new(componentize_py)
-            .arg("-d")
-            .arg(contract.wit_dir(ctx))
-            .args(["-w", "controller", "componentize", "-p"])
-            .arg(source)
-            .arg("app")
-            .arg("-o")
-            .arg(&component),
+    let bytes = kubewasm_build::python::build(
+        &toolchain::toolchains(ctx),
+        &contract.target(ctx),
+        source,
+        "app",
+        &toolchain::scratch(ctx, &format!("python/{name}")),
     )?;
-    let bytes = std::fs::read(&component)?;
     toolchain::write_component(ctx, contract, name, &bytes, started)
 }

@@ -10,10 +10,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::Ctx;
-use crate::{cmd, install};
+use crate::cmd;
 
-/// The target triple and profile every Rust guest is built with.
-const TARGET: &str = "wasm32-wasip2";
+/// The profile every Rust guest is built with (for `wasm32-wasip2`).
 const PROFILE: &str = "guest";
 
 /// One Rust guest crate of the workspace.
@@ -47,32 +46,19 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     if guests.is_empty() {
         return Ok(Vec::new());
     }
-    install::rustup_target(TARGET)?;
     let target_dir = ctx.root.join("target/wasm-guests");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = cmd::command(cargo, &ctx.root);
-    command
-        .args([
-            "build",
-            "--target",
-            TARGET,
-            "--profile",
-            PROFILE,
-            "--target-dir",
-        ])
-        .arg(&target_dir)
-        // Flags meant for the host build (target-cpu, coverage, sanitizers) must not reach wasm.
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_RUSTFLAGS");
-    for guest in &guests {
-        command.args(["-p", &guest.package]);
-    }
+    let packages: Vec<String> = guests.iter().map(|g| g.package.clone()).collect();
+    let mut command = kubewasm_build::rust::cargo_build(
+        &super::toolchain::toolchains(ctx),
+        &ctx.root,
+        PROFILE,
+        Some(&target_dir),
+        &packages,
+    )?;
     cmd::run(&mut command)?;
-    let built_dir = target_dir.join(TARGET).join(PROFILE);
     let mut written = Vec::new();
     for guest in &guests {
-        let from = built_dir.join(format!("{}.wasm", guest.lib_name));
+        let from = kubewasm_build::rust::output(&target_dir, PROFILE, &guest.lib_name);
         let out_dir = if guest.test_only {
             &ctx.test_out_dir
         } else {
@@ -89,14 +75,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
 /// watching the output directory sees no event for an unchanged guest.
 fn copy_if_changed(from: &Path, to: &Path) -> anyhow::Result<()> {
     let bytes = std::fs::read(from).with_context(|| format!("reading {}", from.display()))?;
-    if std::fs::read(to).is_ok_and(|existing| existing == bytes) {
-        return Ok(());
-    }
-    // Write then rename: a watcher never sees a half-written component.
-    let partial = to.with_extension("wasm.partial");
-    std::fs::write(&partial, &bytes).with_context(|| format!("writing {}", partial.display()))?;
-    std::fs::rename(&partial, to).with_context(|| format!("writing {}", to.display()))?;
-    Ok(())
+    kubewasm_build::component::write_atomically(to, &bytes)
 }
 
 /// The quoted entries of the root manifest's `[workspace] members = [ .. ]` list (not

@@ -1,0 +1,312 @@
+//! `kubewasm new`: the files of a new plugin project, from templates carried in the binary. A
+//! project written here builds with `kubewasm build` and passes its own scenario with
+//! `kubewasm test`, with nothing from this repository: the contract's WIT comes from
+//! [`crate::contracts`], the rest from `host/templates/`.
+
+use std::path::{Path, PathBuf};
+
+use crate::contracts;
+
+/// The languages `kubewasm new` writes projects in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    Rust,
+    Go,
+    Python,
+    Js,
+    C,
+}
+
+/// What the plugin does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Kind {
+    /// A level-based controller: reconciles keys and writes (a ConfigMap mirror).
+    #[default]
+    Controller,
+    /// Event handlers only: counts ConfigMaps and records an Event per new one.
+    Observer,
+}
+
+/// Why a project was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    #[error(
+        "`{0}` is not a plugin name: lower-case letters, digits and `-`, starting with a letter, \
+         at most 63 characters"
+    )]
+    BadName(String),
+    #[error(
+        "`kubewasm new` has no {0:?} template yet (done: rust, python); see docs/guest-guide.md"
+    )]
+    NotYet(Lang),
+    #[error("{0} exists and is not empty")]
+    NotEmpty(PathBuf),
+    #[error("writing {0}: {1}")]
+    Io(PathBuf, std::io::Error),
+}
+
+/// One file of a project: its path inside the project and its text.
+#[derive(Debug, Clone)]
+pub struct File {
+    pub path: String,
+    pub text: String,
+}
+
+/// The contract every template targets.
+const CONTRACT: &str = "0.2";
+
+const README: &str = include_str!("../templates/common/README.md.tmpl");
+const CONTROLLER_SCENARIO: &str = include_str!("../templates/common/controller.scenario.yaml.tmpl");
+const OBSERVER_SCENARIO: &str = include_str!("../templates/common/observer.scenario.yaml.tmpl");
+const CONTROLLER_CONFIG: &str = include_str!("../templates/common/controller.kubewasm.toml.tmpl");
+const OBSERVER_CONFIG: &str = include_str!("../templates/common/observer.kubewasm.toml.tmpl");
+const RUST_CARGO: &str = include_str!("../templates/rust/Cargo.toml.tmpl");
+const RUST_CONTROLLER: &str = include_str!("../templates/rust/src/controller.rs.tmpl");
+const RUST_OBSERVER: &str = include_str!("../templates/rust/src/observer.rs.tmpl");
+const PYTHON_CONTROLLER: &str = include_str!("../templates/python/controller.py.tmpl");
+const PYTHON_OBSERVER: &str = include_str!("../templates/python/observer.py.tmpl");
+/// The Python helper of the examples, written into each Python project.
+const PYTHON_KUBE: &str = include_str!("../../examples-guests/python/sample-controller/kube.py");
+
+/// Whether `name` can name a plugin, a package and a file.
+pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
+    let ok = (1..=63).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ScaffoldError::BadName(name.to_owned()))
+    }
+}
+
+/// The files of a new `lang` project of `kind` called `name`.
+pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldError> {
+    check_name(name)?;
+    let fill = |template: &str| template.replace("{{name}}", name);
+    let mut files = Vec::new();
+    let (own, toolchain): (Vec<(&str, &str, &str)>, &str) = match lang {
+        Lang::Rust => (
+            vec![
+                (
+                    "Cargo.toml",
+                    RUST_CARGO,
+                    "the crate: wit-bindgen and serde_json from crates.io",
+                ),
+                (
+                    "src/lib.rs",
+                    match kind {
+                        Kind::Controller => RUST_CONTROLLER,
+                        Kind::Observer => RUST_OBSERVER,
+                    },
+                    "the plugin",
+                ),
+                (".gitignore", "/target\n/build\n", "what builds write"),
+            ],
+            "Needs Rust with the `wasm32-wasip2` target (`rustup target add wasm32-wasip2`); \
+             `kubewasm build` runs `cargo build --target wasm32-wasip2 --release`. The bindings \
+             come from `wit-bindgen`'s `generate!` over `wit/` (the project uses the contract \
+             directly; the repository's Rust SDK crates are not on crates.io yet).",
+        ),
+        Lang::Python => (
+            vec![
+                (
+                    "app.py",
+                    match kind {
+                        Kind::Controller => PYTHON_CONTROLLER,
+                        Kind::Observer => PYTHON_OBSERVER,
+                    },
+                    "the plugin (componentize-py's `app` module)",
+                ),
+                (
+                    "kube.py",
+                    PYTHON_KUBE,
+                    "a small helper over the contract's cache and client",
+                ),
+                (".gitignore", "/build\n__pycache__/\n", "what builds write"),
+            ],
+            "Needs `componentize-py` on PATH or in the project's `.venv/` \
+             (`pip install componentize-py==0.25.1`); `kubewasm build` runs \
+             `componentize-py -d wit -w controller componentize -p . app`. The component \
+             carries CPython (about 18 MB) and takes seconds to compile once; the host caches it.",
+        ),
+        other => return Err(ScaffoldError::NotYet(other)),
+    };
+    let mut table = String::new();
+    for (path, template, what) in &own {
+        files.push(File {
+            path: (*path).to_owned(),
+            text: fill(template),
+        });
+        table.push_str(&format!("| `{path}` | {what} |\n"));
+    }
+    let (scenario, config, what) = match kind {
+        Kind::Controller => (
+            CONTROLLER_SCENARIO,
+            CONTROLLER_CONFIG,
+            "for every ConfigMap labelled `example.com/mirror: \"true\"` it keeps a copy \
+             `NAME-mirror` with the same data, owned by the source.",
+        ),
+        Kind::Observer => (
+            OBSERVER_SCENARIO,
+            OBSERVER_CONFIG,
+            "it counts the ConfigMaps of each namespace from events and records an Event \
+             `Counted` on each new one with the count.",
+        ),
+    };
+    files.push(File {
+        path: "scenario.yaml".into(),
+        text: fill(scenario),
+    });
+    files.push(File {
+        path: "kubewasm.toml".into(),
+        text: fill(config),
+    });
+    let lang_name = match lang {
+        Lang::Rust => "Rust",
+        Lang::Go => "Go",
+        Lang::Python => "Python",
+        Lang::Js => "JavaScript",
+        Lang::C => "C",
+    };
+    let kind_name = match kind {
+        Kind::Controller => "controller",
+        Kind::Observer => "observer",
+    };
+    files.push(File {
+        path: "README.md".into(),
+        text: fill(README)
+            .replace("{{kind}}", kind_name)
+            .replace("{{language}}", lang_name)
+            .replace("{{what}}", what)
+            .replace("{{files}}", &table)
+            .replace("{{toolchain}}", toolchain),
+    });
+    let contract = contracts::find(CONTRACT).map_err(|e| {
+        ScaffoldError::Io(PathBuf::from("wit"), std::io::Error::other(e.to_string()))
+    })?;
+    for wit in contract.files {
+        files.push(File {
+            path: format!("wit/{}", wit.path),
+            text: wit.text.to_owned(),
+        });
+    }
+    Ok(files)
+}
+
+/// Writes `files` into `dir`, which must not exist or be empty; returns the paths written.
+pub fn write(dir: &Path, files: &[File]) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |e| ScaffoldError::Io(path, e)
+    };
+    if dir.exists() {
+        let mut entries = std::fs::read_dir(dir).map_err(io(dir))?;
+        if entries.next().is_some() {
+            return Err(ScaffoldError::NotEmpty(dir.to_owned()));
+        }
+    }
+    let mut written = Vec::new();
+    for file in files {
+        let path = dir.join(&file.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::write(&path, &file.text).map_err(io(&path))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_dns_labels() {
+        for good in ["a", "mirror", "my-plugin-2"] {
+            check_name(good).unwrap();
+        }
+        for bad in [
+            "",
+            "Mirror",
+            "2x",
+            "a_b",
+            "a-",
+            "a/b",
+            "../x",
+            &"a".repeat(64),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_project_has_its_source_build_file_wit_config_scenario_and_readme() {
+        for (lang, source) in [(Lang::Rust, "src/lib.rs"), (Lang::Python, "app.py")] {
+            for kind in [Kind::Controller, Kind::Observer] {
+                check_project(lang, kind, source);
+            }
+        }
+    }
+
+    fn check_project(lang: Lang, kind: Kind, source: &str) {
+        {
+            let files = files("my-plugin", lang, kind).unwrap();
+            let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+            for want in [
+                source,
+                "scenario.yaml",
+                "kubewasm.toml",
+                "README.md",
+                "wit/controller.wit",
+            ] {
+                assert!(paths.contains(&want), "{want} missing from {paths:?}");
+            }
+            for file in &files {
+                assert!(
+                    !file.text.contains("{{"),
+                    "{} keeps a placeholder",
+                    file.path
+                );
+                // Nothing written may point back into a checkout of this repository.
+                assert!(
+                    !file.text.contains("../"),
+                    "{} has a relative path",
+                    file.path
+                );
+                assert!(!file.text.contains("workspace = true"), "{}", file.path);
+            }
+            let scenario = &files
+                .iter()
+                .find(|f| f.path == "scenario.yaml")
+                .unwrap()
+                .text;
+            crate::scenario::Scenario::parse(scenario).expect("the scenario parses");
+            let config = &files
+                .iter()
+                .find(|f| f.path == "kubewasm.toml")
+                .unwrap()
+                .text;
+            assert!(config.contains("[plugins.my-plugin]"), "{config}");
+        }
+    }
+
+    #[test]
+    fn a_project_is_not_written_over_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
+        let files = files("p", Lang::Rust, Kind::Controller).unwrap();
+        assert!(matches!(
+            write(dir.path(), &files),
+            Err(ScaffoldError::NotEmpty(_))
+        ));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),
+            "mine"
+        );
+    }
+}

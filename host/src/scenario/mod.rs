@@ -1,0 +1,391 @@
+//! Declarative plugin tests (`kubewasm test`): a scenario file names objects to start from and
+//! steps, each an action on the embedded API server followed by asserts polled until they hold
+//! or the step's timeout passes. Objects are matched partially, as kuttl and Chainsaw assert.
+//!
+//! ```yaml
+//! name: the mirror copies ConfigMaps
+//! objects:                      # created before the plugins load
+//!   - {apiVersion: v1, kind: ConfigMap, metadata: {name: app, namespace: default}, data: {k: v}}
+//! steps:
+//!   - name: the copy appears
+//!     assert:
+//!       exist:
+//!         - {apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror, namespace: default}, data: {k: v}}
+//!       converged: true
+//!   - name: a conflict on update is retried
+//!     fault: {verb: update, code: 409}
+//!     patch: ...
+//! ```
+
+mod junit;
+mod matcher;
+mod runner;
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+pub use junit::junit_xml;
+pub use matcher::{Mismatch, matches};
+pub use runner::{Outcome, RunOptions, StepResult, run};
+
+/// How long a step's asserts may take to hold when the step names no timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A parsed scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// What the scenario shows (the JUnit test suite's name).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Objects created before the plugins load, in order (a CRD before its objects).
+    #[serde(default)]
+    pub objects: Vec<Value>,
+    pub steps: Vec<Step>,
+}
+
+/// One step: at most one action, then the asserts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Creates each object, or merge-patches it with the given fields when it exists.
+    #[serde(default)]
+    pub apply: Vec<Value>,
+    #[serde(default)]
+    pub patch: Option<PatchAction>,
+    /// Deletes each named object (apiVersion, kind, metadata.name and .namespace).
+    #[serde(default)]
+    pub delete: Vec<Value>,
+    /// Lets this much time pass (`2s`, `500ms`): for plugins that requeue after a delay.
+    #[serde(default, with = "duration_opt")]
+    pub wait: Option<Duration>,
+    #[serde(default)]
+    pub fault: Option<Fault>,
+    /// How long the asserts may take to hold [default: 30s].
+    #[serde(default, with = "duration_opt")]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub assert: Assert,
+}
+
+/// A patch of one object.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchAction {
+    /// apiVersion, kind, metadata.name and .namespace of the object.
+    pub object: Value,
+    /// `merge` (JSON merge patch, the default) or `json` (RFC 6902).
+    #[serde(default, rename = "type")]
+    pub patch_type: PatchType,
+    pub patch: Value,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatchType {
+    #[default]
+    Merge,
+    Json,
+}
+
+/// A fault injected into the API server from this step on.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Fault {
+    /// The verb whose next requests fail (every resource: the dev server injects by verb):
+    /// get, list, watch, create, update, patch or delete.
+    #[serde(default)]
+    pub verb: Option<String>,
+    /// The HTTP status they answer: 409, 429, 500, ...
+    #[serde(default)]
+    pub code: Option<u16>,
+    /// How many requests fail [default: 1].
+    #[serde(default)]
+    pub count: Option<usize>,
+    /// Ends every open watch now (clients must re-watch).
+    #[serde(default)]
+    pub drop_watches: bool,
+}
+
+/// What must hold after a step.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assert {
+    /// Objects that must exist and contain the given fields (without a name: any object of the
+    /// kind, in the namespace when one is given).
+    #[serde(default)]
+    pub exist: Vec<Value>,
+    /// Objects that must not exist (by apiVersion, kind, name and namespace).
+    #[serde(default)]
+    pub absent: Vec<Value>,
+    /// core/v1 Events, each matched partially by some Event.
+    #[serde(default)]
+    pub events: Vec<Value>,
+    /// How many writes each plugin made during this step (since the previous step ended; for
+    /// the first step, since the plugins started loading).
+    #[serde(default)]
+    pub writes: Vec<WriteCount>,
+    /// After everything settles, reloading every plugin (one more reconcile of every key, and
+    /// every handler replayed the cache) makes no write.
+    #[serde(default)]
+    pub converged: bool,
+}
+
+/// A bound on the writes (create, update, patch, delete) one plugin sent during a step.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteCount {
+    /// The plugin's name (as its `init` gives it).
+    pub plugin: String,
+    #[serde(default)]
+    pub exactly: Option<u64>,
+    #[serde(default)]
+    pub min: Option<u64>,
+    #[serde(default)]
+    pub max: Option<u64>,
+}
+
+/// Why a scenario file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("the scenario is not valid YAML for a scenario: {0}")]
+    Yaml(#[from] serde_norway::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Scenario {
+    /// Parses and checks a scenario: every object names apiVersion and kind, each step has at
+    /// most one action, faults name a known verb or drop watches, write bounds bound something.
+    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = serde_norway::from_str(text)?;
+        let invalid = |msg: String| Err(ScenarioError::Invalid(msg));
+        if scenario.steps.is_empty() {
+            return invalid("the scenario has no steps".into());
+        }
+        for (i, object) in scenario.objects.iter().enumerate() {
+            check_object(object, true)
+                .map_err(|e| ScenarioError::Invalid(format!("objects[{i}]: {e}")))?;
+        }
+        for (n, step) in scenario.steps.iter().enumerate() {
+            let at = format!("step {} ({})", n + 1, step.label(n));
+            let actions = [
+                !step.apply.is_empty(),
+                step.patch.is_some(),
+                !step.delete.is_empty(),
+                step.wait.is_some(),
+                step.fault.is_some(),
+            ];
+            if actions.iter().filter(|a| **a).count() > 1 {
+                return invalid(format!(
+                    "{at}: one action per step (apply, patch, delete, wait or fault): split it"
+                ));
+            }
+            let objects = step
+                .apply
+                .iter()
+                .map(|o| (o, true))
+                .chain(step.delete.iter().map(|o| (o, true)))
+                .chain(step.patch.iter().map(|p| (&p.object, true)))
+                .chain(step.assert.absent.iter().map(|o| (o, true)))
+                .chain(step.assert.exist.iter().map(|o| (o, false)));
+            for (object, named) in objects {
+                check_object(object, named)
+                    .map_err(|e| ScenarioError::Invalid(format!("{at}: {e}")))?;
+            }
+            if let Some(fault) = &step.fault {
+                match (&fault.verb, fault.code, fault.drop_watches) {
+                    (Some(verb), Some(code), _) => {
+                        if runner::parse_verb(verb).is_none() {
+                            return invalid(format!(
+                                "{at}: fault verb `{verb}` is not one of get, list, watch, create, update, patch, delete"
+                            ));
+                        }
+                        if !(400..=599).contains(&code) {
+                            return invalid(format!(
+                                "{at}: fault code {code} is not an HTTP error status"
+                            ));
+                        }
+                    }
+                    (None, None, true) => {}
+                    _ => {
+                        return invalid(format!(
+                            "{at}: a fault is `verb` with `code` (and `count`), or `dropWatches: true`"
+                        ));
+                    }
+                }
+            }
+            for bound in &step.assert.writes {
+                if bound.exactly.is_none() && bound.min.is_none() && bound.max.is_none() {
+                    return invalid(format!(
+                        "{at}: writes of {} need exactly, min or max",
+                        bound.plugin
+                    ));
+                }
+            }
+        }
+        Ok(scenario)
+    }
+}
+
+impl Step {
+    /// The step's name, else what it does.
+    pub fn label(&self, index: usize) -> String {
+        if let Some(name) = &self.name {
+            return name.clone();
+        }
+        let action = if !self.apply.is_empty() {
+            "apply"
+        } else if self.patch.is_some() {
+            "patch"
+        } else if !self.delete.is_empty() {
+            "delete"
+        } else if self.wait.is_some() {
+            "wait"
+        } else if self.fault.is_some() {
+            "fault"
+        } else {
+            "assert"
+        };
+        format!("step {} ({action})", index + 1)
+    }
+}
+
+/// An object reference must be a mapping with string apiVersion and kind (and, when `named`,
+/// metadata.name).
+fn check_object(object: &Value, named: bool) -> Result<(), String> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    if !object.is_object() {
+        return Err("an object must be a mapping".into());
+    }
+    if text("/apiVersion").is_none_or(str::is_empty) || text("/kind").is_none_or(str::is_empty) {
+        return Err(format!("an object needs apiVersion and kind: {object}"));
+    }
+    if named && text("/metadata/name").is_none_or(str::is_empty) {
+        return Err(format!("an object needs metadata.name here: {object}"));
+    }
+    Ok(())
+}
+
+/// `15s`, `500ms`, `2m` or plain seconds in a scenario.
+mod duration_opt {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(f64),
+            Text(String),
+        }
+        let text = match Option::<Raw>::deserialize(d)? {
+            None => return Ok(None),
+            Some(Raw::Number(n)) => format!("{n}"),
+            Some(Raw::Text(t)) => t,
+        };
+        let text = text.trim();
+        let (number, scale) = if let Some(m) = text.strip_suffix("ms") {
+            (m, 1e-3)
+        } else if let Some(m) = text.strip_suffix('m') {
+            (m, 60.0)
+        } else {
+            (text.strip_suffix('s').unwrap_or(text), 1.0)
+        };
+        number
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(|n| Duration::try_from_secs_f64(n * scale).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                D::Error::custom(format!("`{text}` is not a duration such as 30s or 500ms"))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name: mirror
+objects:
+  - {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: default}, data: {k: v}}
+steps:
+  - name: copy appears
+    timeout: 5s
+    assert:
+      exist:
+        - {apiVersion: v1, kind: ConfigMap, metadata: {name: a-mirror}, data: {k: v}}
+      absent:
+        - {apiVersion: v1, kind: ConfigMap, metadata: {name: b-mirror}}
+      writes: [{plugin: mirror, max: 1}]
+      converged: true
+  - fault: {verb: update, code: 409, count: 2}
+  - fault: {dropWatches: true}
+  - patch: {object: {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}, patch: {data: {k: w}}}
+    timeout: 1500ms
+  - wait: 2
+  - delete: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}]
+"#;
+
+    #[test]
+    fn a_scenario_with_every_step_kind_parses() {
+        let s = Scenario::parse(GOOD).unwrap();
+        assert_eq!(s.name.as_deref(), Some("mirror"));
+        assert_eq!(s.steps.len(), 6);
+        assert_eq!(s.steps[0].timeout, Some(Duration::from_secs(5)));
+        assert!(s.steps[0].assert.converged);
+        assert_eq!(s.steps[1].fault.as_ref().unwrap().count, Some(2));
+        assert!(s.steps[2].fault.as_ref().unwrap().drop_watches);
+        assert_eq!(s.steps[3].timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(
+            s.steps[3].patch.as_ref().unwrap().patch_type,
+            PatchType::Merge
+        );
+        assert_eq!(s.steps[4].wait, Some(Duration::from_secs(2)));
+        assert_eq!(s.steps[5].label(5), "step 6 (delete)");
+    }
+
+    #[test]
+    fn mistakes_are_refused_with_where_they_are() {
+        let cases = [
+            ("steps: []", "no steps"),
+            ("steps: [{asert: {}}]", "unknown field `asert`"),
+            ("steps: [{wait: soon}]", "not a duration"),
+            (
+                "steps: [{wait: 1s, fault: {dropWatches: true}}]",
+                "one action per step",
+            ),
+            ("steps: [{fault: {verb: frob, code: 500}}]", "`frob`"),
+            (
+                "steps: [{fault: {verb: get, code: 200}}]",
+                "not an HTTP error",
+            ),
+            ("steps: [{fault: {code: 500}}]", "`verb` with `code`"),
+            (
+                "steps: [{assert: {writes: [{plugin: p}]}}]",
+                "need exactly, min or max",
+            ),
+            (
+                "steps: [{delete: [{apiVersion: v1, kind: ConfigMap}]}]",
+                "metadata.name",
+            ),
+            ("objects: [{kind: ConfigMap}]\nsteps: [{}]", "objects[0]"),
+            (
+                "steps: [{assert: {exist: [{metadata: {name: a}}]}}]",
+                "apiVersion and kind",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = Scenario::parse(text).unwrap_err().to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,677 @@
+//! Runs a scenario: the embedded dev API server, the plugin host in this process over shared
+//! informers on it, the scenario's objects, then each step's action and asserts.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::{ApiCapabilities, Scope};
+use kube::{Api, Client};
+use kubewasm_devserver::{DevServer, RequestRecord, Verb};
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use serde_json::Value;
+
+use super::matcher::{describe, matches};
+use super::{Assert, DEFAULT_TIMEOUT, PatchType, Scenario, Step};
+use crate::app;
+use crate::config::Config;
+use crate::plugin::{HostOptions, PluginHost, PluginId};
+
+/// How often asserts are polled.
+const POLL: Duration = Duration::from_millis(100);
+/// How long the plugins get to load and handle their replay of the starting objects.
+const LOAD_PATIENCE: Duration = Duration::from_secs(120);
+/// Polls in a row with nothing moving (no queued work, no new write, no new call) that count
+/// as quiet.
+const QUIET_POLLS: u32 = 8;
+
+/// What a run uses besides the scenario.
+pub struct RunOptions {
+    /// The plugin files, loaded in order.
+    pub plugins: Vec<PathBuf>,
+    /// Grants, limits and config strings, as `kubewasm run` takes them.
+    pub config: Config,
+    /// Where compiled plugins are cached.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// How a scenario went.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub name: String,
+    pub steps: Vec<StepResult>,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.steps.iter().all(|s| s.failure.is_none())
+    }
+}
+
+/// How one step went: a failure is the readable diff; steps after a failure are skipped.
+#[derive(Debug, Clone)]
+pub struct StepResult {
+    pub name: String,
+    pub elapsed: Duration,
+    pub failure: Option<String>,
+    pub skipped: bool,
+}
+
+/// The verb a scenario's fault names.
+pub(super) fn parse_verb(verb: &str) -> Option<Verb> {
+    Some(match verb.to_ascii_lowercase().as_str() {
+        "get" => Verb::Get,
+        "list" => Verb::List,
+        "watch" => Verb::Watch,
+        "create" => Verb::Create,
+        "update" => Verb::Update,
+        "patch" => Verb::Patch,
+        "delete" => Verb::Delete,
+        _ => return None,
+    })
+}
+
+/// Runs `scenario` (called `name` in reports); each finished step is handed to `report` as it
+/// ends. An error is a run that could not happen (server, plugin load); a failed assert is an
+/// outcome.
+pub async fn run(
+    scenario: &Scenario,
+    name: &str,
+    options: &RunOptions,
+    mut report: impl FnMut(&StepResult),
+) -> anyhow::Result<Outcome> {
+    let server = DevServer::start(kubewasm_devserver::Options::default())
+        .await
+        .context("cannot start the development API server")?;
+    let result = run_on(&server, scenario, name, options, &mut report).await;
+    server.shutdown().await;
+    result
+}
+
+async fn run_on(
+    server: &DevServer,
+    scenario: &Scenario,
+    name: &str,
+    options: &RunOptions,
+    report: &mut impl FnMut(&StepResult),
+) -> anyhow::Result<Outcome> {
+    for (i, object) in scenario.objects.iter().enumerate() {
+        server
+            .create(object.clone())
+            .map_err(|status| anyhow::anyhow!("{}", status.message))
+            .with_context(|| format!("creating objects[{i}] ({})", describe(object)))?;
+    }
+    let clients = app::Clients::new(
+        kube::Config::new(server.url().parse()?),
+        &options.config.connection.options(),
+    )?;
+    let factory = SharedInformerFactory::new(
+        clients.read.clone(),
+        FactoryOptions {
+            reflector: options.config.informers.reflector(),
+            ..FactoryOptions::default()
+        },
+    );
+    let config = Arc::new(options.config.clone());
+    let host = PluginHost::new(
+        factory,
+        clients.read.clone(),
+        HostOptions {
+            cache_dir: options.cache_dir.clone(),
+            policy: Arc::new(app::policy_lookup(config.clone())),
+            // As `run` does: informers outlive a reload, so `converged`'s reload sees a warm
+            // cache, as a hot reload in a cluster would.
+            informer_grace: config.reload.informer_grace(),
+            restart: config.limits.restart(),
+            declarations: config.limits.declarations(),
+            logs: config.limits.logs(),
+            write_client: Some(clients.write.clone()),
+            ..HostOptions::default()
+        },
+    )?;
+    let mut rig = Rig {
+        log_mark: server.requests().len(),
+        server,
+        client: server.client(),
+        host: host.clone(),
+        plugins: Vec::new(),
+        resources: HashMap::new(),
+    };
+    let result = async {
+        for path in &options.plugins {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let id = host
+                .load(path, bytes.clone())
+                .await
+                .with_context(|| format!("{} did not load", path.display()))?;
+            rig.plugins.push(Loaded {
+                path: path.clone(),
+                bytes,
+                id,
+            });
+        }
+        rig.wait_ready(LOAD_PATIENCE).await?;
+        rig.run_steps(scenario, name, report).await
+    }
+    .await;
+    host.shutdown(Duration::from_secs(2)).await;
+    result
+}
+
+struct Loaded {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    id: PluginId,
+}
+
+struct Rig<'a> {
+    server: &'a DevServer,
+    client: Client,
+    host: PluginHost,
+    plugins: Vec<Loaded>,
+    resources: HashMap<(String, String), (ApiResource, ApiCapabilities)>,
+    /// Where in the request log the current step's writes start: the end of the previous
+    /// step (for the first, the plugins' load and their first reconciles count).
+    log_mark: usize,
+}
+
+impl Rig<'_> {
+    async fn run_steps(
+        &mut self,
+        scenario: &Scenario,
+        name: &str,
+        report: &mut impl FnMut(&StepResult),
+    ) -> anyhow::Result<Outcome> {
+        let mut steps = Vec::new();
+        let mut failed = false;
+        for (index, step) in scenario.steps.iter().enumerate() {
+            let label = step.label(index);
+            if failed {
+                let result = StepResult {
+                    name: label,
+                    elapsed: Duration::ZERO,
+                    failure: None,
+                    skipped: true,
+                };
+                report(&result);
+                steps.push(result);
+                continue;
+            }
+            let started = Instant::now();
+            let failure = self.run_step(step).await;
+            failed = failure.is_some();
+            let result = StepResult {
+                name: label,
+                elapsed: started.elapsed(),
+                failure,
+                skipped: false,
+            };
+            report(&result);
+            steps.push(result);
+        }
+        Ok(Outcome {
+            name: name.to_owned(),
+            steps,
+        })
+    }
+
+    /// Runs the step's action, then polls its asserts until they hold or its timeout passes;
+    /// the failure's text when they did not.
+    async fn run_step(&mut self, step: &Step) -> Option<String> {
+        let failure = self.run_step_from(step, self.log_mark).await;
+        self.log_mark = self.server.requests().len();
+        failure
+    }
+
+    async fn run_step_from(&mut self, step: &Step, log_start: usize) -> Option<String> {
+        if let Err(err) = self.act(step).await {
+            return Some(format!("the step's action failed: {err:#}"));
+        }
+        let timeout = step.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let failures = self.check(&step.assert, log_start).await;
+            if failures.is_empty() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Some(format!(
+                    "not true after {}:\n{}",
+                    humanize(timeout),
+                    failures.join("\n")
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        if step.assert.converged {
+            // Asserts that held at once (no writes, an object absent) must still hold once the
+            // plugins have done all they were going to.
+            if let Err(e) = self.wait_quiet(deadline).await {
+                return Some(format!("converged: the plugins never went quiet: {e:#}"));
+            }
+            let failures = self.check(&step.assert, log_start).await;
+            if !failures.is_empty() {
+                return Some(format!(
+                    "not true once the plugins settled:\n{}",
+                    failures.join("\n")
+                ));
+            }
+            return self.converged(deadline).await.err();
+        }
+        None
+    }
+
+    async fn act(&mut self, step: &Step) -> anyhow::Result<()> {
+        for object in &step.apply {
+            let api = self.api_for(object).await?;
+            let name = text(object, "/metadata/name");
+            let data: DynamicObject = serde_json::from_value(object.clone())
+                .with_context(|| format!("{} is not an object", describe(object)))?;
+            match api.create(&PostParams::default(), &data).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(object))
+                        .await
+                        .with_context(|| format!("updating {}", describe(object)))?;
+                }
+                Err(err) => {
+                    return Err(err).with_context(|| format!("creating {}", describe(object)));
+                }
+            }
+        }
+        if let Some(patch) = &step.patch {
+            let api = self.api_for(&patch.object).await?;
+            let name = text(&patch.object, "/metadata/name");
+            let result = match patch.patch_type {
+                PatchType::Merge => {
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch.patch))
+                        .await
+                }
+                PatchType::Json => {
+                    let ops: json_patch::Patch = serde_json::from_value(patch.patch.clone())
+                        .context("the patch is not an RFC 6902 JSON patch")?;
+                    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
+                        .await
+                }
+            };
+            result.with_context(|| format!("patching {}", describe(&patch.object)))?;
+        }
+        for object in &step.delete {
+            let api = self.api_for(object).await?;
+            api.delete(text(object, "/metadata/name"), &DeleteParams::default())
+                .await
+                .with_context(|| format!("deleting {}", describe(object)))?;
+        }
+        if let Some(wait) = step.wait {
+            tokio::time::sleep(wait).await;
+        }
+        if let Some(fault) = &step.fault {
+            if fault.drop_watches {
+                self.server.close_watches();
+            }
+            if let (Some(verb), Some(code)) = (&fault.verb, fault.code) {
+                let verb = parse_verb(verb).context("unknown verb")?;
+                self.server.fail_next(verb, fault.count.unwrap_or(1), code);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every assert that does not hold now, as readable lines.
+    async fn check(&mut self, assert: &Assert, log_start: usize) -> Vec<String> {
+        let mut failures = Vec::new();
+        for expected in &assert.exist {
+            if let Err(why) = self.check_exists(expected).await {
+                failures.push(why);
+            }
+        }
+        for object in &assert.absent {
+            match self.get(object).await {
+                Ok(None) => {}
+                Ok(Some(_)) => failures.push(format!("{}: exists, and must not", describe(object))),
+                Err(err) => failures.push(format!("{}: {err:#}", describe(object))),
+            }
+        }
+        if !assert.events.is_empty() {
+            match self.events().await {
+                Ok(events) => {
+                    for expected in &assert.events {
+                        if !events.iter().any(|e| matches(expected, e).is_empty()) {
+                            let seen: Vec<String> = events.iter().map(event_line).collect();
+                            failures.push(format!(
+                                "no Event matches {expected}; Events: {}",
+                                if seen.is_empty() {
+                                    "none".to_owned()
+                                } else {
+                                    seen.join("; ")
+                                }
+                            ));
+                        }
+                    }
+                }
+                Err(err) => failures.push(format!("listing Events: {err:#}")),
+            }
+        }
+        let log = self.server.requests();
+        for bound in &assert.writes {
+            let writes = plugin_writes(&log[log_start.min(log.len())..], &bound.plugin);
+            let n = writes.len() as u64;
+            let ok = bound.exactly.is_none_or(|e| n == e)
+                && bound.min.is_none_or(|m| n >= m)
+                && bound.max.is_none_or(|m| n <= m);
+            if !ok {
+                let want = match (bound.exactly, bound.min, bound.max) {
+                    (Some(e), _, _) => format!("exactly {e}"),
+                    (None, Some(min), Some(max)) => format!("{min} to {max}"),
+                    (None, Some(min), None) => format!("at least {min}"),
+                    (None, None, Some(max)) => format!("at most {max}"),
+                    (None, None, None) => "a bound".to_owned(),
+                };
+                failures.push(format!(
+                    "plugin {} made {n} writes in this step, expected {want}{}",
+                    bound.plugin,
+                    list_writes(&writes)
+                ));
+            }
+        }
+        failures
+    }
+
+    async fn check_exists(&mut self, expected: &Value) -> Result<(), String> {
+        let what = describe(expected);
+        if expected.pointer("/metadata/name").is_some() {
+            return match self.get(expected).await {
+                Ok(None) => Err(format!("{what}: not found")),
+                Ok(Some(actual)) => {
+                    let diff = matches(expected, &actual);
+                    if diff.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(diff_text(&describe(&actual), &diff))
+                    }
+                }
+                Err(err) => Err(format!("{what}: {err:#}")),
+            };
+        }
+        let found = self
+            .list(expected)
+            .await
+            .map_err(|err| format!("{what}: {err:#}"))?;
+        if found
+            .iter()
+            .any(|actual| matches(expected, actual).is_empty())
+        {
+            return Ok(());
+        }
+        // The closest candidate's diff says most about what is wrong.
+        let closest = found
+            .iter()
+            .map(|actual| (matches(expected, actual), actual))
+            .min_by_key(|(diff, _)| diff.len());
+        Err(match closest {
+            None => format!("{what}: no object of this kind exists"),
+            Some((diff, actual)) => diff_text(
+                &format!(
+                    "{what}: none of {} matches; closest, {}",
+                    found.len(),
+                    describe(actual)
+                ),
+                &diff,
+            ),
+        })
+    }
+
+    /// Reloads every plugin on a settled cluster (a fresh instance replays the cache:
+    /// every key is reconciled once more) and fails when that made a write.
+    async fn converged(&mut self, deadline: tokio::time::Instant) -> Result<(), String> {
+        let before = self.server.requests().len();
+        for plugin in &mut self.plugins {
+            self.host.unload(plugin.id).await;
+            plugin.id = self
+                .host
+                .load(&plugin.path, plugin.bytes.clone())
+                .await
+                .map_err(|e| format!("converged: reloading {}: {e}", plugin.path.display()))?;
+        }
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.wait_ready(remaining.max(Duration::from_secs(10)))
+            .await
+            .map_err(|e| format!("converged: {e:#}"))?;
+        let deadline = deadline.max(tokio::time::Instant::now() + Duration::from_secs(10));
+        self.wait_quiet(deadline).await.map_err(|e| {
+            format!("converged: after the reload the plugins never went quiet: {e:#}")
+        })?;
+        let log = self.server.requests();
+        let names = self.plugin_names();
+        let writes: Vec<&RequestRecord> = names
+            .iter()
+            .flat_map(|name| plugin_writes(&log[before.min(log.len())..], name))
+            .collect();
+        if writes.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "not converged: one more reconcile of every key (the plugins reloaded on a settled \
+                 cluster) made {} writes{}",
+                writes.len(),
+                list_writes(&writes)
+            ))
+        }
+    }
+
+    fn plugin_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.host.plugins().into_iter().map(|s| s.name).collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    async fn wait_ready(&self, patience: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + patience;
+        while !self.host.ready() {
+            if tokio::time::Instant::now() >= deadline {
+                let states: Vec<String> = self
+                    .host
+                    .plugins()
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{}: {:?}{}",
+                            s.name,
+                            s.state,
+                            s.last_error
+                                .as_deref()
+                                .map(|e| format!(" ({e})"))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                anyhow::bail!(
+                    "the plugins did not finish loading in {}: {}",
+                    humanize(patience),
+                    states.join(", ")
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(())
+    }
+
+    /// Quiet: every plugin ready with nothing queued, held or in its inbox, and no new
+    /// request, handler call or reconcile over [`QUIET_POLLS`] polls in a row.
+    async fn wait_quiet(&self, deadline: tokio::time::Instant) -> anyhow::Result<()> {
+        let mut last = None;
+        let mut still = 0;
+        loop {
+            let statuses = self.host.plugins();
+            let idle = self.host.ready()
+                && statuses.iter().all(|s| {
+                    s.queue_depth == 0
+                        && s.workqueue
+                            .as_ref()
+                            .is_none_or(|q| q.depth == 0 && q.processing == 0)
+                });
+            let progress: u64 = statuses
+                .iter()
+                .map(|s| s.events_delivered + s.reconciles + s.errors)
+                .sum();
+            let now = (self.server.requests().len(), progress);
+            if idle && last == Some(now) {
+                still += 1;
+                if still >= QUIET_POLLS {
+                    return Ok(());
+                }
+            } else {
+                still = 0;
+            }
+            last = Some(now);
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "work was still queued or requests still coming at the step's timeout"
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    async fn resource(&mut self, object: &Value) -> anyhow::Result<(ApiResource, ApiCapabilities)> {
+        let api_version = text(object, "/apiVersion").to_owned();
+        let kind = text(object, "/kind").to_owned();
+        let key = (api_version.clone(), kind.clone());
+        if let Some(found) = self.resources.get(&key) {
+            return Ok(found.clone());
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version.as_str()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, &kind);
+        let found = kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .with_context(|| format!("the API server serves no {api_version} {kind}"))?;
+        self.resources.insert(key, found.clone());
+        Ok(found)
+    }
+
+    /// The object's API: namespaced ones in its namespace (`default` when it names none).
+    async fn api_for(&mut self, object: &Value) -> anyhow::Result<Api<DynamicObject>> {
+        let (resource, caps) = self.resource(object).await?;
+        Ok(match caps.scope {
+            Scope::Namespaced => {
+                let namespace = object
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default");
+                Api::namespaced_with(self.client.clone(), namespace, &resource)
+            }
+            Scope::Cluster => Api::all_with(self.client.clone(), &resource),
+        })
+    }
+
+    async fn get(&mut self, object: &Value) -> anyhow::Result<Option<Value>> {
+        let api = self.api_for(object).await?;
+        let found = api.get_opt(text(object, "/metadata/name")).await?;
+        Ok(found.map(serde_json::to_value).transpose()?)
+    }
+
+    /// Every object of the kind, in the object's namespace when it names one.
+    async fn list(&mut self, object: &Value) -> anyhow::Result<Vec<Value>> {
+        let (resource, caps) = self.resource(object).await?;
+        let api = match (
+            caps.scope,
+            object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str),
+        ) {
+            (Scope::Namespaced, Some(ns)) => {
+                Api::namespaced_with(self.client.clone(), ns, &resource)
+            }
+            _ => Api::<DynamicObject>::all_with(self.client.clone(), &resource),
+        };
+        let list = api.list(&ListParams::default()).await?;
+        let kind = text(object, "/kind").to_owned();
+        let api_version = text(object, "/apiVersion").to_owned();
+        list.items
+            .into_iter()
+            .map(|item| {
+                let mut value = serde_json::to_value(item)?;
+                // List items may come without their type; asserts can name it.
+                value["kind"] = Value::String(kind.clone());
+                value["apiVersion"] = Value::String(api_version.clone());
+                Ok(value)
+            })
+            .collect()
+    }
+
+    async fn events(&mut self) -> anyhow::Result<Vec<Value>> {
+        let probe = serde_json::json!({"apiVersion": "v1", "kind": "Event"});
+        self.list(&probe).await
+    }
+}
+
+fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The writes (create, update, patch, delete) in `log` sent for the plugin `name`.
+fn plugin_writes<'a>(log: &'a [RequestRecord], name: &str) -> Vec<&'a RequestRecord> {
+    let agent = crate::api_client::plugin_user_agent(name);
+    let agent = agent.to_str().unwrap_or_default();
+    log.iter()
+        .filter(|r| {
+            matches!(
+                r.verb,
+                Verb::Create | Verb::Update | Verb::Patch | Verb::Delete
+            )
+        })
+        .filter(|r| r.user_agent == agent)
+        .collect()
+}
+
+fn list_writes(writes: &[&RequestRecord]) -> String {
+    let mut out = String::new();
+    for r in writes.iter().take(20) {
+        let target = match (&r.namespace, &r.name) {
+            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            (None, Some(name)) => name.clone(),
+            (Some(ns), None) => format!("{ns}/(new)"),
+            (None, None) => "(new)".to_owned(),
+        };
+        let verb = format!("{:?}", r.verb).to_uppercase();
+        out.push_str(&format!("\n    {verb} {} {target}", r.resource));
+    }
+    if writes.len() > 20 {
+        out.push_str(&format!("\n    ... and {} more", writes.len() - 20));
+    }
+    out
+}
+
+fn diff_text(what: &str, diff: &[super::Mismatch]) -> String {
+    let mut out = format!("{what}: differs");
+    for mismatch in diff {
+        out.push_str(&format!("\n    {mismatch}"));
+    }
+    out
+}
+
+fn event_line(event: &Value) -> String {
+    format!(
+        "{} {} on {} {}",
+        text(event, "/type"),
+        text(event, "/reason"),
+        text(event, "/involvedObject/kind"),
+        text(event, "/involvedObject/name")
+    )
+}
+
+fn humanize(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}

@@ -1,0 +1,325 @@
+//! A plugin author's journey outside this repository, per language and kind: only the built
+//! `kubewasm` binary is copied into an empty temporary directory and run with an environment
+//! holding no path back to the checkout: `new`, `build`, `check`, `test` on the scaffold's own
+//! scenario all pass; with a deliberately broken plugin `test` fails with a diff naming the
+//! object.
+//!
+//! These build the scaffolds with the language's toolchain (slow: the nextest `compile-heavy`
+//! group). A language whose toolchain is absent is skipped with a loud message on stderr;
+//! `cargo xtask build-guests` installs the toolchains, so in CI they are there.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kubewasm_tests::workspace_root;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubewasm");
+
+/// A temporary directory outside the checkout with a copy of the binary, and the environment
+/// its commands run with.
+struct Outside {
+    dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Outside {
+    fn new() -> Outside {
+        let dir = tempfile::Builder::new()
+            .prefix("kubewasm-author-")
+            .tempdir_in(std::env::temp_dir())
+            .expect("temp dir");
+        let root = workspace_root();
+        assert!(
+            !dir.path().starts_with(&root),
+            "the temp dir {} is inside the checkout",
+            dir.path().display()
+        );
+        std::fs::copy(BIN, dir.path().join("kubewasm")).expect("copying the binary");
+        // PATH without entries inside the checkout; the toolchains' own homes; nothing else
+        // (no CARGO_MANIFEST_DIR, no CARGO_TARGET_DIR, no OUT_DIR).
+        let mut env = Vec::new();
+        if let Some(path) = std::env::var_os("PATH") {
+            let kept: Vec<PathBuf> = std::env::split_paths(&path)
+                .filter(|p| !p.starts_with(&root))
+                .collect();
+            let joined = std::env::join_paths(kept).expect("PATH joins");
+            env.push(("PATH".into(), joined.to_string_lossy().into_owned()));
+        }
+        for key in ["HOME", "RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN"] {
+            if let Ok(value) = std::env::var(key) {
+                assert!(
+                    !Path::new(&value).starts_with(&root),
+                    "{key} points into the checkout"
+                );
+                env.push((key.into(), value));
+            }
+        }
+        env.push((
+            "XDG_CACHE_HOME".into(),
+            dir.path().join("cache").to_string_lossy().into_owned(),
+        ));
+        // One cargo target dir for the scaffolds of a test: their dependencies build once.
+        env.push((
+            "CARGO_TARGET_DIR".into(),
+            dir.path()
+                .join("cargo-target")
+                .to_string_lossy()
+                .into_owned(),
+        ));
+        Outside { dir, env }
+    }
+
+    /// `kubewasm ARGS` in `cwd` (relative to the temp dir).
+    fn kubewasm(&self, cwd: &str, args: &[&str]) -> Output {
+        let cwd = self.dir.path().join(cwd);
+        Command::new(self.dir.path().join("kubewasm"))
+            .current_dir(&cwd)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .args(["--log", "warn"])
+            .args(args)
+            .output()
+            .expect("kubewasm runs")
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn must_pass(output: &Output, what: &str) {
+    assert!(output.status.success(), "{what} failed:\n{}", text(output));
+}
+
+/// new, build, check and test pass; after `break_it` edits the source, build passes and test
+/// fails naming `object`. `prepare` runs after `new` (a toolchain into the project); when it
+/// says no, the journey stops there and returns false.
+fn journey(
+    outside: &Outside,
+    name: &str,
+    lang: &str,
+    kind: &str,
+    prepare: &dyn Fn(&Path) -> bool,
+    break_it: &dyn Fn(&Path),
+    object: &str,
+) -> bool {
+    must_pass(
+        &outside.kubewasm(".", &["new", name, "--lang", lang, "--kind", kind]),
+        "kubewasm new",
+    );
+    if !prepare(&outside.path(name)) {
+        return false;
+    }
+    let build = outside.kubewasm(name, &["build"]);
+    must_pass(&build, "kubewasm build");
+    let wasm = format!("build/{name}.wasm");
+    assert!(
+        String::from_utf8_lossy(&build.stdout)
+            .trim()
+            .ends_with(&wasm),
+        "build prints the component's path:\n{}",
+        text(&build)
+    );
+    must_pass(
+        &outside.kubewasm(name, &["check", &wasm, "--config", "kubewasm.toml"]),
+        "kubewasm check",
+    );
+    let scenario = [
+        "test",
+        &wasm,
+        "--scenario",
+        "scenario.yaml",
+        "--config",
+        "kubewasm.toml",
+    ];
+    let passed = outside.kubewasm(name, &scenario);
+    must_pass(&passed, "kubewasm test on the scaffold's scenario");
+    assert!(String::from_utf8_lossy(&passed.stdout).contains("1 scenarios passed"));
+
+    break_it(&outside.path(name));
+    must_pass(
+        &outside.kubewasm(name, &["build"]),
+        "kubewasm build of the broken plugin",
+    );
+    let failed = outside.kubewasm(name, &scenario);
+    let out = text(&failed);
+    assert_eq!(
+        failed.status.code(),
+        Some(1),
+        "the broken plugin must fail:\n{out}"
+    );
+    assert!(out.contains("FAIL"), "{out}");
+    assert!(out.contains(object), "the failure names {object}:\n{out}");
+    true
+}
+
+/// Replaces `from` (which must be there) by `to` in the project's file.
+fn edit(project: &Path, file: &str, from: &str, to: &str) {
+    let path = project.join(file);
+    let source = std::fs::read_to_string(&path).expect("reading the source");
+    assert!(source.contains(from), "{file} no longer has `{from}`");
+    std::fs::write(&path, source.replacen(from, to, 1)).unwrap();
+}
+
+/// Whether cargo with the wasm32-wasip2 target is here; says loudly when not.
+fn rust_toolchain_present() -> bool {
+    let targets = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
+    let present = match targets {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.trim() == "wasm32-wasip2"),
+        // Without rustup, cargo's own error will say what is missing.
+        Err(_) => true,
+    };
+    if !present {
+        eprintln!(
+            "\n!!! SKIPPED: the Rust author journey needs the wasm32-wasip2 target \
+             (rustup target add wasm32-wasip2; cargo xtask build-guests installs it) !!!\n"
+        );
+    }
+    present
+}
+
+#[test]
+fn rust_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
+    if !rust_toolchain_present() {
+        return;
+    }
+    let outside = Outside::new();
+    journey(
+        &outside,
+        "mirror",
+        "rust",
+        "controller",
+        &|_| true,
+        &|project| {
+            edit(
+                project,
+                "src/lib.rs",
+                "mirror[\"data\"] = data;",
+                "mirror[\"data\"] = json!({\"broken\": \"yes\"});",
+            )
+        },
+        "v1 ConfigMap default/app-mirror",
+    );
+    journey(
+        &outside,
+        "counter",
+        "rust",
+        "observer",
+        &|_| true,
+        &|project| edit(project, "src/lib.rs", "*count += 1;", "*count += 2;"),
+        "Counted on ConfigMap second",
+    );
+}
+
+/// Makes `componentize-py` available to the Python project in `project`: on PATH (outside the
+/// checkout), else the author's way, a `.venv` in the project with
+/// `pip install componentize-py==0.25.1` (which `kubewasm build` looks in). False, said loudly,
+/// when neither works.
+fn python_toolchain(outside: &Outside, project: &Path) -> bool {
+    let path = outside
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| d.join("componentize-py").is_file()) {
+        return true;
+    }
+    let venv = project.join(".venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .arg("componentize-py==0.25.1")
+            .status()
+            .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!(
+            "\n!!! SKIPPED: the Python author journey needs componentize-py, and installing it \
+             into the project's .venv (pip install componentize-py==0.25.1) failed !!!\n"
+        );
+    }
+    made
+}
+
+#[test]
+fn python_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
+    let outside = Outside::new();
+    let cases = [
+        (
+            "pymirror",
+            "controller",
+            [
+                "mirror[\"data\"] = data",
+                "mirror[\"data\"] = {\"broken\": \"yes\"}",
+            ],
+            "v1 ConfigMap default/app-mirror",
+        ),
+        (
+            "pycounter",
+            "observer",
+            [
+                "count = counts.get(namespace, 0) + 1",
+                "count = counts.get(namespace, 0) + 2",
+            ],
+            "Counted on ConfigMap second",
+        ),
+    ];
+    for (name, kind, [from, to], object) in cases {
+        let ran = journey(
+            &outside,
+            name,
+            "python",
+            kind,
+            &|project| python_toolchain(&outside, project),
+            &|project| edit(project, "app.py", from, to),
+            object,
+        );
+        if !ran {
+            return;
+        }
+    }
+}
+
+#[test]
+fn new_refuses_a_bad_name_and_a_language_without_a_template_yet() {
+    let outside = Outside::new();
+    let bad = outside.kubewasm(".", &["new", "Bad_Name", "--lang", "rust"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(text(&bad).contains("is not a plugin name"));
+    let go = outside.kubewasm(".", &["new", "p", "--lang", "go"]);
+    assert_eq!(go.status.code(), Some(2), "{}", text(&go));
+    assert!(text(&go).contains("no Go template yet"), "{}", text(&go));
+    assert!(!outside.path("p").exists());
+}
+
+#[test]
+fn wit_writes_the_contract_a_guest_builds_against() {
+    let outside = Outside::new();
+    must_pass(
+        &outside.kubewasm(".", &["wit", "--contract", "0.2.1", "-o", "wit"]),
+        "kubewasm wit",
+    );
+    let batch = std::fs::read_to_string(outside.path("wit/batch.wit")).unwrap();
+    assert!(batch.contains("package kubewasm:controller@0.2.1;"));
+    let dep = outside.path("wit/deps/kubewasm-controller-0.2.0/controller.wit");
+    assert_eq!(
+        std::fs::read_to_string(dep).unwrap(),
+        std::fs::read_to_string(workspace_root().join("wit/0.2/controller.wit")).unwrap()
+    );
+}
