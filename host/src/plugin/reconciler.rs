@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use kubewasm_informer::SharedIndexInformer;
 use tokio::task::JoinHandle;
 use wasmtime::Store;
 
@@ -102,6 +103,39 @@ pub(crate) struct Recipe {
     /// Keys are taken from the queue only while this replica leads; a standby keeps its
     /// instance warm and its queue filled from the cache.
     pub(crate) leader: LeaderGate,
+    /// The caches of the plugin's subscriptions: no key is taken before all have synced.
+    pub(crate) caches: CacheSync,
+}
+
+/// The informers of a plugin's subscriptions, for its reconcile workers to wait on: a reconcile
+/// reads the cache, and a cache that has not synced answers "absent" for objects that exist
+/// (a controller would create what is there already). controller-runtime's and kube-runtime's
+/// controllers wait the same way. The queue feeders are inline handlers, which have handled
+/// their informer's initial list by the time it has synced, so the informers' sync covers the
+/// handlers that fill the queue too.
+#[derive(Clone, Default)]
+pub(crate) struct CacheSync {
+    informers: Arc<[SharedIndexInformer]>,
+}
+
+impl CacheSync {
+    /// Waits on `informers`.
+    pub(crate) fn new(informers: Vec<SharedIndexInformer>) -> Self {
+        CacheSync {
+            informers: informers.into(),
+        }
+    }
+
+    /// Waits until every cache has synced; `false` if one of the informers stopped first.
+    /// A server that cannot be reached keeps it waiting: the plugin's readiness says so.
+    pub(crate) async fn wait(&self) -> bool {
+        for informer in self.informers.iter() {
+            if !informer.wait_synced().await {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 /// One live 0.2 guest instance. Calls take `&mut self`: one at a time.
@@ -466,6 +500,10 @@ fn key_name(key: &ObjectKey) -> String {
 
 async fn work(recipe: Recipe) {
     let queue = recipe.plugin.queue.clone();
+    if !recipe.caches.wait().await {
+        tracing::warn!(plugin = %recipe.name, "an informer of the plugin stopped before its cache synced: its reconcile worker stops");
+        return;
+    }
     let mut current: Option<(ReconcilerInstance, Vec<Gvk>)> = None;
     // Whether the next instance replaces one that faulted (a restart).
     let mut replacing = false;

@@ -10,6 +10,7 @@ mod api_client;
 mod batch_handler;
 mod bounds_v0_2;
 mod cli;
+mod controller_loop;
 mod differential;
 mod envtest;
 mod examples_polyglot;

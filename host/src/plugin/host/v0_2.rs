@@ -23,7 +23,7 @@ use super::super::informers::QueueHandler;
 use super::super::keys::{ObjectKey, QueueRule, keys_for};
 use super::super::log_gate::LogGate;
 use super::super::observer::{DropReason, PluginObserver};
-use super::super::reconciler::{Recipe, spawn_workers};
+use super::super::reconciler::{CacheSync, Recipe, spawn_workers};
 use super::super::workqueue::WorkQueue;
 use super::{
     PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
@@ -172,6 +172,7 @@ impl PluginHost {
         let context = context.unwrap_or_else(|| self.new_context(&name, &policy));
         let informers = self.inner.factory.informers();
         let mut registrations = Vec::new();
+        let mut caches = Vec::new();
         let inbox = Arc::new(Inbox::default());
         let sink = EventSink::new(inbox.clone(), inbox.generation());
         for (handle, ((sub, rules), key)) in info
@@ -184,6 +185,7 @@ impl PluginHost {
             let Some((_, informer)) = informers.iter().find(|(k, _)| k == key) else {
                 continue;
             };
+            caches.push(informer.clone());
             let resync = sub
                 .resync_seconds
                 .map(|s| std::time::Duration::from_secs(s.into()));
@@ -226,6 +228,7 @@ impl PluginHost {
             } else {
                 self.inner.options.leader.clone()
             },
+            caches: CacheSync::new(caches),
         };
         let mut workers = Vec::new();
         let mut handler_observer = None;
