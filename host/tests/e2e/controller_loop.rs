@@ -46,7 +46,7 @@ fn load_foo_crd(rig: &DevRig) {
 /// Foo `name` in namespace `ns` and the Deployment it owns, as the sample-controller would have
 /// made them, created in the dev server's store.
 fn foo_with_its_deployment(rig: &DevRig, ns: &str, name: &str) {
-    let foo = rig
+    let owner = rig
         .server
         .create(json!({
             "apiVersion": "samplecontroller.k8s.io/v1alpha1",
@@ -55,7 +55,7 @@ fn foo_with_its_deployment(rig: &DevRig, ns: &str, name: &str) {
             "spec": {"deploymentName": name, "replicas": 1},
         }))
         .expect("Foo");
-    let uid = foo["metadata"]["uid"].as_str().expect("uid").to_owned();
+    let uid = owner["metadata"]["uid"].as_str().expect("uid").to_owned();
     let labels = json!({"app": "nginx", "controller": name});
     rig.server
         .create(json!({
