@@ -453,26 +453,31 @@ fn wit_key(subscriptions: &[Gvk], key: &ObjectKey) -> Option<wit::Key> {
 /// How long a worker waits before starting a new instance after the last one failed to start.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
 
-/// Starts `count` workers reconciling the keys of `recipe.plugin`'s queue. Abort them to stop:
-/// the key each holds goes back to the queue.
+/// Starts `count` workers reconciling the keys of `recipe.plugin`'s queue, and (with leader
+/// election) the task releasing parked keys when their shard comes to be led here. Abort them
+/// to stop: the key each holds goes back to the queue.
 pub(crate) fn spawn_workers(recipe: Recipe, count: usize) -> Vec<JoinHandle<()>> {
-    (0..count.max(1))
+    let mut tasks: Vec<_> = (0..count.max(1))
         .map(|_| tokio::spawn(work(recipe.clone())))
-        .collect()
+        .collect();
+    if recipe.leader.elects() {
+        tasks.push(tokio::spawn(unpark_on_leadership(recipe)));
+    }
+    tasks
 }
 
-/// Holds a key of a shard this replica does not lead (or no longer leads) until it does, then
-/// queues it again: a standby's keys wait for the shard rather than being lost or polled.
-fn park(recipe: &Recipe, key: ObjectKey) {
+/// Releases the parked keys of `recipe`'s queue whose shard this replica has come to lead, on
+/// every leadership transition, until aborted.
+async fn unpark_on_leadership(recipe: Recipe) {
+    let mut transitions = recipe.leader.subscribe_shards();
     let queue = recipe.plugin.queue.clone();
-    let parked = format!("{:p}/{key:?}", Arc::as_ptr(&recipe.plugin));
-    let (namespace, name) = (key.namespace.clone(), key.name.clone());
-    recipe.leader.park(
-        parked,
-        namespace.as_deref(),
-        &name,
-        Box::new(move || queue.add(key)),
-    );
+    loop {
+        let gate = &recipe.leader;
+        queue.unpark(|key| gate.leads(key.namespace.as_deref(), &key.name));
+        if transitions.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// The most of a guest's error message kept in the log and the plugin's status.
@@ -535,12 +540,14 @@ async fn work(recipe: Recipe) {
         let Some(item) = queue.get().await else {
             return;
         };
-        if !recipe
-            .leader
-            .leads(item.key().namespace.as_deref(), &item.key().name)
-        {
-            park(&recipe, item.key().clone());
-            item.complete(Completion::Done);
+        let leads = |key: &ObjectKey| recipe.leader.leads(key.namespace.as_deref(), &key.name);
+        if !leads(item.key()) {
+            let key = item.key().clone();
+            item.complete(Completion::Park);
+            // Leadership may have come between the check and the park, its release run.
+            if leads(&key) {
+                queue.unpark(|k| *k == key);
+            }
             continue;
         }
         let Some(key) = wit_key(subscriptions, item.key()) else {

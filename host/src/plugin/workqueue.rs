@@ -16,11 +16,16 @@
 //! add is refused (a [`QueueRefusal`]), counted, and the queue is unchanged. Adds the host makes
 //! from the informers ([`WorkQueue::add`]) are not capped: the cache bounds them.
 //!
+//! A key a worker cannot work here now (its shard is led by another replica) is parked
+//! ([`Completion::Park`]): it stays in the queue, counted in its depth, is not handed out until
+//! [`WorkQueue::unpark`] releases it (leadership came), and is freed with the queue on
+//! [`WorkQueue::shut_down`] (the plugin is unloaded).
+//!
 //! A worker's hold on a key is a [`Processing`] guard: [`Processing::complete`] says how the work
 //! ended; dropping the guard without completing it (the instance faulted, the plugin is being
 //! replaced) puts the key back, so no work is lost.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,7 +143,8 @@ impl QueueOptions {
 pub trait QueueMetrics: Send + Sync {
     /// A key was added that was not already waiting to be handed out (`adds_total`).
     fn add(&self) {}
-    /// Keys ready and not yet handed out (`depth`).
+    /// Keys waiting to be handed out: ready, or parked until this replica leads their shard
+    /// (`depth`).
     fn depth(&self, _depth: usize) {}
     /// How long a key was ready before a worker took it (`queue_duration_seconds`).
     fn queue_latency(&self, _waited: Duration) {}
@@ -161,8 +167,10 @@ impl QueueMetrics for NoQueueMetrics {}
 /// The queue's state at one moment, for gauges and `/plugins`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueStats {
-    /// Keys ready and not yet handed out.
+    /// Keys waiting to be handed out: ready ones, and the [`parked`](Self::parked) ones.
     pub depth: usize,
+    /// Keys of shards another replica leads, held until this one does (part of `depth`).
+    pub parked: usize,
     /// Keys waiting for a delay (requeue-after or retry backoff) to pass.
     pub waiting: usize,
     /// Keys held by workers.
@@ -185,6 +193,10 @@ pub enum Completion {
     RequeueAfter(Duration),
     /// The work failed: the key is retried after its backoff.
     Retry,
+    /// The key cannot be worked here now (another replica leads its shard): it is held,
+    /// counted in the depth and not handed out, until [`WorkQueue::unpark`] releases it. Adds
+    /// of it meanwhile change nothing; its backoff is kept.
+    Park,
 }
 
 /// A per-plugin workqueue of keys. Cheap to clone: clones share the queue.
@@ -223,6 +235,9 @@ struct State<K> {
     next_timer_id: u64,
     /// Failures of each key since it was last forgotten.
     failures: HashMap<K, u32>,
+    /// Keys parked until this replica leads their shard; never in `queue`, `dirty` or
+    /// `processing` at the same time.
+    parked: HashSet<K>,
     retries: TokenBucket,
     shutting_down: bool,
 }
@@ -246,6 +261,7 @@ where
                     ready_at: HashMap::new(),
                     next_timer_id: 0,
                     failures: HashMap::new(),
+                    parked: HashSet::new(),
                     retries,
                     shutting_down: false,
                 }),
@@ -272,7 +288,7 @@ where
     /// new key past [`QueueOptions::max_keys`].
     pub fn try_add(&self, key: K) -> Result<(), QueueRefusal> {
         let mut state = self.inner.state.lock();
-        if !state.dirty.contains_key(&key) {
+        if !state.dirty.contains_key(&key) && !state.parked.contains(&key) {
             self.check_room(&state)?;
         }
         self.insert(&mut state, key, Instant::now());
@@ -288,7 +304,10 @@ where
             return Err(QueueRefusal::DelayTooLong);
         }
         let mut state = self.inner.state.lock();
-        if !state.dirty.contains_key(&key) && !state.ready_at.contains_key(&key) {
+        if !state.dirty.contains_key(&key)
+            && !state.ready_at.contains_key(&key)
+            && !state.parked.contains(&key)
+        {
             self.check_room(&state)?;
         }
         self.insert_after(&mut state, key, delay);
@@ -297,7 +316,9 @@ where
 
     /// Refuses a new key when the queue holds its cap of keys, ready or waiting.
     fn check_room(&self, state: &State<K>) -> Result<(), QueueRefusal> {
-        if state.dirty.len() + state.ready_at.len() >= self.inner.options.max_keys {
+        if state.dirty.len() + state.ready_at.len() + state.parked.len()
+            >= self.inner.options.max_keys
+        {
             self.inner.metrics.refused(QueueRefusal::Full);
             return Err(QueueRefusal::Full);
         }
@@ -358,7 +379,7 @@ where
                         self.inner.metrics.queue_latency(now - added);
                     }
                     state.processing.insert(key.clone(), now);
-                    self.inner.metrics.depth(state.queue.len());
+                    self.report_depth(&state);
                     if !state.queue.is_empty() {
                         self.inner.wake.notify_one();
                     }
@@ -384,14 +405,44 @@ where
         }
     }
 
-    /// Stops the queue: later adds are ignored, delayed keys are dropped, and [`WorkQueue::get`]
-    /// hands out the keys already ready, then answers `None` to every caller.
+    /// Stops the queue: later adds are ignored, delayed and parked keys are dropped, and
+    /// [`WorkQueue::get`] hands out the keys already ready, then answers `None` to every caller.
     pub fn shut_down(&self) {
         let mut state = self.inner.state.lock();
         state.shutting_down = true;
         state.timers.clear();
         state.ready_at.clear();
+        state.parked = HashSet::new();
+        self.report_depth(&state);
         self.inner.wake.notify_waiters();
+    }
+
+    /// Makes the parked keys for which `release` answers true ready (this replica now leads
+    /// their shard); answers how many.
+    pub fn unpark(&self, mut release: impl FnMut(&K) -> bool) -> usize {
+        let mut state = self.inner.state.lock();
+        if state.parked.is_empty() {
+            return 0;
+        }
+        let released: Vec<K> = state
+            .parked
+            .iter()
+            .filter(|k| release(k))
+            .cloned()
+            .collect();
+        let now = Instant::now();
+        for key in &released {
+            state.parked.remove(key);
+            self.insert(&mut state, key.clone(), now);
+        }
+        released.len()
+    }
+
+    /// Reports the keys waiting to be handed out, parked ones included.
+    fn report_depth(&self, state: &State<K>) {
+        self.inner
+            .metrics
+            .depth(state.queue.len() + state.parked.len());
     }
 
     /// Whether [`WorkQueue::shut_down`] was called.
@@ -410,7 +461,8 @@ where
                 (sum + held, longest.max(held))
             });
         QueueStats {
-            depth: state.queue.len(),
+            depth: state.queue.len() + state.parked.len(),
+            parked: state.parked.len(),
             waiting: state.timers.len(),
             processing: state.processing.len(),
             oldest_ready: state
@@ -425,7 +477,7 @@ where
     }
 
     fn insert(&self, state: &mut State<K>, key: K, now: Instant) {
-        if state.shutting_down || state.dirty.contains_key(&key) {
+        if state.shutting_down || state.dirty.contains_key(&key) || state.parked.contains(&key) {
             return;
         }
         self.inner.metrics.add();
@@ -433,7 +485,7 @@ where
         state.dirty.insert(key.clone(), now);
         if !held {
             state.queue.push_back(key);
-            self.inner.metrics.depth(state.queue.len());
+            self.report_depth(state);
             self.inner.wake.notify_one();
         }
     }
@@ -493,7 +545,7 @@ where
         }
         if state.dirty.contains_key(&key) {
             state.queue.push_back(key);
-            self.inner.metrics.depth(state.queue.len());
+            self.report_depth(&state);
             self.inner.wake.notify_one();
         }
     }
@@ -538,6 +590,14 @@ where
                     queue.insert_after(state, key.clone(), delay);
                 }
                 Completion::Retry => queue.retry(state, key.clone()),
+                Completion::Park => {
+                    // An add while held is covered: the parked key is worked once released.
+                    state.dirty.remove(key);
+                    if !state.shutting_down {
+                        state.parked.insert(key.clone());
+                    }
+                    queue.report_depth(state);
+                }
             });
     }
 }
@@ -929,6 +989,59 @@ mod tests {
             [Duration::from_secs(4), Duration::from_secs(1)]
         );
         assert_eq!(q.stats().waiting, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_key_counts_in_the_depth_until_released_and_is_freed_at_shutdown() {
+        let metrics = Arc::new(Recorded::default());
+        let q = WorkQueue::new(QueueOptions::default(), metrics.clone());
+        let key = Arc::new("a".to_owned());
+        q.add(key.clone());
+        q.add(Arc::new("b".to_owned()));
+        let held = tokio::time::timeout(SOON, q.get()).await.unwrap().unwrap();
+        q.add(key.clone());
+        held.complete(Completion::Park);
+        let stats = q.stats();
+        assert_eq!((stats.depth, stats.parked), (2, 1), "{stats:?}");
+        assert_eq!(
+            metrics.depth.load(Ordering::Relaxed),
+            2,
+            "the depth gauge counts it"
+        );
+        q.add(key.clone());
+        let b = tokio::time::timeout(SOON, q.get()).await.unwrap().unwrap();
+        assert_eq!(**b.key(), "b");
+        b.complete(Completion::Done);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), q.get())
+                .await
+                .is_err(),
+            "a parked key is not handed out, even added again"
+        );
+        assert_eq!(q.unpark(|k| **k == "other"), 0);
+        assert_eq!(q.unpark(|k| **k == "a"), 1);
+        let a = tokio::time::timeout(SOON, q.get()).await.unwrap().unwrap();
+        assert_eq!(**a.key(), "a");
+        a.complete(Completion::Park);
+        assert_eq!(q.stats().parked, 1);
+        assert_eq!(Arc::strong_count(&key), 2, "the queue holds the parked key");
+        q.shut_down();
+        assert_eq!(q.stats(), QueueStats::default());
+        assert_eq!(metrics.depth.load(Ordering::Relaxed), 0);
+        assert_eq!(Arc::strong_count(&key), 1, "shutdown frees it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn parked_keys_count_toward_the_key_cap() {
+        let options = QueueOptions {
+            max_keys: 1,
+            ..QueueOptions::default()
+        };
+        let q = WorkQueue::new(options, Arc::new(NoQueueMetrics));
+        q.add("a");
+        next(&q, SOON).await.unwrap().complete(Completion::Park);
+        assert_eq!(q.try_add("b"), Err(QueueRefusal::Full));
+        assert_eq!(q.try_add("a"), Ok(()), "the parked key is no new key");
     }
 
     #[derive(Default)]

@@ -1,8 +1,17 @@
 //! The controller loop of a 0.2 plugin against the dev server: reconcile workers wait for the
-//! caches of every subscription before they take a key.
+//! caches of every subscription before they take a key; keys of shards another replica leads
+//! wait in the workqueue.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kubewasm::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate};
+use kubewasm::metrics::Metrics;
+use kubewasm::plugin::HostOptions;
+use tokio_util::sync::CancellationToken;
 
 use kube::api::GroupVersionKind;
 use kubewasm::plugin::{PluginPolicy, ResourcePattern, WriteGrant, WriteGrants};
@@ -11,7 +20,7 @@ use kubewasm_informer::InformerKey;
 use kubewasm_tests::{guest_bytes, wait_until, workspace_root};
 use serde_json::json;
 
-use crate::fixture::{DevRig, namespace, plugin_status, policy_by_file};
+use crate::fixture::{DevRig, config_map, create, namespace, plugin_status, policy_by_file};
 
 /// Bounds every wait; nothing here is timed.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -149,4 +158,105 @@ async fn workers_wait_for_every_cache_before_the_first_reconcile() {
         "the Deployment cache synced after failed LISTs ({lists} LISTs)"
     );
     rig.host.unload(id).await;
+}
+
+/// A replica leading one shard of two: a key of the other shard's namespace is parked in the
+/// plugin's workqueue, counted in its depth (`/plugins` and `workqueue_depth`), while a key of
+/// the led shard is reconciled; unloading the plugin drops the parked key with its queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_a_shard_led_elsewhere_is_parked_in_the_queue_and_freed_on_unload() {
+    let gate = LeaderGate::sharded("kubewasm-parking", "me", 2);
+    let metrics = Arc::new(Metrics::new(Arc::new(Vec::new)));
+    let policy = PluginPolicy {
+        config: "parking".into(),
+        ..PluginPolicy::default()
+    };
+    let rig = DevRig::start(HostOptions {
+        leader: gate.clone(),
+        observer: metrics.clone(),
+        ..policy_by_file(move |_: &Path| policy.clone())
+    })
+    .await;
+    // A namespace in each shard; this replica contends for the first one's only.
+    let names: Vec<String> = (0..64).map(|i| format!("parking-{i}")).collect();
+    let led_ns = names[0].clone();
+    let led = gate.shard_of(Some(&led_ns), "");
+    let other_ns = names
+        .iter()
+        .find(|n| gate.shard_of(Some(n), "") != led)
+        .expect("a namespace of the other shard")
+        .clone();
+    for ns in [&led_ns, &other_ns] {
+        rig.server.create(namespace(ns)).expect("namespace");
+    }
+    let cancel = CancellationToken::new();
+    let elector = LeaderElector::for_shard(
+        rig.client.clone(),
+        ElectionOptions::new("kubewasm-parking", "default", "me"),
+        gate.clone(),
+        led,
+        Arc::new(Balance::new("me", 2)),
+    )
+    .expect("elector");
+    let election = tokio::spawn(elector.run(cancel.clone()));
+    assert!(wait_until(PATIENCE, || gate.leads_shard(led)).await);
+
+    let id = rig
+        .host
+        .load(Path::new("mirror.wasm"), guest_bytes("mirror-v0-2"))
+        .await
+        .expect("loading the mirror");
+    for ns in [&led_ns, &other_ns] {
+        let api: Api<ConfigMap> = Api::namespaced(rig.client.clone(), ns);
+        create(&api, &config_map("settings", &[], &[("v", "1")])).await;
+    }
+    let reconciled = format!("RECONCILED {led_ns}/settings");
+    assert!(
+        wait_until(PATIENCE, || {
+            rig.logs
+                .lines("parking")
+                .iter()
+                .any(|l| l.contains(&reconciled))
+        })
+        .await,
+        "the led shard's key is reconciled"
+    );
+    let parked = || {
+        plugin_status(&rig.host, "parking")
+            .workqueue
+            .map_or(0, |q| q.parked)
+    };
+    assert!(
+        wait_until(PATIENCE, || parked() >= 1).await,
+        "the other shard's key is parked: {:?}",
+        plugin_status(&rig.host, "parking")
+    );
+    let status = plugin_status(&rig.host, "parking");
+    assert!(status.queue_depth >= parked(), "{status:?}");
+    let depth = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("workqueue_depth{name=\"parking\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    assert!(
+        depth(&metrics.encode()).is_some_and(|d| d >= 1.0),
+        "workqueue_depth counts the parked key:\n{}",
+        metrics.encode()
+    );
+    let other = format!("RECONCILED {other_ns}/settings");
+    assert!(
+        !rig.logs.lines("parking").iter().any(|l| l.contains(&other)),
+        "a key of a shard led elsewhere is not reconciled here"
+    );
+
+    rig.host.unload(id).await;
+    assert!(rig.host.plugins().is_empty());
+    assert_eq!(
+        depth(&metrics.encode()),
+        None,
+        "the unloaded plugin's queue depth is gone"
+    );
+    cancel.cancel();
+    let _ = election.await;
 }
