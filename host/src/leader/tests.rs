@@ -458,7 +458,7 @@ async fn the_write_client_refuses_writes_for_shards_led_elsewhere() {
     writer.create(&config_map(&ours)).await.expect("our shard");
     let refused = writer.create(&config_map(&theirs)).await;
     assert!(
-        matches!(&refused, Err(WriteError::NotGranted(m)) if m.contains("not the leader") && m.contains("-shard-")),
+        matches!(&refused, Err(WriteError::Refused { refusal: crate::plugin::Refusal::NotLeader, message }) if message.contains("not the leader") && message.contains("-shard-")),
         "{refused:?}"
     );
     let sent: Vec<_> = server

@@ -17,7 +17,8 @@ use super::Gvk;
 use super::bindings::v0_2::kubewasm::controller::{cache, client, log, queue, types};
 use super::cache_api::{ResourceAccess, SharedDocument};
 use super::client::{
-    DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, WriteClient, WriteVerb,
+    DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, Refusal, WriteClient, WriteError,
+    WriteVerb,
 };
 use super::events::{EventRecord, EventRecorder, EventType};
 use super::keys::ObjectKey;
@@ -128,6 +129,8 @@ struct ApiWaits {
     done: Duration,
     /// When the API call in progress started (a guest call makes one at a time).
     since: Option<Instant>,
+    /// The last write of the call the host refused, and why.
+    refused: Option<Refusal>,
 }
 
 impl InstanceImports {
@@ -152,8 +155,17 @@ impl InstanceImports {
         waits.done + waits.since.map_or(Duration::ZERO, |s| s.elapsed())
     }
 
-    /// Runs one API call, counting the time it waits as excused from the guest's deadline.
-    async fn api<T>(&self, call: impl Future<Output = T>) -> T {
+    /// Why the host refused the last write it refused since the guest call began, if it did.
+    pub(crate) fn refused(&self) -> Option<Refusal> {
+        self.waits.lock().refused
+    }
+
+    /// Runs one write, counting the time it waits as excused from the guest's deadline and
+    /// remembering a refusal for the call's result.
+    async fn api<T>(
+        &self,
+        call: impl Future<Output = Result<T, WriteError>>,
+    ) -> Result<T, WriteError> {
         /// Folds the wait into `done` however the call ends (also when it is dropped).
         struct Waiting<'a>(&'a Mutex<ApiWaits>);
         impl Drop for Waiting<'_> {
@@ -165,8 +177,13 @@ impl InstanceImports {
             }
         }
         self.waits.lock().since = Some(Instant::now());
-        let _waiting = Waiting(&self.waits);
-        call.await
+        let waiting = Waiting(&self.waits);
+        let result = call.await;
+        drop(waiting);
+        if let Some(refusal) = result.as_ref().err().and_then(WriteError::refusal) {
+            self.waits.lock().refused = Some(refusal);
+        }
+        result
     }
 
     fn client(&self) -> &WriteClient {

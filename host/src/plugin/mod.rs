@@ -65,5 +65,5 @@ pub use paging::{Page, PageError, PageLimits, page};
 pub use reconciler::ReconcileSettings;
 pub use workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueRefusal, QueueStats,
-    WorkQueue,
+    ReconcileResult, WorkQueue,
 };

@@ -16,11 +16,13 @@ use tokio::task::JoinHandle;
 use wasmtime::Store;
 
 use super::Gvk;
+use super::actor::restart_backoff;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::bindings::v0_2::{HandlerExports, PluginExports, PluginPre};
 use super::bindings::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
 use super::cache_api::{Access, SharedDocument};
+use super::client::Refusal;
 use super::error::PluginError;
 use super::grants::Limits;
 use super::imports_v0_2::{Context, InstanceImports};
@@ -29,7 +31,7 @@ use super::keys::ObjectKey;
 use super::log_gate::LogGate;
 use super::observer::FailureKind;
 use super::state::HostState;
-use super::workqueue::Completion;
+use super::workqueue::{Completion, ReconcileResult};
 
 /// How a 0.2 plugin's reconciles run and write: its workqueue, its write client and how many
 /// instances reconcile at once.
@@ -228,6 +230,15 @@ impl ReconcilerInstance {
             i.reset_waited();
         }
         imports
+    }
+
+    /// Why the host refused a write of the last call, if it refused one.
+    fn refused(&self) -> Option<Refusal> {
+        self.store
+            .data()
+            .v0_2_imports
+            .as_ref()
+            .and_then(|i| i.refused())
     }
 
     /// Whether the guest takes events in batches (`batch-handler`, 0.2.1).
@@ -450,6 +461,17 @@ fn wit_key(subscriptions: &[Gvk], key: &ObjectKey) -> Option<wit::Key> {
     })
 }
 
+/// A fresh instance of `recipe` after `delay`.
+async fn start_after(
+    delay: Duration,
+    recipe: &Recipe,
+) -> Result<(ReconcilerInstance, Vec<Gvk>), String> {
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    start_instance(recipe).await
+}
+
 /// How long a worker waits before starting a new instance after the last one failed to start.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
 
@@ -503,8 +525,47 @@ fn key_name(key: &ObjectKey) -> String {
     }
 }
 
+/// Faults of a worker's instances with no reconcile returning in between: the next instance
+/// waits for a growing backoff (the handler task's), so a guest that traps on every key cannot
+/// spin a core instantiating.
+#[derive(Debug, Default)]
+struct FaultBackoff {
+    in_a_row: u32,
+}
+
+impl FaultBackoff {
+    fn faulted(&mut self) {
+        self.in_a_row = self.in_a_row.saturating_add(1);
+    }
+
+    fn returned(&mut self) {
+        self.in_a_row = 0;
+    }
+
+    /// How long to wait before the next instance starts.
+    fn delay(&self) -> Duration {
+        if self.in_a_row == 0 {
+            Duration::ZERO
+        } else {
+            restart_backoff(self.in_a_row)
+        }
+    }
+}
+
+/// How a reconcile ended, for the metrics: an error after a refused write is `Refused`.
+fn result_of(outcome: &Outcome<Action>, refused: Option<Refusal>) -> ReconcileResult {
+    match outcome {
+        Outcome::Ok(Action::Done) => ReconcileResult::Ok,
+        Outcome::Ok(Action::RequeueAfter(_)) => ReconcileResult::Requeue,
+        Outcome::GuestError(_) if refused.is_some() => ReconcileResult::Refused,
+        Outcome::GuestError(_) => ReconcileResult::Error,
+        Outcome::Failed(..) => ReconcileResult::Fault,
+    }
+}
+
 async fn work(recipe: Recipe) {
     let queue = recipe.plugin.queue.clone();
+    let mut faults = FaultBackoff::default();
     if !recipe.caches.wait().await {
         tracing::warn!(plugin = %recipe.name, "an informer of the plugin stopped before its cache synced: its reconcile worker stops");
         return;
@@ -515,7 +576,7 @@ async fn work(recipe: Recipe) {
     loop {
         let (instance, subscriptions) = match &mut current {
             Some(c) => (&mut c.0, &c.1),
-            None => match start_instance(&recipe).await {
+            None => match start_after(faults.delay(), &recipe).await {
                 Ok(c) => {
                     if std::mem::take(&mut replacing) {
                         recipe.plugin.restarts.fetch_add(1, Ordering::Relaxed);
@@ -555,8 +616,15 @@ async fn work(recipe: Recipe) {
             item.complete(Completion::Done);
             continue;
         };
+        let started = Instant::now();
         let outcome = instance.reconcile(&key).await;
+        let result = result_of(&outcome, instance.refused());
+        queue.reconciled(result, started.elapsed());
         recipe.plugin.calls.count_reconcile(&outcome);
+        match result {
+            ReconcileResult::Fault => faults.faulted(),
+            _ => faults.returned(),
+        }
         match outcome {
             Outcome::Ok(Action::Done) => item.complete(Completion::Done),
             Outcome::Ok(Action::RequeueAfter(ms)) => {
@@ -585,5 +653,54 @@ async fn work(recipe: Recipe) {
                 replacing = true;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_backs_off_after_faults_in_a_row_and_not_after_a_returned_reconcile() {
+        let mut faults = FaultBackoff::default();
+        assert_eq!(
+            faults.delay(),
+            Duration::ZERO,
+            "the first instance starts at once"
+        );
+        faults.faulted();
+        assert_eq!(faults.delay(), Duration::from_millis(50));
+        faults.faulted();
+        faults.faulted();
+        assert_eq!(faults.delay(), Duration::from_millis(200));
+        for _ in 0..100 {
+            faults.faulted();
+        }
+        assert_eq!(faults.delay(), Duration::from_secs(10), "capped");
+        faults.returned();
+        assert_eq!(faults.delay(), Duration::ZERO);
+    }
+
+    #[test]
+    fn results_are_typed_and_an_error_after_a_refused_write_is_refused() {
+        let error = Outcome::GuestError("boom".into());
+        assert_eq!(result_of(&error, None), ReconcileResult::Error);
+        assert_eq!(
+            result_of(&error, Some(Refusal::RateLimited)),
+            ReconcileResult::Refused
+        );
+        assert_eq!(
+            result_of(&Outcome::Ok(Action::Done), Some(Refusal::NotLeader)),
+            ReconcileResult::Ok,
+            "a refusal the guest got over is no failure"
+        );
+        assert_eq!(
+            result_of(&Outcome::Ok(Action::RequeueAfter(5)), None),
+            ReconcileResult::Requeue
+        );
+        assert_eq!(
+            result_of(&Outcome::Failed(FailureKind::Trap, "t".into()), None),
+            ReconcileResult::Fault
+        );
     }
 }

@@ -48,6 +48,10 @@ pub struct QueueOptions {
     pub retry_qps: f64,
     /// Retries allowed at once above that rate (client-go: 100).
     pub retry_burst: u32,
+    /// Up to this fraction of a retry's backoff is added at random (0.1: up to 10 % more), so
+    /// that keys failing together (a server that was down) are not retried in lockstep.
+    /// client-go adds none; 0 turns it off.
+    pub retry_jitter: f64,
     /// The most keys the queue holds (ready or waiting for a delay) before a guest's adds of
     /// new keys are refused as [`QueueRefusal::Full`].
     pub max_keys: usize,
@@ -88,6 +92,45 @@ impl QueueRefusal {
     }
 }
 
+/// How one reconcile of a key from the queue ended (the `result` of
+/// `kubewasm_plugin_reconcile_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReconcileResult {
+    /// Done: nothing until the key is queued again.
+    Ok,
+    /// Done, and asked to run again after a delay.
+    Requeue,
+    /// The guest returned an error: retried after the key's backoff.
+    Error,
+    /// The guest returned an error after the host refused one of its writes (not granted, not
+    /// the leader, rate-limited, invalid): retried after the key's backoff.
+    Refused,
+    /// The instance trapped, ran past its deadline or its memory: a fresh one takes over.
+    Fault,
+}
+
+impl ReconcileResult {
+    /// Every result, for making metric series up front.
+    pub const ALL: [ReconcileResult; 5] = [
+        ReconcileResult::Ok,
+        ReconcileResult::Requeue,
+        ReconcileResult::Error,
+        ReconcileResult::Refused,
+        ReconcileResult::Fault,
+    ];
+
+    /// A lowercase label for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Ok => "ok",
+            ReconcileResult::Requeue => "requeue",
+            ReconcileResult::Error => "error",
+            ReconcileResult::Refused => "refused",
+            ReconcileResult::Fault => "fault",
+        }
+    }
+}
+
 impl Default for QueueOptions {
     fn default() -> Self {
         QueueOptions {
@@ -95,6 +138,7 @@ impl Default for QueueOptions {
             max_delay: Duration::from_secs(1000),
             retry_qps: 10.0,
             retry_burst: 100,
+            retry_jitter: 0.1,
             max_keys: 100_000,
             max_key_bytes: 512,
             max_add_after: Duration::from_secs(24 * 3600),
@@ -120,6 +164,12 @@ impl QueueOptions {
         if self.retry_burst == 0 {
             return Err("the retry burst must be at least 1".into());
         }
+        if !(0.0..=1.0).contains(&self.retry_jitter) {
+            return Err(format!(
+                "the retry jitter must be between 0 and 1, got {}",
+                self.retry_jitter
+            ));
+        }
         if self.max_keys == 0 || self.max_key_bytes == 0 || self.max_add_after.is_zero() {
             return Err(
                 "the queue's key cap, key length cap and longest delay must be positive".into(),
@@ -134,6 +184,12 @@ impl QueueOptions {
         self.base_delay
             .checked_mul(factor)
             .map_or(self.max_delay, |d| d.min(self.max_delay))
+    }
+
+    /// `backoff` with up to [`retry_jitter`](Self::retry_jitter) of it added, `draw` in 0..=1
+    /// choosing how much.
+    fn jittered(&self, backoff: Duration, draw: f64) -> Duration {
+        backoff + backoff.mul_f64(self.retry_jitter * draw.clamp(0.0, 1.0))
     }
 }
 
@@ -156,6 +212,8 @@ pub trait QueueMetrics: Send + Sync {
     fn refused(&self, _reason: QueueRefusal) {}
     /// A reconcile of a key from this queue returned an error.
     fn reconcile_error(&self) {}
+    /// A reconcile of a key from this queue ended with `result` after `took`.
+    fn reconciled(&self, _result: ReconcileResult, _took: Duration) {}
 }
 
 /// Metrics that go nowhere.
@@ -340,6 +398,11 @@ where
         self.inner.metrics.reconcile_error();
     }
 
+    /// Reports how a reconcile of one of this queue's keys ended, and how long it took.
+    pub fn reconciled(&self, result: ReconcileResult, took: Duration) {
+        self.inner.metrics.reconciled(result, took);
+    }
+
     /// Queues a failed `key` after its backoff: the longer of its own exponential delay and
     /// the overall token bucket's wait.
     pub fn add_rate_limited(&self, key: K) {
@@ -516,7 +579,13 @@ where
 
     fn retry(&self, state: &mut State<K>, key: K) {
         let failures = state.failures.entry(key.clone()).or_insert(0);
-        let backoff = self.inner.options.backoff(*failures);
+        let options = &self.inner.options;
+        let backoff = options.backoff(*failures);
+        let backoff = if options.retry_jitter > 0.0 {
+            options.jittered(backoff, rand::random::<f64>())
+        } else {
+            backoff
+        };
         *failures = failures.saturating_add(1);
         let bucket = state.retries.reserve(Instant::now());
         self.inner.metrics.retry();
@@ -623,8 +692,16 @@ mod tests {
 
     use super::*;
 
+    /// Default options without jitter: retry times are exact.
+    fn exact() -> QueueOptions {
+        QueueOptions {
+            retry_jitter: 0.0,
+            ..QueueOptions::default()
+        }
+    }
+
     fn queue() -> WorkQueue<&'static str> {
-        WorkQueue::new(QueueOptions::default(), Arc::new(NoQueueMetrics))
+        WorkQueue::new(exact(), Arc::new(NoQueueMetrics))
     }
 
     /// The next key, or `None` if none becomes ready within `within` (of paused time).
@@ -718,7 +795,7 @@ mod tests {
         let options = QueueOptions {
             base_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(4),
-            ..QueueOptions::default()
+            ..exact()
         };
         let q = WorkQueue::new(options.clone(), Arc::new(NoQueueMetrics));
         q.add("a");
@@ -765,7 +842,7 @@ mod tests {
         let options = QueueOptions {
             retry_qps: 10.0,
             retry_burst: 2,
-            ..QueueOptions::default()
+            ..exact()
         };
         let q = WorkQueue::new(options, Arc::new(NoQueueMetrics));
         let start = Instant::now();
@@ -1114,6 +1191,46 @@ mod tests {
         assert_eq!(done_at.elapsed(), Duration::from_secs(60));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn retries_are_jittered_within_the_fraction_and_spread() {
+        let options = QueueOptions {
+            base_delay: Duration::from_secs(1),
+            retry_jitter: 0.5,
+            ..QueueOptions::default()
+        };
+        assert_eq!(
+            options.jittered(Duration::from_secs(2), 0.0),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            options.jittered(Duration::from_secs(2), 1.0),
+            Duration::from_secs(3)
+        );
+        let q = WorkQueue::new(options, Arc::new(NoQueueMetrics));
+        let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+        let start = Instant::now();
+        for key in &keys {
+            q.add_rate_limited(key.clone());
+        }
+        let mut ready_at = Vec::new();
+        for _ in &keys {
+            let item = tokio::time::timeout(Duration::from_secs(2), q.get())
+                .await
+                .expect("retried within base delay plus jitter")
+                .expect("a key");
+            ready_at.push(start.elapsed());
+            item.complete(Completion::Done);
+        }
+        assert!(
+            ready_at
+                .iter()
+                .all(|d| *d >= Duration::from_secs(1) && *d <= Duration::from_millis(1500)),
+            "{ready_at:?}"
+        );
+        ready_at.dedup();
+        assert!(ready_at.len() > 1, "keys failing together are spread out");
+    }
+
     #[test]
     fn options_are_validated() {
         assert!(QueueOptions::default().validate().is_ok());
@@ -1140,6 +1257,14 @@ mod tests {
             },
             QueueOptions {
                 max_keys: 0,
+                ..QueueOptions::default()
+            },
+            QueueOptions {
+                retry_jitter: 1.5,
+                ..QueueOptions::default()
+            },
+            QueueOptions {
+                retry_jitter: f64::NAN,
                 ..QueueOptions::default()
             },
             QueueOptions {

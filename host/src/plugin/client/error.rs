@@ -4,6 +4,7 @@
 use kube::core::Status;
 
 use super::super::bindings::v0_2::kubewasm::controller::types as wit;
+use super::Refusal;
 
 /// One field the API server found invalid (metav1.StatusCause).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,9 +54,30 @@ pub enum WriteError {
         reason: String,
         message: String,
     },
+    /// The host refused the write without sending it, for `refusal`: the typed reason travels
+    /// with the error to the metrics and the reconcile's result (a guest of contract 0.2 sees
+    /// it as `not-granted`, `too-many-requests` or `invalid`).
+    #[error("{}: {message}", refusal.as_str())]
+    Refused { refusal: Refusal, message: String },
 }
 
 impl WriteError {
+    /// The host's refusal, `refusal`, explained by `message`.
+    pub(crate) fn refused(refusal: Refusal, message: impl Into<String>) -> Self {
+        WriteError::Refused {
+            refusal,
+            message: message.into(),
+        }
+    }
+
+    /// Why the host refused the write, when it did.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            WriteError::Refused { refusal, .. } => Some(*refusal),
+            _ => None,
+        }
+    }
+
     /// A request the host refuses to send because it is malformed.
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         WriteError::Invalid {
@@ -78,6 +100,7 @@ impl WriteError {
             WriteError::Timeout(_) => "timeout".into(),
             WriteError::Server { code: 0, .. } => "unreachable".into(),
             WriteError::Server { code, .. } => code.to_string(),
+            WriteError::Refused { refusal, .. } => refusal.as_str().into(),
         }
     }
 
@@ -158,6 +181,14 @@ impl From<WriteError> for wit::ApiError {
                 reason,
                 message,
             }),
+            WriteError::Refused { refusal, message } => match refusal {
+                Refusal::NotGranted | Refusal::NotLeader => wit::ApiError::NotGranted(message),
+                Refusal::RateLimited => wit::ApiError::TooManyRequests(message),
+                Refusal::Invalid => wit::ApiError::Invalid(wit::InvalidDetails {
+                    message,
+                    causes: Vec::new(),
+                }),
+            },
         }
     }
 }
@@ -218,5 +249,35 @@ mod tests {
             panic!("not invalid");
         };
         assert_eq!(details.causes[0].message, "must be >= 0");
+    }
+
+    #[test]
+    fn a_refusal_keeps_its_reason_and_reaches_a_0_2_guest_as_the_contract_names_it() {
+        let cases = [
+            (Refusal::NotGranted, "not-granted"),
+            (Refusal::NotLeader, "not-leader"),
+            (Refusal::RateLimited, "rate-limited"),
+            (Refusal::Invalid, "invalid"),
+        ];
+        for (refusal, label) in cases {
+            let error = WriteError::refused(refusal, "why");
+            assert_eq!(error.refusal(), Some(refusal));
+            assert_eq!(error.code_label(), label);
+            assert_eq!(error.to_string(), format!("{label}: why"));
+            let seen = wit::ApiError::from(error);
+            let matches = match refusal {
+                Refusal::NotGranted | Refusal::NotLeader => {
+                    matches!(&seen, wit::ApiError::NotGranted(m) if m == "why")
+                }
+                Refusal::RateLimited => {
+                    matches!(&seen, wit::ApiError::TooManyRequests(m) if m == "why")
+                }
+                Refusal::Invalid => {
+                    matches!(&seen, wit::ApiError::Invalid(d) if d.message == "why")
+                }
+            };
+            assert!(matches, "{refusal:?}: {seen:?}");
+        }
+        assert_eq!(WriteError::Timeout("t".into()).refusal(), None);
     }
 }
