@@ -5,7 +5,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::time::Duration;
 
-use crate::bindings::exports::kubewasm::controller::reconcile::Action as WitAction;
+use crate::bindings::exports::kubewasm::controller0_2_0::reconcile::Action as WitAction;
 use crate::{Action, Controller, Error, Key, PluginInfo};
 
 thread_local! {
@@ -97,7 +97,9 @@ macro_rules! export_controller {
         const _: () = {
             struct KubewasmGuest;
 
-            impl $crate::bindings::exports::kubewasm::controller::plugin::Guest for KubewasmGuest {
+            impl $crate::bindings::exports::kubewasm::controller0_2_2::plugin::Guest
+                for KubewasmGuest
+            {
                 fn init(
                     config: ::std::string::String,
                 ) -> ::std::result::Result<$crate::PluginInfo, ::std::string::String> {
@@ -115,13 +117,13 @@ macro_rules! export_controller {
                 }
             }
 
-            impl $crate::bindings::exports::kubewasm::controller::reconcile::Guest
+            impl $crate::bindings::exports::kubewasm::controller0_2_0::reconcile::Guest
                 for KubewasmGuest
             {
                 fn reconcile(
                     key: $crate::Key,
                 ) -> ::std::result::Result<
-                    $crate::bindings::exports::kubewasm::controller::reconcile::Action,
+                    $crate::bindings::exports::kubewasm::controller0_2_0::reconcile::Action,
                     ::std::string::String,
                 > {
                     $crate::runtime::reconcile::<$controller>(key)

@@ -26,6 +26,7 @@ pub(crate) mod v0_2 {
     use self::exports::kubewasm::controller::{handler, plugin, reconcile};
     use super::super::state::HostState;
     use super::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler;
+    use super::v0_2_2::exports::kubewasm::controller0_2_2::plugin as plugin_0_2_2;
 
     /// Which world of the 0.2 contract a component targets, read from its exports.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,10 +89,24 @@ pub(crate) mod v0_2 {
 
     /// A 0.2 component linked against the host's imports, with the exports of its world found
     /// once: `plugin` always, event handlers and `reconcile` as its world has them.
+    /// Which contract's `plugin` (the declaration) the component exports.
+    #[derive(Clone)]
+    enum Declares {
+        V0_2_0(plugin::GuestIndices),
+        V0_2_2(plugin_0_2_2::GuestIndices),
+    }
+
+    /// A component's `plugin` export, of 0.2.0 or 0.2.2.
+    #[derive(Clone)]
+    pub(crate) enum PluginExport {
+        V0_2_0(plugin::Guest),
+        V0_2_2(plugin_0_2_2::Guest),
+    }
+
     #[derive(Clone)]
     pub(crate) struct PluginPre {
         pre: InstancePre<HostState>,
-        plugin: plugin::GuestIndices,
+        plugin: Declares,
         handlers: Handlers,
         reconcile: Option<reconcile::GuestIndices>,
     }
@@ -105,7 +120,7 @@ pub(crate) mod v0_2 {
 
     /// The exports of one 0.2 instance.
     pub(crate) struct PluginExports {
-        pub(crate) plugin: plugin::Guest,
+        pub(crate) plugin: PluginExport,
         pub(crate) handler: Option<HandlerExports>,
         pub(crate) reconcile: Option<reconcile::Guest>,
     }
@@ -115,7 +130,10 @@ pub(crate) mod v0_2 {
         /// 0.2 component); an error when it exports neither handlers nor `reconcile`. A
         /// component exporting both kinds of handlers is called through `batch-handler`.
         pub(crate) fn new(pre: InstancePre<HostState>) -> Option<wasmtime::Result<Self>> {
-            let plugin = plugin::GuestIndices::new(&pre).ok()?;
+            let plugin = match plugin_0_2_2::GuestIndices::new(&pre) {
+                Ok(p) => Declares::V0_2_2(p),
+                Err(_) => Declares::V0_2_0(plugin::GuestIndices::new(&pre).ok()?),
+            };
             let handlers = match batch_handler::GuestIndices::new(&pre) {
                 Ok(b) => Handlers::Batch(b),
                 Err(_) => match handler::GuestIndices::new(&pre) {
@@ -161,7 +179,10 @@ pub(crate) mod v0_2 {
         ) -> wasmtime::Result<PluginExports> {
             let instance = self.pre.instantiate_async(&mut *store).await?;
             Ok(PluginExports {
-                plugin: self.plugin.load(&mut *store, &instance)?,
+                plugin: match &self.plugin {
+                    Declares::V0_2_0(p) => PluginExport::V0_2_0(p.load(&mut *store, &instance)?),
+                    Declares::V0_2_2(p) => PluginExport::V0_2_2(p.load(&mut *store, &instance)?),
+                },
                 handler: match &self.handlers {
                     Handlers::None => None,
                     Handlers::Single(h) => {
@@ -188,6 +209,17 @@ pub(crate) mod v0_2_1 {
         inline: "package kubewasm:host; world batch { export kubewasm:controller/batch-handler@0.2.1; }",
         exports: { default: async },
         ownership: Borrowing { duplicate_if_necessary: false },
+    });
+}
+
+/// `plugin` of 0.2.2: the declaration with predicates on queue rules; 0.2.0's types are the
+/// [`v0_2`] ones.
+pub(crate) mod v0_2_2 {
+    wasmtime::component::bindgen!({
+        path: ["../wit/0.2", "../wit/0.2.1", "../wit/0.2.2"],
+        inline: "package kubewasm:host; world declare { export kubewasm:controller/plugin@0.2.2; }",
+        exports: { default: async },
+        with: { "kubewasm:controller/types@0.2.0": super::v0_2::kubewasm::controller::types },
     });
 }
 

@@ -17,6 +17,7 @@ use super::instance::{Instance, Outcome};
 use super::keys::{QueueRule, resolve_rules};
 use super::log_gate::{LogGate, LogLimits};
 use super::names::{self, InvalidName, Kind, Namespace};
+use super::predicates::{Declaration, UpdateFilter};
 use super::reconciler::ReconcilerInstance;
 use super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 
@@ -140,7 +141,10 @@ pub(crate) async fn declare_v0_2(
         Arc::new(LogGate::new(options.logs)),
     )
     .await?;
-    let declared = init_outcome(file.clone(), instance.init(&policy.config).await)?;
+    let Declaration {
+        info: declared,
+        filters,
+    } = init_outcome(file.clone(), instance.init(&policy.config).await)?;
     let invalid = |what: String| PluginError::InvalidDeclaration {
         file: file.clone(),
         plugin: declared.name.clone(),
@@ -155,6 +159,7 @@ pub(crate) async fn declare_v0_2(
     Ok(Declared {
         info,
         rules,
+        filters,
         events,
         world,
     })
@@ -227,6 +232,8 @@ fn as_v0_1(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
 pub(crate) struct Declared {
     pub(crate) info: PluginInfo,
     pub(crate) rules: Vec<Vec<QueueRule>>,
+    /// The updates each rule queues on, as `rules` (0.2.2's predicates).
+    pub(crate) filters: Vec<Vec<UpdateFilter>>,
     /// Whether each subscription asked for the event handlers.
     pub(crate) events: Vec<bool>,
     pub(crate) world: World,

@@ -29,6 +29,7 @@ mod names;
 mod notices;
 mod observer;
 mod paging;
+mod predicates;
 mod rate_limit;
 mod reconciler;
 mod state;
@@ -62,6 +63,7 @@ pub use log_gate::LogLimits;
 pub use names::{InvalidName, Kind, Namespace, ObjectName};
 pub use observer::{DropReason, EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
 pub use paging::{Page, PageError, PageLimits, page};
+pub use predicates::{Predicate, UpdateFilter};
 pub use reconciler::ReconcileSettings;
 pub use workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueRefusal, QueueStats,

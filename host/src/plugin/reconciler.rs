@@ -19,7 +19,7 @@ use super::Gvk;
 use super::actor::restart_backoff;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
-use super::bindings::v0_2::{HandlerExports, PluginExports, PluginPre};
+use super::bindings::v0_2::{HandlerExports, PluginExport, PluginExports, PluginPre};
 use super::bindings::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
 use super::cache_api::{Access, SharedDocument};
 use super::client::Refusal;
@@ -30,6 +30,7 @@ use super::instance::{Event, Outcome, guarded, new_store, same_document};
 use super::keys::ObjectKey;
 use super::log_gate::LogGate;
 use super::observer::FailureKind;
+use super::predicates::Declaration;
 use super::state::HostState;
 use super::workqueue::{Completion, ReconcileResult};
 
@@ -186,17 +187,30 @@ impl ReconcilerInstance {
         }
     }
 
-    /// Calls the guest's `init`.
-    pub(crate) async fn init(&mut self, config: &str) -> Outcome<wit::PluginInfo> {
-        let plugin = self.bindings.plugin.clone();
+    /// Calls the guest's `init` (0.2.0's or 0.2.2's): its declaration, with the predicates of
+    /// its queue rules.
+    pub(crate) async fn init(&mut self, config: &str) -> Outcome<Declaration> {
         let deadline = self.deadline;
-        guarded(
-            &mut self.store,
-            deadline,
-            || Duration::ZERO,
-            async |s| plugin.call_init(s, config).await,
-        )
-        .await
+        match self.bindings.plugin.clone() {
+            PluginExport::V0_2_0(plugin) => declared(
+                guarded(
+                    &mut self.store,
+                    deadline,
+                    || Duration::ZERO,
+                    async |s| plugin.call_init(s, config).await,
+                )
+                .await,
+            ),
+            PluginExport::V0_2_2(plugin) => declared(
+                guarded(
+                    &mut self.store,
+                    deadline,
+                    || Duration::ZERO,
+                    async |s| plugin.call_init(s, config).await,
+                )
+                .await,
+            ),
+        }
     }
 
     /// Connects the instance to the plugin's queue and client, with the resource type of each
@@ -341,6 +355,15 @@ impl ReconcilerInstance {
     }
 }
 
+/// `init`'s outcome with its declaration, of either contract, as the host reads it.
+fn declared<I: Into<Declaration>>(outcome: Outcome<I>) -> Outcome<Declaration> {
+    match outcome {
+        Outcome::Ok(info) => Outcome::Ok(info.into()),
+        Outcome::GuestError(reason) => Outcome::GuestError(reason),
+        Outcome::Failed(kind, reason) => Outcome::Failed(kind, reason),
+    }
+}
+
 /// Asks the CPU to start loading the first bytes of `bytes` into its cache: the next object's
 /// JSON arrives while this one is copied (objects are scattered over the heap, so the hardware
 /// prefetcher cannot guess where the next one starts).
@@ -432,7 +455,7 @@ pub(crate) async fn start_instance(
     .await
     .map_err(|e| e.to_string())?;
     let info = match instance.init(&recipe.config).await {
-        Outcome::Ok(info) => info,
+        Outcome::Ok(declared) => declared.info,
         Outcome::GuestError(reason) => return Err(format!("init failed: {reason}")),
         Outcome::Failed(kind, reason) => return Err(format!("init {}: {reason}", kind.as_str())),
     };

@@ -1,13 +1,16 @@
 //! The controller loop of a 0.2 plugin against the dev server: reconcile workers wait for the
 //! caches of every subscription before they take a key; keys of shards another replica leads
-//! wait in the workqueue.
+//! wait in the workqueue; a queue rule's generation predicate (contract 0.2.2) keeps status
+//! writes from reconciling.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kubewasm::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate};
 use kubewasm::metrics::Metrics;
 use kubewasm::plugin::HostOptions;
@@ -259,4 +262,100 @@ async fn a_key_of_a_shard_led_elsewhere_is_parked_in_the_queue_and_freed_on_unlo
     );
     cancel.cancel();
     let _ = election.await;
+}
+
+/// The sample-controller queues a Foo on a generation change only (contract 0.2.2's predicate,
+/// declared through the Rust SDK): status writes to a Foo reconcile nothing, while a spec change
+/// still does. Without the predicate each status write queues the Foo (and the controller
+/// writes its status back, which queues it again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_generation_predicate_status_writes_cause_no_reconcile() {
+    const NS: &str = "predicates";
+    const WRITES: i64 = 10;
+    let policy = sample_controller_policy();
+    let rig = DevRig::start(policy_by_file(move |_: &Path| policy.clone())).await;
+    load_foo_crd(&rig);
+    rig.server.create(namespace(NS)).expect("namespace");
+    rig.server
+        .create(json!({
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "Foo",
+            "metadata": {"name": "web", "namespace": NS},
+            "spec": {"deploymentName": "web", "replicas": 1},
+        }))
+        .expect("Foo");
+    let id = rig
+        .host
+        .load(
+            Path::new("sample-controller.wasm"),
+            guest_bytes("sample-controller"),
+        )
+        .await
+        .expect("loading the sample-controller");
+    let gvk = GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo");
+    let foos: Api<DynamicObject> =
+        Api::namespaced_with(rig.client.clone(), NS, &ApiResource::from_gvk(&gvk));
+    let deployments: Api<Deployment> = Api::namespaced(rig.client.clone(), NS);
+    let available = |foo: &DynamicObject| foo.data["status"]["availableReplicas"].as_i64();
+    let settled = |rig: &DevRig| {
+        let status = plugin_status(&rig.host, "sample-controller");
+        status
+            .workqueue
+            .is_some_and(|q| q.depth == 0 && q.waiting == 0 && q.processing == 0)
+    };
+    // Started: the Deployment is created and the Foo's status written.
+    assert!(
+        crate::fixture::eventually(PATIENCE, || async {
+            deployments.get_opt("web").await.ok().flatten().is_some()
+                && foos
+                    .get("web")
+                    .await
+                    .is_ok_and(|f| available(&f) == Some(0))
+        })
+        .await,
+        "the Foo is reconciled"
+    );
+    assert!(wait_until(PATIENCE, || settled(&rig)).await);
+    let before = plugin_status(&rig.host, "sample-controller").reconciles;
+
+    for i in 1..=WRITES {
+        foos.patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"availableReplicas": 100 + i}})),
+        )
+        .await
+        .expect("status write");
+    }
+    // A spec change after the status writes: reconciled (the Deployment follows), and the
+    // queue has long taken in every write before it.
+    foos.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .expect("spec change");
+    assert!(
+        crate::fixture::eventually(PATIENCE, || async {
+            deployments
+                .get("web")
+                .await
+                .is_ok_and(|d| d.spec.and_then(|s| s.replicas) == Some(3))
+                && foos
+                    .get("web")
+                    .await
+                    .is_ok_and(|f| available(&f) == Some(0))
+        })
+        .await,
+        "the spec change is reconciled and the status put right"
+    );
+    assert!(wait_until(PATIENCE, || settled(&rig)).await);
+    let spent = plugin_status(&rig.host, "sample-controller").reconciles - before;
+    // The spec change (its Foo update, and the Deployment update it causes): at most three.
+    assert!(
+        spent <= 3,
+        "{spent} reconciles for {WRITES} status writes and one spec change"
+    );
+    rig.host.unload(id).await;
 }

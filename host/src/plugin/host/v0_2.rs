@@ -23,6 +23,7 @@ use super::super::informers::QueueHandler;
 use super::super::keys::{ObjectKey, QueueRule, keys_for};
 use super::super::log_gate::LogGate;
 use super::super::observer::{DropReason, PluginObserver};
+use super::super::predicates::UpdateFilter;
 use super::super::reconciler::{CacheSync, Recipe, spawn_workers};
 use super::super::workqueue::WorkQueue;
 use super::{
@@ -119,13 +120,19 @@ struct QueueFeeder {
     group: String,
     kind: String,
     rules: Vec<QueueRule>,
+    /// The updates each rule queues on (contract 0.2.2's predicates).
+    filters: Vec<UpdateFilter>,
     queue: WorkQueue<ObjectKey>,
     plugin: Arc<str>,
 }
 
 impl QueueFeeder {
     fn queue(&self, object: &InformerObject) {
-        match keys_for(&self.group, &self.kind, &self.rules, object.json()) {
+        self.queue_by(&self.rules, object);
+    }
+
+    fn queue_by(&self, rules: &[QueueRule], object: &InformerObject) {
+        match keys_for(&self.group, &self.kind, rules, object.json()) {
             Ok(keys) => keys.into_iter().for_each(|k| self.queue.add(k)),
             Err(e) => {
                 tracing::warn!(plugin = %self.plugin, kind = %self.kind, "an object without readable metadata queues nothing: {e}")
@@ -139,9 +146,25 @@ impl ResourceEventHandler for QueueFeeder {
         self.queue(obj);
     }
 
+    /// Queues under the rules whose filter passes the update (a resync passes only the rules
+    /// without a predicate, or with `resource-version`).
     fn on_update(&self, old: &InformerObject, new: &InformerObject) {
-        self.queue(old);
-        self.queue(new);
+        if self.filters.iter().all(UpdateFilter::passes_all) {
+            self.queue(old);
+            self.queue(new);
+            return;
+        }
+        let rules: Vec<QueueRule> = self
+            .rules
+            .iter()
+            .zip(&self.filters)
+            .filter(|(_, filter)| filter.queues(old.json(), new.json()))
+            .map(|(rule, _)| rule.clone())
+            .collect();
+        if !rules.is_empty() {
+            self.queue_by(&rules, old);
+            self.queue_by(&rules, new);
+        }
     }
 
     fn on_delete(&self, obj: &InformerObject, _final_state_unknown: bool) {
@@ -164,6 +187,7 @@ impl PluginHost {
         let Declared {
             info,
             rules,
+            filters,
             events,
             world,
         } = declare_v0_2(&compiled, &policy, &self.check_options()).await?;
@@ -175,10 +199,11 @@ impl PluginHost {
         let mut caches = Vec::new();
         let inbox = Arc::new(Inbox::default());
         let sink = EventSink::new(inbox.clone(), inbox.generation());
-        for (handle, ((sub, rules), key)) in info
+        for (handle, (((sub, rules), filters), key)) in info
             .subscriptions
             .iter()
             .zip(rules)
+            .zip(filters)
             .zip(&claims.keys)
             .enumerate()
         {
@@ -205,6 +230,7 @@ impl PluginHost {
                 group: sub.gvk.group.clone(),
                 kind: sub.gvk.kind.clone(),
                 rules,
+                filters,
                 queue: context.queue.clone(),
                 plugin: name.clone(),
             });
