@@ -41,6 +41,10 @@ pub(crate) mod v0_2 {
         BatchObserver,
         /// `init`, the batched event handlers and `reconcile` (0.2.1).
         BatchController,
+        /// 0.2.2's `reconciler`: 0.2.0's, declaring through `plugin@0.2.2`.
+        PredicateReconciler,
+        /// 0.2.2's `batch-controller`: 0.2.1's, declaring through `plugin@0.2.2`.
+        PredicateBatchController,
     }
 
     impl World {
@@ -51,7 +55,8 @@ pub(crate) mod v0_2 {
                 World::Reconciler => "reconciler",
                 World::Controller => "controller",
                 World::BatchObserver => "batch-observer",
-                World::BatchController => "batch-controller",
+                World::BatchController | World::PredicateBatchController => "batch-controller",
+                World::PredicateReconciler => "reconciler",
             }
         }
 
@@ -59,20 +64,27 @@ pub(crate) mod v0_2 {
         pub fn package(self) -> &'static str {
             match self {
                 World::BatchObserver | World::BatchController => "kubewasm:controller@0.2.1",
+                World::PredicateReconciler | World::PredicateBatchController => {
+                    "kubewasm:controller@0.2.2"
+                }
                 _ => "kubewasm:controller@0.2.0",
             }
         }
 
         /// Whether the world exports event handlers (one by one or batched).
         pub fn has_handlers(self) -> bool {
-            self != World::Reconciler
+            !matches!(self, World::Reconciler | World::PredicateReconciler)
         }
 
         /// Whether the world exports `reconcile`.
         pub fn has_reconcile(self) -> bool {
             matches!(
                 self,
-                World::Reconciler | World::Controller | World::BatchController
+                World::Reconciler
+                    | World::Controller
+                    | World::BatchController
+                    | World::PredicateReconciler
+                    | World::PredicateBatchController
             )
         }
     }
@@ -130,9 +142,17 @@ pub(crate) mod v0_2 {
         /// 0.2 component); an error when it exports neither handlers nor `reconcile`. A
         /// component exporting both kinds of handlers is called through `batch-handler`.
         pub(crate) fn new(pre: InstancePre<HostState>) -> Option<wasmtime::Result<Self>> {
-            let plugin = match plugin_0_2_2::GuestIndices::new(&pre) {
-                Ok(p) => Declares::V0_2_2(p),
-                Err(_) => Declares::V0_2_0(plugin::GuestIndices::new(&pre).ok()?),
+            // Looked up by its exact name: wasmtime would match `plugin@0.2.2` to a 0.2.0
+            // component's `plugin@0.2.0` (semver-compatible names), whose types differ.
+            let declares_0_2_2 = pre
+                .component()
+                .component_type()
+                .get_export(pre.engine(), "kubewasm:controller/plugin@0.2.2")
+                .is_some();
+            let plugin = if declares_0_2_2 {
+                Declares::V0_2_2(plugin_0_2_2::GuestIndices::new(&pre).ok()?)
+            } else {
+                Declares::V0_2_0(plugin::GuestIndices::new(&pre).ok()?)
             };
             let handlers = match batch_handler::GuestIndices::new(&pre) {
                 Ok(b) => Handlers::Batch(b),
@@ -159,6 +179,12 @@ pub(crate) mod v0_2 {
 
         /// The world the component targets.
         pub fn world(&self) -> World {
+            if matches!(self.plugin, Declares::V0_2_2(_)) {
+                return match self.handlers {
+                    Handlers::None => World::PredicateReconciler,
+                    _ => World::PredicateBatchController,
+                };
+            }
             match (&self.handlers, self.reconcile.is_some()) {
                 (Handlers::Single(_), true) => World::Controller,
                 (Handlers::Single(_), false) => World::Observer,
@@ -270,8 +296,12 @@ mod tests {
         assert_eq!(world_of("batch-observer"), Some(World::BatchObserver));
         assert_eq!(
             world_of("sdk-v0-2-stamp"),
-            Some(World::BatchController),
-            "a guest of the 0.2 SDK takes events in batches"
+            Some(World::PredicateBatchController),
+            "a guest of the 0.2 SDK takes events in batches and declares through 0.2.2"
+        );
+        assert_eq!(
+            World::PredicateBatchController.package(),
+            "kubewasm:controller@0.2.2"
         );
         assert_eq!(world_of("probe"), None, "a 0.1 guest is not taken for 0.2");
     }
