@@ -215,3 +215,51 @@ pub mod queue {
         wit_queue::add_after(key, super::runtime::millis(delay)).map_err(Error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    use super::*;
+
+    #[test]
+    fn a_rule_alone_queues_on_every_change_and_when_names_its_predicates() {
+        let every: QueueSpec = QueueRule::OwnKey.into();
+        assert!(matches!(every.rule, QueueRule::OwnKey));
+        assert!(every.when.is_empty());
+        let spec = QueueRule::ControllingOwner(3).when(&[Predicate::Generation, Predicate::Labels]);
+        assert!(matches!(spec.rule, QueueRule::ControllingOwner(3)));
+        assert!(matches!(
+            spec.when[..],
+            [Predicate::Generation, Predicate::Labels]
+        ));
+    }
+
+    #[test]
+    fn subscribe_takes_rules_or_specs_and_names_the_type() {
+        let plain = subscribe::<Deployment>(true, [QueueRule::OwnKey]);
+        assert_eq!(
+            (
+                plain.gvk.group.as_str(),
+                plain.gvk.version.as_str(),
+                plain.gvk.kind.as_str()
+            ),
+            ("apps", "v1", "Deployment")
+        );
+        assert!(plain.events);
+        assert_eq!(plain.queue.len(), 1);
+        let filtered = subscribe::<Deployment>(
+            false,
+            [
+                QueueRule::OwnKey.when(&[Predicate::Generation]),
+                QueueRule::ControllingOwner(0).into(),
+            ],
+        );
+        assert_eq!(filtered.queue.len(), 2);
+        assert!(matches!(
+            filtered.queue[0].when[..],
+            [Predicate::Generation]
+        ));
+        assert!(filtered.queue[1].when.is_empty());
+    }
+}

@@ -135,3 +135,22 @@ macro_rules! export_controller {
         };
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_are_whole_milliseconds_saturating_at_the_contracts_u32() {
+        assert_eq!(millis(Duration::from_micros(2500)), 2);
+        assert_eq!(millis(Duration::from_secs(u64::MAX)), u32::MAX);
+    }
+
+    #[test]
+    fn a_batch_object_is_read_where_its_numbers_say_and_outside_is_an_error() {
+        let documents = br#"{"a":1}{"b":2}"#;
+        assert_eq!(text(documents, 7, 7).unwrap(), r#"{"b":2}"#);
+        assert!(text(documents, 10, 7).is_err());
+        assert!(text(documents, u32::MAX, u32::MAX).is_err());
+    }
+}
