@@ -542,6 +542,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "queue_depth": p.queue_depth,
         "workqueue": p.workqueue.as_ref().map(|q| serde_json::json!({
             "depth": q.depth,
+            "parked": q.parked,
             "waiting": q.waiting,
             "processing": q.processing,
             "oldest_ready_seconds": q.oldest_ready.map(|d| d.as_secs_f64()),

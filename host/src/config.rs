@@ -65,6 +65,7 @@
 //! retry-max-delay-seconds = 1000  # ...up to this
 //! retry-qps = 10.0                # overall retry token bucket of the plugin's workqueue
 //! retry-burst = 100
+//! retry-jitter = 0.1              # up to this fraction of a retry's backoff added at random
 //! reconciles-per-second = 200.0   # reconciles the plugin's instances start, together...
 //! reconcile-burst = 1000          # ...once this many at once are spent
 //! min-requeue-delay-ms = 100      # a shorter requeue-after (even 0) waits this long
@@ -439,6 +440,8 @@ pub struct PluginConfig {
     /// The overall retry rate of the plugin's workqueue.
     pub retry_qps: Option<f64>,
     pub retry_burst: Option<u32>,
+    /// Up to this fraction of a retry's backoff is added at random (0 to 1; default 0.1).
+    pub retry_jitter: Option<f64>,
     /// Reconcile on every replica, leader or not; only for a plugin that writes nothing.
     pub every_replica: Option<bool>,
     /// Reconciles per second the plugin may start, once its burst is spent.
@@ -482,6 +485,7 @@ impl PluginConfig {
                     .map_or(queue.max_delay, Duration::from_secs),
                 retry_qps: self.retry_qps.unwrap_or(queue.retry_qps),
                 retry_burst: self.retry_burst.unwrap_or(queue.retry_burst),
+                retry_jitter: self.retry_jitter.unwrap_or(queue.retry_jitter),
                 max_keys: self.max_queue_keys.unwrap_or(queue.max_keys),
                 max_key_bytes: self.max_key_bytes.unwrap_or(queue.max_key_bytes),
                 max_add_after: self

@@ -18,7 +18,6 @@
 //!   sets a one-second duration (client-go's `ReleaseOnCancel`), so a standby takes over on its
 //!   next retry.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,12 +152,7 @@ struct GateInner {
     changes: watch::Sender<bool>,
     /// Bumped on every transition of any shard.
     transitions: watch::Sender<u64>,
-    /// Per shard, work waiting for this replica to lead it, by a key the parker chose.
-    parked: Mutex<Vec<HashMap<String, Wake>>>,
 }
-
-/// What a parked piece of work runs when its shard is led here.
-pub type Wake = Box<dyn FnOnce() + Send>;
 
 struct ShardSlot {
     open: AtomicBool,
@@ -205,7 +199,6 @@ impl LeaderGate {
                     .collect(),
                 changes: watch::Sender::new(open),
                 transitions: watch::Sender::new(0),
-                parked: Mutex::new((0..shards).map(|_| HashMap::new()).collect()),
             }),
         }
     }
@@ -279,20 +272,6 @@ impl LeaderGate {
         self.leads_shard(self.shard_of(namespace, name))
     }
 
-    /// Runs `wake` once this replica leads the object's shard: at once if it does now, else
-    /// when an elector next opens that shard. One `wake` is kept per `key` (a later one
-    /// replaces it), so parking the same work again costs nothing more.
-    pub fn park(&self, key: String, namespace: Option<&str>, name: &str, wake: Wake) {
-        let shard = self.shard_of(namespace, name);
-        let mut parked = self.inner.parked.lock();
-        if self.leads_shard(shard) {
-            drop(parked);
-            wake();
-            return;
-        }
-        parked[shard].insert(key, wake);
-    }
-
     /// Waits until this replica leads some shard (at once if it does).
     pub async fn wait_leader(&self) {
         let mut changes = self.inner.changes.subscribe();
@@ -319,20 +298,16 @@ impl LeaderGate {
         self.inner.transitions.subscribe()
     }
 
-    /// Opens shard `shard`, or extends it, until `until`; work parked for it is woken.
+    /// Opens shard `shard`, or extends it, until `until`; a transition is announced
+    /// ([`LeaderGate::subscribe_shards`]) when it was not led (closed, or its deadline passed
+    /// unrenewed), so that work held for it is released.
     fn open_until(&self, shard: usize, until: Instant) {
         let slot = &self.inner.shards[shard];
-        let (woken, opened) = {
-            let mut parked = self.inner.parked.lock();
-            *slot.until.lock() = Some(until);
-            let was = slot.open.swap(true, Ordering::AcqRel);
-            (std::mem::take(&mut parked[shard]), !was)
-        };
-        if opened {
+        let was_led = self.leads_shard(shard);
+        *slot.until.lock() = Some(until);
+        slot.open.store(true, Ordering::Release);
+        if !was_led {
             self.inner.transitions.send_modify(|n| *n += 1);
-        }
-        for wake in woken.into_values() {
-            wake();
         }
         self.inner
             .changes

@@ -26,7 +26,7 @@ use prometheus_client::registry::Registry;
 
 use crate::plugin::{
     DropReason, EventKind, FailureKind, Observer, PluginObserver, QueueMetrics, QueueRefusal,
-    QueueStats, Refusal, WriteObserver, WriteVerb,
+    QueueStats, ReconcileResult, Refusal, WriteObserver, WriteVerb,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,6 +66,12 @@ struct RefusalLabels {
 struct QueueRefusalLabels {
     plugin: String,
     reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    plugin: String,
+    result: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -164,6 +170,10 @@ struct WorkqueueFamilies {
     refused: Family<QueueRefusalLabels, Counter>,
     /// Reconciles that returned an error, by plugin (kubewasm's, prefixed).
     reconcile_errors: Family<PluginLabels, Counter>,
+    /// Reconciles by plugin and result (kubewasm's, prefixed).
+    reconciles: Family<ReconcileLabels, Counter>,
+    /// How long reconciles took, by plugin (kubewasm's, prefixed).
+    reconcile_seconds: Family<PluginLabels, Histogram>,
 }
 
 /// The write client's and Event recorder's metrics, by plugin.
@@ -187,6 +197,8 @@ pub struct QueueHandles {
     retries: Counter,
     refused: [Counter; QueueRefusal::ALL.len()],
     reconcile_errors: Counter,
+    reconciles: [Counter; ReconcileResult::ALL.len()],
+    reconcile_seconds: Histogram,
 }
 
 impl QueueMetrics for QueueHandles {
@@ -216,6 +228,11 @@ impl QueueMetrics for QueueHandles {
 
     fn reconcile_error(&self) {
         self.reconcile_errors.inc();
+    }
+
+    fn reconciled(&self, result: ReconcileResult, took: Duration) {
+        self.reconciles[result as usize].inc();
+        self.reconcile_seconds.observe(took.as_secs_f64());
     }
 }
 
@@ -401,6 +418,18 @@ impl Metrics {
              backoff); faults are counted in plugin_failures",
             workqueue.reconcile_errors.clone(),
         );
+        registry.register(
+            "plugin_reconcile",
+            "Reconciles of a 0.2 plugin by result: ok, requeue (done, run again after a delay), \
+             error (retried with backoff), refused (an error after the host refused a write: \
+             not granted, not the leader, rate-limited, invalid), fault (trap, timeout, memory)",
+            workqueue.reconciles.clone(),
+        );
+        registry.register(
+            "plugin_reconcile_duration_seconds",
+            "Time one reconcile of a 0.2 plugin took, waits for the API server included",
+            workqueue.reconcile_seconds.clone(),
+        );
         Metrics {
             registry,
             events,
@@ -439,6 +468,15 @@ impl Metrics {
                 })
             }),
             reconcile_errors: wq.reconcile_errors.get_or_create_owned(&PluginLabels {
+                plugin: name.to_owned(),
+            }),
+            reconciles: ReconcileResult::ALL.map(|result| {
+                wq.reconciles.get_or_create_owned(&ReconcileLabels {
+                    plugin: name.to_owned(),
+                    result: result.as_str().to_owned(),
+                })
+            }),
+            reconcile_seconds: wq.reconcile_seconds.get_or_create_owned(&PluginLabels {
                 plugin: name.to_owned(),
             }),
         }
@@ -550,6 +588,13 @@ impl Metrics {
         wq.work_duration.remove(&q);
         wq.retries.remove(&q);
         wq.reconcile_errors.remove(&p);
+        wq.reconcile_seconds.remove(&p);
+        for result in ReconcileResult::ALL {
+            wq.reconciles.remove(&ReconcileLabels {
+                plugin: plugin.to_owned(),
+                result: result.as_str().to_owned(),
+            });
+        }
         for reason in QueueRefusal::ALL {
             wq.refused.remove(&QueueRefusalLabels {
                 plugin: plugin.to_owned(),
@@ -651,6 +696,11 @@ fn workqueue_metrics(plugins: Arc<OnceLock<PluginSource>>) -> (Registry, Workque
         retries: Family::default(),
         refused: Family::default(),
         reconcile_errors: Family::default(),
+        reconciles: Family::default(),
+        // 10 µs to about 2.6 s, by fours, as the handler calls.
+        reconcile_seconds: Family::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.000_01, 4.0, 10))
+        }),
     };
     let mut registry = Registry::default();
     registry.register(
@@ -898,6 +948,9 @@ mod tests {
         queue.refused(QueueRefusal::Full);
         queue.refused(QueueRefusal::Full);
         queue.reconcile_error();
+        queue.reconciled(ReconcileResult::Ok, Duration::from_micros(30));
+        queue.reconciled(ReconcileResult::Ok, Duration::from_micros(30));
+        queue.reconciled(ReconcileResult::Refused, Duration::from_millis(2));
         writes.refused("ctl", Refusal::NotLeader);
         writes.event_dropped("ctl");
         let text = metrics.encode();
@@ -914,6 +967,11 @@ mod tests {
             r#"kubewasm_plugin_queue_adds_refused_total{plugin="ctl",reason="full"} 2"#,
             r#"kubewasm_plugin_queue_adds_refused_total{plugin="ctl",reason="key-too-long"} 0"#,
             r#"kubewasm_plugin_reconcile_errors_total{plugin="ctl"} 1"#,
+            r#"kubewasm_plugin_reconcile_total{plugin="ctl",result="ok"} 2"#,
+            r#"kubewasm_plugin_reconcile_total{plugin="ctl",result="refused"} 1"#,
+            r#"kubewasm_plugin_reconcile_total{plugin="ctl",result="fault"} 0"#,
+            r#"kubewasm_plugin_reconcile_duration_seconds_count{plugin="ctl"} 3"#,
+            r#"kubewasm_plugin_reconcile_duration_seconds_bucket{le="0.00004",plugin="ctl"} 2"#,
             r#"kubewasm_plugin_writes_refused_total{plugin="ctl",reason="not-leader"} 1"#,
             r#"kubewasm_plugin_writes_refused_total{plugin="ctl",reason="not-granted"} 0"#,
             r#"kubewasm_plugin_recorded_events_dropped_total{plugin="ctl"} 1"#,

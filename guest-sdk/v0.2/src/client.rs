@@ -8,8 +8,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::bindings::kubewasm::controller::client as wit;
-use crate::bindings::kubewasm::controller::types::{Gvk, ObjectRef};
+use crate::bindings::kubewasm::controller0_2_0::client as wit;
+use crate::bindings::kubewasm::controller0_2_0::types::{Gvk, ObjectRef};
 use crate::error::ApiError;
 
 /// How a patch changes an object.

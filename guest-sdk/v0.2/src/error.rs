@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::bindings::kubewasm::controller::types as wit;
+use crate::bindings::kubewasm::controller0_2_0::types as wit;
 
 /// One field the API server found invalid.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,8 +48,10 @@ extern crate self as kubewasm_guest_v0_2;
 
 #[doc(hidden)]
 pub mod bindings;
+mod cache;
 mod client;
 mod error;
+pub mod log;
 #[doc(hidden)]
 pub mod runtime;
 
@@ -57,10 +59,13 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-pub use bindings::kubewasm::controller::client::{EventType, Propagation};
-pub use bindings::kubewasm::controller::types::{
-    Gvk, IndexDecl, IndexSource, Key, PluginInfo, QueueRule, Subscription,
+pub use bindings::exports::kubewasm::controller0_2_2::plugin::{
+    PluginInfo, Predicate, QueueSpec, Subscription,
 };
+pub use bindings::kubewasm::controller0_2_0::client::{EventType, Propagation};
+pub use bindings::kubewasm::controller0_2_0::types::PageRequest;
+pub use bindings::kubewasm::controller0_2_0::types::{Gvk, IndexDecl, IndexSource, Key, QueueRule};
+pub use cache::{Cache, Page, first_page};
 pub use client::{Api, DeleteParams, Deleted, Patch, gvk};
 pub use error::{ApiError, Error, InvalidCause};
 pub use k8s_openapi;
@@ -68,7 +73,7 @@ pub use serde_json;
 #[doc(hidden)]
 pub use wit_bindgen::rt as wit_bindgen_rt;
 
-use bindings::kubewasm::controller::{client as wit_client, queue as wit_queue};
+use bindings::kubewasm::controller0_2_0::{client as wit_client, queue as wit_queue};
 
 /// The controller chapter of the guest guide (`docs/controllers.md`), its Rust examples compiled
 /// as doc tests so the chapter cannot drift from the SDK.
@@ -118,8 +123,12 @@ pub trait Controller: Sized + 'static {
 }
 
 /// A subscription to every object of `K`: `events` asks for the handlers, `queue` says what
-/// each change queues for `reconcile`.
-pub fn subscribe<K: k8s_openapi::Resource>(events: bool, queue: Vec<QueueRule>) -> Subscription {
+/// each change queues for `reconcile`: [`QueueRule`]s (every change queues) or [`QueueSpec`]s
+/// (`QueueRule::OwnKey.when(&[Predicate::Generation])`: only the changes named).
+pub fn subscribe<K: k8s_openapi::Resource>(
+    events: bool,
+    queue: impl IntoIterator<Item = impl Into<QueueSpec>>,
+) -> Subscription {
     Subscription {
         gvk: gvk::<K>(),
         namespace: None,
@@ -127,7 +136,29 @@ pub fn subscribe<K: k8s_openapi::Resource>(events: bool, queue: Vec<QueueRule>) 
         field_selector: None,
         resync_seconds: None,
         events,
-        queue,
+        queue: queue.into_iter().map(Into::into).collect(),
+    }
+}
+
+impl From<QueueRule> for QueueSpec {
+    /// The rule on every change (0.2.0's behaviour).
+    fn from(rule: QueueRule) -> Self {
+        QueueSpec {
+            rule,
+            when: Vec::new(),
+        }
+    }
+}
+
+impl QueueRule {
+    /// This rule only on updates that change one of `predicates` (adds and deletes always
+    /// queue): `QueueRule::OwnKey.when(&[Predicate::Generation])` is controller-runtime's
+    /// `GenerationChangedPredicate`, so the controller's own status writes queue nothing.
+    pub fn when(self, predicates: &[Predicate]) -> QueueSpec {
+        QueueSpec {
+            rule: self,
+            when: predicates.to_vec(),
+        }
     }
 }
 
@@ -142,10 +173,21 @@ pub fn record_event<K>(
 where
     K: k8s_openapi::Resource + k8s_openapi::Metadata<Ty = ObjectMeta>,
 {
-    let meta = object.metadata();
+    record_event_for(gvk::<K>(), object.metadata(), event_type, reason, message)
+}
+
+/// Records a Kubernetes Event about any object, named by its type and metadata: for objects the
+/// plugin holds as JSON or as a type of its own that does not implement `k8s_openapi::Resource`.
+pub fn record_event_for(
+    regarding: Gvk,
+    meta: &ObjectMeta,
+    event_type: EventType,
+    reason: &str,
+    message: &str,
+) -> Result<(), ApiError> {
     let event = wit_client::Event {
-        regarding: bindings::kubewasm::controller::types::ObjectRef {
-            gvk: gvk::<K>(),
+        regarding: bindings::kubewasm::controller0_2_0::types::ObjectRef {
+            gvk: regarding,
             namespace: meta.namespace.clone(),
             name: meta.name.clone().unwrap_or_default(),
         },
@@ -171,5 +213,53 @@ pub mod queue {
     /// Queues `key` after `delay`.
     pub fn add_after(key: &Key, delay: Duration) -> Result<(), Error> {
         wit_queue::add_after(key, super::runtime::millis(delay)).map_err(Error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    use super::*;
+
+    #[test]
+    fn a_rule_alone_queues_on_every_change_and_when_names_its_predicates() {
+        let every: QueueSpec = QueueRule::OwnKey.into();
+        assert!(matches!(every.rule, QueueRule::OwnKey));
+        assert!(every.when.is_empty());
+        let spec = QueueRule::ControllingOwner(3).when(&[Predicate::Generation, Predicate::Labels]);
+        assert!(matches!(spec.rule, QueueRule::ControllingOwner(3)));
+        assert!(matches!(
+            spec.when[..],
+            [Predicate::Generation, Predicate::Labels]
+        ));
+    }
+
+    #[test]
+    fn subscribe_takes_rules_or_specs_and_names_the_type() {
+        let plain = subscribe::<Deployment>(true, [QueueRule::OwnKey]);
+        assert_eq!(
+            (
+                plain.gvk.group.as_str(),
+                plain.gvk.version.as_str(),
+                plain.gvk.kind.as_str()
+            ),
+            ("apps", "v1", "Deployment")
+        );
+        assert!(plain.events);
+        assert_eq!(plain.queue.len(), 1);
+        let filtered = subscribe::<Deployment>(
+            false,
+            [
+                QueueRule::OwnKey.when(&[Predicate::Generation]),
+                QueueRule::ControllingOwner(0).into(),
+            ],
+        );
+        assert_eq!(filtered.queue.len(), 2);
+        assert!(matches!(
+            filtered.queue[0].when[..],
+            [Predicate::Generation]
+        ));
+        assert!(filtered.queue[1].when.is_empty());
     }
 }

@@ -5,7 +5,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::time::Duration;
 
-use crate::bindings::exports::kubewasm::controller::reconcile::Action as WitAction;
+use crate::bindings::exports::kubewasm::controller0_2_0::reconcile::Action as WitAction;
 use crate::{Action, Controller, Error, Key, PluginInfo};
 
 thread_local! {
@@ -97,7 +97,9 @@ macro_rules! export_controller {
         const _: () = {
             struct KubewasmGuest;
 
-            impl $crate::bindings::exports::kubewasm::controller::plugin::Guest for KubewasmGuest {
+            impl $crate::bindings::exports::kubewasm::controller0_2_2::plugin::Guest
+                for KubewasmGuest
+            {
                 fn init(
                     config: ::std::string::String,
                 ) -> ::std::result::Result<$crate::PluginInfo, ::std::string::String> {
@@ -115,13 +117,13 @@ macro_rules! export_controller {
                 }
             }
 
-            impl $crate::bindings::exports::kubewasm::controller::reconcile::Guest
+            impl $crate::bindings::exports::kubewasm::controller0_2_0::reconcile::Guest
                 for KubewasmGuest
             {
                 fn reconcile(
                     key: $crate::Key,
                 ) -> ::std::result::Result<
-                    $crate::bindings::exports::kubewasm::controller::reconcile::Action,
+                    $crate::bindings::exports::kubewasm::controller0_2_0::reconcile::Action,
                     ::std::string::String,
                 > {
                     $crate::runtime::reconcile::<$controller>(key)
@@ -132,4 +134,23 @@ macro_rules! export_controller {
             $crate::bindings::batch::export_batch!(KubewasmGuest with_types_in $crate::bindings::batch);
         };
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_are_whole_milliseconds_saturating_at_the_contracts_u32() {
+        assert_eq!(millis(Duration::from_micros(2500)), 2);
+        assert_eq!(millis(Duration::from_secs(u64::MAX)), u32::MAX);
+    }
+
+    #[test]
+    fn a_batch_object_is_read_where_its_numbers_say_and_outside_is_an_error() {
+        let documents = br#"{"a":1}{"b":2}"#;
+        assert_eq!(text(documents, 7, 7).unwrap(), r#"{"b":2}"#);
+        assert!(text(documents, 10, 7).is_err());
+        assert!(text(documents, u32::MAX, u32::MAX).is_err());
+    }
 }

@@ -26,6 +26,7 @@ pub(crate) mod v0_2 {
     use self::exports::kubewasm::controller::{handler, plugin, reconcile};
     use super::super::state::HostState;
     use super::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler;
+    use super::v0_2_2::exports::kubewasm::controller0_2_2::plugin as plugin_0_2_2;
 
     /// Which world of the 0.2 contract a component targets, read from its exports.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +41,10 @@ pub(crate) mod v0_2 {
         BatchObserver,
         /// `init`, the batched event handlers and `reconcile` (0.2.1).
         BatchController,
+        /// 0.2.2's `reconciler`: 0.2.0's, declaring through `plugin@0.2.2`.
+        PredicateReconciler,
+        /// 0.2.2's `batch-controller`: 0.2.1's, declaring through `plugin@0.2.2`.
+        PredicateBatchController,
     }
 
     impl World {
@@ -50,7 +55,8 @@ pub(crate) mod v0_2 {
                 World::Reconciler => "reconciler",
                 World::Controller => "controller",
                 World::BatchObserver => "batch-observer",
-                World::BatchController => "batch-controller",
+                World::BatchController | World::PredicateBatchController => "batch-controller",
+                World::PredicateReconciler => "reconciler",
             }
         }
 
@@ -58,20 +64,27 @@ pub(crate) mod v0_2 {
         pub fn package(self) -> &'static str {
             match self {
                 World::BatchObserver | World::BatchController => "kubewasm:controller@0.2.1",
+                World::PredicateReconciler | World::PredicateBatchController => {
+                    "kubewasm:controller@0.2.2"
+                }
                 _ => "kubewasm:controller@0.2.0",
             }
         }
 
         /// Whether the world exports event handlers (one by one or batched).
         pub fn has_handlers(self) -> bool {
-            self != World::Reconciler
+            !matches!(self, World::Reconciler | World::PredicateReconciler)
         }
 
         /// Whether the world exports `reconcile`.
         pub fn has_reconcile(self) -> bool {
             matches!(
                 self,
-                World::Reconciler | World::Controller | World::BatchController
+                World::Reconciler
+                    | World::Controller
+                    | World::BatchController
+                    | World::PredicateReconciler
+                    | World::PredicateBatchController
             )
         }
     }
@@ -88,10 +101,24 @@ pub(crate) mod v0_2 {
 
     /// A 0.2 component linked against the host's imports, with the exports of its world found
     /// once: `plugin` always, event handlers and `reconcile` as its world has them.
+    /// Which contract's `plugin` (the declaration) the component exports.
+    #[derive(Clone)]
+    enum Declares {
+        V0_2_0(plugin::GuestIndices),
+        V0_2_2(plugin_0_2_2::GuestIndices),
+    }
+
+    /// A component's `plugin` export, of 0.2.0 or 0.2.2.
+    #[derive(Clone)]
+    pub(crate) enum PluginExport {
+        V0_2_0(plugin::Guest),
+        V0_2_2(plugin_0_2_2::Guest),
+    }
+
     #[derive(Clone)]
     pub(crate) struct PluginPre {
         pre: InstancePre<HostState>,
-        plugin: plugin::GuestIndices,
+        plugin: Declares,
         handlers: Handlers,
         reconcile: Option<reconcile::GuestIndices>,
     }
@@ -105,7 +132,7 @@ pub(crate) mod v0_2 {
 
     /// The exports of one 0.2 instance.
     pub(crate) struct PluginExports {
-        pub(crate) plugin: plugin::Guest,
+        pub(crate) plugin: PluginExport,
         pub(crate) handler: Option<HandlerExports>,
         pub(crate) reconcile: Option<reconcile::Guest>,
     }
@@ -115,7 +142,18 @@ pub(crate) mod v0_2 {
         /// 0.2 component); an error when it exports neither handlers nor `reconcile`. A
         /// component exporting both kinds of handlers is called through `batch-handler`.
         pub(crate) fn new(pre: InstancePre<HostState>) -> Option<wasmtime::Result<Self>> {
-            let plugin = plugin::GuestIndices::new(&pre).ok()?;
+            // Looked up by its exact name: wasmtime would match `plugin@0.2.2` to a 0.2.0
+            // component's `plugin@0.2.0` (semver-compatible names), whose types differ.
+            let declares_0_2_2 = pre
+                .component()
+                .component_type()
+                .get_export(pre.engine(), "kubewasm:controller/plugin@0.2.2")
+                .is_some();
+            let plugin = if declares_0_2_2 {
+                Declares::V0_2_2(plugin_0_2_2::GuestIndices::new(&pre).ok()?)
+            } else {
+                Declares::V0_2_0(plugin::GuestIndices::new(&pre).ok()?)
+            };
             let handlers = match batch_handler::GuestIndices::new(&pre) {
                 Ok(b) => Handlers::Batch(b),
                 Err(_) => match handler::GuestIndices::new(&pre) {
@@ -141,6 +179,12 @@ pub(crate) mod v0_2 {
 
         /// The world the component targets.
         pub fn world(&self) -> World {
+            if matches!(self.plugin, Declares::V0_2_2(_)) {
+                return match self.handlers {
+                    Handlers::None => World::PredicateReconciler,
+                    _ => World::PredicateBatchController,
+                };
+            }
             match (&self.handlers, self.reconcile.is_some()) {
                 (Handlers::Single(_), true) => World::Controller,
                 (Handlers::Single(_), false) => World::Observer,
@@ -161,7 +205,10 @@ pub(crate) mod v0_2 {
         ) -> wasmtime::Result<PluginExports> {
             let instance = self.pre.instantiate_async(&mut *store).await?;
             Ok(PluginExports {
-                plugin: self.plugin.load(&mut *store, &instance)?,
+                plugin: match &self.plugin {
+                    Declares::V0_2_0(p) => PluginExport::V0_2_0(p.load(&mut *store, &instance)?),
+                    Declares::V0_2_2(p) => PluginExport::V0_2_2(p.load(&mut *store, &instance)?),
+                },
                 handler: match &self.handlers {
                     Handlers::None => None,
                     Handlers::Single(h) => {
@@ -188,6 +235,17 @@ pub(crate) mod v0_2_1 {
         inline: "package kubewasm:host; world batch { export kubewasm:controller/batch-handler@0.2.1; }",
         exports: { default: async },
         ownership: Borrowing { duplicate_if_necessary: false },
+    });
+}
+
+/// `plugin` of 0.2.2: the declaration with predicates on queue rules; 0.2.0's types are the
+/// [`v0_2`] ones.
+pub(crate) mod v0_2_2 {
+    wasmtime::component::bindgen!({
+        path: ["../wit/0.2", "../wit/0.2.1", "../wit/0.2.2"],
+        inline: "package kubewasm:host; world declare { export kubewasm:controller/plugin@0.2.2; }",
+        exports: { default: async },
+        with: { "kubewasm:controller/types@0.2.0": super::v0_2::kubewasm::controller::types },
     });
 }
 
@@ -238,8 +296,12 @@ mod tests {
         assert_eq!(world_of("batch-observer"), Some(World::BatchObserver));
         assert_eq!(
             world_of("sdk-v0-2-stamp"),
-            Some(World::BatchController),
-            "a guest of the 0.2 SDK takes events in batches"
+            Some(World::PredicateBatchController),
+            "a guest of the 0.2 SDK takes events in batches and declares through 0.2.2"
+        );
+        assert_eq!(
+            World::PredicateBatchController.package(),
+            "kubewasm:controller@0.2.2"
         );
         assert_eq!(world_of("probe"), None, "a 0.1 guest is not taken for 0.2");
     }

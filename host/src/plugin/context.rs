@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use super::Gvk;
 use super::calls::CallCounters;
-use super::client::WriteClient;
+use super::client::{Refusal, WriteClient, WriteError};
 use super::events::EventRecorder;
 use super::keys::ObjectKey;
 use super::notices::Notices;
@@ -118,6 +118,8 @@ struct ApiWaits {
     done: Duration,
     /// When the API call in progress started (a guest call makes one at a time).
     since: Option<Instant>,
+    /// The last write of the call the host refused, and why.
+    refused: Option<Refusal>,
 }
 
 impl InstanceImports {
@@ -142,8 +144,12 @@ impl InstanceImports {
         waits.done + waits.since.map_or(Duration::ZERO, |s| s.elapsed())
     }
 
-    /// Runs one API call, counting the time it waits as excused from the guest's deadline.
-    pub(crate) async fn api<T>(&self, call: impl Future<Output = T>) -> T {
+    /// Runs one write, counting the time it waits as excused from the guest's deadline and
+    /// remembering a refusal for the call's result.
+    pub(crate) async fn api<T>(
+        &self,
+        call: impl Future<Output = Result<T, WriteError>>,
+    ) -> Result<T, WriteError> {
         /// Folds the wait into `done` however the call ends (also when it is dropped).
         struct Waiting<'a>(&'a Mutex<ApiWaits>);
         impl Drop for Waiting<'_> {
@@ -155,8 +161,18 @@ impl InstanceImports {
             }
         }
         self.waits.lock().since = Some(Instant::now());
-        let _waiting = Waiting(&self.waits);
-        call.await
+        let waiting = Waiting(&self.waits);
+        let result = call.await;
+        drop(waiting);
+        if let Some(refusal) = result.as_ref().err().and_then(WriteError::refusal) {
+            self.waits.lock().refused = Some(refusal);
+        }
+        result
+    }
+
+    /// Why the host refused the last write it refused since the guest call began, if it did.
+    pub(crate) fn refused(&self) -> Option<Refusal> {
+        self.waits.lock().refused
     }
 
     pub(crate) fn client(&self) -> &WriteClient {

@@ -19,6 +19,7 @@ use super::keys::QueueRule;
 use super::log_gate::{LogGate, LogLimits};
 use super::names::{self, InvalidName, Kind, Namespace};
 use super::policy::PluginPolicy;
+use super::predicates::UpdateFilter;
 use super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 
 /// What a declaration is checked with besides the plugin's policy.
@@ -147,8 +148,10 @@ pub(crate) async fn declare_v0_2(
         Arc::new(LogGate::new(options.logs)),
     )
     .await?;
-    let Declaration::V0_2(declared) =
-        init_outcome(file.clone(), instance.init(&policy.config).await)?
+    let Declaration::V0_2(super::predicates::Declaration {
+        info: declared,
+        filters,
+    }) = init_outcome(file.clone(), instance.init(&policy.config).await)?
     else {
         return Err(PluginError::Invalid {
             file,
@@ -170,6 +173,7 @@ pub(crate) async fn declare_v0_2(
     Ok(Declared {
         info,
         rules,
+        filters,
         events,
         world,
         instance,
@@ -243,6 +247,8 @@ fn from_v0_2(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
 pub(crate) struct Declared {
     pub(crate) info: PluginInfo,
     pub(crate) rules: Vec<Vec<QueueRule>>,
+    /// The updates each rule queues on, as `rules` (0.2.2's predicates).
+    pub(crate) filters: Vec<Vec<UpdateFilter>>,
     /// Whether each subscription asked for the event handlers.
     pub(crate) events: Vec<bool>,
     pub(crate) world: World,

@@ -14,7 +14,8 @@ use super::Gvk;
 use super::access::{ResourceAccess, SharedDocument};
 use super::bindings::v0_2::kubewasm::controller::{cache, client, log, queue, types};
 use super::client::{
-    DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, WriteClient, WriteError, WriteVerb,
+    DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, Refusal, WriteClient, WriteError,
+    WriteVerb,
 };
 use super::context::InstanceImports;
 use super::events::{EventRecord, EventType};
@@ -437,6 +438,14 @@ impl From<WriteError> for types::ApiError {
                 reason,
                 message,
             }),
+            WriteError::Refused { refusal, message } => match refusal {
+                Refusal::NotGranted | Refusal::NotLeader => types::ApiError::NotGranted(message),
+                Refusal::RateLimited => types::ApiError::TooManyRequests(message),
+                Refusal::Invalid => types::ApiError::Invalid(types::InvalidDetails {
+                    message,
+                    causes: Vec::new(),
+                }),
+            },
         }
     }
 }

@@ -14,7 +14,7 @@ use super::bindings::Controller;
 use super::bindings::kubewasm::controller::types as v0_1_types;
 use super::bindings::v0_2::exports::kubewasm::controller::reconcile::Action;
 use super::bindings::v0_2::kubewasm::controller::types as wit;
-use super::bindings::v0_2::{HandlerExports, PluginExports};
+use super::bindings::v0_2::{HandlerExports, PluginExport, PluginExports};
 use super::bindings::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
 use super::calls::Outcome;
 use super::component::{CompiledPlugin, Linked};
@@ -103,7 +103,8 @@ enum Exports {
 #[derive(Debug)]
 pub(crate) enum Declaration {
     V0_1(PluginInfo),
-    V0_2(wit::PluginInfo),
+    /// 0.2.0's or 0.2.2's, with the predicates of its queue rules.
+    V0_2(super::predicates::Declaration),
 }
 
 impl Declaration {
@@ -111,7 +112,8 @@ impl Declaration {
     fn resources(&self) -> Vec<Gvk> {
         match self {
             Declaration::V0_1(info) => info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
-            Declaration::V0_2(info) => info
+            Declaration::V0_2(declared) => declared
+                .info
                 .subscriptions
                 .iter()
                 .map(|s| Gvk {
@@ -240,6 +242,15 @@ impl Instance {
         &self.resources
     }
 
+    /// Why the host refused a write of the last call, if it refused one.
+    pub(crate) fn refused(&self) -> Option<super::client::Refusal> {
+        self.store
+            .data()
+            .v0_2_imports
+            .as_ref()
+            .and_then(|i| i.refused())
+    }
+
     /// Connects a 0.2 instance to its plugin's queue, client and recorder, with the resource
     /// type of each subscription handle its `init` returned.
     pub(crate) fn connect(&mut self, plugin: Arc<Context>) {
@@ -268,17 +279,24 @@ impl Instance {
                 }
                 outcome.map(|info| Declaration::V0_1(info.into()))
             }
-            Exports::V0_2(b) => {
-                let p = b.plugin.clone();
-                guarded(
+            Exports::V0_2(b) => match b.plugin.clone() {
+                PluginExport::V0_2_0(p) => guarded(
                     &mut self.store,
                     deadline,
                     || Duration::ZERO,
                     async |s| p.call_init(s, config).await,
                 )
                 .await
-                .map(Declaration::V0_2)
-            }
+                .map(|info| Declaration::V0_2(info.into())),
+                PluginExport::V0_2_2(p) => guarded(
+                    &mut self.store,
+                    deadline,
+                    || Duration::ZERO,
+                    async |s| p.call_init(s, config).await,
+                )
+                .await
+                .map(|info| Declaration::V0_2(info.into())),
+            },
         };
         if let Outcome::Ok(declared) = &outcome {
             self.resources = declared.resources();

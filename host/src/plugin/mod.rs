@@ -36,6 +36,7 @@ mod notices;
 mod observer;
 mod paging;
 mod policy;
+mod predicates;
 mod rate_limit;
 mod reconciler;
 mod state;
@@ -66,7 +67,8 @@ pub use names::{InvalidName, Kind, Namespace, ObjectName};
 pub use observer::{DropReason, EventKind, FailureKind, NoopObserver, Observer, PluginObserver};
 pub use paging::{Page, PageError, PageLimits, page};
 pub use policy::{PluginPolicy, PolicyLookup, ReconcileSettings, StaticPolicy};
+pub use predicates::{Predicate, UpdateFilter};
 pub use workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueRefusal, QueueStats,
-    WorkQueue,
+    ReconcileResult, WorkQueue,
 };

@@ -16,11 +16,16 @@
 //! add is refused (a [`QueueRefusal`]), counted, and the queue is unchanged. Adds the host makes
 //! from the informers ([`WorkQueue::add`]) are not capped: the cache bounds them.
 //!
+//! A key a worker cannot work here now (its shard is led by another replica) is parked
+//! ([`Completion::Park`]): it stays in the queue, counted in its depth, is not handed out until
+//! [`WorkQueue::unpark`] releases it (leadership came), and is freed with the queue on
+//! [`WorkQueue::shut_down`] (the plugin is unloaded).
+//!
 //! A worker's hold on a key is a [`Processing`] guard: [`Processing::complete`] says how the work
 //! ended; dropping the guard without completing it (the instance faulted, the plugin is being
 //! replaced) puts the key back, so no work is lost.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +48,10 @@ pub struct QueueOptions {
     pub retry_qps: f64,
     /// Retries allowed at once above that rate (client-go: 100).
     pub retry_burst: u32,
+    /// Up to this fraction of a retry's backoff is added at random (0.1: up to 10 % more), so
+    /// that keys failing together (a server that was down) are not retried in lockstep.
+    /// client-go adds none; 0 turns it off.
+    pub retry_jitter: f64,
     /// The most keys the queue holds (ready or waiting for a delay) before a guest's adds of
     /// new keys are refused as [`QueueRefusal::Full`].
     pub max_keys: usize,
@@ -83,6 +92,45 @@ impl QueueRefusal {
     }
 }
 
+/// How one reconcile of a key from the queue ended (the `result` of
+/// `kubewasm_plugin_reconcile_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReconcileResult {
+    /// Done: nothing until the key is queued again.
+    Ok,
+    /// Done, and asked to run again after a delay.
+    Requeue,
+    /// The guest returned an error: retried after the key's backoff.
+    Error,
+    /// The guest returned an error after the host refused one of its writes (not granted, not
+    /// the leader, rate-limited, invalid): retried after the key's backoff.
+    Refused,
+    /// The instance trapped, ran past its deadline or its memory: a fresh one takes over.
+    Fault,
+}
+
+impl ReconcileResult {
+    /// Every result, for making metric series up front.
+    pub const ALL: [ReconcileResult; 5] = [
+        ReconcileResult::Ok,
+        ReconcileResult::Requeue,
+        ReconcileResult::Error,
+        ReconcileResult::Refused,
+        ReconcileResult::Fault,
+    ];
+
+    /// A lowercase label for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Ok => "ok",
+            ReconcileResult::Requeue => "requeue",
+            ReconcileResult::Error => "error",
+            ReconcileResult::Refused => "refused",
+            ReconcileResult::Fault => "fault",
+        }
+    }
+}
+
 impl Default for QueueOptions {
     fn default() -> Self {
         QueueOptions {
@@ -90,6 +138,7 @@ impl Default for QueueOptions {
             max_delay: Duration::from_secs(1000),
             retry_qps: 10.0,
             retry_burst: 100,
+            retry_jitter: 0.1,
             max_keys: 100_000,
             max_key_bytes: 512,
             max_add_after: Duration::from_secs(24 * 3600),
@@ -115,6 +164,12 @@ impl QueueOptions {
         if self.retry_burst == 0 {
             return Err("the retry burst must be at least 1".into());
         }
+        if !(0.0..=1.0).contains(&self.retry_jitter) {
+            return Err(format!(
+                "the retry jitter must be between 0 and 1, got {}",
+                self.retry_jitter
+            ));
+        }
         if self.max_keys == 0 || self.max_key_bytes == 0 || self.max_add_after.is_zero() {
             return Err(
                 "the queue's key cap, key length cap and longest delay must be positive".into(),
@@ -130,6 +185,12 @@ impl QueueOptions {
             .checked_mul(factor)
             .map_or(self.max_delay, |d| d.min(self.max_delay))
     }
+
+    /// `backoff` with up to [`retry_jitter`](Self::retry_jitter) of it added, `draw` in 0..=1
+    /// choosing how much.
+    fn jittered(&self, backoff: Duration, draw: f64) -> Duration {
+        backoff + backoff.mul_f64(self.retry_jitter * draw.clamp(0.0, 1.0))
+    }
 }
 
 /// Measurements pushed as they happen, named as client-go's workqueue metrics. Calls are made
@@ -138,7 +199,8 @@ impl QueueOptions {
 pub trait QueueMetrics: Send + Sync {
     /// A key was added that was not already waiting to be handed out (`adds_total`).
     fn add(&self) {}
-    /// Keys ready and not yet handed out (`depth`).
+    /// Keys waiting to be handed out: ready, or parked until this replica leads their shard
+    /// (`depth`).
     fn depth(&self, _depth: usize) {}
     /// How long a key was ready before a worker took it (`queue_duration_seconds`).
     fn queue_latency(&self, _waited: Duration) {}
@@ -150,6 +212,8 @@ pub trait QueueMetrics: Send + Sync {
     fn refused(&self, _reason: QueueRefusal) {}
     /// A reconcile of a key from this queue returned an error.
     fn reconcile_error(&self) {}
+    /// A reconcile of a key from this queue ended with `result` after `took`.
+    fn reconciled(&self, _result: ReconcileResult, _took: Duration) {}
 }
 
 /// Metrics that go nowhere.
@@ -161,8 +225,10 @@ impl QueueMetrics for NoQueueMetrics {}
 /// The queue's state at one moment, for gauges and `/plugins`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueStats {
-    /// Keys ready and not yet handed out.
+    /// Keys waiting to be handed out: ready ones, and the [`parked`](Self::parked) ones.
     pub depth: usize,
+    /// Keys of shards another replica leads, held until this one does (part of `depth`).
+    pub parked: usize,
     /// Keys waiting for a delay (requeue-after or retry backoff) to pass.
     pub waiting: usize,
     /// Keys held by workers.
@@ -185,6 +251,10 @@ pub enum Completion {
     RequeueAfter(Duration),
     /// The work failed: the key is retried after its backoff.
     Retry,
+    /// The key cannot be worked here now (another replica leads its shard): it is held,
+    /// counted in the depth and not handed out, until [`WorkQueue::unpark`] releases it. Adds
+    /// of it meanwhile change nothing; its backoff is kept.
+    Park,
 }
 
 /// A per-plugin workqueue of keys. Cheap to clone: clones share the queue.
@@ -223,6 +293,9 @@ struct State<K> {
     next_timer_id: u64,
     /// Failures of each key since it was last forgotten.
     failures: HashMap<K, u32>,
+    /// Keys parked until this replica leads their shard; never in `queue`, `dirty` or
+    /// `processing` at the same time.
+    parked: HashSet<K>,
     retries: TokenBucket,
     shutting_down: bool,
 }
@@ -246,6 +319,7 @@ where
                     ready_at: HashMap::new(),
                     next_timer_id: 0,
                     failures: HashMap::new(),
+                    parked: HashSet::new(),
                     retries,
                     shutting_down: false,
                 }),
@@ -272,7 +346,7 @@ where
     /// new key past [`QueueOptions::max_keys`].
     pub fn try_add(&self, key: K) -> Result<(), QueueRefusal> {
         let mut state = self.inner.state.lock();
-        if !state.dirty.contains_key(&key) {
+        if !state.dirty.contains_key(&key) && !state.parked.contains(&key) {
             self.check_room(&state)?;
         }
         self.insert(&mut state, key, Instant::now());
@@ -288,7 +362,10 @@ where
             return Err(QueueRefusal::DelayTooLong);
         }
         let mut state = self.inner.state.lock();
-        if !state.dirty.contains_key(&key) && !state.ready_at.contains_key(&key) {
+        if !state.dirty.contains_key(&key)
+            && !state.ready_at.contains_key(&key)
+            && !state.parked.contains(&key)
+        {
             self.check_room(&state)?;
         }
         self.insert_after(&mut state, key, delay);
@@ -297,7 +374,9 @@ where
 
     /// Refuses a new key when the queue holds its cap of keys, ready or waiting.
     fn check_room(&self, state: &State<K>) -> Result<(), QueueRefusal> {
-        if state.dirty.len() + state.ready_at.len() >= self.inner.options.max_keys {
+        if state.dirty.len() + state.ready_at.len() + state.parked.len()
+            >= self.inner.options.max_keys
+        {
             self.inner.metrics.refused(QueueRefusal::Full);
             return Err(QueueRefusal::Full);
         }
@@ -317,6 +396,11 @@ where
     /// Reports a failed reconcile of one of this queue's keys to the queue's metrics.
     pub fn reconcile_failed(&self) {
         self.inner.metrics.reconcile_error();
+    }
+
+    /// Reports how a reconcile of one of this queue's keys ended, and how long it took.
+    pub fn reconciled(&self, result: ReconcileResult, took: Duration) {
+        self.inner.metrics.reconciled(result, took);
     }
 
     /// Queues a failed `key` after its backoff: the longer of its own exponential delay and
@@ -358,7 +442,7 @@ where
                         self.inner.metrics.queue_latency(now - added);
                     }
                     state.processing.insert(key.clone(), now);
-                    self.inner.metrics.depth(state.queue.len());
+                    self.report_depth(&state);
                     if !state.queue.is_empty() {
                         self.inner.wake.notify_one();
                     }
@@ -384,14 +468,44 @@ where
         }
     }
 
-    /// Stops the queue: later adds are ignored, delayed keys are dropped, and [`WorkQueue::get`]
-    /// hands out the keys already ready, then answers `None` to every caller.
+    /// Stops the queue: later adds are ignored, delayed and parked keys are dropped, and
+    /// [`WorkQueue::get`] hands out the keys already ready, then answers `None` to every caller.
     pub fn shut_down(&self) {
         let mut state = self.inner.state.lock();
         state.shutting_down = true;
         state.timers.clear();
         state.ready_at.clear();
+        state.parked = HashSet::new();
+        self.report_depth(&state);
         self.inner.wake.notify_waiters();
+    }
+
+    /// Makes the parked keys for which `release` answers true ready (this replica now leads
+    /// their shard); answers how many.
+    pub fn unpark(&self, mut release: impl FnMut(&K) -> bool) -> usize {
+        let mut state = self.inner.state.lock();
+        if state.parked.is_empty() {
+            return 0;
+        }
+        let released: Vec<K> = state
+            .parked
+            .iter()
+            .filter(|k| release(k))
+            .cloned()
+            .collect();
+        let now = Instant::now();
+        for key in &released {
+            state.parked.remove(key);
+            self.insert(&mut state, key.clone(), now);
+        }
+        released.len()
+    }
+
+    /// Reports the keys waiting to be handed out, parked ones included.
+    fn report_depth(&self, state: &State<K>) {
+        self.inner
+            .metrics
+            .depth(state.queue.len() + state.parked.len());
     }
 
     /// Whether [`WorkQueue::shut_down`] was called.
@@ -410,7 +524,8 @@ where
                 (sum + held, longest.max(held))
             });
         QueueStats {
-            depth: state.queue.len(),
+            depth: state.queue.len() + state.parked.len(),
+            parked: state.parked.len(),
             waiting: state.timers.len(),
             processing: state.processing.len(),
             oldest_ready: state
@@ -425,7 +540,7 @@ where
     }
 
     fn insert(&self, state: &mut State<K>, key: K, now: Instant) {
-        if state.shutting_down || state.dirty.contains_key(&key) {
+        if state.shutting_down || state.dirty.contains_key(&key) || state.parked.contains(&key) {
             return;
         }
         self.inner.metrics.add();
@@ -433,7 +548,7 @@ where
         state.dirty.insert(key.clone(), now);
         if !held {
             state.queue.push_back(key);
-            self.inner.metrics.depth(state.queue.len());
+            self.report_depth(state);
             self.inner.wake.notify_one();
         }
     }
@@ -464,7 +579,13 @@ where
 
     fn retry(&self, state: &mut State<K>, key: K) {
         let failures = state.failures.entry(key.clone()).or_insert(0);
-        let backoff = self.inner.options.backoff(*failures);
+        let options = &self.inner.options;
+        let backoff = options.backoff(*failures);
+        let backoff = if options.retry_jitter > 0.0 {
+            options.jittered(backoff, rand::random::<f64>())
+        } else {
+            backoff
+        };
         *failures = failures.saturating_add(1);
         let bucket = state.retries.reserve(Instant::now());
         self.inner.metrics.retry();
@@ -493,7 +614,7 @@ where
         }
         if state.dirty.contains_key(&key) {
             state.queue.push_back(key);
-            self.inner.metrics.depth(state.queue.len());
+            self.report_depth(&state);
             self.inner.wake.notify_one();
         }
     }
@@ -538,6 +659,14 @@ where
                     queue.insert_after(state, key.clone(), delay);
                 }
                 Completion::Retry => queue.retry(state, key.clone()),
+                Completion::Park => {
+                    // An add while held is covered: the parked key is worked once released.
+                    state.dirty.remove(key);
+                    if !state.shutting_down {
+                        state.parked.insert(key.clone());
+                    }
+                    queue.report_depth(state);
+                }
             });
     }
 }
@@ -563,8 +692,16 @@ mod tests {
 
     use super::*;
 
+    /// Default options without jitter: retry times are exact.
+    fn exact() -> QueueOptions {
+        QueueOptions {
+            retry_jitter: 0.0,
+            ..QueueOptions::default()
+        }
+    }
+
     fn queue() -> WorkQueue<&'static str> {
-        WorkQueue::new(QueueOptions::default(), Arc::new(NoQueueMetrics))
+        WorkQueue::new(exact(), Arc::new(NoQueueMetrics))
     }
 
     /// The next key, or `None` if none becomes ready within `within` (of paused time).
@@ -658,7 +795,7 @@ mod tests {
         let options = QueueOptions {
             base_delay: Duration::from_secs(1),
             max_delay: Duration::from_secs(4),
-            ..QueueOptions::default()
+            ..exact()
         };
         let q = WorkQueue::new(options.clone(), Arc::new(NoQueueMetrics));
         q.add("a");
@@ -705,7 +842,7 @@ mod tests {
         let options = QueueOptions {
             retry_qps: 10.0,
             retry_burst: 2,
-            ..QueueOptions::default()
+            ..exact()
         };
         let q = WorkQueue::new(options, Arc::new(NoQueueMetrics));
         let start = Instant::now();
@@ -931,6 +1068,59 @@ mod tests {
         assert_eq!(q.stats().waiting, 1);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_parked_key_counts_in_the_depth_until_released_and_is_freed_at_shutdown() {
+        let metrics = Arc::new(Recorded::default());
+        let q = WorkQueue::new(QueueOptions::default(), metrics.clone());
+        let key = Arc::new("a".to_owned());
+        q.add(key.clone());
+        q.add(Arc::new("b".to_owned()));
+        let held = tokio::time::timeout(SOON, q.get()).await.unwrap().unwrap();
+        q.add(key.clone());
+        held.complete(Completion::Park);
+        let stats = q.stats();
+        assert_eq!((stats.depth, stats.parked), (2, 1), "{stats:?}");
+        assert_eq!(
+            metrics.depth.load(Ordering::Relaxed),
+            2,
+            "the depth gauge counts it"
+        );
+        q.add(key.clone());
+        let b = tokio::time::timeout(SOON, q.get()).await.unwrap().unwrap();
+        assert_eq!(**b.key(), "b");
+        b.complete(Completion::Done);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), q.get())
+                .await
+                .is_err(),
+            "a parked key is not handed out, even added again"
+        );
+        assert_eq!(q.unpark(|k| **k == "other"), 0);
+        assert_eq!(q.unpark(|k| **k == "a"), 1);
+        let a = tokio::time::timeout(SOON, q.get()).await.unwrap().unwrap();
+        assert_eq!(**a.key(), "a");
+        a.complete(Completion::Park);
+        assert_eq!(q.stats().parked, 1);
+        assert_eq!(Arc::strong_count(&key), 2, "the queue holds the parked key");
+        q.shut_down();
+        assert_eq!(q.stats(), QueueStats::default());
+        assert_eq!(metrics.depth.load(Ordering::Relaxed), 0);
+        assert_eq!(Arc::strong_count(&key), 1, "shutdown frees it");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn parked_keys_count_toward_the_key_cap() {
+        let options = QueueOptions {
+            max_keys: 1,
+            ..QueueOptions::default()
+        };
+        let q = WorkQueue::new(options, Arc::new(NoQueueMetrics));
+        q.add("a");
+        next(&q, SOON).await.unwrap().complete(Completion::Park);
+        assert_eq!(q.try_add("b"), Err(QueueRefusal::Full));
+        assert_eq!(q.try_add("a"), Ok(()), "the parked key is no new key");
+    }
+
     #[derive(Default)]
     struct Refusals(Mutex<Vec<QueueRefusal>>);
 
@@ -1001,6 +1191,46 @@ mod tests {
         assert_eq!(done_at.elapsed(), Duration::from_secs(60));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn retries_are_jittered_within_the_fraction_and_spread() {
+        let options = QueueOptions {
+            base_delay: Duration::from_secs(1),
+            retry_jitter: 0.5,
+            ..QueueOptions::default()
+        };
+        assert_eq!(
+            options.jittered(Duration::from_secs(2), 0.0),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            options.jittered(Duration::from_secs(2), 1.0),
+            Duration::from_secs(3)
+        );
+        let q = WorkQueue::new(options, Arc::new(NoQueueMetrics));
+        let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+        let start = Instant::now();
+        for key in &keys {
+            q.add_rate_limited(key.clone());
+        }
+        let mut ready_at = Vec::new();
+        for _ in &keys {
+            let item = tokio::time::timeout(Duration::from_secs(2), q.get())
+                .await
+                .expect("retried within base delay plus jitter")
+                .expect("a key");
+            ready_at.push(start.elapsed());
+            item.complete(Completion::Done);
+        }
+        assert!(
+            ready_at
+                .iter()
+                .all(|d| *d >= Duration::from_secs(1) && *d <= Duration::from_millis(1500)),
+            "{ready_at:?}"
+        );
+        ready_at.dedup();
+        assert!(ready_at.len() > 1, "keys failing together are spread out");
+    }
+
     #[test]
     fn options_are_validated() {
         assert!(QueueOptions::default().validate().is_ok());
@@ -1027,6 +1257,14 @@ mod tests {
             },
             QueueOptions {
                 max_keys: 0,
+                ..QueueOptions::default()
+            },
+            QueueOptions {
+                retry_jitter: 1.5,
+                ..QueueOptions::default()
+            },
+            QueueOptions {
+                retry_jitter: f64::NAN,
                 ..QueueOptions::default()
             },
             QueueOptions {

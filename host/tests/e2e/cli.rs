@@ -407,7 +407,7 @@ fn check_shows_the_contract_world_and_write_grants() {
     let (code, text) = check(&controller);
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.contains("contract: kubewasm:controller@0.2.1, world batch-controller"),
+        text.contains("contract: kubewasm:controller@0.2.2, world batch-controller"),
         "the SDK builds batch-controllers: {text}"
     );
     assert!(

@@ -11,6 +11,7 @@ mod author_journey;
 mod batch_handler;
 mod bounds_v0_2;
 mod cli;
+mod controller_loop;
 mod differential;
 mod envtest;
 mod examples_polyglot;

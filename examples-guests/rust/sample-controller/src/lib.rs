@@ -4,83 +4,102 @@
 //! `status.availableReplicas` follows the Deployment's. A Deployment of that name not owned by the
 //! Foo is left alone and a Warning Event on the Foo says so.
 //!
-//! Subscription 0 (Foo) queues each Foo's own key; subscription 1 (Deployment) queues the Foo
-//! that controls it, so a Deployment changed or deleted by hand brings its Foo's reconcile back.
+//! Subscription 0 (Foo) queues each Foo's own key when its generation changes (a spec change:
+//! the controller's own status writes queue nothing); subscription 1 (Deployment) queues the Foo
+//! that controls it on any change, so a Deployment scaled, rolled out or deleted by hand brings
+//! its Foo's reconcile back. Written with the SDK only: typed cache reads, typed writes, Events.
 
 use std::collections::BTreeMap;
 
-use kubewasm_guest_v0_2::bindings::kubewasm::controller::client as wit_client;
-use kubewasm_guest_v0_2::bindings::kubewasm::controller::types::ObjectRef;
-use kubewasm_guest_v0_2::bindings::kubewasm::controller::{cache, log};
 use kubewasm_guest_v0_2::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use kubewasm_guest_v0_2::k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use kubewasm_guest_v0_2::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference,
 };
-use kubewasm_guest_v0_2::serde_json::{self, Value, json};
+use kubewasm_guest_v0_2::k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
+use kubewasm_guest_v0_2::serde_json::json;
 use kubewasm_guest_v0_2::{
-    Action, Api, ApiError, Controller, Error, EventType, Gvk, Key, PluginInfo, QueueRule,
-    Subscription, subscribe,
+    Action, Api, Cache, Controller, Error, EventType, Key, Patch, PluginInfo, Predicate, QueueRule,
+    Subscription, gvk, record_event, subscribe, warn,
 };
+use serde::{Deserialize, Serialize};
 
 const FOO: u32 = 0;
 const DEPLOYMENT: u32 = 1;
 
-fn foo_gvk() -> Gvk {
-    Gvk {
-        group: "samplecontroller.k8s.io".into(),
-        version: "v1alpha1".into(),
-        kind: "Foo".into(),
+/// A Foo, as far as the controller reads it: a type of its own for the SDK's typed cache,
+/// writes and Events.
+#[derive(Deserialize, Serialize)]
+struct Foo {
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: FooSpec,
+    #[serde(default)]
+    status: FooStatus,
+}
+
+#[derive(Deserialize, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct FooSpec {
+    #[serde(default)]
+    deployment_name: String,
+    replicas: Option<i64>,
+}
+
+#[derive(Deserialize, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct FooStatus {
+    available_replicas: Option<i64>,
+}
+
+impl Resource for Foo {
+    const API_VERSION: &'static str = "samplecontroller.k8s.io/v1alpha1";
+    const GROUP: &'static str = "samplecontroller.k8s.io";
+    const KIND: &'static str = "Foo";
+    const VERSION: &'static str = "v1alpha1";
+    const URL_PATH_SEGMENT: &'static str = "foos";
+    type Scope = NamespaceResourceScope;
+}
+
+impl Metadata for Foo {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 
-struct SampleController;
-
-fn api_error(e: ApiError) -> Error {
-    Error(format!("{e:?}"))
+struct SampleController {
+    foos: Cache<Foo>,
+    deployments: Cache<Deployment>,
 }
 
-fn cached(subscription: u32, namespace: &str, name: &str) -> Result<Option<String>, Error> {
-    cache::get(subscription, Some(namespace), name).map_err(|e| Error(format!("{e:?}")))
-}
-
-fn foo_event(owner: &Value, event_type: EventType, reason: &str, message: &str) {
-    let meta = &owner["metadata"];
-    let event = wit_client::Event {
-        regarding: ObjectRef {
-            gvk: foo_gvk(),
-            namespace: meta["namespace"].as_str().map(str::to_owned),
-            name: meta["name"].as_str().unwrap_or_default().to_owned(),
-        },
-        uid: meta["uid"].as_str().map(str::to_owned),
-        event_type,
-        reason: reason.into(),
-        message: message.into(),
-    };
-    if let Err(e) = wit_client::record_event(&event) {
-        log::log(log::Level::Warn, &format!("recording an event: {e:?}"));
+fn foo_event(owner: &Foo, event_type: EventType, reason: &str, message: &str) {
+    if let Err(e) = record_event(owner, event_type, reason, message) {
+        warn!("recording an event: {e}");
     }
 }
 
 /// The Deployment a Foo wants: `replicas` nginx pods, owned by the Foo.
-fn desired(owner: &Value, name: &str, replicas: i32) -> Deployment {
-    let foo_name = owner["metadata"]["name"].as_str().unwrap_or_default();
+fn desired(owner: &Foo, name: &str, replicas: i32) -> Deployment {
+    let foo_name = owner.metadata.name.clone().unwrap_or_default();
     let labels = BTreeMap::from([
         ("app".to_owned(), "nginx".to_owned()),
-        ("controller".to_owned(), foo_name.to_owned()),
+        ("controller".to_owned(), foo_name.clone()),
     ]);
     Deployment {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
-            namespace: owner["metadata"]["namespace"].as_str().map(str::to_owned),
+            namespace: owner.metadata.namespace.clone(),
             owner_references: Some(vec![OwnerReference {
                 api_version: "samplecontroller.k8s.io/v1alpha1".into(),
                 kind: "Foo".into(),
-                name: foo_name.to_owned(),
-                uid: owner["metadata"]["uid"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
+                name: foo_name,
+                uid: owner.metadata.uid.clone().unwrap_or_default(),
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             }]),
@@ -112,8 +131,8 @@ fn desired(owner: &Value, name: &str, replicas: i32) -> Deployment {
     }
 }
 
-fn controlled_by(deployment: &Deployment, owner: &Value) -> bool {
-    let uid = owner["metadata"]["uid"].as_str().unwrap_or_default();
+fn controlled_by(deployment: &Deployment, owner: &Foo) -> bool {
+    let uid = owner.metadata.uid.as_deref().unwrap_or_default();
     deployment
         .metadata
         .owner_references
@@ -125,36 +144,38 @@ fn controlled_by(deployment: &Deployment, owner: &Value) -> bool {
 impl Controller for SampleController {
     fn init(_config: &str) -> Result<(Self, PluginInfo), Error> {
         let foos = Subscription {
-            gvk: foo_gvk(),
+            gvk: gvk::<Foo>(),
             namespace: None,
             label_selector: None,
             field_selector: None,
             resync_seconds: None,
             events: false,
-            queue: vec![QueueRule::OwnKey],
+            // Only spec changes: the controller's own status writes queue nothing.
+            queue: vec![QueueRule::OwnKey.when(&[Predicate::Generation])],
         };
         let info = PluginInfo {
             name: "sample-controller".into(),
             subscriptions: vec![
                 foos,
-                subscribe::<Deployment>(false, vec![QueueRule::ControllingOwner(FOO)]),
+                subscribe::<Deployment>(false, [QueueRule::ControllingOwner(FOO)]),
             ],
             indexes: Vec::new(),
         };
-        Ok((SampleController, info))
+        let controller = SampleController {
+            foos: Cache::new(FOO),
+            deployments: Cache::new(DEPLOYMENT),
+        };
+        Ok((controller, info))
     }
 
     fn reconcile(&mut self, key: Key) -> Result<Action, Error> {
         let namespace = key.namespace.clone().unwrap_or_default();
-        let Some(owner) = cached(FOO, &namespace, &key.name)? else {
+        let Some(owner) = self.foos.get(Some(&namespace), &key.name)? else {
             // Gone: its Deployment goes with it (owner reference, garbage collection).
             return Ok(Action::Done);
         };
-        let owner: Value = serde_json::from_str(&owner).map_err(|e| Error(e.to_string()))?;
-        let Some(name) = owner["spec"]["deploymentName"]
-            .as_str()
-            .filter(|n| !n.is_empty())
-        else {
+        let name = owner.spec.deployment_name.clone();
+        if name.is_empty() {
             foo_event(
                 &owner,
                 EventType::Warning,
@@ -162,17 +183,16 @@ impl Controller for SampleController {
                 "spec.deploymentName is empty",
             );
             return Ok(Action::Done);
-        };
-        let replicas = owner["spec"]["replicas"]
-            .as_i64()
+        }
+        let replicas = owner
+            .spec
+            .replicas
             .and_then(|r| i32::try_from(r).ok())
             .unwrap_or(1);
         let api = Api::<Deployment>::namespaced(&namespace);
-        let deployment = match cached(DEPLOYMENT, &namespace, name)? {
+        let deployment = match self.deployments.get(Some(&namespace), &name)? {
             None => {
-                let created = api
-                    .create(&desired(&owner, name, replicas))
-                    .map_err(api_error)?;
+                let created = api.create(&desired(&owner, &name, replicas))?;
                 foo_event(
                     &owner,
                     EventType::Normal,
@@ -181,9 +201,7 @@ impl Controller for SampleController {
                 );
                 created
             }
-            Some(json) => {
-                let mut current: Deployment =
-                    serde_json::from_str(&json).map_err(|e| Error(e.to_string()))?;
+            Some(mut current) => {
                 if !controlled_by(&current, &owner) {
                     foo_event(
                         &owner,
@@ -196,7 +214,7 @@ impl Controller for SampleController {
                 let spec = current.spec.get_or_insert_with(DeploymentSpec::default);
                 if spec.replicas != Some(replicas) {
                     spec.replicas = Some(replicas);
-                    api.update(&current).map_err(api_error)?
+                    api.update(&current)?
                 } else {
                     current
                 }
@@ -207,15 +225,9 @@ impl Controller for SampleController {
             .as_ref()
             .and_then(|s| s.available_replicas)
             .unwrap_or(0);
-        if owner["status"]["availableReplicas"].as_i64() != Some(available.into()) {
-            let target = ObjectRef {
-                gvk: foo_gvk(),
-                namespace: Some(namespace),
-                name: key.name.clone(),
-            };
-            let patch = json!({"status": {"availableReplicas": available}}).to_string();
-            wit_client::patch_status(&target, &wit_client::PatchBody::Merge(patch))
-                .map_err(|e| api_error(e.into()))?;
+        if owner.status.available_replicas != Some(available.into()) {
+            let status = json!({"status": {"availableReplicas": available}});
+            Api::<Foo>::namespaced(&namespace).patch_status(&key.name, &Patch::Merge(status))?;
         }
         Ok(Action::Done)
     }

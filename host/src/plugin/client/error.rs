@@ -3,6 +3,8 @@
 
 use kube::core::Status;
 
+use super::Refusal;
+
 /// One field the API server found invalid (metav1.StatusCause).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidCause {
@@ -51,9 +53,30 @@ pub enum WriteError {
         reason: String,
         message: String,
     },
+    /// The host refused the write without sending it, for `refusal`: the typed reason travels
+    /// with the error to the metrics and the reconcile's result (a guest of contract 0.2 sees
+    /// it as `not-granted`, `too-many-requests` or `invalid`).
+    #[error("{}: {message}", refusal.as_str())]
+    Refused { refusal: Refusal, message: String },
 }
 
 impl WriteError {
+    /// The host's refusal, `refusal`, explained by `message`.
+    pub(crate) fn refused(refusal: Refusal, message: impl Into<String>) -> Self {
+        WriteError::Refused {
+            refusal,
+            message: message.into(),
+        }
+    }
+
+    /// Why the host refused the write, when it did.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            WriteError::Refused { refusal, .. } => Some(*refusal),
+            _ => None,
+        }
+    }
+
     /// A request the host refuses to send because it is malformed.
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         WriteError::Invalid {
@@ -76,6 +99,7 @@ impl WriteError {
             WriteError::Timeout(_) => "timeout".into(),
             WriteError::Server { code: 0, .. } => "unreachable".into(),
             WriteError::Server { code, .. } => code.to_string(),
+            WriteError::Refused { refusal, .. } => refusal.as_str().into(),
         }
     }
 
@@ -177,5 +201,22 @@ mod tests {
         assert_eq!(causes[0].field, "spec.replicas");
         assert_eq!(causes[1].reason, "FieldValueRequired");
         assert_eq!(causes[0].message, "must be >= 0");
+    }
+
+    #[test]
+    fn a_refusal_keeps_its_reason_and_its_label() {
+        let cases = [
+            (Refusal::NotGranted, "not-granted"),
+            (Refusal::NotLeader, "not-leader"),
+            (Refusal::RateLimited, "rate-limited"),
+            (Refusal::Invalid, "invalid"),
+        ];
+        for (refusal, label) in cases {
+            let error = WriteError::refused(refusal, "why");
+            assert_eq!(error.refusal(), Some(refusal));
+            assert_eq!(error.code_label(), label);
+            assert_eq!(error.to_string(), format!("{label}: why"));
+        }
+        assert_eq!(WriteError::Timeout("t".into()).refusal(), None);
     }
 }

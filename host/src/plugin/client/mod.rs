@@ -142,19 +142,6 @@ impl Refusal {
     }
 }
 
-/// Why a write did not succeed: refused by the host before anything was sent, or failed on
-/// the way or at the server.
-enum Stopped {
-    Refused(Refusal, WriteError),
-    Failed(WriteError),
-}
-
-impl From<WriteError> for Stopped {
-    fn from(error: WriteError) -> Self {
-        Stopped::Failed(error)
-    }
-}
-
 /// The kind the write metrics give a write that was not granted, or whose kind neither a grant
 /// names nor discovery has resolved.
 pub const OTHER_KIND: &str = "other";
@@ -583,8 +570,7 @@ impl WriteClient {
         let result = self.call_inner(verb, gvk, object, build).await;
         let (code, result) = match result {
             Ok(answer) => ("2xx".to_owned(), Ok(answer)),
-            Err(Stopped::Refused(refusal, error)) => (refusal.as_str().to_owned(), Err(error)),
-            Err(Stopped::Failed(error)) => (error.code_label(), Err(error)),
+            Err(error) => (error.code_label(), Err(error)),
         };
         let bounded = self.grants.names(gvk) || self.resources.knows(gvk);
         let label = if self.grants.allows(gvk, verb) && bounded {
@@ -651,29 +637,29 @@ impl WriteClient {
         gvk: &Gvk,
         (namespace, name): (Option<&str>, &str),
         build: impl FnOnce(&Resolved) -> Result<http::Request<Vec<u8>>, WriteError>,
-    ) -> Result<String, Stopped> {
+    ) -> Result<String, WriteError> {
         if !self.leader.leads(namespace, name) {
             let lease = self
                 .leader
                 .shard_lease(self.leader.shard_of(namespace, name));
             self.refused(Refusal::NotLeader, verb, gvk);
-            return Err(Stopped::Refused(
+            return Err(WriteError::refused(
                 Refusal::NotLeader,
-                WriteError::NotGranted(format!(
+                format!(
                     "this replica is not the leader of Lease {lease}: writes leave the leader \
                      only"
-                )),
+                ),
             ));
         }
         if !self.grants.allows(gvk, verb) {
             self.refused(Refusal::NotGranted, verb, gvk);
-            return Err(Stopped::Refused(
+            return Err(WriteError::refused(
                 Refusal::NotGranted,
-                WriteError::NotGranted(format!(
+                format!(
                     "plugin {} may not {verb} {}: add it to `writes` in the plugin's config",
                     self.plugin,
                     describe(gvk)
-                )),
+                ),
             ));
         }
         if let Some(limiter) = &self.limiter {
@@ -695,13 +681,13 @@ impl WriteClient {
             }
             if let Err(wait) = paced {
                 self.refused(Refusal::RateLimited, verb, gvk);
-                return Err(Stopped::Refused(
+                return Err(WriteError::refused(
                     Refusal::RateLimited,
-                    WriteError::TooManyRequests(format!(
+                    format!(
                         "the plugin's write rate limit is exhausted ({} writes/s, burst {}): \
                          next write possible in {wait:?}",
                         self.options.qps, self.options.burst
-                    )),
+                    ),
                 ));
             }
         }
@@ -727,13 +713,12 @@ impl WriteClient {
                 .insert(USER_AGENT, self.user_agent.clone());
             Ok::<_, WriteError>(self.client.request_text(request).await?)
         };
-        let answer = tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
+        tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
             Err(WriteError::Timeout(format!(
                 "{verb} {}: no answer within {limit:?}",
                 describe(gvk)
             )))
-        });
-        Ok(answer?)
+        })
     }
 }
 

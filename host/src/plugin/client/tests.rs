@@ -349,12 +349,24 @@ async fn writes_without_a_grant_are_refused_counted_and_never_sent() {
     let client = env.client(&["apps/Deployment"], ClientOptions::default());
     let refused = client.create(&config_map("x", json!({}))).await;
     assert!(
-        matches!(refused, Err(WriteError::NotGranted(_))),
+        matches!(
+            refused,
+            Err(WriteError::Refused {
+                refusal: Refusal::NotGranted,
+                ..
+            })
+        ),
         "{refused:?}"
     );
     let refused = client.delete(&cm_ref("x"), &DeleteOptions::default()).await;
     assert!(
-        matches!(refused, Err(WriteError::NotGranted(_))),
+        matches!(
+            refused,
+            Err(WriteError::Refused {
+                refusal: Refusal::NotGranted,
+                ..
+            })
+        ),
         "{refused:?}"
     );
     assert!(
@@ -380,7 +392,7 @@ async fn a_replica_that_does_not_lead_sends_no_write() {
         .with_leader(crate::leader::LeaderGate::new("kubewasm", "standby"));
     let refused = client.create(&config_map("x", json!({}))).await;
     assert!(
-        matches!(&refused, Err(WriteError::NotGranted(m)) if m.contains("not the leader")),
+        matches!(&refused, Err(WriteError::Refused { refusal: Refusal::NotLeader, message }) if message.contains("not the leader")),
         "{refused:?}"
     );
     assert!(
@@ -478,7 +490,7 @@ async fn the_plugins_rate_limit_refuses_a_burst_it_cannot_wait_for() {
         .create(&config_map("three", json!({})))
         .await
         .unwrap_err();
-    assert!(matches!(error, WriteError::TooManyRequests(_)), "{error:?}");
+    assert_eq!(error.refusal(), Some(Refusal::RateLimited), "{error:?}");
     assert_eq!(
         env.server.requests().len(),
         before,
@@ -505,7 +517,7 @@ async fn a_write_with_no_token_left_is_refused_at_once_and_never_waits() {
         .create(&config_map("two", json!({})))
         .await
         .unwrap_err();
-    assert!(matches!(error, WriteError::TooManyRequests(_)), "{error:?}");
+    assert_eq!(error.refusal(), Some(Refusal::RateLimited), "{error:?}");
     assert_eq!(env.server.requests().len(), before, "nothing sent");
     assert_eq!(*env.observed.refused.lock(), [Refusal::RateLimited]);
     // An unmetered client (the Event recorder's, which paces itself) is not held back.

@@ -21,7 +21,8 @@ use super::super::events::{EventRecorder, RecorderOptions};
 use super::super::informers::InformerSubscriber;
 use super::super::instance::Recipe;
 use super::super::keys::{ObjectKey, QueueRule, keys_for};
-use super::super::reconciler::{self, spawn_workers};
+use super::super::predicates::UpdateFilter;
+use super::super::reconciler::{self, CacheSync, spawn_workers};
 use super::super::workqueue::WorkQueue;
 use super::{Entry, PluginError, PluginHost, PluginPolicy, Prepared};
 
@@ -64,13 +65,19 @@ struct QueueFeeder {
     group: String,
     kind: String,
     rules: Vec<QueueRule>,
+    /// The updates each rule queues on (contract 0.2.2's predicates).
+    filters: Vec<UpdateFilter>,
     queue: WorkQueue<ObjectKey>,
     plugin: Arc<str>,
 }
 
 impl QueueFeeder {
     fn queue(&self, object: &InformerObject) {
-        match keys_for(&self.group, &self.kind, &self.rules, object.json()) {
+        self.queue_by(&self.rules, object);
+    }
+
+    fn queue_by(&self, rules: &[QueueRule], object: &InformerObject) {
+        match keys_for(&self.group, &self.kind, rules, object.json()) {
             Ok(keys) => keys.into_iter().for_each(|k| self.queue.add(k)),
             Err(e) => {
                 tracing::warn!(plugin = %self.plugin, kind = %self.kind, "an object without readable metadata queues nothing: {e}")
@@ -84,9 +91,25 @@ impl ResourceEventHandler for QueueFeeder {
         self.queue(obj);
     }
 
+    /// Queues under the rules whose filter passes the update (a resync passes only the rules
+    /// without a predicate, or with `resource-version`).
     fn on_update(&self, old: &InformerObject, new: &InformerObject) {
-        self.queue(old);
-        self.queue(new);
+        if self.filters.iter().all(UpdateFilter::passes_all) {
+            self.queue(old);
+            self.queue(new);
+            return;
+        }
+        let rules: Vec<QueueRule> = self
+            .rules
+            .iter()
+            .zip(&self.filters)
+            .filter(|(_, filter)| filter.queues(old.json(), new.json()))
+            .map(|(rule, _)| rule.clone())
+            .collect();
+        if !rules.is_empty() {
+            self.queue_by(&rules, old);
+            self.queue_by(&rules, new);
+        }
     }
 
     fn on_delete(&self, obj: &InformerObject, _final_state_unknown: bool) {
@@ -110,6 +133,7 @@ impl PluginHost {
         let Declared {
             info,
             rules,
+            filters,
             events,
             world,
             mut instance,
@@ -119,10 +143,18 @@ impl PluginHost {
         let context = context.unwrap_or_else(|| self.new_context(&name, &policy));
         let informers = self.inner.factory.informers();
         let mut registrations = Vec::new();
-        for ((sub, rules), key) in info.subscriptions.iter().zip(rules).zip(&claims.keys) {
+        let mut caches = Vec::new();
+        for (((sub, rules), filters), key) in info
+            .subscriptions
+            .iter()
+            .zip(rules)
+            .zip(filters)
+            .zip(&claims.keys)
+        {
             let Some((_, informer)) = informers.iter().find(|(k, _)| k == key) else {
                 continue;
             };
+            caches.push(informer.clone());
             if rules.is_empty() {
                 continue;
             }
@@ -133,6 +165,7 @@ impl PluginHost {
                 group: sub.gvk.group.clone(),
                 kind: sub.gvk.kind.clone(),
                 rules,
+                filters,
                 queue: context.queue.clone(),
                 plugin: name.clone(),
             });
@@ -181,6 +214,7 @@ impl PluginHost {
                 } else {
                     self.inner.options.leader.clone()
                 },
+                caches: CacheSync::new(caches),
             };
             workers = spawn_workers(workers_recipe, policy.reconcile.max_concurrent_reconciles);
         }

@@ -353,3 +353,29 @@ async fn invented_kinds_leave_the_metrics_a_fixed_size() {
     assert_eq!(guest.sent(), Vec::<String>::new());
     guest.server.shutdown().await;
 }
+
+#[test]
+fn a_refusal_reaches_a_0_2_guest_as_the_contract_names_it() {
+    use crate::plugin::client::{Refusal, WriteError};
+    let cases = [
+        Refusal::NotGranted,
+        Refusal::NotLeader,
+        Refusal::RateLimited,
+        Refusal::Invalid,
+    ];
+    for refusal in cases {
+        let seen = types::ApiError::from(WriteError::refused(refusal, "why"));
+        let matches = match refusal {
+            Refusal::NotGranted | Refusal::NotLeader => {
+                matches!(&seen, types::ApiError::NotGranted(m) if m == "why")
+            }
+            Refusal::RateLimited => {
+                matches!(&seen, types::ApiError::TooManyRequests(m) if m == "why")
+            }
+            Refusal::Invalid => {
+                matches!(&seen, types::ApiError::Invalid(d) if d.message == "why")
+            }
+        };
+        assert!(matches, "{refusal:?}: {seen:?}");
+    }
+}

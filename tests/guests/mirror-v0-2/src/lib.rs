@@ -6,7 +6,7 @@
 //! the object is not there), every refused write `REFUSED reason`, and every event its
 //! handlers receive `EVENT add|update|delete name`, for the tests to read.
 
-use kubewasm_guest_v0_2::bindings::kubewasm::controller::{cache, log};
+use kubewasm_guest_v0_2::bindings::kubewasm::controller0_2_0::{cache, log};
 use kubewasm_guest_v0_2::k8s_openapi::api::core::v1::ConfigMap;
 use kubewasm_guest_v0_2::k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     ObjectMeta, OwnerReference,
