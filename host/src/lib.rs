@@ -5,6 +5,7 @@ pub mod app;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod health;
 pub mod inspect;
 pub mod leader;
 pub mod logging;
