@@ -242,11 +242,29 @@ impl PluginEngine {
         let compiled = engine.precompile_component(bytes).map_err(invalid)?;
         // The cache only saves later compiles: a plugin whose entry cannot be written (a full
         // or read-only disk) still loads.
-        if let Err(e) = write_cache_entry(dir, &cached, &compiled) {
-            tracing::warn!(
+        match write_cache_entry(dir, &cached, &compiled) {
+            Ok(()) => {
+                drop(compiled);
+                // Mapped from the entry just written, as a later start would: the code's pages
+                // are the file's (shared, and reclaimable under memory pressure) instead of a
+                // private copy held for as long as the plugin runs.
+                // SAFETY: the entry was written just now from this engine's output.
+                match unsafe { Component::deserialize_file(engine, &cached) } {
+                    Ok(c) => return Ok((c, Origin::Compiled)),
+                    Err(e) => {
+                        tracing::warn!(
+                            file = %file.display(), cache = %cached.display(),
+                            "the compile cache entry just written is unusable, compiling again: {e:#}"
+                        );
+                        let component = Component::new(engine, bytes).map_err(invalid)?;
+                        return Ok((component, Origin::Compiled));
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(
                 file = %file.display(), cache = %cached.display(),
                 "cannot write the compile cache entry, loading without it: {e}"
-            );
+            ),
         }
         // SAFETY: `compiled` was produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)?;

@@ -12,6 +12,7 @@ mod bounds_v0_2;
 mod cli;
 mod differential;
 mod envtest;
+mod examples_manifests;
 mod examples_polyglot;
 mod examples_rust;
 mod fixture;
