@@ -215,6 +215,11 @@ pub struct CompileArgs {
     /// `~/.cache/kubewasm`).
     #[arg(long, env = "KUBEWASM_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+
+    /// Exit 0 even when a file does not compile (it is still reported): for an init container,
+    /// which must not keep the pod from starting over a file the host would refuse anyway.
+    #[arg(long)]
+    pub keep_going: bool,
 }
 
 #[derive(Debug, Args)]

@@ -384,6 +384,12 @@ async fn compile_fills_the_cache_that_the_host_then_loads_from() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("broken.wasm: FAILED"), "{text}");
+    let mut keep_going = with(&bad);
+    keep_going.push("--keep-going".to_owned());
+    let out = run(keep_going, dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("broken.wasm: FAILED"), "{text}");
 }
 
 #[test]
