@@ -148,6 +148,7 @@ impl DevServer {
                 |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_owned);
             let name = field(&object, "/metadata/name").unwrap_or_else(|| "<unnamed>".into());
             let namespace = field(&object, "/metadata/namespace").unwrap_or_default();
+            controlled_by_annotation(&mut object);
             fill_owner_uids(&mut object, &namespace, &uids);
             let status = object.get("status").cloned();
             let created = self
@@ -251,6 +252,63 @@ impl DevServer {
         {
             task.abort();
         }
+    }
+}
+
+/// The annotation a manifest names its controller with, `<apiVersion>/<Kind>/<name>` (the
+/// owner in the same namespace): a manifest cannot hold the owner reference itself, since the
+/// owner's uid is only known once the server has created it, and an API server refuses an
+/// owner reference without one. `load_manifests` turns it into that reference.
+pub const CONTROLLED_BY_ANNOTATION: &str = "dev.kubewasm.io/controlled-by";
+
+/// Replaces a [`CONTROLLED_BY_ANNOTATION`] by a controller owner reference with an empty uid
+/// (filled by [`fill_owner_uids`]); an annotation that does not parse is left as it is.
+fn controlled_by_annotation(object: &mut Value) {
+    let pointer = "/metadata/annotations";
+    let Some(annotations) = object.pointer_mut(pointer).and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(owner) = annotations
+        .get(CONTROLLED_BY_ANNOTATION)
+        .and_then(Value::as_str)
+        .and_then(|v| {
+            let mut parts = v.rsplitn(3, '/');
+            let (name, kind, api_version) = (parts.next()?, parts.next()?, parts.next()?);
+            (!name.is_empty() && !kind.is_empty() && !api_version.is_empty()).then(|| {
+                json!({
+                    "apiVersion": api_version,
+                    "kind": kind,
+                    "name": name,
+                    "uid": "",
+                    "controller": true,
+                    "blockOwnerDeletion": true,
+                })
+            })
+        })
+    else {
+        return;
+    };
+    annotations.remove(CONTROLLED_BY_ANNOTATION);
+    if annotations.is_empty()
+        && let Some(metadata) = object
+            .pointer_mut("/metadata")
+            .and_then(Value::as_object_mut)
+    {
+        metadata.remove("annotations");
+    }
+    let Some(metadata) = object
+        .pointer_mut("/metadata")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    match metadata
+        .entry("ownerReferences")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+    {
+        Some(owners) => owners.push(owner),
+        None => tracing::warn!("ownerReferences is not a list; {CONTROLLED_BY_ANNOTATION} ignored"),
     }
 }
 

@@ -1227,6 +1227,52 @@ async fn manifests_get_owner_uids_filled_in_and_keep_their_status() {
     assert_eq!(status.conditions.unwrap()[0].type_, "Ready");
 }
 
+/// A manifest names its controller with the `dev.kubewasm.io/controlled-by` annotation (which
+/// a real API server accepts, unlike an owner reference without a uid): seeding turns it into a
+/// controller owner reference with the owner's uid, and drops the annotation.
+#[tokio::test]
+async fn manifests_name_their_controller_by_annotation() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rs.yaml"),
+        [
+            "apiVersion: apps/v1",
+            "kind: ReplicaSet",
+            "metadata: {name: web, namespace: default}",
+            "spec:",
+            "  selector: {matchLabels: {app: web}}",
+            "  template:",
+            "    metadata: {labels: {app: web}}",
+            "    spec: {containers: [{name: c, image: nginx}]}",
+            "---",
+            "apiVersion: v1",
+            "kind: Pod",
+            "metadata:",
+            "  name: web-1",
+            "  namespace: default",
+            "  annotations: {dev.kubewasm.io/controlled-by: apps/v1/ReplicaSet/web, keep: me}",
+            "spec: {containers: [{name: c, image: nginx}]}",
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    assert_eq!(server.load_manifests(dir.path()).unwrap(), 2);
+    let rs: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(server.client(), "default");
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let uid = rs.get("web").await.unwrap().metadata.uid.unwrap();
+    let pod = pods.get("web-1").await.unwrap();
+    let owner = &pod.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("ReplicaSet", "web", uid.as_str())
+    );
+    assert_eq!(owner.controller, Some(true));
+    let annotations = pod.metadata.annotations.unwrap();
+    assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);
+}
+
 #[tokio::test]
 async fn kubeconfig_yaml_configures_a_working_client() {
     let server = server().await;

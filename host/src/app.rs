@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api_client::{self, ConnectionOptions};
 use crate::cli::{HostArgs, LeaderElectArgs};
 use crate::config::{Config, LeaderElectionConfig};
+use crate::health::{ApiHealth, HealthOptions};
 use crate::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate};
 use crate::metrics::{InformerSample, Metrics, PluginSample, PluginSource};
 use crate::oci::{
@@ -154,6 +155,7 @@ fn start_election(
     client: &kube::Client,
     options: Option<ElectionOptions>,
     shards: usize,
+    eligible: Option<tokio::sync::watch::Receiver<crate::health::Verdict>>,
     metrics: &Arc<Metrics>,
     cancel: CancellationToken,
 ) -> anyhow::Result<Election> {
@@ -166,12 +168,15 @@ fn start_election(
     };
     let invalid = |e: crate::leader::LeaderError| UsageError(e.into());
     let (gate, balance, tasks) = if shards <= 1 {
-        let elector = LeaderElector::new(client.clone(), options).map_err(invalid)?;
+        let mut elector = LeaderElector::new(client.clone(), options).map_err(invalid)?;
+        if let Some(eligible) = eligible {
+            elector = elector.with_eligibility(eligible);
+        }
         let gate = elector.gate();
         (gate, None, vec![tokio::spawn(elector.run(cancel))])
     } else {
-        let sharded =
-            crate::leader::spawn_sharded(client, options, shards, cancel).map_err(invalid)?;
+        let sharded = crate::leader::spawn_sharded(client, options, shards, eligible, cancel)
+            .map_err(invalid)?;
         (sharded.gate, Some(sharded.balance), sharded.tasks)
     };
     let mut changes = gate.subscribe_shards();
@@ -276,10 +281,24 @@ pub async fn run(
                     objects: stats.objects as u64,
                     relists: stats.relists,
                     watch_restarts: stats.watch_restarts,
+                    bookmarks: stats.bookmarks,
+                    dead_connections: stats.dead_connections,
                 }
             })
             .collect()
     })));
+
+    // Whether the informers reach the API server: readiness says so, and (unless
+    // `follow-health = false`) a replica that cannot gives up leading.
+    let health_cancel = CancellationToken::new();
+    let health_options = election.as_ref().map_or_else(HealthOptions::default, |o| {
+        HealthOptions::for_election(o.lease_duration, o.renew_deadline)
+    });
+    let health = ApiHealth::spawn(factory.clone(), health_options, health_cancel.clone());
+    let eligible = config
+        .leader_election
+        .follow_health
+        .then(|| health.subscribe());
 
     // Every replica keeps its informers synced and its plugins loaded (a warm standby); the
     // gate says which one leads, for whatever must only run on the leader.
@@ -288,7 +307,14 @@ pub async fn run(
         gate,
         balance,
         tasks: electors,
-    } = start_election(&client, election, shards, &metrics, election_cancel.clone())?;
+    } = start_election(
+        &client,
+        election,
+        shards,
+        eligible,
+        &metrics,
+        election_cancel.clone(),
+    )?;
 
     let plugins = PluginHost::new(
         factory.clone(),
@@ -323,12 +349,24 @@ pub async fn run(
         ready: {
             let (factory, plugins) = (factory.clone(), plugins.clone());
             let (files, initial) = (files.clone(), initial.clone());
+            let health = health.clone();
             Arc::new(move || {
-                initial
+                if !initial
                     .get()
                     .is_some_and(|initial| initial_files_settled(initial, &files))
-                    && factory.informers().iter().all(|(_, i)| i.has_synced())
-                    && plugins.ready()
+                {
+                    return Err("the plugin files found at start are not all loaded yet".into());
+                }
+                if let Some((key, _)) = factory.informers().iter().find(|(_, i)| !i.has_synced()) {
+                    return Err(format!(
+                        "informer {} {} has not synced yet",
+                        key.resource.api_version, key.resource.plural
+                    ));
+                }
+                if !plugins.ready() {
+                    return Err("a plugin has not handled its initial replay yet".into());
+                }
+                health.verdict()
             })
         },
         plugins: {
@@ -433,6 +471,7 @@ pub async fn run(
         .shutdown(Duration::from_secs(args.shutdown_grace))
         .await;
     factory.shutdown().await;
+    health_cancel.cancel();
     server_cancel.cancel();
     let _ = server.await;
     tracing::info!("stopped");

@@ -43,6 +43,12 @@ pub enum Command {
     Dev(DevArgs),
     /// Validate plugin files without a cluster: world, subscriptions, indexes and grants.
     Check(CheckArgs),
+    /// Compile plugin files into the compile cache ahead of a start (an image build, an init
+    /// container), so `run` loads them from the cache instead of compiling them.
+    ///
+    /// A file already in the cache is left as it is. The cache entries are only used by the
+    /// same kubewasm build (they are keyed by the engine's settings and version).
+    Compile(CompileArgs),
     /// Print what `kubectl apply -f -` needs so the plugins can run: the namespace, the service
     /// account, and the (Cluster)Roles their subscriptions need with their bindings.
     ///
@@ -211,6 +217,23 @@ pub struct CheckArgs {
     /// Config file whose grants the plugins are checked against.
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// Plugin files, or directories of `*.wasm` plugins.
+    #[arg(required = true)]
+    pub plugins: Vec<PathBuf>,
+
+    /// The compile cache to fill, as given to `run` (default: `$XDG_CACHE_HOME/kubewasm`, else
+    /// `~/.cache/kubewasm`).
+    #[arg(long, env = "KUBEWASM_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Exit 0 even when a file does not compile (it is still reported): for an init container,
+    /// which must not keep the pod from starting over a file the host would refuse anyway.
+    #[arg(long)]
+    pub keep_going: bool,
 }
 
 #[derive(Debug, Args)]

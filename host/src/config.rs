@@ -40,6 +40,9 @@
 //! renew-deadline-seconds = 10  # a leader that cannot renew for this long stops leading
 //! retry-period-seconds = 2     # how often the leader renews and standbys try
 //! shards = 1                   # above 1: split the work by namespace, one Lease per shard
+//! follow-health = true         # release the Leases while the informers cannot reach the API
+//!                              # server (a watch found dead, lists failing past the renew
+//!                              # deadline); contend again after a lease duration healthy
 //!
 //! [plugins.pod-diff]           # keyed by the file name without `.wasm`
 //! config = "verbose"
@@ -359,6 +362,9 @@ pub struct LeaderElectionConfig {
     /// Split the work into this many shards by namespace, each with its own Lease (1: one
     /// leader for everything; above 1 turns leader election on).
     pub shards: usize,
+    /// Step down (release the Leases) while the informers do not reach the API server, and
+    /// contend again once they have for a lease duration (see [`crate::health`]).
+    pub follow_health: bool,
 }
 
 impl Default for LeaderElectionConfig {
@@ -372,6 +378,7 @@ impl Default for LeaderElectionConfig {
             renew_deadline_seconds: defaults.renew_deadline.as_secs_f64(),
             retry_period_seconds: defaults.retry_period.as_secs_f64(),
             shards: 1,
+            follow_health: true,
         }
     }
 }

@@ -14,6 +14,11 @@
 //!   no decision reads them. Expiry is judged on this replica's monotonic clock.
 //! - **Optimistic concurrency.** Every update carries the `resourceVersion` last read; a conflict
 //!   means another replica wrote first, and this attempt simply fails.
+//! - **Leadership follows health.** An elector given an eligibility
+//!   ([`LeaderElector::with_eligibility`], in the host [`crate::health::ApiHealth`]: whether
+//!   the informers reach the API server) steps down and releases its Lease while it says no,
+//!   and contends again only once it says yes: a replica whose watches are dead stops leading
+//!   blind even while its renewals still get through.
 //! - **Graceful hand-over.** On shutdown the leader closes its gate, then empties the holder and
 //!   sets a one-second duration (client-go's `ReleaseOnCancel`), so a standby takes over on its
 //!   next retry.
@@ -373,6 +378,8 @@ pub struct LeaderElector {
     /// With sharding, the fair share this replica keeps to.
     balance: Option<Arc<Balance>>,
     observed: Option<Observed>,
+    /// Whether this replica may lead now (`Err`: why not); `None`: always.
+    eligible: Option<watch::Receiver<Result<(), String>>>,
 }
 
 impl LeaderElector {
@@ -386,6 +393,7 @@ impl LeaderElector {
             balance: None,
             options,
             observed: None,
+            eligible: None,
         })
     }
 
@@ -417,7 +425,51 @@ impl LeaderElector {
             balance: Some(balance),
             options,
             observed: None,
+            eligible: None,
         })
+    }
+
+    /// Leads only while `eligible` is `Ok`: on an `Err` a leader closes its gate and releases
+    /// its Lease, and the elector contends again once it is `Ok`.
+    pub fn with_eligibility(mut self, eligible: watch::Receiver<Result<(), String>>) -> Self {
+        self.eligible = Some(eligible);
+        self
+    }
+
+    /// Why this replica may not lead now, if it may not.
+    fn ineligible(&self) -> Option<String> {
+        self.eligible
+            .as_ref()
+            .and_then(|e| e.borrow().clone().err())
+    }
+
+    /// Waits until this replica may lead (at once if it may); false if `cancel` fired first.
+    async fn wait_eligible(&mut self, cancel: &CancellationToken) -> bool {
+        let Some(eligible) = &mut self.eligible else {
+            return true;
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => false,
+            ok = eligible.wait_for(Result::is_ok) => ok.is_ok(),
+        }
+    }
+
+    /// Resolves when this replica may no longer lead, with the reason; never without an
+    /// eligibility.
+    async fn until_ineligible(
+        eligible: &mut Option<watch::Receiver<Result<(), String>>>,
+    ) -> String {
+        let Some(eligible) = eligible else {
+            return std::future::pending().await;
+        };
+        let reason = match eligible.wait_for(Result::is_err).await {
+            Ok(verdict) => verdict.clone().err(),
+            Err(_) => None,
+        };
+        match reason {
+            Some(reason) => reason,
+            None => std::future::pending().await,
+        }
     }
 
     /// The gate this elector opens and closes.
@@ -451,6 +503,10 @@ impl LeaderElector {
                 Renewal::Lost => {
                     tracing::warn!(%lease, %identity, "lost leadership: could not renew before the renew deadline")
                 }
+                Renewal::Ineligible(reason) => {
+                    self.release().await;
+                    tracing::warn!(%lease, %identity, %reason, "released leadership: this replica is not fit to lead");
+                }
             }
             if let Some(balance) = &self.balance {
                 balance.set_holder(self.shard, None);
@@ -465,6 +521,15 @@ impl LeaderElector {
             tokio::select! {
                 _ = cancel.cancelled() => return false,
                 _ = tick.tick() => {}
+            }
+            if let Some(reason) = self.ineligible() {
+                tracing::info!(lease = %self.options.lease_name, %reason, "not contending for leadership until fit to lead");
+                if !self.wait_eligible(cancel).await {
+                    return false;
+                }
+                tracing::info!(lease = %self.options.lease_name, "fit to lead again; contending");
+                tick.reset_immediately();
+                continue;
             }
             let started = Instant::now();
             let attempt = tokio::select! {
@@ -486,10 +551,12 @@ impl LeaderElector {
         let mut tick = retry_ticks(self.options.retry_period);
         tick.tick().await;
         let mut deadline = self.gate.deadline(self.shard).unwrap_or_else(Instant::now);
+        let mut eligible = self.eligible.clone();
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return Renewal::Cancelled,
                 _ = tokio::time::sleep_until(deadline) => return Renewal::Lost,
+                reason = Self::until_ineligible(&mut eligible) => return Renewal::Ineligible(reason),
                 _ = tick.tick() => {}
             }
             if let Some(balance) = &self.balance
@@ -675,6 +742,8 @@ enum Renewal {
     Rebalanced,
     /// No renewal before the renew deadline.
     Lost,
+    /// The eligibility said no (the reason): release the Lease for a replica fit to lead.
+    Ineligible(String),
 }
 
 /// Ticks every `period`, the first at once; an attempt that overran a tick is followed by a

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod contracts;
+pub mod health;
 pub mod inspect;
 pub mod leader;
 pub mod logging;

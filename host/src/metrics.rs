@@ -116,6 +116,10 @@ pub struct InformerSample {
     pub objects: u64,
     pub relists: u64,
     pub watch_restarts: u64,
+    /// Periodic bookmarks received: a watch that stops getting them is soon presumed dead.
+    pub bookmarks: u64,
+    /// Watches and LISTs found dead (silent past their idle limit).
+    pub dead_connections: u64,
 }
 
 /// Reads the informers' figures at scrape time.
@@ -843,7 +847,7 @@ impl prometheus_client::collector::Collector for InformerCollector {
             ConstGauge::new(i64::try_from(s.objects).unwrap_or(i64::MAX))
                 .encode(family.encode_family(&labels(s))?)?;
         }
-        let counters: [CounterColumn; 2] = [
+        let counters: [CounterColumn; 4] = [
             (
                 "informer_relists",
                 "Full lists an informer made (the first, then one per 410 Gone)",
@@ -853,6 +857,16 @@ impl prometheus_client::collector::Collector for InformerCollector {
                 "informer_watch_restarts",
                 "Watches an informer re-opened from its last resourceVersion",
                 |s| s.watch_restarts,
+            ),
+            (
+                "informer_bookmarks",
+                "Periodic bookmarks an informer's watches received",
+                |s| s.bookmarks,
+            ),
+            (
+                "informer_dead_connections",
+                "Watches and LISTs an informer found dead (silent past their idle limit)",
+                |s| s.dead_connections,
             ),
         ];
         for (name, help, value) in counters {
@@ -882,6 +896,8 @@ mod tests {
                 resource: "v1/configmaps".into(),
                 objects: 7,
                 relists: 2,
+                bookmarks: 4,
+                dead_connections: 1,
                 ..Default::default()
             }]
         }));
@@ -914,6 +930,8 @@ mod tests {
             r#"kubewasm_leader{lease="kubewasm"} 0"#,
             r#"kubewasm_informer_objects{resource="v1/configmaps",namespace="",selector=""} 7"#,
             r#"kubewasm_informer_relists_total{resource="v1/configmaps",namespace="",selector=""} 2"#,
+            r#"kubewasm_informer_bookmarks_total{resource="v1/configmaps",namespace="",selector=""} 4"#,
+            r#"kubewasm_informer_dead_connections_total{resource="v1/configmaps",namespace="",selector=""} 1"#,
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

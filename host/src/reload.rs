@@ -290,8 +290,10 @@ impl<L: Loader> Reloader<L> {
                 running,
             });
         }
-        // Compile and start the new and changed files in parallel, bounded by the cores: each
-        // plugin is registered as soon as it is ready, a slow compile delays no other.
+        // Compile and start the new and changed files in parallel, bounded by the cores, the
+        // smallest first: each plugin is registered as soon as it is ready, and a small plugin
+        // never waits for a slot behind large compiles (which the engine runs one at a time).
+        jobs.sort_by_key(|job| job.bytes.len());
         let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let loader = &self.loader;
         let mut done: Vec<Done<L::Id>> = futures::stream::iter(jobs)

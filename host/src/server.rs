@@ -17,8 +17,9 @@ use crate::metrics::Metrics;
 #[derive(Clone)]
 pub struct Probes {
     pub metrics: Arc<Metrics>,
-    /// Every informer synced and every plugin's replay delivered.
-    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Every informer synced and reaching the API server, and every plugin's replay
+    /// delivered; else why not.
+    pub ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
     /// The plugins and plugin files with their state, as JSON.
     pub plugins: Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
 }
@@ -62,10 +63,12 @@ async fn metrics(State(p): State<Probes>) -> impl IntoResponse {
 }
 
 async fn readyz(State(p): State<Probes>) -> impl IntoResponse {
-    if (p.ready)() {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    match (p.ready)() {
+        Ok(()) => (StatusCode::OK, "ready".to_owned()),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}"),
+        ),
     }
 }
 

@@ -150,7 +150,7 @@ async fn run(handlers: usize, cached: u64, events: u64) -> Figures {
                 list: kubewasm_informer::ListStrategy::Paginated,
                 ..ReflectorOptions::default()
             },
-            default_resync: None,
+            ..InformerOptions::default()
         },
     );
     let counts: Vec<Arc<Count>> = (0..handlers).map(|_| Arc::new(Count::default())).collect();

@@ -9,6 +9,7 @@ use kube::discovery::ApiResource;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
+use crate::health::HealthSignal;
 use crate::key::InformerKey;
 use crate::lister::Lister;
 use crate::lister_watcher::{KubeListerWatcher, ListWatchOptions};
@@ -51,6 +52,7 @@ struct FactoryState {
 pub struct SharedInformerFactory {
     client: kube::Client,
     options: Arc<FactoryOptions>,
+    health: HealthSignal,
     state: Arc<Mutex<FactoryState>>,
 }
 
@@ -60,6 +62,7 @@ impl SharedInformerFactory {
         SharedInformerFactory {
             client,
             options: Arc::new(options),
+            health: HealthSignal::default(),
             state: Arc::new(Mutex::new(FactoryState {
                 informers: HashMap::new(),
                 started: false,
@@ -80,6 +83,7 @@ impl SharedInformerFactory {
             InformerOptions {
                 reflector: self.options.reflector.clone(),
                 default_resync: self.options.default_resync,
+                health: Some(self.health.clone()),
             },
         );
         if state.started {
@@ -150,6 +154,13 @@ impl SharedInformerFactory {
         if let Some(informer) = informer {
             informer.stop().await;
         }
+    }
+
+    /// Bumped whenever one of this factory's informers starts or ends a failure streak, or
+    /// finds a connection dead: read [`crate::InformerStats::failing`] and
+    /// [`crate::InformerStats::dead_connections`] of [`SharedInformerFactory::informers`] then.
+    pub fn health_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.health.subscribe()
     }
 
     /// Every informer with its key.

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::{Backoff, BackoffOptions};
 use crate::delta_fifo::DeltaFifo;
 use crate::error::{Error, Result};
+use crate::health::{Failing, HealthSignal};
 use crate::key_hash::KeySet;
 use crate::lister_watcher::{ListerWatcher, WatchEvent, WatchStream};
 use crate::object::{Object, ObjectRef};
@@ -140,6 +141,56 @@ pub(crate) struct ReflectorStatus {
     pub(crate) bookmarks: AtomicU64,
     /// The server rejected a streaming list; paginated LISTs are used from then on.
     pub(crate) streaming_unsupported: AtomicBool,
+    /// The failure streak since the last successful list or watch, if one is going on.
+    pub(crate) failing: Mutex<Option<Failing>>,
+    /// Watches and LISTs found dead (silent past their idle limit).
+    pub(crate) dead_connections: AtomicU64,
+    /// Told when a streak starts or ends, or a connection is found dead.
+    pub(crate) signal: Option<HealthSignal>,
+}
+
+impl ReflectorStatus {
+    /// A failure: starts a streak, or adds to the one going on; the signal is raised when a
+    /// streak starts or becomes unreachable, and on every dead connection.
+    fn fail(&self, err: &Error) {
+        let dead = err.is_dead_connection();
+        if dead {
+            self.dead_connections.fetch_add(1, Ordering::Relaxed);
+        }
+        let changed = {
+            let mut failing = self.failing.lock();
+            match failing.as_mut() {
+                Some(f) => {
+                    let became_unreachable = !f.unreachable && err.is_unreachable();
+                    f.unreachable |= err.is_unreachable();
+                    f.error = err.to_string();
+                    became_unreachable
+                }
+                None => {
+                    *failing = Some(Failing {
+                        since: Instant::now(),
+                        unreachable: err.is_unreachable(),
+                        error: err.to_string(),
+                    });
+                    true
+                }
+            }
+        };
+        if (changed || dead)
+            && let Some(signal) = &self.signal
+        {
+            signal.bump();
+        }
+    }
+
+    /// A list or watch succeeded: the streak, if any, is over.
+    fn succeeded(&self) {
+        if self.failing.lock().take().is_some()
+            && let Some(signal) = &self.signal
+        {
+            signal.bump();
+        }
+    }
 }
 
 /// The reflector's position in its loop.
@@ -222,6 +273,7 @@ impl Reflector {
         match state {
             State::NeedList => match self.list().await {
                 Ok((resource_version, stream)) => {
+                    self.status.succeeded();
                     self.expired = false;
                     self.status.lists.fetch_add(1, Ordering::Relaxed);
                     self.set_last_rv(&resource_version);
@@ -249,7 +301,10 @@ impl Reflector {
                 let stream = match stream {
                     Some(stream) => stream,
                     None => match self.open_watch(resource_version.clone(), false).await {
-                        Ok(stream) => stream,
+                        Ok(stream) => {
+                            self.status.succeeded();
+                            stream
+                        }
                         Err(err) => {
                             self.report(&err);
                             if err.is_expired() {
@@ -553,6 +608,7 @@ impl Reflector {
     /// lists and watches.
     fn report(&self, err: &Error) {
         self.status.errors.fetch_add(1, Ordering::Relaxed);
+        self.status.fail(err);
         let handler = self.hooks.watch_error_handler.read().clone();
         match handler {
             Some(handler) => handler(err),
@@ -700,6 +756,16 @@ mod tests {
         bookmark_idle_limit: Duration,
         script: Vec<Result<WatchStream>>,
     ) -> (Arc<Scripted>, Arc<Store>, CancellationToken) {
+        let status = Arc::new(ReflectorStatus::default());
+        run_reporting(list, bookmark_idle_limit, script, status)
+    }
+
+    fn run_reporting(
+        list: ListStrategy,
+        bookmark_idle_limit: Duration,
+        script: Vec<Result<WatchStream>>,
+        status: Arc<ReflectorStatus>,
+    ) -> (Arc<Scripted>, Arc<Store>, CancellationToken) {
         let lw = Arc::new(Scripted {
             watches: Mutex::new(script.into()),
             calls: Mutex::new(Vec::new()),
@@ -716,7 +782,7 @@ mod tests {
                 store: store.clone(),
             }),
             Arc::new(Hooks::default()),
-            Arc::new(ReflectorStatus::default()),
+            status,
             ReflectorOptions {
                 list,
                 backoff: BackoffOptions {
@@ -771,6 +837,62 @@ mod tests {
             "errors other than 410 never relist"
         );
         assert!(store.get("ns/b").is_some());
+    }
+
+    /// A failure starts a streak (unreachable for a 5xx, or a watch found dead), a watch that
+    /// opens ends it, and each change is signalled; a refusal (403) is not "unreachable".
+    #[tokio::test(start_paused = true)]
+    async fn failure_streaks_are_reported_and_end_when_a_watch_opens() {
+        let signal = HealthSignal::default();
+        let mut changes = signal.subscribe();
+        let status = Arc::new(ReflectorStatus {
+            signal: Some(signal),
+            ..ReflectorStatus::default()
+        });
+        let (lw, _store, cancel) = run_reporting(
+            ListStrategy::Paginated,
+            Duration::from_secs(12),
+            vec![
+                Err(server_error(403)),
+                Err(server_error(503)),
+                bookmarks_then_silence(Duration::from_secs(8), 3),
+                Err(server_error(403)),
+            ],
+            status.clone(),
+        );
+        let snapshot = || {
+            let failing = status.failing.lock().clone();
+            (
+                failing.as_ref().map(|f| f.unreachable),
+                status.dead_connections.load(Ordering::Relaxed),
+            )
+        };
+        let mut seen = Vec::new();
+        while seen.len() < 4 {
+            tokio::time::timeout(Duration::from_secs(120), changes.changed())
+                .await
+                .expect("a health change")
+                .expect("the signal lives");
+            seen.push(snapshot());
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (Some(false), 0),
+                (Some(true), 0),
+                (None, 0),
+                (Some(true), 1),
+            ],
+            "a 403 starts a streak that a 503 makes unreachable; the bookmark watch ends it; \
+             its silence is a dead connection"
+        );
+        tokio::time::timeout(Duration::from_secs(120), changes.changed())
+            .await
+            .expect("the streak ends")
+            .expect("the signal lives");
+        assert_eq!(snapshot(), (None, 1), "the watch after the 403 opened");
+        assert_eq!(lw.calls.lock().len(), 5);
+        cancel.cancel();
     }
 
     #[tokio::test(start_paused = true)]

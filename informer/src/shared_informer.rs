@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::delta_fifo::{DeltaFifo, DeltaType, Deltas};
 use crate::error::{Error, Result};
+use crate::health::{Failing, HealthSignal};
 use crate::index_funcs::IndexFunc;
 use crate::lister_watcher::ListerWatcher;
 use crate::processor::{
@@ -30,6 +31,9 @@ pub struct InformerOptions {
     pub reflector: ReflectorOptions,
     /// The resync period of handlers added with `resync = None`; `None`: no resync.
     pub default_resync: Option<Duration>,
+    /// Bumped when this informer starts or ends a failure streak or finds a connection dead
+    /// (a factory passes its own, [`crate::SharedInformerFactory::health_signal`]).
+    pub health: Option<HealthSignal>,
 }
 
 /// Counters of one informer, for metrics.
@@ -55,6 +59,10 @@ pub struct InformerStats {
     pub streaming_list: bool,
     /// One entry per handler: queue depth, deliveries, time in the handler.
     pub listeners: Vec<ListenerStats>,
+    /// The failures since the last successful list or watch; `None` while it works.
+    pub failing: Option<Failing>,
+    /// Watches and LISTs found dead: open, but silent past their idle limit.
+    pub dead_connections: u64,
 }
 
 /// The delta processing (client-go's controller loop and HandleDeltas), run by whichever task
@@ -220,7 +228,10 @@ impl SharedIndexInformer {
                     events: AtomicU64::new(0),
                 }),
                 hooks: Arc::new(Hooks::default()),
-                status: Arc::new(ReflectorStatus::default()),
+                status: Arc::new(ReflectorStatus {
+                    signal: options.health.clone(),
+                    ..ReflectorStatus::default()
+                }),
                 options,
                 cancel: CancellationToken::new(),
                 run: Mutex::new(RunState {
@@ -370,6 +381,8 @@ impl SharedIndexInformer {
             streaming_list: self.inner.options.reflector.list == ListStrategy::Streaming
                 && !status.streaming_unsupported.load(Ordering::Relaxed),
             listeners: self.inner.pipeline.processor.stats(),
+            failing: status.failing.lock().clone(),
+            dead_connections: status.dead_connections.load(Ordering::Relaxed),
         }
     }
 
@@ -496,7 +509,7 @@ mod tests {
                     list: ListStrategy::Paginated,
                     ..ReflectorOptions::default()
                 },
-                default_resync: None,
+                ..InformerOptions::default()
             },
         )
     }

@@ -3,6 +3,7 @@
 
 mod build;
 mod check;
+mod compile;
 mod dev;
 mod new;
 mod oci;
@@ -21,6 +22,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Dev(args) => dev::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Check(args) => check::run(args).await,
+        Command::Compile(args) => compile::run(args).await,
         Command::Rbac(args) => rbac::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Push(args) => oci::push(args).await.map(|()| ExitCode::SUCCESS),
         Command::Pull(args) => oci::pull(args).await.map(|()| ExitCode::SUCCESS),

@@ -44,11 +44,13 @@ pub struct Sharded {
 }
 
 /// Starts `options.identity`'s membership heartbeat and an elector for each of `shards`
-/// shards, all stopping when `cancel` fires.
+/// shards, all stopping when `cancel` fires; with `eligible`, each elector leads only while it
+/// says so ([`super::LeaderElector::with_eligibility`]).
 pub fn spawn_sharded(
     client: &Client,
     options: ElectionOptions,
     shards: usize,
+    eligible: Option<tokio::sync::watch::Receiver<Result<(), String>>>,
     cancel: CancellationToken,
 ) -> Result<Sharded, super::LeaderError> {
     let gate = LeaderGate::sharded(&options.lease_name, &options.identity, shards);
@@ -63,6 +65,10 @@ pub fn spawn_sharded(
                 shard,
                 balance.clone(),
             )
+            .map(|elector| match &eligible {
+                Some(eligible) => elector.with_eligibility(eligible.clone()),
+                None => elector,
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut tasks = vec![tokio::spawn(membership.run(cancel.clone()))];

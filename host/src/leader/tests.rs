@@ -358,7 +358,7 @@ async fn shards_spread_over_replicas_and_move_when_one_dies() {
     let (server, client) = kubewasm_tests::devserver().await;
     let start = |identity: &str| {
         let cancel = CancellationToken::new();
-        let sharded = spawn_sharded(&client, options(identity), SHARDS, cancel.clone())
+        let sharded = spawn_sharded(&client, options(identity), SHARDS, None, cancel.clone())
             .expect("valid options");
         (sharded, cancel)
     };
@@ -426,9 +426,9 @@ async fn the_write_client_refuses_writes_for_shards_led_elsewhere() {
         WriteGrant, WriteGrants,
     };
     let (server, client) = kubewasm_tests::devserver().await;
-    let a = spawn_sharded(&client, options("a"), 4, CancellationToken::new()).expect("a");
+    let a = spawn_sharded(&client, options("a"), 4, None, CancellationToken::new()).expect("a");
     wait_split(&[&a.gate], &[4]).await;
-    let b = spawn_sharded(&client, options("b"), 4, CancellationToken::new()).expect("b");
+    let b = spawn_sharded(&client, options("b"), 4, None, CancellationToken::new()).expect("b");
     wait_split(&[&a.gate, &b.gate], &[2, 2]).await;
     let namespace_led_by = |gate: &LeaderGate| {
         (0..)
@@ -468,5 +468,57 @@ async fn the_write_client_refuses_writes_for_shards_led_elsewhere() {
         .map(|r| r.namespace)
         .collect();
     assert_eq!(sent, [Some(ours)]);
+    server.shutdown().await;
+}
+
+/// A leader whose eligibility turns to "no" closes its gate and releases the Lease, so the
+/// standby leads within a retry period; it does not contend while ineligible, and once
+/// eligible again it is the standby (the other keeps renewing), with no overlap throughout.
+#[tokio::test(start_paused = true)]
+async fn an_ineligible_leader_steps_down_and_contends_again_once_eligible() {
+    let (server, client) = kubewasm_tests::devserver().await;
+    let (fit, eligible) = watch::channel(Ok(()));
+    // a's requests carry its own token, which the request log records.
+    let mut config = kube::Config::new(server.url().parse().expect("url"));
+    config.auth_info = serde_json::from_value(serde_json::json!({"token": "a"})).expect("auth");
+    let a_client = Client::try_from(config).expect("client");
+    let elector = LeaderElector::new(a_client, options("a"))
+        .expect("valid options")
+        .with_eligibility(eligible);
+    let a_gate = elector.gate();
+    let a_cancel = CancellationToken::new();
+    let a_task = tokio::spawn(elector.run(a_cancel.clone()));
+    a_gate.wait_leader().await;
+    let b = start(&client, "b");
+    let (stop, intervals) = record_intervals([a_gate.clone(), b.gate.clone()]);
+    tokio::time::sleep(LEASE).await;
+    assert!(a_gate.is_leader() && !b.gate.is_leader());
+
+    let _ = fit.send_replace(Err("watches dead".into()));
+    let unfit = Instant::now();
+    b.gate.wait_leader().await;
+    assert!(
+        unfit.elapsed() <= RETRY * 2,
+        "the released Lease was taken {:?} after",
+        unfit.elapsed()
+    );
+    assert!(!a_gate.is_leader());
+    assert_eq!(holder(&client).await.as_deref(), Some("b"));
+
+    // Ineligible: a does not even read the Lease.
+    let by_a = || server.requests().iter().filter(|r| r.client == "a").count();
+    server.clear_requests();
+    tokio::time::sleep(LEASE).await;
+    assert_eq!(by_a(), 0, "an ineligible elector sends nothing");
+    let _ = fit.send_replace(Ok(()));
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(b.gate.is_leader() && !a_gate.is_leader(), "b stays leader");
+    assert!(by_a() > 0, "a contends again once eligible");
+    stop.cancel();
+    assert_no_overlap(&intervals.await.expect("recorder"));
+    a_cancel.cancel();
+    b.cancel.cancel();
+    let _ = a_task.await;
+    let _ = b.task.await;
     server.shutdown().await;
 }

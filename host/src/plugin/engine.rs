@@ -22,6 +22,11 @@ use super::state::HostState;
 /// deadlines, and how often a guest in a long call yields its worker thread to other tasks.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
+/// A component at least this large takes the one large-compile permit: compiling one costs
+/// memory in proportion to its size (an 18 MB Python component peaks at several hundred MB),
+/// so two at once could exceed a pod's limit. Smaller ones compile beside it.
+pub const LARGE_COMPILE_BYTES: usize = 1024 * 1024;
+
 /// How often the epoch advances while no guest call is in progress, so an idle host does not
 /// wake 200 times a second. A call that starts meanwhile sees its first tick at most this late.
 const IDLE_TICK: Duration = Duration::from_millis(50);
@@ -68,6 +73,8 @@ struct Inner {
     /// Components in use, by content hash: loading the same bytes again (another copy, a
     /// restart of the file) shares the compiled code instead of mapping it once more.
     loaded: Mutex<HashMap<String, Weak<Linked>>>,
+    /// Held by the one large compile in progress ([`LARGE_COMPILE_BYTES`]).
+    large_compile: tokio::sync::Semaphore,
 }
 
 impl Drop for Inner {
@@ -121,6 +128,7 @@ impl PluginEngine {
                 fingerprint,
                 ticker_stop,
                 loaded: Mutex::new(HashMap::new()),
+                large_compile: tokio::sync::Semaphore::new(1),
             }),
         })
     }
@@ -129,7 +137,10 @@ impl PluginEngine {
     ///
     /// With a cache dir, the compiled code is stored as `<sha256>-<engine fingerprint>.cwasm`
     /// and reused by later loads of the same bytes, also across restarts. Compilation runs on
-    /// a blocking thread, never on the async workers.
+    /// a blocking thread, never on the async workers. One large component
+    /// ([`LARGE_COMPILE_BYTES`]) compiles at a time, which bounds the peak memory of a cold
+    /// start by the largest compile rather than the sum of the largest few; a cache hit and a
+    /// small component never wait for it.
     pub async fn compile(
         &self,
         file: &Path,
@@ -145,13 +156,30 @@ impl PluginEngine {
                 origin: Origin::Memory,
             });
         }
+        let _permit = if bytes.len() >= LARGE_COMPILE_BYTES && !self.is_cached(&hash) {
+            let waiting = std::time::Instant::now();
+            let permit = self.inner.large_compile.acquire().await.ok();
+            tracing::debug!(
+                file = %file.display(),
+                bytes = bytes.len(),
+                waited_ms = waiting.elapsed().as_millis() as u64,
+                "compiling a large component"
+            );
+            permit
+        } else {
+            None
+        };
         let this = self.clone();
         let owned_file = file.to_owned();
         let hash2 = hash.clone();
+        let large = bytes.len() >= LARGE_COMPILE_BYTES;
         let (component, origin) =
             tokio::task::spawn_blocking(move || this.compile_blocking(&owned_file, &hash2, &bytes))
                 .await
                 .map_err(|e| PluginError::Engine(format!("compile task: {e}")))??;
+        if large && origin == Origin::Compiled {
+            return_freed_memory();
+        }
         let pre = Arc::new(component::link(&self.inner.linker, &component, file)?);
         {
             let mut loaded = self.inner.loaded.lock();
@@ -164,6 +192,18 @@ impl PluginEngine {
             pre,
             origin,
         })
+    }
+
+    /// Whether the compile cache holds an entry for `hash` (loading it needs no compile).
+    fn is_cached(&self, hash: &str) -> bool {
+        self.inner
+            .cache_dir
+            .as_ref()
+            .is_some_and(|dir| self.cache_entry(dir, hash).is_file())
+    }
+
+    fn cache_entry(&self, dir: &Path, hash: &str) -> PathBuf {
+        dir.join(format!("{hash}-{}.cwasm", self.inner.fingerprint))
     }
 
     fn loaded(&self, hash: &str) -> Option<Arc<Linked>> {
@@ -187,7 +227,7 @@ impl PluginEngine {
                 Origin::Compiled,
             ));
         };
-        let cached = dir.join(format!("{hash}-{}.cwasm", self.inner.fingerprint));
+        let cached = self.cache_entry(dir, hash);
         if cached.is_file() {
             // SAFETY: the file was written by `precompile_component` of an engine with the same
             // fingerprint, into a directory only the host writes; wasmtime also checks its header.
@@ -202,15 +242,46 @@ impl PluginEngine {
         let compiled = engine.precompile_component(bytes).map_err(invalid)?;
         // The cache only saves later compiles: a plugin whose entry cannot be written (a full
         // or read-only disk) still loads.
-        if let Err(e) = write_cache_entry(dir, &cached, &compiled) {
-            tracing::warn!(
+        match write_cache_entry(dir, &cached, &compiled) {
+            Ok(()) => {
+                drop(compiled);
+                // Mapped from the entry just written, as a later start would: the code's pages
+                // are the file's (shared, and reclaimable under memory pressure) instead of a
+                // private copy held for as long as the plugin runs.
+                // SAFETY: the entry was written just now from this engine's output.
+                match unsafe { Component::deserialize_file(engine, &cached) } {
+                    Ok(c) => return Ok((c, Origin::Compiled)),
+                    Err(e) => {
+                        tracing::warn!(
+                            file = %file.display(), cache = %cached.display(),
+                            "the compile cache entry just written is unusable, compiling again: {e:#}"
+                        );
+                        let component = Component::new(engine, bytes).map_err(invalid)?;
+                        return Ok((component, Origin::Compiled));
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(
                 file = %file.display(), cache = %cached.display(),
                 "cannot write the compile cache entry, loading without it: {e}"
-            );
+            ),
         }
         // SAFETY: `compiled` was produced just now by this engine.
         let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)?;
         Ok((component, Origin::Compiled))
+    }
+}
+
+/// Hands the memory a large compile freed back to the system. glibc's allocator keeps freed
+/// memory in its arenas for reuse; after a compile of hundreds of MB that is memory the host
+/// never needs again, and the pod would keep it as resident (1.06 GB after the example set's
+/// compiles were done, measured before this).
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's own; it takes no
+    // pointers and is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

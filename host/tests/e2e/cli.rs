@@ -331,6 +331,67 @@ fn run(args: &[&str], cache: &Path) -> Output {
         .expect("kubewasm runs")
 }
 
+/// `compile` fills a cache dir ahead of a start: one entry per plugin file, each file reported
+/// (a directory stands for its `*.wasm` files), a second run finds them all cached, and the
+/// host's engine over that dir loads the plugin from the cache without compiling. A file that
+/// is not a component fails the run and is named.
+#[tokio::test]
+async fn compile_fills_the_cache_that_the_host_then_loads_from() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("compiled");
+    let plugins = plugins_dir(dir.path(), &["pod-diff", "probe"]);
+    let cache_arg = cache.to_str().expect("utf-8");
+    let with = |extra: &Path| {
+        let extra = extra.to_str().expect("utf-8").to_owned();
+        vec![
+            "compile".to_owned(),
+            "--cache-dir".to_owned(),
+            cache_arg.to_owned(),
+            extra,
+        ]
+    };
+    let run = |args: Vec<String>, cwd: &Path| {
+        run(&args.iter().map(String::as_str).collect::<Vec<_>>(), cwd)
+    };
+    let out = run(with(&plugins), dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches(": compiled (").count(), 2, "{text}");
+    let entries = std::fs::read_dir(&cache).expect("cache dir").count();
+    assert_eq!(entries, 2, "one entry per plugin");
+
+    let out = run(with(&plugins), dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(
+        text.matches(": already in the cache (").count(),
+        2,
+        "{text}"
+    );
+
+    let engine = kubewasm::plugin::PluginEngine::new(kubewasm::plugin::EngineOptions {
+        cache_dir: Some(cache.clone()),
+    })
+    .expect("engine");
+    let file = plugins.join("pod-diff.wasm");
+    let bytes = std::fs::read(&file).expect("plugin");
+    let loaded = engine.compile(&file, bytes).await.expect("loads");
+    assert_eq!(loaded.origin(), kubewasm::plugin::Origin::DiskCache);
+
+    let bad = dir.path().join("broken.wasm");
+    std::fs::write(&bad, b"this is not wasm").expect("bad file");
+    let out = run(with(&bad), dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("broken.wasm: FAILED"), "{text}");
+    let mut keep_going = with(&bad);
+    keep_going.push("--keep-going".to_owned());
+    let out = run(keep_going, dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("broken.wasm: FAILED"), "{text}");
+}
+
 #[test]
 fn check_accepts_a_plugin_and_names_what_is_wrong_with_a_bad_one() {
     let dir = tempfile::tempdir().expect("tempdir");

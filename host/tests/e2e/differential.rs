@@ -2312,7 +2312,8 @@ async fn sharded_replicas_split_the_shards_and_one_takes_all_when_the_other_stop
             ..ElectionOptions::new("kubewasm", &namespace, identity)
         };
         let cancel = CancellationToken::new();
-        let sharded = spawn_sharded(&client, options, 4, cancel.clone()).expect("valid options");
+        let sharded =
+            spawn_sharded(&client, options, 4, None, cancel.clone()).expect("valid options");
         (sharded, cancel)
     };
     let led = |gate: &kubewasm::leader::LeaderGate| gate.led_shards().len();

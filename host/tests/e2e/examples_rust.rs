@@ -344,8 +344,8 @@ async fn the_example_manifests_seed_what_the_rust_examples_report() {
         .load_manifests(&workspace_root().join("examples/manifests"))
         .expect("the example manifests load");
     assert_eq!(
-        created, 18,
-        "2 namespaces, 5 ConfigMaps, 1 Deployment, 1 ReplicaSet, 4 pods, 1 CRD, 2 Backups, \
+        created, 20,
+        "2 namespaces and their default ServiceAccounts, 5 ConfigMaps, 1 Deployment, 1 ReplicaSet, 4 pods, 1 CRD, 2 Backups, \
          1 CRD, 1 Foo"
     );
     rig.load("pod-diff").await;

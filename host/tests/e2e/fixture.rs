@@ -195,3 +195,101 @@ pub fn dropped(status: &PluginStatus, reason: &str) -> u64 {
         .find(|(r, _)| *r == reason)
         .map_or(0, |(_, n)| *n)
 }
+
+/// A TCP proxy in front of a server, for partitions. [`StallingProxy::stall_watches`] makes
+/// every connection open now that has carried a watch stop forwarding bytes, both ways, while
+/// staying open: as a proxy or NAT that dropped its long-lived flows. Its other connections,
+/// and every connection opened later, keep working, so a client's short requests (a Lease
+/// renewal) still go through while its watches are dead.
+pub struct StallingProxy {
+    addr: std::net::SocketAddr,
+    stall: tokio::sync::watch::Sender<u64>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl StallingProxy {
+    /// Listens on a free loopback port and forwards each connection to `upstream`.
+    pub async fn start(upstream: std::net::SocketAddr) -> StallingProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let addr = listener.local_addr().expect("proxy address");
+        let stall = tokio::sync::watch::Sender::new(0);
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (stalls, stopped) = (stall.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = stopped.cancelled() => return,
+                    accepted = listener.accept() => accepted,
+                };
+                let Ok((client, _)) = accepted else { continue };
+                let (stall, stop) = (stalls.subscribe(), stopped.clone());
+                tokio::spawn(forward(client, upstream, stall, stop));
+            }
+        });
+        StallingProxy { addr, stall, stop }
+    }
+
+    /// The proxy's URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every open connection that has carried a watch goes silent for good.
+    pub fn stall_watches(&self) {
+        self.stall.send_modify(|n| *n += 1);
+    }
+}
+
+impl Drop for StallingProxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Copies bytes both ways until either side closes, or a stall finds this connection has
+/// carried a watch: then holds both sockets open, silent, until the proxy stops.
+async fn forward(
+    mut client: tokio::net::TcpStream,
+    upstream: std::net::SocketAddr,
+    mut stall: tokio::sync::watch::Receiver<u64>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await else {
+        return;
+    };
+    let _ = (client.set_nodelay(true), server.set_nodelay(true));
+    stall.borrow_and_update();
+    let (mut up, mut down) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    let mut watched = false;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            changed = stall.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                if watched {
+                    stop.cancelled().await;
+                    return;
+                }
+            }
+            read = client.read(&mut up) => {
+                let Ok(n @ 1..) = read else { return };
+                let sent = &up[..n];
+                watched |= sent.windows(10).any(|w| w == b"watch=true");
+                if server.write_all(sent).await.is_err() {
+                    return;
+                }
+            }
+            read = server.read(&mut down) => {
+                let Ok(n @ 1..) = read else { return };
+                if client.write_all(&down[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

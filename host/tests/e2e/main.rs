@@ -14,6 +14,7 @@ mod cli;
 mod controller_loop;
 mod differential;
 mod envtest;
+mod examples_manifests;
 mod examples_polyglot;
 mod examples_rust;
 mod fixture;

@@ -60,10 +60,16 @@ impl Cluster {
 
     /// A replica named `name` (its identity and its bearer token), with `extra` flags.
     async fn replica(&self, name: &str, extra: &[&str]) -> Replica {
+        self.replica_at(name, &self.server.url(), extra).await
+    }
+
+    /// A replica that reaches the server at `url` (a proxy in front of it).
+    async fn replica_at(&self, name: &str, url: &str, extra: &[&str]) -> Replica {
         let kubeconfig = self.dir.path().join(format!("{name}.kubeconfig"));
         let yaml = self
             .server
             .kubeconfig_yaml()
+            .replace(&self.server.url(), url)
             .replace("user: {}", &format!("user: {{token: {name}}}"));
         std::fs::write(&kubeconfig, yaml).expect("kubeconfig");
         let path = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
@@ -336,6 +342,92 @@ async fn failover_during_a_burst(replicas: usize) {
     assert_only_writer(&writes, first, &next_name);
     drop(dead);
     drop(running);
+    cluster.server.shutdown().await;
+}
+
+/// Leadership follows health. Replica A reaches the dev server through a proxy, B directly;
+/// A leads. The proxy stalls A's open watch connections while its other connections (the
+/// Lease renewals) keep working, as a NAT that dropped the long-lived flows: A finds its
+/// watches dead at the bookmark idle limit, says why on `/readyz`, releases the Lease, and B
+/// leads. Foos created after the stall all get their Deployments, and from B's first write on
+/// only B writes. A is ready again after its hold, as a standby. Without health following,
+/// A keeps renewing and leading (B never leads, `/readyz` stays 200).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_watches_die_behind_a_proxy_hands_over_to_a_healthy_standby() {
+    let namespaces: Vec<String> = (0..2).map(|i| format!("team-{i}")).collect();
+    let cluster = Cluster::start(&namespaces).await;
+    let mut config = std::fs::read_to_string(&cluster.config).expect("config");
+    config.push_str("[informers]\nbookmark-idle-seconds = 2\n");
+    std::fs::write(&cluster.config, config).expect("config");
+    let mut foos = foo_names(&namespaces, 3);
+    for (ns, name) in &foos {
+        cluster.create_foo(ns, name, 1).await;
+    }
+    let upstream = cluster.server.url().trim_start_matches("http://").parse();
+    let proxy = crate::fixture::StallingProxy::start(upstream.expect("address")).await;
+    let a = cluster.replica_at("replica-a", &proxy.url(), &[]).await;
+    assert!(wait_until(PATIENCE, || a.is_leader()).await, "A never led");
+    let b = cluster.replica("replica-b", &[]).await;
+    assert!(
+        wait_until(PATIENCE, || b.ready()).await,
+        "B never got ready"
+    );
+    cluster.wait_converged(&foos).await;
+    assert!(a.is_leader() && !b.is_leader());
+    // Each of A's watches has had a bookmark: from then on, one that goes silent is found
+    // dead at the bookmark idle limit (before, only at its timeout plus margin).
+    let bookmarked = wait_until(PATIENCE, || {
+        let (_, metrics) = get(&format!("http://{}/metrics", a.addr));
+        let counts: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("kubewasm_informer_bookmarks_total{"))
+            .filter_map(|l| l.rsplit(' ').next())
+            .collect();
+        counts.len() >= 2 && counts.iter().all(|c| *c != "0")
+    })
+    .await;
+    assert!(bookmarked, "A's watches got no bookmarks");
+
+    proxy.stall_watches();
+    let stalled = Instant::now();
+    for ns in &namespaces {
+        cluster.create_foo(ns, "late", 2).await;
+        foos.push((ns.clone(), "late".to_owned()));
+    }
+    let mut why = String::new();
+    let unready = wait_until(PATIENCE, || {
+        let (code, body) = get(&format!("http://{}/readyz", a.addr));
+        why = body;
+        code == 503
+    })
+    .await;
+    assert!(unready, "A's /readyz never failed");
+    assert!(
+        why.contains("not ready") && why.contains("informer"),
+        "/readyz says why: {why}"
+    );
+    let handed = wait_until(PATIENCE, || b.is_leader() && !a.is_leader()).await;
+    assert!(
+        handed,
+        "B never took over: A {:?}, B {:?}",
+        a.leads(),
+        b.leads()
+    );
+    eprintln!(
+        "B led {:?} after the stall; A's /readyz said: {why}",
+        stalled.elapsed()
+    );
+    cluster.wait_converged(&foos).await;
+    let writes = cluster.writes();
+    let first = first_write(&writes, stalled, &b.name).expect("B wrote");
+    assert_only_writer(&writes, first, &b.name);
+
+    assert!(
+        wait_until(PATIENCE, || a.ready()).await,
+        "A never got ready again"
+    );
+    assert!(b.is_leader() && !a.is_leader(), "B keeps leading");
+    drop((a, b, proxy));
     cluster.server.shutdown().await;
 }
 
