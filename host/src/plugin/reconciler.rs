@@ -69,7 +69,6 @@ impl CacheSync {
     }
 }
 
-
 /// A fresh instance of `recipe`, initialised and connected, with the resource type of each
 /// of its subscription handles.
 async fn start_instance(recipe: &Recipe) -> Result<(Instance, Vec<Gvk>), String> {
@@ -91,10 +90,7 @@ fn wit_key(subscriptions: &[Gvk], key: &ObjectKey) -> Option<wit::Key> {
 }
 
 /// A fresh instance of `recipe` after `delay`.
-async fn start_after(
-    delay: Duration,
-    recipe: &Recipe,
-) -> Result<(Instance, Vec<Gvk>), String> {
+async fn start_after(delay: Duration, recipe: &Recipe) -> Result<(Instance, Vec<Gvk>), String> {
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
