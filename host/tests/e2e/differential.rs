@@ -1054,6 +1054,7 @@ fn written<T>(result: &Result<T, WriteError>) -> String {
             let error = result.as_ref().err().map(WriteError::code_label);
             format!("Invalid {}", error.unwrap_or_default())
         }
+        Err(error @ WriteError::Refused { .. }) => format!("Refused {}", error.code_label()),
         Err(error) => format!("{error:?}")
             .split('(')
             .next()
@@ -1262,9 +1263,9 @@ async fn the_write_client_gets_the_same_answers(server: TestServer) {
             "ok",
             "Conflict",
             "NotFound",
-            "NotGranted",
-            "NotGranted",
-            "NotGranted",
+            "Refused not-granted",
+            "Refused not-granted",
+            "Refused not-granted",
         ],
         "{name} server"
     );
