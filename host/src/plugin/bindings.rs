@@ -24,6 +24,7 @@ pub(crate) mod v0_2 {
     use wasmtime::component::InstancePre;
 
     use self::exports::kubewasm::controller::{handler, plugin, reconcile};
+    use super::super::admission::AdmissionIndices;
     use super::super::state::HostState;
     use super::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler;
 
@@ -40,6 +41,10 @@ pub(crate) mod v0_2 {
         BatchObserver,
         /// `init`, the batched event handlers and `reconcile` (0.2.1).
         BatchController,
+        /// `init` and `admission` (0.3.0).
+        AdmissionPolicy,
+        /// `init`, the batched event handlers, `reconcile` and `admission` (0.3.0).
+        AdmissionController,
     }
 
     impl World {
@@ -51,6 +56,8 @@ pub(crate) mod v0_2 {
                 World::Controller => "controller",
                 World::BatchObserver => "batch-observer",
                 World::BatchController => "batch-controller",
+                World::AdmissionPolicy => "admission-policy",
+                World::AdmissionController => "admission-controller",
             }
         }
 
@@ -58,21 +65,30 @@ pub(crate) mod v0_2 {
         pub fn package(self) -> &'static str {
             match self {
                 World::BatchObserver | World::BatchController => "kubewasm:controller@0.2.1",
+                World::AdmissionPolicy | World::AdmissionController => "kubewasm:controller@0.3.0",
                 _ => "kubewasm:controller@0.2.0",
             }
         }
 
         /// Whether the world exports event handlers (one by one or batched).
         pub fn has_handlers(self) -> bool {
-            self != World::Reconciler
+            !matches!(self, World::Reconciler | World::AdmissionPolicy)
         }
 
         /// Whether the world exports `reconcile`.
         pub fn has_reconcile(self) -> bool {
             matches!(
                 self,
-                World::Reconciler | World::Controller | World::BatchController
+                World::Reconciler
+                    | World::Controller
+                    | World::BatchController
+                    | World::AdmissionController
             )
+        }
+
+        /// Whether the world exports `admission` (0.3.0).
+        pub fn has_admission(self) -> bool {
+            matches!(self, World::AdmissionPolicy | World::AdmissionController)
         }
     }
 
@@ -94,6 +110,8 @@ pub(crate) mod v0_2 {
         plugin: plugin::GuestIndices,
         handlers: Handlers,
         reconcile: Option<reconcile::GuestIndices>,
+        /// `admission` (0.3.0), called by the plugin's admission instances.
+        admission: Option<AdmissionIndices>,
     }
 
     /// The event handlers of one 0.2 instance.
@@ -124,11 +142,25 @@ pub(crate) mod v0_2 {
                 },
             };
             let reconcile = reconcile::GuestIndices::new(&pre).ok();
-            if matches!(handlers, Handlers::None) && reconcile.is_none() {
+            let admission = AdmissionIndices::new(&pre).ok();
+            if matches!(handlers, Handlers::None) && reconcile.is_none() && admission.is_none() {
                 return Some(Err(wasmtime::format_err!(
                     "it exports `kubewasm:controller/plugin@0.2.0` but neither `handler`, \
-                     `batch-handler` nor `reconcile`: it targets none of the worlds observer, \
-                     reconciler, controller, batch-observer, batch-controller"
+                     `batch-handler`, `reconcile` nor `admission`: it targets none of the worlds \
+                     observer, reconciler, controller, batch-observer, batch-controller, \
+                     admission-policy, admission-controller"
+                )));
+            }
+            if admission.is_some()
+                && !matches!(
+                    (&handlers, reconcile.is_some()),
+                    (Handlers::None, false) | (Handlers::Batch(_), true)
+                )
+            {
+                return Some(Err(wasmtime::format_err!(
+                    "it exports `kubewasm:controller/admission@0.3.0` with some but not all of \
+                     `batch-handler` and `reconcile`: it targets neither admission-policy (no \
+                     handlers, no reconcile) nor admission-controller (both)"
                 )));
             }
             Some(Ok(PluginPre {
@@ -136,11 +168,18 @@ pub(crate) mod v0_2 {
                 plugin,
                 handlers,
                 reconcile,
+                admission,
             }))
         }
 
         /// The world the component targets.
         pub fn world(&self) -> World {
+            if self.admission.is_some() {
+                return match self.handlers {
+                    Handlers::None => World::AdmissionPolicy,
+                    _ => World::AdmissionController,
+                };
+            }
             match (&self.handlers, self.reconcile.is_some()) {
                 (Handlers::Single(_), true) => World::Controller,
                 (Handlers::Single(_), false) => World::Observer,
@@ -152,6 +191,21 @@ pub(crate) mod v0_2 {
 
         pub(crate) fn engine(&self) -> &wasmtime::Engine {
             self.pre.engine()
+        }
+
+        /// The linked component, for the admission instances (which load `admission` too).
+        pub(crate) fn instance_pre(&self) -> &InstancePre<HostState> {
+            &self.pre
+        }
+
+        /// Where `plugin` is in the component's exports.
+        pub(crate) fn plugin_indices(&self) -> &plugin::GuestIndices {
+            &self.plugin
+        }
+
+        /// Where `admission` is, if the component exports it.
+        pub(crate) fn admission_indices(&self) -> Option<&AdmissionIndices> {
+            self.admission.as_ref()
         }
 
         /// Instantiates the component and finds its exports.

@@ -7,6 +7,7 @@
 //! replaces, unloads and reports on plugins.
 
 mod actor;
+mod admission;
 mod bindings;
 mod cache_api;
 mod client;
@@ -38,6 +39,7 @@ mod workqueue;
 mod testing;
 
 pub use actor::{PluginState, RestartPolicy};
+pub use admission::{ADMISSION_INSTANCES, AdmissionPolicy, Failure, FailureReason};
 pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };

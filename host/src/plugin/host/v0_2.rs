@@ -12,6 +12,7 @@ use kubewasm_informer::{
 };
 use tokio::task::JoinHandle;
 
+use super::super::admission::AdmissionPolicy;
 use super::super::client::{Resources, WriteClient};
 use super::super::component::CompiledPlugin;
 use super::super::declare::{Declared, declare_v0_2, v0_2_pre};
@@ -29,6 +30,7 @@ use super::{
     PluginError, PluginHost, PluginId, PluginPolicy, PluginState, PluginStatus,
     describe_subscription,
 };
+use crate::admission::AdmissionRegistration;
 use std::sync::atomic::Ordering;
 
 /// A running 0.2 plugin.
@@ -49,6 +51,9 @@ pub(super) struct ControllerEntry {
     handler_observer: Option<Arc<dyn PluginObserver>>,
     workers: Vec<JoinHandle<()>>,
     replace_error: Option<String>,
+    /// The admission policy the webhook server answers with (contract 0.3); dropping it stops
+    /// serving it unless a newer version took its place.
+    admission: Option<AdmissionRegistration>,
 }
 
 impl ControllerEntry {
@@ -58,6 +63,7 @@ impl ControllerEntry {
         for worker in &self.workers {
             worker.abort();
         }
+        self.admission = None;
         for (informer, registration) in self.registrations.drain(..) {
             informer.remove_event_handler(&registration);
         }
@@ -101,6 +107,10 @@ impl ControllerEntry {
                 .clone()
                 .or_else(|| self.context.last_error.lock().clone()),
             workqueue: Some(stats),
+            admission: self
+                .admission
+                .as_ref()
+                .map(|r| r.policy().declaration().clone()),
             ..PluginStatus::new(
                 id,
                 &self.source,
@@ -227,6 +237,13 @@ impl PluginHost {
                 self.inner.options.leader.clone()
             },
         };
+        let admission = match pre.admission_indices() {
+            Some(indices) => {
+                let policy = AdmissionPolicy::start(recipe.clone(), indices.clone()).await?;
+                Some(self.inner.options.admission.register(Arc::new(policy)))
+            }
+            None => None,
+        };
         let mut workers = Vec::new();
         let mut handler_observer = None;
         if events.contains(&true) {
@@ -262,6 +279,7 @@ impl PluginHost {
             handler_observer,
             workers,
             replace_error: None,
+            admission,
         })
     }
 
