@@ -290,6 +290,7 @@ pub async fn run(
         tasks: electors,
     } = start_election(&client, election, shards, &metrics, election_cancel.clone())?;
 
+    let admission = crate::admission::AdmissionRegistry::default();
     let plugins = PluginHost::new(
         factory.clone(),
         client,
@@ -303,6 +304,7 @@ pub async fn run(
             logs: config.limits.logs(),
             write_client: Some(write_client),
             leader: gate.clone(),
+            admission: admission.clone(),
             ..HostOptions::default()
         },
     )?;
@@ -357,6 +359,22 @@ pub async fn run(
     let server_cancel = CancellationToken::new();
     let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
+    let webhooks = match (&args.webhook_addr, &args.webhook_cert, &args.webhook_key) {
+        (Some(addr), Some(cert), Some(key)) => {
+            let cert = Arc::new(crate::admission::tls::ReloadingCert::new(cert, key)?);
+            let (addr, task) = crate::admission::server::serve(
+                *addr,
+                cert,
+                admission.clone(),
+                metrics.admission().clone(),
+                server_cancel.clone(),
+            )
+            .await?;
+            tracing::info!(%addr, "serving admission webhooks over HTTPS");
+            Some(task)
+        }
+        _ => None,
+    };
 
     if let Some(sources) = &sources {
         // Pulled (or found in the store) before the first scan, which then loads them; the
@@ -435,6 +453,9 @@ pub async fn run(
     factory.shutdown().await;
     server_cancel.cancel();
     let _ = server.await;
+    if let Some(webhooks) = webhooks {
+        let _ = webhooks.await;
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -548,6 +569,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         })),
         "replay_done": p.replay_done,
         "last_error": p.last_error,
+        "admission": p.admission,
     })
 }
 

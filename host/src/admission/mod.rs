@@ -7,10 +7,15 @@
 //! when its files change, and [`configuration`] the webhook configurations `kubewasm webhooks`
 //! prints.
 
+pub mod configuration;
 pub mod declaration;
+pub mod metrics;
 pub mod registry;
 pub mod review;
+pub mod server;
+pub mod tls;
 
 pub use declaration::{Declaration, FailurePolicy, WebhookKind};
+pub use metrics::AdmissionMetrics;
 pub(crate) use registry::AdmissionRegistration;
 pub use registry::AdmissionRegistry;

@@ -6,6 +6,7 @@ mod dev;
 mod oci;
 mod rbac;
 mod run;
+mod webhooks;
 
 use std::process::ExitCode;
 
@@ -18,6 +19,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Dev(args) => dev::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Check(args) => check::run(args).await,
         Command::Rbac(args) => rbac::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Webhooks(args) => webhooks::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Push(args) => oci::push(args).await.map(|()| ExitCode::SUCCESS),
         Command::Pull(args) => oci::pull(args).await.map(|()| ExitCode::SUCCESS),
     }

@@ -300,15 +300,89 @@ async fn start_instance(
     recipe: &Recipe,
     indices: &AdmissionIndices,
 ) -> Result<(AdmissionInstance, wit::AdmissionInfo), String> {
-    let pre = recipe.pre.instance_pre();
-    let mut store = new_store(
-        pre.engine(),
+    let store = new_store(
+        recipe.pre.engine(),
         recipe.name.clone(),
         &recipe.limits,
         recipe.access.clone(),
         recipe.log_gate.clone(),
     );
-    let deadline = recipe.limits.call_deadline;
+    let (mut instance, info, declared) = instantiate(
+        &recipe.pre,
+        indices,
+        store,
+        &recipe.config,
+        recipe.limits.call_deadline,
+    )
+    .await?;
+    let subscriptions = info
+        .subscriptions
+        .iter()
+        .map(|s| Gvk {
+            group: s.gvk.group.clone(),
+            version: s.gvk.version.clone(),
+            kind: s.gvk.kind.clone(),
+        })
+        .collect();
+    instance.store.data_mut().v0_2_imports = Some(Arc::new(InstanceImports::new(
+        recipe.plugin.clone(),
+        subscriptions,
+    )));
+    Ok((instance, declared))
+}
+
+/// What the component `compiled` declares (its name and webhooks), from a throw-away instance
+/// that is not connected to any cluster: `None` if it is no admission policy. For `kubewasm
+/// webhooks`, which needs no cluster.
+pub async fn declared_webhooks(
+    compiled: &super::CompiledPlugin,
+    policy: &super::PluginPolicy,
+    options: &super::CheckOptions,
+) -> Result<Option<(String, Declaration)>, PluginError> {
+    let pre = super::declare::v0_2_pre(compiled)?;
+    let Some(indices) = pre.admission_indices() else {
+        return Ok(None);
+    };
+    let limits = policy.limits.unwrap_or(options.limits);
+    let store = new_store(
+        pre.engine(),
+        "webhooks".into(),
+        &limits,
+        Arc::new(super::cache_api::Access::empty(policy.grants.clone())),
+        Arc::new(super::log_gate::LogGate::new(options.logs)),
+    );
+    let invalid = |what: String| PluginError::InvalidDeclaration {
+        file: compiled.file.clone(),
+        plugin: String::new(),
+        what,
+    };
+    let (_, info, declared) =
+        instantiate(pre, indices, store, &policy.config, limits.call_deadline)
+            .await
+            .map_err(|e| invalid(format!("admission: {e}")))?;
+    let declaration = declaration(declared)
+        .validate()
+        .map_err(|e| invalid(format!("admission declaration of {}: {e}", info.name)))?;
+    Ok(Some((info.name, declaration)))
+}
+
+/// Instantiates the component in `store`, calls `init` with `config` and `declare`.
+async fn instantiate(
+    pre: &super::bindings::v0_2::PluginPre,
+    indices: &AdmissionIndices,
+    mut store: Store<HostState>,
+    config: &str,
+    deadline: Duration,
+) -> Result<
+    (
+        AdmissionInstance,
+        super::bindings::v0_2::kubewasm::controller::types::PluginInfo,
+        wit::AdmissionInfo,
+    ),
+    String,
+> {
+    let pre_plugin = pre.plugin_indices();
+    let pre = pre.instance_pre();
     let zero = || Duration::ZERO;
     let instance = match guarded(&mut store, deadline, zero, async |s| {
         pre.instantiate_async(s).await.map(Ok)
@@ -320,16 +394,14 @@ async fn start_instance(
             return Err(format!("instantiation failed: {e}"));
         }
     };
-    let plugin = recipe
-        .pre
-        .plugin_indices()
+    let plugin = pre_plugin
         .load(&mut store, &instance)
         .map_err(|e| format!("{e:#}"))?;
     let admission = indices
         .load(&mut store, &instance)
         .map_err(|e| format!("{e:#}"))?;
     let info = match guarded(&mut store, deadline, zero, async |s| {
-        plugin.call_init(s, &recipe.config).await
+        plugin.call_init(s, config).await
     })
     .await
     {
@@ -337,19 +409,6 @@ async fn start_instance(
         Outcome::GuestError(e) => return Err(format!("init failed: {e}")),
         Outcome::Failed(kind, e) => return Err(format!("init {}: {e}", kind.as_str())),
     };
-    let subscriptions = info
-        .subscriptions
-        .iter()
-        .map(|s| Gvk {
-            group: s.gvk.group.clone(),
-            version: s.gvk.version.clone(),
-            kind: s.gvk.kind.clone(),
-        })
-        .collect();
-    store.data_mut().v0_2_imports = Some(Arc::new(InstanceImports::new(
-        recipe.plugin.clone(),
-        subscriptions,
-    )));
     let declared = match guarded(&mut store, deadline, zero, async |s| {
         admission.call_declare(s).await
     })
@@ -359,7 +418,7 @@ async fn start_instance(
         Outcome::GuestError(e) => return Err(format!("declare failed: {e}")),
         Outcome::Failed(kind, e) => return Err(format!("declare {}: {e}", kind.as_str())),
     };
-    Ok((AdmissionInstance { store, admission }, declared))
+    Ok((AdmissionInstance { store, admission }, info, declared))
 }
 
 fn wit_request(r: &Request) -> wit::AdmissionRequest {

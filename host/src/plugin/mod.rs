@@ -39,7 +39,9 @@ mod workqueue;
 mod testing;
 
 pub use actor::{PluginState, RestartPolicy};
-pub use admission::{ADMISSION_INSTANCES, AdmissionPolicy, Failure, FailureReason};
+pub use admission::{
+    ADMISSION_INSTANCES, AdmissionPolicy, Failure, FailureReason, declared_webhooks,
+};
 pub use bindings::kubewasm::controller::types::{
     Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription,
 };
