@@ -359,7 +359,7 @@ pub async fn run(
     let server_cancel = CancellationToken::new();
     let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
-    let webhooks = match (&args.webhook_addr, &args.webhook_cert, &args.webhook_key) {
+    let webhooks = match (&args.webhook.addr, &args.webhook.cert, &args.webhook.key) {
         (Some(addr), Some(cert), Some(key)) => {
             let cert = Arc::new(crate::admission::tls::ReloadingCert::new(cert, key)?);
             let (addr, task) = crate::admission::server::serve(

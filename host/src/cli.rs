@@ -88,19 +88,8 @@ pub struct HostArgs {
     #[arg(long, default_value = "127.0.0.1:9090", env = "KUBEWASM_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,
 
-    /// Address of the HTTPS endpoint serving the admission webhooks of plugins of contract
-    /// 0.3 (`/validate/PLUGIN`, `/mutate/PLUGIN`); needs `--webhook-cert` and `--webhook-key`.
-    /// Not set: no webhook is served.
-    #[arg(long, env = "KUBEWASM_WEBHOOK_ADDR", requires_all = ["webhook_cert", "webhook_key"])]
-    pub webhook_addr: Option<SocketAddr>,
-
-    /// PEM certificate (chain) of the webhook endpoint; re-read when it changes.
-    #[arg(long, env = "KUBEWASM_WEBHOOK_CERT")]
-    pub webhook_cert: Option<PathBuf>,
-
-    /// PEM private key of the webhook endpoint; re-read when it changes.
-    #[arg(long, env = "KUBEWASM_WEBHOOK_KEY")]
-    pub webhook_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
 
     /// How long plugins get to finish the event in hand on shutdown, in seconds.
     #[arg(long, default_value_t = 5, env = "KUBEWASM_SHUTDOWN_GRACE")]
@@ -218,6 +207,24 @@ pub struct CheckArgs {
     /// Config file whose grants the plugins are checked against.
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
+}
+
+/// The admission webhook endpoint of `run` and `dev`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WebhookArgs {
+    /// Address of the HTTPS endpoint serving the admission webhooks of plugins of contract
+    /// 0.3 (`/validate/PLUGIN`, `/mutate/PLUGIN`); needs `--webhook-cert` and `--webhook-key`.
+    /// Not set: no webhook is served.
+    #[arg(long = "webhook-addr", env = "KUBEWASM_WEBHOOK_ADDR", requires_all = ["cert", "key"])]
+    pub addr: Option<SocketAddr>,
+
+    /// PEM certificate (chain) of the webhook endpoint; re-read when it changes.
+    #[arg(long = "webhook-cert", env = "KUBEWASM_WEBHOOK_CERT")]
+    pub cert: Option<PathBuf>,
+
+    /// PEM private key of the webhook endpoint; re-read when it changes.
+    #[arg(long = "webhook-key", env = "KUBEWASM_WEBHOOK_KEY")]
+    pub key: Option<PathBuf>,
 }
 
 /// Options of `webhooks`.

@@ -97,7 +97,8 @@ impl Request {
 struct Review {
     api_version: String,
     kind: String,
-    request: Option<Request>,
+    /// Parsed once the version is known to be one the host answers.
+    request: Option<Box<RawValue>>,
 }
 
 /// The longest name, namespace or uid a request may carry.
@@ -118,7 +119,9 @@ pub fn parse(body: &[u8]) -> Result<Request, ReviewError> {
             cut(&review.kind, 64)
         )));
     }
-    let mut request = review.request.ok_or(ReviewError::NoRequest)?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    let mut request: Request = serde_json::from_str(request.get())
+        .map_err(|e| ReviewError::Malformed(format!("request: {e}")))?;
     let field = |field, reason: String| ReviewError::Field { field, reason };
     check_text("uid", &request.uid, false)?;
     for (name, value) in [

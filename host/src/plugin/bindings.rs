@@ -295,6 +295,11 @@ mod tests {
             Some(World::BatchController),
             "a guest of the 0.2 SDK takes events in batches"
         );
+        assert_eq!(
+            world_of("admission-probe"),
+            Some(World::AdmissionPolicy),
+            "a 0.3 guest with no handlers and no reconcile is an admission policy"
+        );
         assert_eq!(world_of("probe"), None, "a 0.1 guest is not taken for 0.2");
     }
 

@@ -168,7 +168,7 @@ fn scripted(meta: &Meta) -> Result<Option<Verdict>, String> {
             0,
             "owner",
             owner,
-            PageRequest {
+            &PageRequest {
                 limit: 2,
                 continue_token: None,
             },
