@@ -20,7 +20,9 @@ use kubewasm::plugin::{HostOptions, PluginId, PluginPolicy};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::fixture::{DevRig, config_map, plugin_status};
+use k8s_openapi::api::networking::v1::Ingress;
+
+use super::fixture::{DevRig, config_map, namespace, plugin_status};
 
 /// A dev server and plugin host, and the host's webhook endpoint on loopback.
 struct AdmissionRig {
@@ -93,12 +95,18 @@ impl AdmissionRig {
     /// Loads the admission-probe guest as `file` with `config`, and stores the webhook
     /// configurations of every policy loaded so far in the dev server.
     async fn load(&self, file: &str, config: serde_json::Value) -> PluginId {
+        self.load_guest("admission-probe", file, config).await
+    }
+
+    /// Loads the guest `package` as `file` with `config`, and stores the webhook
+    /// configurations (once per rig).
+    async fn load_guest(&self, package: &str, file: &str, config: serde_json::Value) -> PluginId {
         let path = self.dir.path().join(file);
         self.configs.lock().push((path.clone(), config.to_string()));
         let id = self
             .rig
             .host
-            .load(&path, kubewasm_tests::guest_bytes("admission-probe"))
+            .load(&path, kubewasm_tests::guest_bytes(package))
             .await
             .expect("the policy loads");
         self.configure();
@@ -393,4 +401,85 @@ fn encode(metrics: &AdmissionMetrics) -> String {
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
     out
+}
+
+fn ingress(namespace: &str, name: &str, host: &str) -> Ingress {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"rules": [{"host": host}]},
+    }))
+    .expect("an Ingress")
+}
+
+/// What the API server answered creating `ingress` (a dry run with `dry_run`).
+async fn create_ingress(
+    client: &kube::Client,
+    ingress: &Ingress,
+    dry_run: bool,
+) -> Result<Ingress, (u16, String)> {
+    let namespace = ingress.metadata.namespace.as_deref().unwrap_or("default");
+    let params = PostParams {
+        dry_run,
+        ..PostParams::default()
+    };
+    Api::<Ingress>::namespaced(client.clone(), namespace)
+        .create(&params, ingress)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) => (s.code, s.message),
+            other => panic!("creating an Ingress: {other}"),
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ingress_host_is_unique_across_namespaces() {
+    let a = AdmissionRig::start().await;
+    a.load_guest(
+        "unique-ingress-host",
+        "unique-ingress-host.wasm",
+        serde_json::json!({}),
+    )
+    .await;
+    for ns in ["team-a", "team-b"] {
+        a.rig.server.create(namespace(ns)).expect("namespace");
+    }
+    let client = &a.rig.client;
+    let first = ingress("team-a", "shop", "shop.example.com");
+    create_ingress(client, &first, false)
+        .await
+        .expect("the first claim of a host is allowed");
+    // The policy answers from the host's cache: wait (with dry runs, which store nothing)
+    // until the informer has the first Ingress.
+    let duplicate = ingress("team-b", "shop-copy", "shop.example.com");
+    let seen = super::fixture::eventually(Duration::from_secs(30), || async {
+        create_ingress(client, &duplicate, true).await.is_err()
+    })
+    .await;
+    assert!(seen, "the duplicate is never refused");
+    let (code, message) = create_ingress(client, &duplicate, false).await.unwrap_err();
+    assert_eq!(code, 409, "{message}");
+    assert_eq!(
+        message,
+        "admission webhook \"unique-ingress-host.kubewasm.dev\" denied the request: host \"shop.example.com\" is already used by Ingress team-a/shop"
+    );
+    create_ingress(
+        client,
+        &ingress("team-b", "blog", "blog.example.com"),
+        false,
+    )
+    .await
+    .expect("another host is free");
+    // Updating the holder itself is no conflict.
+    let api = Api::<Ingress>::namespaced(client.clone(), "team-a");
+    let mut current = api.get("shop").await.unwrap();
+    current
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("tier".into(), "web".into());
+    api.replace("shop", &PostParams::default(), &current)
+        .await
+        .expect("the holder may update itself");
 }
