@@ -252,9 +252,14 @@ pub struct WebhooksArgs {
     pub target_port: u16,
 
     /// PEM file of the CA the API server verifies the endpoint's certificate with (the
-    /// `caBundle`); leave it out when cert-manager's CA injector fills it in.
-    #[arg(long)]
+    /// `caBundle`).
+    #[arg(long, conflicts_with = "inject_ca_from")]
     pub ca_bundle: Option<PathBuf>,
+
+    /// Have cert-manager's CA injector fill the `caBundle` in from this Certificate
+    /// (NAMESPACE/NAME): annotates the configurations with `cert-manager.io/inject-ca-from`.
+    #[arg(long)]
+    pub inject_ca_from: Option<String>,
 
     /// Name of the two webhook configurations.
     #[arg(long, default_value = "kubewasm")]

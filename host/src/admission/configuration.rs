@@ -53,13 +53,24 @@ pub fn webhook_name(plugin: &str) -> String {
     format!("{label}.kubewasm.dev")
 }
 
+/// How the API server verifies the endpoint's certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust<'a> {
+    /// This PEM is the `caBundle`.
+    Bundle(&'a [u8]),
+    /// cert-manager's CA injector fills the `caBundle` in from this Certificate
+    /// (`NAMESPACE/NAME`), through the annotation `cert-manager.io/inject-ca-from`.
+    InjectFrom(&'a str),
+    /// Left out (filled in by other means).
+    None,
+}
+
 /// The configurations (named `name`) for `plugins`, and the Service when `endpoint` names one.
-/// `ca_bundle` is the PEM the API server verifies the endpoint's certificate with.
 pub fn manifests(
     name: &str,
     plugins: &[(String, Declaration)],
     endpoint: &Endpoint,
-    ca_bundle: Option<&[u8]>,
+    trust: Trust<'_>,
 ) -> Vec<Value> {
     let mut out = Vec::new();
     if let Endpoint::Service {
@@ -97,7 +108,7 @@ pub fn manifests(
                         json!({"url": format!("{}{path}", base.trim_end_matches('/'))})
                     }
                 };
-                if let Some(ca) = ca_bundle {
+                if let Trust::Bundle(ca) = trust {
                     client["caBundle"] = base64::engine::general_purpose::STANDARD
                         .encode(ca)
                         .into();
@@ -124,12 +135,17 @@ pub fn manifests(
         if hooks.is_empty() {
             continue;
         }
-        out.push(json!({
+        let mut configuration = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": config_kind,
             "metadata": {"name": name},
             "webhooks": hooks,
-        }));
+        });
+        if let Trust::InjectFrom(certificate) = trust {
+            configuration["metadata"]["annotations"] =
+                json!({"cert-manager.io/inject-ca-from": certificate});
+        }
+        out.push(configuration);
     }
     out
 }
@@ -169,7 +185,7 @@ mod tests {
                 name: "kubewasm-webhooks".into(),
                 target_port: 8443,
             },
-            Some(b"PEM"),
+            Trust::Bundle(b"PEM"),
         );
         assert_eq!(out.len(), 2, "the Service and the validating configuration");
         assert_eq!(out[0]["kind"], "Service");
@@ -195,9 +211,18 @@ mod tests {
             "k",
             &[("p".into(), declaration())],
             &Endpoint::Url("https://127.0.0.1:8443/".into()),
-            None,
+            Trust::InjectFrom("kubewasm/kubewasm-webhook"),
         );
         assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0]["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "kubewasm/kubewasm-webhook"
+        );
+        assert!(
+            out[0]["webhooks"][0]["clientConfig"]
+                .get("caBundle")
+                .is_none()
+        );
         assert_eq!(
             out[0]["webhooks"][0]["clientConfig"]["url"],
             "https://127.0.0.1:8443/validate/p"

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use crate::admission::configuration::{self, Endpoint};
+use crate::admission::configuration::{self, Endpoint, Trust};
 use crate::app;
 use crate::cli::WebhooksArgs;
 use crate::plugin::{CheckOptions, EngineOptions, PluginEngine};
 
-/// Prints the manifests as a YAML stream; plugins that would not load are named on stderr and
+/// Prints the manifests as one YAML `List`; plugins that would not load are named on stderr and
 /// skipped, plugins that serve no webhook are left out.
 pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
     let config = app::load_config(args.config.as_deref())?;
@@ -71,8 +71,16 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
             ),
         }
     }
-    for manifest in configuration::manifests(&args.name, &plugins, &endpoint, ca.as_deref()) {
-        print!("---\n{}", serde_norway::to_string(&manifest)?);
-    }
+    let trust = match (&ca, &args.inject_ca_from) {
+        (Some(ca), _) => Trust::Bundle(ca),
+        (None, Some(certificate)) => Trust::InjectFrom(certificate),
+        (None, None) => Trust::None,
+    };
+    let list = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": configuration::manifests(&args.name, &plugins, &endpoint, trust),
+    });
+    print!("{}", serde_norway::to_string(&list)?);
     Ok(())
 }

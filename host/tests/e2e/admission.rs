@@ -119,7 +119,7 @@ impl AdmissionRig {
             "kubewasm",
             &self.registry.declarations(),
             &Endpoint::Url(self.url.clone()),
-            Some(self.ca.as_bytes()),
+            configuration::Trust::Bundle(self.ca.as_bytes()),
         ) {
             self.rig
                 .server
