@@ -483,3 +483,66 @@ async fn an_ingress_host_is_unique_across_namespaces() {
         .await
         .expect("the holder may update itself");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_pod_gets_the_requests_it_lacks_except_where_its_namespace_opts_out() {
+    use k8s_openapi::api::core::v1::Pod;
+    let a = AdmissionRig::start().await;
+    a.load_guest(
+        "default-requests",
+        "default-requests.wasm",
+        serde_json::json!({"cpu": "250m", "memory": "64Mi"}),
+    )
+    .await;
+    a.rig.server.create(namespace("apps")).expect("namespace");
+    let mut quiet = namespace("quiet");
+    quiet["metadata"]["labels"] = serde_json::json!({"kubewasm.dev/default-requests": "off"});
+    a.rig.server.create(quiet).expect("namespace");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web"},
+        "spec": {"containers": [
+            {"name": "app", "image": "app:1"},
+            {"name": "sidecar", "image": "proxy:1", "resources": {"requests": {"cpu": "10m"}}},
+        ]},
+    }))
+    .unwrap();
+    let requests = |pod: &Pod, i: usize| {
+        let c = &pod.spec.as_ref().unwrap().containers[i];
+        let r = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.clone())
+            .unwrap_or_default();
+        (
+            r.get("cpu").map(|q| q.0.clone()),
+            r.get("memory").map(|q| q.0.clone()),
+        )
+    };
+    let apps = Api::<Pod>::namespaced(a.rig.client.clone(), "apps");
+    apps.create(&PostParams::default(), &pod)
+        .await
+        .expect("created");
+    let stored = apps.get("web").await.unwrap();
+    assert_eq!(
+        requests(&stored, 0),
+        (Some("250m".into()), Some("64Mi".into()))
+    );
+    assert_eq!(
+        requests(&stored, 1),
+        (Some("10m".into()), Some("64Mi".into())),
+        "a request the container sets is kept"
+    );
+    let quiet = Api::<Pod>::namespaced(a.rig.client.clone(), "quiet");
+    quiet
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("created");
+    let stored = quiet.get("web").await.unwrap();
+    assert_eq!(
+        requests(&stored, 0),
+        (None, None),
+        "its namespace opted out"
+    );
+}
