@@ -207,7 +207,7 @@ async fn answer(
         s.metrics.refused("unknown-plugin");
         return (
             StatusCode::NOT_FOUND,
-            format!("no admission policy is loaded under this name"),
+            "no admission policy is loaded under this name".to_owned(),
         )
             .into_response();
     };
