@@ -546,3 +546,119 @@ async fn a_new_pod_gets_the_requests_it_lacks_except_where_its_namespace_opts_ou
         "its namespace opted out"
     );
 }
+
+/// The same reviews on the dev server and on the real kube-apiserver of the test tier, each
+/// calling the host's webhook endpoint on loopback: the same answers.
+mod real {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::Api;
+    use kube::api::PostParams;
+    use kubewasm::admission::configuration::{self, Endpoint, Trust};
+    use kubewasm::admission::tls::ReloadingCert;
+    use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
+    use kubewasm::plugin::{HostOptions, PluginPolicy};
+    use tokio_util::sync::CancellationToken;
+
+    use super::{AdmissionRig, create, label};
+
+    /// What each scenario's create answered: the `admitted-by` label, or the error.
+    async fn answers(api: &Api<ConfigMap>) -> Vec<Result<Option<String>, (u16, String)>> {
+        let mut out = Vec::new();
+        for name in ["fine", "deny-me", "trap-1", "err-1", "garbage-1"] {
+            out.push(create(api, name).await.map(|cm| label(&cm, "admitted-by")));
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_real_api_server_gives_the_dev_servers_answers() {
+        let config = serde_json::json!({"name": "probe"});
+        let dev = AdmissionRig::start().await;
+        dev.load("probe.wasm", config.clone()).await;
+        let on_dev = answers(&dev.config_maps()).await;
+
+        let server = kubewasm_tests::envtest::Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let client = server.admin();
+        let registry = AdmissionRegistry::default();
+        let (_factory, host) = super::super::fixture::plugin_host(
+            &client,
+            HostOptions {
+                admission: registry.clone(),
+                policy: Arc::new(kubewasm::plugin::StaticPolicy(PluginPolicy {
+                    config: config.to_string(),
+                    ..PluginPolicy::default()
+                })),
+                ..HostOptions::default()
+            },
+        );
+        host.load(
+            std::path::Path::new("probe.wasm"),
+            kubewasm_tests::guest_bytes("admission-probe"),
+        )
+        .await
+        .expect("the policy loads");
+        let dir = tempfile::tempdir().unwrap();
+        let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        std::fs::write(&cert, certified.cert.pem()).unwrap();
+        std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+        let cancel = CancellationToken::new();
+        let (addr, _) = kubewasm::admission::server::serve(
+            "127.0.0.1:0".parse().unwrap(),
+            Arc::new(ReloadingCert::new(&cert, &key).unwrap()),
+            registry.clone(),
+            AdmissionMetrics::default(),
+            cancel.clone(),
+        )
+        .await
+        .unwrap();
+        let ca = certified.cert.pem();
+        for manifest in configuration::manifests(
+            "kubewasm",
+            &registry.declarations(),
+            &Endpoint::Url(format!("https://{addr}")),
+            Trust::Bundle(ca.as_bytes()),
+        ) {
+            if manifest["kind"] == "MutatingWebhookConfiguration" {
+                let m: MutatingWebhookConfiguration = serde_json::from_value(manifest).unwrap();
+                Api::all(client.clone())
+                    .create(&PostParams::default(), &m)
+                    .await
+                    .expect("stored");
+            } else {
+                let v: ValidatingWebhookConfiguration = serde_json::from_value(manifest).unwrap();
+                Api::all(client.clone())
+                    .create(&PostParams::default(), &v)
+                    .await
+                    .expect("stored");
+            }
+        }
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        // The API server picks its webhook configurations up from a watch: wait (with dry
+        // runs, which store nothing) until it calls the policy.
+        let dry = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let called = super::super::fixture::eventually(Duration::from_secs(30), || async {
+            api.create(&dry, &super::config_map("deny-me", &[], &[]))
+                .await
+                .is_err()
+        })
+        .await;
+        assert!(called, "the real API server never called the webhook");
+        let on_real = answers(&api).await;
+        cancel.cancel();
+        assert_eq!(on_dev, on_real);
+        assert_eq!(on_dev[0], Ok(Some("probe-v0".into())));
+        assert!(matches!(&on_dev[1], Err((422, _))), "{:?}", on_dev[1]);
+    }
+}
