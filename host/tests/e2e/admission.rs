@@ -284,6 +284,7 @@ async fn a_reload_under_a_stream_of_reviews_refuses_none() {
     }
     let versions = writer.await.expect("every review answered");
     assert_eq!(versions.len(), 150);
+    assert_eq!(versions.first().map(String::as_str), Some("reloaded-v1"));
     assert_eq!(versions.last().map(String::as_str), Some("reloaded-v3"));
     assert!(
         versions.windows(2).all(|w| w[0] <= w[1]),
