@@ -1,4 +1,5 @@
-//! Admission review latency (run with `cargo bench -p kubewasm --bench admission`): reviews per
+//! Admission review latency (run with `cargo xtask bench admission`, or `cargo bench -p
+//! kubewasm-devserver -p kubewasm-informer -p kubewasm --bench admission`): reviews per
 //! second and p50 / p99 per review for a no-op policy (the admission-probe test guest, which
 //! parses the object's metadata and allows it) and for the unique-Ingress-host example against
 //! 10,000 Ingresses in the shared cache (each review looks its host up in the `host` index and
@@ -202,9 +203,9 @@ async fn main() {
     .unwrap();
     let https = https_client(&certified.cert.pem());
 
-    println!("## Admission: reviews per second and latency\n");
+    println!("### Reviews\n");
     println!(
-        "`cargo bench -p kubewasm --bench admission`: {INGRESSES} Ingresses in the cache; \
+        "{INGRESSES} Ingresses in the cache; \
          host-side {HOST_SIDE_REVIEWS} reviews, over HTTPS {HTTPS_REVIEWS}; a policy runs at \
          most {} reviews at once.\n",
         kubewasm::plugin::ADMISSION_INSTANCES
