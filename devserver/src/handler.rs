@@ -14,6 +14,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use serde_json::{Value, json};
 
 use crate::Status;
+use crate::admission::{self, Attempt, Operation};
 use crate::core::Core;
 use crate::discovery;
 use crate::filter::Filter;
@@ -190,7 +191,7 @@ async fn handle(
             .map(|doc| json_response(StatusCode::OK, &doc))
             .ok_or_else(Status::unknown_resource),
         Route::Unknown => Err(Status::unknown_resource()),
-        Route::Resource(path) => handle_resource(&core, &path, &request),
+        Route::Resource(path) => handle_resource(&core, &path, &request).await,
     };
     let response = result.unwrap_or_else(IntoResponse::into_response);
     tracing::debug!(
@@ -220,7 +221,7 @@ fn client_of(request: &Request) -> String {
         .to_owned()
 }
 
-fn handle_resource(
+async fn handle_resource(
     core: &Arc<Core>,
     path: &ResourcePath,
     request: &Request,
@@ -320,11 +321,35 @@ fn handle_resource(
             } else {
                 parse_body(request.body()?)?
             };
+            let object = if admission::configured(core) {
+                let name = object.pointer("/metadata/name").and_then(Value::as_str);
+                let attempt = Attempt {
+                    name,
+                    ..attempt(Operation::Create, &target, part, user_agent)
+                };
+                let admitted = admission::admit(core, &attempt, Some(object.clone()), None).await?;
+                admitted.unwrap_or(object)
+            } else {
+                object
+            };
             let stored = core.create(&target, object)?;
             Ok(object_response(StatusCode::CREATED, &stored))
         }
         (Verb::Update, Some(name)) => {
-            let object = parse_body(request.body()?)?;
+            let mut object = parse_body(request.body()?)?;
+            if admission::configured(core) && part != Part::Scale {
+                let old = get(core, &resource, namespace, name)?;
+                let old: Value = serde_json::from_slice(&old.json).map_err(internal)?;
+                let attempt = Attempt {
+                    name: Some(name),
+                    ..attempt(Operation::Update, &target, part, user_agent)
+                };
+                if let Some(admitted) =
+                    admission::admit(core, &attempt, Some(object.clone()), Some(&old)).await?
+                {
+                    object = admitted;
+                }
+            }
             let stored = core.update(&target, name, part, object)?;
             part_response(StatusCode::OK, &resource, part, &stored)
         }
@@ -338,6 +363,40 @@ fn handle_resource(
             let applier = request
                 .param("fieldManager")
                 .map(|manager| (manager, request.param("force") == Some("true")));
+            if admission::configured(core) && part != Part::Scale {
+                // The object the patch makes, reviewed; a mutated one is stored by an update
+                // at the version the patch was applied to.
+                let dry = Target {
+                    dry_run: true,
+                    ..target
+                };
+                let patched = core.patch(&dry, name, part, patch_type, request.body()?, applier)?;
+                let patched: Value = serde_json::from_slice(&patched.json).map_err(internal)?;
+                let old = get(core, &resource, namespace, name).ok();
+                let old: Option<Value> = match old {
+                    Some(o) => Some(serde_json::from_slice(&o.json).map_err(internal)?),
+                    None => None,
+                };
+                let operation = if old.is_some() {
+                    Operation::Update
+                } else {
+                    Operation::Create
+                };
+                let attempt = Attempt {
+                    name: Some(name),
+                    ..attempt(operation, &target, part, user_agent)
+                };
+                let admitted =
+                    admission::admit(core, &attempt, Some(patched.clone()), old.as_ref()).await?;
+                if let (Some(mut mutated), Some(old)) = (admitted, &old)
+                    && mutated != patched
+                {
+                    mutated["metadata"]["resourceVersion"] =
+                        old["metadata"]["resourceVersion"].clone();
+                    let stored = core.update(&target, name, part, mutated)?;
+                    return part_response(StatusCode::OK, &resource, part, &stored);
+                }
+            }
             let stored = core.patch(&target, name, part, patch_type, request.body()?, applier)?;
             part_response(StatusCode::OK, &resource, part, &stored)
         }
@@ -347,6 +406,15 @@ fn handle_resource(
                 dry_run: target.dry_run || body_dry_run(&options),
                 ..target
             };
+            if admission::configured(core) {
+                let old = get(core, &resource, namespace, name)?;
+                let old: Value = serde_json::from_slice(&old.json).map_err(internal)?;
+                let attempt = Attempt {
+                    name: Some(name),
+                    ..attempt(Operation::Delete, &target, part, user_agent)
+                };
+                admission::admit(core, &attempt, None, Some(&old)).await?;
+            }
             let stored = core.delete(&target, name, &options)?;
             Ok(object_response(StatusCode::OK, &stored))
         }
@@ -670,4 +738,30 @@ fn bytes_response(code: StatusCode, body: Bytes) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// The admission attempt of a write through `target` (name filled in by the caller).
+fn attempt<'a>(
+    operation: Operation,
+    target: &Target<'a>,
+    part: Part,
+    user: Option<&'a str>,
+) -> Attempt<'a> {
+    Attempt {
+        resource: target.resource,
+        subresource: match part {
+            Part::Main => None,
+            Part::Status => Some("status"),
+            Part::Scale => Some("scale"),
+        },
+        operation,
+        namespace: target.object_namespace(),
+        name: None,
+        dry_run: target.dry_run,
+        user: user.unwrap_or_default(),
+    }
+}
+
+fn internal(e: serde_json::Error) -> Status {
+    Status::internal(format!("a stored object does not parse: {e}"))
 }

@@ -64,6 +64,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod core;
 mod discovery;
 mod event;

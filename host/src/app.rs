@@ -316,6 +316,7 @@ pub async fn run(
         election_cancel.clone(),
     )?;
 
+    let admission = crate::admission::AdmissionRegistry::default();
     let plugins = PluginHost::new(
         factory.clone(),
         client,
@@ -329,6 +330,7 @@ pub async fn run(
             logs: config.limits.logs(),
             write_client: Some(write_client),
             leader: gate.clone(),
+            admission: admission.clone(),
             ..HostOptions::default()
         },
     )?;
@@ -395,6 +397,22 @@ pub async fn run(
     let server_cancel = CancellationToken::new();
     let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
+    let webhooks = match (&args.webhook.addr, &args.webhook.cert, &args.webhook.key) {
+        (Some(addr), Some(cert), Some(key)) => {
+            let cert = Arc::new(crate::admission::tls::ReloadingCert::new(cert, key)?);
+            let (addr, task) = crate::admission::server::serve(
+                *addr,
+                cert,
+                admission.clone(),
+                metrics.admission().clone(),
+                server_cancel.clone(),
+            )
+            .await?;
+            tracing::info!(%addr, "serving admission webhooks over HTTPS");
+            Some(task)
+        }
+        _ => None,
+    };
 
     if let Some(sources) = &sources {
         // Pulled (or found in the store) before the first scan, which then loads them; the
@@ -474,6 +492,9 @@ pub async fn run(
     health_cancel.cancel();
     server_cancel.cancel();
     let _ = server.await;
+    if let Some(webhooks) = webhooks {
+        let _ = webhooks.await;
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -588,6 +609,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         })),
         "replay_done": p.replay_done,
         "last_error": p.last_error,
+        "admission": p.admission,
     })
 }
 

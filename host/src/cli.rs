@@ -55,6 +55,13 @@ pub enum Command {
     /// Each plugin's `init` is called with its config string from `--config`, so kinds a plugin
     /// takes from it are included. A file that would not load is reported and skipped.
     Rbac(RbacArgs),
+    /// Print the webhook configurations (and the Service, with `--service`) that send the API
+    /// server's admission reviews to the plugins of contract 0.3 in a directory, ready for
+    /// `kubectl apply -f -`.
+    ///
+    /// Each plugin's `init` and `declare` are called with its config string from `--config`.
+    /// A file that would not load is reported and skipped.
+    Webhooks(WebhooksArgs),
     /// Publish a plugin file as a Wasm OCI artifact (annotated with the plugin's name from
     /// `init` and its contract version) and print its digest.
     Push(PushArgs),
@@ -100,6 +107,9 @@ pub struct HostArgs {
     /// Address of the HTTP endpoint serving /metrics, /healthz, /readyz and /plugins.
     #[arg(long, default_value = "127.0.0.1:9090", env = "KUBEWASM_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,
+
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
 
     /// How long plugins get to finish the event in hand on shutdown, in seconds.
     #[arg(long, default_value_t = 5, env = "KUBEWASM_SHUTDOWN_GRACE")]
@@ -217,6 +227,63 @@ pub struct CheckArgs {
     /// Config file whose grants the plugins are checked against.
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
+}
+
+/// The admission webhook endpoint of `run` and `dev`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WebhookArgs {
+    /// Address of the HTTPS endpoint serving the admission webhooks of plugins of contract
+    /// 0.3 (`/validate/PLUGIN`, `/mutate/PLUGIN`); needs `--webhook-cert` and `--webhook-key`.
+    /// Not set: no webhook is served.
+    #[arg(long = "webhook-addr", env = "KUBEWASM_WEBHOOK_ADDR", requires_all = ["cert", "key"])]
+    pub addr: Option<SocketAddr>,
+
+    /// PEM certificate (chain) of the webhook endpoint; re-read when it changes.
+    #[arg(long = "webhook-cert", env = "KUBEWASM_WEBHOOK_CERT")]
+    pub cert: Option<PathBuf>,
+
+    /// PEM private key of the webhook endpoint; re-read when it changes.
+    #[arg(long = "webhook-key", env = "KUBEWASM_WEBHOOK_KEY")]
+    pub key: Option<PathBuf>,
+}
+
+/// Options of `webhooks`.
+#[derive(Debug, Args)]
+pub struct WebhooksArgs {
+    /// Directory of `*.wasm` plugins.
+    #[arg(long, env = "KUBEWASM_PLUGINS")]
+    pub plugins: PathBuf,
+
+    /// Config file, as given to `run`: config strings and grants.
+    #[arg(long, env = "KUBEWASM_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// The Service in front of kubewasm's webhook endpoint, as NAMESPACE/NAME: it is printed
+    /// too (port 443 to `--target-port`, selecting `app.kubernetes.io/name: kubewasm`).
+    #[arg(long, conflicts_with = "url")]
+    pub service: Option<String>,
+
+    /// The webhook endpoint's base URL instead of a Service, e.g. `https://127.0.0.1:8443`.
+    #[arg(long)]
+    pub url: Option<String>,
+
+    /// The port of `--webhook-addr` the Service sends to.
+    #[arg(long, default_value_t = 8443)]
+    pub target_port: u16,
+
+    /// PEM file of the CA the API server verifies the endpoint's certificate with (the
+    /// `caBundle`).
+    #[arg(long, conflicts_with = "inject_ca_from")]
+    pub ca_bundle: Option<PathBuf>,
+
+    /// Have cert-manager's CA injector fill the `caBundle` in from this Certificate
+    /// (NAMESPACE/NAME): annotates the configurations with `cert-manager.io/inject-ca-from`.
+    #[arg(long)]
+    pub inject_ca_from: Option<String>,
+
+    /// Name of the two webhook configurations.
+    #[arg(long, default_value = "kubewasm")]
+    pub name: String,
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
 //! kubewasm: shared informers feeding controllers written as WebAssembly components.
 
+pub mod admission;
 pub mod api_client;
 pub mod app;
 pub mod cli;

@@ -142,6 +142,8 @@ pub type PluginSource = Arc<dyn Fn() -> Vec<PluginSample> + Send + Sync>;
 
 /// Every metric kubewasm exports.
 pub struct Metrics {
+    /// The webhook server's reviews.
+    admission: crate::admission::AdmissionMetrics,
     registry: Registry,
     events: Family<EventLabels, Counter>,
     handler_seconds: Family<PluginLabels, Histogram>,
@@ -409,6 +411,8 @@ impl Metrics {
              event budget was spent",
             writes.events_dropped.clone(),
         );
+        let admission = crate::admission::AdmissionMetrics::default();
+        admission.register(&mut registry);
         let (workqueue_registry, workqueue) = workqueue_metrics(plugins.clone());
         registry.register(
             "plugin_queue_adds_refused",
@@ -450,6 +454,7 @@ impl Metrics {
             workqueue_registry,
             workqueue,
             writes,
+            admission,
         }
     }
 
@@ -503,6 +508,11 @@ impl Metrics {
             }),
             events_dropped: w.events_dropped.get_or_create_owned(&plugin),
         }
+    }
+
+    /// What the webhook server counts.
+    pub fn admission(&self) -> &crate::admission::AdmissionMetrics {
+        &self.admission
     }
 
     /// Where the live plugin figures are read from on each scrape (set once; the plugin host

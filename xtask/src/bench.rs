@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 7] = [
+const BENCHES: [(&str, &str); 8] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -35,10 +35,11 @@ const BENCHES: [(&str, &str); 7] = [
         "controller_languages",
         "Controllers: the sample-controller in each language",
     ),
+    ("admission", "Admission: reviews per second and latency"),
 ];
 
 /// Benches that load the example components of `target/plugins/` (built first).
-const NEEDS_EXAMPLES: [&str; 2] = ["propagator", "controller_languages"];
+const NEEDS_EXAMPLES: [&str; 3] = ["propagator", "controller_languages", "admission"];
 
 /// Every benchmark is built and run with all bench packages selected, so shared dependencies
 /// get one feature set and are compiled once, not once per package.

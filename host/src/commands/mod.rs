@@ -11,6 +11,7 @@ mod rbac;
 mod run;
 mod test;
 mod wit;
+mod webhooks;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Check(args) => check::run(args).await,
         Command::Compile(args) => compile::run(args).await,
         Command::Rbac(args) => rbac::run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Webhooks(args) => webhooks::run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Push(args) => oci::push(args).await.map(|()| ExitCode::SUCCESS),
         Command::Pull(args) => oci::pull(args).await.map(|()| ExitCode::SUCCESS),
         Command::Build(args) => build::run(args).await,

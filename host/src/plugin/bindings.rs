@@ -24,6 +24,7 @@ pub(crate) mod v0_2 {
     use wasmtime::component::InstancePre;
 
     use self::exports::kubewasm::controller::{handler, plugin, reconcile};
+    use super::super::admission::AdmissionIndices;
     use super::super::state::HostState;
     use super::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler;
     use super::v0_2_2::exports::kubewasm::controller0_2_2::plugin as plugin_0_2_2;
@@ -45,6 +46,10 @@ pub(crate) mod v0_2 {
         PredicateReconciler,
         /// 0.2.2's `batch-controller`: 0.2.1's, declaring through `plugin@0.2.2`.
         PredicateBatchController,
+        /// `init` and `admission` (0.3.0).
+        AdmissionPolicy,
+        /// `init`, the batched event handlers, `reconcile` and `admission` (0.3.0).
+        AdmissionController,
     }
 
     impl World {
@@ -57,6 +62,8 @@ pub(crate) mod v0_2 {
                 World::BatchObserver => "batch-observer",
                 World::BatchController | World::PredicateBatchController => "batch-controller",
                 World::PredicateReconciler => "reconciler",
+                World::AdmissionPolicy => "admission-policy",
+                World::AdmissionController => "admission-controller",
             }
         }
 
@@ -67,13 +74,17 @@ pub(crate) mod v0_2 {
                 World::PredicateReconciler | World::PredicateBatchController => {
                     "kubewasm:controller@0.2.2"
                 }
+                World::AdmissionPolicy | World::AdmissionController => "kubewasm:controller@0.3.0",
                 _ => "kubewasm:controller@0.2.0",
             }
         }
 
         /// Whether the world exports event handlers (one by one or batched).
         pub fn has_handlers(self) -> bool {
-            !matches!(self, World::Reconciler | World::PredicateReconciler)
+            !matches!(
+                self,
+                World::Reconciler | World::PredicateReconciler | World::AdmissionPolicy
+            )
         }
 
         /// Whether the world exports `reconcile`.
@@ -85,7 +96,13 @@ pub(crate) mod v0_2 {
                     | World::BatchController
                     | World::PredicateReconciler
                     | World::PredicateBatchController
+                    | World::AdmissionController
             )
+        }
+
+        /// Whether the world exports `admission` (0.3.0).
+        pub fn has_admission(self) -> bool {
+            matches!(self, World::AdmissionPolicy | World::AdmissionController)
         }
     }
 
@@ -121,6 +138,8 @@ pub(crate) mod v0_2 {
         plugin: Declares,
         handlers: Handlers,
         reconcile: Option<reconcile::GuestIndices>,
+        /// `admission` (0.3.0), called by the plugin's admission instances.
+        admission: Option<AdmissionIndices>,
     }
 
     /// The event handlers of one 0.2 instance.
@@ -162,11 +181,25 @@ pub(crate) mod v0_2 {
                 },
             };
             let reconcile = reconcile::GuestIndices::new(&pre).ok();
-            if matches!(handlers, Handlers::None) && reconcile.is_none() {
+            let admission = AdmissionIndices::new(&pre).ok();
+            if matches!(handlers, Handlers::None) && reconcile.is_none() && admission.is_none() {
                 return Some(Err(wasmtime::format_err!(
                     "it exports `kubewasm:controller/plugin@0.2.0` but neither `handler`, \
-                     `batch-handler` nor `reconcile`: it targets none of the worlds observer, \
-                     reconciler, controller, batch-observer, batch-controller"
+                     `batch-handler`, `reconcile` nor `admission`: it targets none of the worlds \
+                     observer, reconciler, controller, batch-observer, batch-controller, \
+                     admission-policy, admission-controller"
+                )));
+            }
+            if admission.is_some()
+                && !matches!(
+                    (&handlers, reconcile.is_some()),
+                    (Handlers::None, false) | (Handlers::Batch(_), true)
+                )
+            {
+                return Some(Err(wasmtime::format_err!(
+                    "it exports `kubewasm:controller/admission@0.3.0` with some but not all of \
+                     `batch-handler` and `reconcile`: it targets neither admission-policy (no \
+                     handlers, no reconcile) nor admission-controller (both)"
                 )));
             }
             Some(Ok(PluginPre {
@@ -174,11 +207,18 @@ pub(crate) mod v0_2 {
                 plugin,
                 handlers,
                 reconcile,
+                admission,
             }))
         }
 
         /// The world the component targets.
         pub fn world(&self) -> World {
+            if self.admission.is_some() {
+                return match self.handlers {
+                    Handlers::None => World::AdmissionPolicy,
+                    _ => World::AdmissionController,
+                };
+            }
             if matches!(self.plugin, Declares::V0_2_2(_)) {
                 return match self.handlers {
                     Handlers::None => World::PredicateReconciler,
@@ -196,6 +236,25 @@ pub(crate) mod v0_2 {
 
         pub(crate) fn engine(&self) -> &wasmtime::Engine {
             self.pre.engine()
+        }
+
+        /// The linked component, for the admission instances (which load `admission` too).
+        pub(crate) fn instance_pre(&self) -> &InstancePre<HostState> {
+            &self.pre
+        }
+
+        /// Where 0.2.0's `plugin` is in the component's exports (the admission worlds declare
+        /// through it); `None` for a component declaring through 0.2.2's.
+        pub(crate) fn plugin_indices(&self) -> Option<&plugin::GuestIndices> {
+            match &self.plugin {
+                Declares::V0_2_0(indices) => Some(indices),
+                Declares::V0_2_2(_) => None,
+            }
+        }
+
+        /// Where `admission` is, if the component exports it.
+        pub(crate) fn admission_indices(&self) -> Option<&AdmissionIndices> {
+            self.admission.as_ref()
         }
 
         /// Instantiates the component and finds its exports.
@@ -302,6 +361,11 @@ mod tests {
         assert_eq!(
             World::PredicateBatchController.package(),
             "kubewasm:controller@0.2.2"
+        );
+        assert_eq!(
+            world_of("admission-probe"),
+            Some(World::AdmissionPolicy),
+            "a 0.3 guest with no handlers and no reconcile is an admission policy"
         );
         assert_eq!(world_of("probe"), None, "a 0.1 guest is not taken for 0.2");
     }

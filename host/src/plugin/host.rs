@@ -66,6 +66,9 @@ pub struct HostOptions {
     pub write_client: Option<kube::Client>,
     /// Whether this replica leads: 0.2 plugins reconcile and write only while it does.
     pub leader: LeaderGate,
+    /// Where plugins of contract 0.3 register their admission policies for the webhook
+    /// server (`kubewasm run --webhook-addr`).
+    pub admission: crate::admission::AdmissionRegistry,
 }
 
 impl Default for HostOptions {
@@ -81,6 +84,7 @@ impl Default for HostOptions {
             logs: LogLimits::default(),
             write_client: None,
             leader: LeaderGate::always(),
+            admission: crate::admission::AdmissionRegistry::default(),
         }
     }
 }
@@ -125,6 +129,8 @@ pub struct PluginStatus {
     pub last_error: Option<String>,
     /// A 0.2 plugin's workqueue: its depth, and how long the oldest ready key has waited.
     pub workqueue: Option<QueueStats>,
+    /// The webhooks a plugin of contract 0.3 serves.
+    pub admission: Option<crate::admission::Declaration>,
 }
 
 impl PluginStatus {
@@ -163,6 +169,7 @@ impl PluginStatus {
             replay_done: false,
             last_error: None,
             workqueue: None,
+            admission: None,
         }
     }
 }
@@ -253,7 +260,7 @@ impl Entry {
                 + workqueue.as_ref().map_or(0, |q| q.depth),
             state: match (actor, &self.controller) {
                 (Some(a), _) => *a.state.lock(),
-                (None, Some(c)) if c.working() => PluginState::Running,
+                (None, Some(c)) if c.working() || c.admission.is_some() => PluginState::Running,
                 (None, _) => PluginState::Stopped,
             },
             failed: actor.is_some_and(|a| a.failed.load(Ordering::Acquire)),
@@ -267,6 +274,11 @@ impl Entry {
                 .clone()
                 .or_else(|| last_error.lock().clone()),
             workqueue,
+            admission: self
+                .controller
+                .as_ref()
+                .and_then(|c| c.admission.as_ref())
+                .map(|r| r.policy().declaration().clone()),
             ..PluginStatus::new(
                 id,
                 &self.source,

@@ -10,6 +10,7 @@
 
 mod access;
 mod actor;
+mod admission;
 mod batch;
 mod bindings;
 mod calls;
@@ -47,6 +48,9 @@ mod testing;
 
 pub use access::{Document, SharedDocument};
 pub use actor::{PluginState, RestartPolicy};
+pub use admission::{
+    ADMISSION_INSTANCES, AdmissionPolicy, Failure, FailureReason, declared_webhooks,
+};
 pub use bindings::v0_2::World;
 pub use client::{
     ClientOptions, DeleteOptions, Deleted, InvalidCause, NoWriteObserver, OTHER_KIND, ObjectRef,

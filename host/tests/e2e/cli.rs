@@ -1010,3 +1010,64 @@ mod real {
             .collect()
     }
 }
+
+/// `kubewasm webhooks` prints the configurations of the admission policies in a directory (a
+/// controller there serves none, a broken file is reported) with the Service and the caBundle.
+#[test]
+fn webhooks_prints_a_configuration_per_declared_webhook() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = plugins_dir(dir.path(), &["unique-ingress-host", "pod-diff"]);
+    std::fs::write(plugins.join("broken.wasm"), b"not a component").expect("bad file");
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+    )
+    .expect("ca");
+    let out = run(
+        &[
+            "webhooks",
+            "--plugins",
+            plugins.to_str().expect("utf-8"),
+            "--service",
+            "ops/kubewasm-webhooks",
+            "--ca-bundle",
+            ca.to_str().expect("utf-8"),
+        ],
+        dir.path(),
+    );
+    let (text, errors) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{text}{errors}");
+    assert!(errors.contains("broken.wasm: skipped"), "{errors}");
+    let list: Value = serde_norway::from_str(&text).expect("the output is YAML");
+    let items = list["items"].as_array().expect("items");
+    let kinds: Vec<&str> = items.iter().filter_map(|i| i["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["Service", "ValidatingWebhookConfiguration"],
+        "{text}"
+    );
+    let hooks = items[1]["webhooks"].as_array().expect("webhooks");
+    assert_eq!(
+        hooks.len(),
+        1,
+        "only the admission policy serves one: {text}"
+    );
+    let hook = &hooks[0];
+    assert_eq!(hook["name"], "unique-ingress-host.kubewasm.dev");
+    assert_eq!(
+        hook["clientConfig"]["service"]["path"],
+        "/validate/unique-ingress-host"
+    );
+    assert_eq!(hook["clientConfig"]["service"]["namespace"], "ops");
+    assert!(
+        hook["clientConfig"]["caBundle"]
+            .as_str()
+            .is_some_and(|b| !b.is_empty())
+    );
+    assert_eq!(hook["rules"][0]["resources"][0], "ingresses");
+    assert_eq!(hook["failurePolicy"], "Fail");
+}

@@ -6,6 +6,7 @@
 //! [`kubewasm_tests::guest_path`]); no test builds one. Real-server tests live in modules named
 //! `real` (`cargo xtask test` selects them with `test(/::real::/)`).
 
+mod admission;
 mod api_client;
 mod author_journey;
 mod batch_handler;

@@ -45,6 +45,7 @@ impl App {
             shutdown_grace: 5,
             registry_config: None,
             leader: Default::default(),
+            webhook: Default::default(),
         };
         let cancel = CancellationToken::new();
         let stop = cancel.clone();

@@ -13,10 +13,11 @@ use kubewasm_informer::{
 use tokio::task::JoinHandle;
 
 use super::super::actor::ActorConfig;
+use super::super::admission::AdmissionPolicy;
 use super::super::client::{Resources, WriteClient};
 use super::super::component::CompiledPlugin;
 use super::super::context::Context;
-use super::super::declare::{Declared, declare_v0_2};
+use super::super::declare::{Declared, declare_v0_2, v0_2_pre};
 use super::super::events::{EventRecorder, RecorderOptions};
 use super::super::informers::InformerSubscriber;
 use super::super::instance::Recipe;
@@ -25,6 +26,7 @@ use super::super::predicates::UpdateFilter;
 use super::super::reconciler::{self, CacheSync, spawn_workers};
 use super::super::workqueue::WorkQueue;
 use super::{Entry, PluginError, PluginHost, PluginPolicy, Prepared};
+use crate::admission::AdmissionRegistration;
 
 /// What a running 0.2 plugin has besides its event loop: its context (queue, client,
 /// recorder, counters), the handlers that feed its queue and its reconcile workers.
@@ -34,6 +36,9 @@ pub(super) struct Controller {
     /// The handlers that feed the queue; removed on [`stop`](Self::stop).
     registrations: Vec<(SharedIndexInformer, Registration)>,
     workers: Vec<JoinHandle<()>>,
+    /// The admission policy the webhook server answers with (contract 0.3); dropping it stops
+    /// serving it unless a newer version took its place.
+    pub(super) admission: Option<AdmissionRegistration>,
 }
 
 impl Controller {
@@ -43,6 +48,7 @@ impl Controller {
         for worker in &self.workers {
             worker.abort();
         }
+        self.admission = None;
         for (informer, registration) in self.registrations.drain(..) {
             informer.remove_event_handler(&registration);
         }
@@ -203,6 +209,13 @@ impl PluginHost {
             };
             Some((config, instance))
         };
+        let admission = match v0_2_pre(&compiled)?.admission_indices() {
+            Some(indices) => {
+                let policy = AdmissionPolicy::start(recipe.clone(), indices.clone()).await?;
+                Some(self.inner.options.admission.register(Arc::new(policy)))
+            }
+            None => None,
+        };
         let mut workers = Vec::new();
         if world.has_reconcile() {
             let workers_recipe = reconciler::Recipe {
@@ -223,6 +236,7 @@ impl PluginHost {
             context,
             registrations,
             workers,
+            admission,
         });
         Ok(Prepared { entry, actor })
     }
