@@ -29,6 +29,8 @@ pub struct Contract {
 const WIT_0_1: &str = include_str!("../../wit/controller.wit");
 const WIT_0_2: &str = include_str!("../../wit/0.2/controller.wit");
 const WIT_0_2_1: &str = include_str!("../../wit/0.2.1/batch.wit");
+const WIT_0_2_2: &str = include_str!("../../wit/0.2.2/predicates.wit");
+const WIT_0_3: &str = include_str!("../../wit/0.3/admission.wit");
 
 /// Every contract this binary carries, oldest first.
 pub const CONTRACTS: &[Contract] = &[
@@ -62,6 +64,44 @@ pub const CONTRACTS: &[Contract] = &[
             WitFile {
                 path: "deps/kubewasm-controller-0.2.0/controller.wit",
                 text: WIT_0_2,
+            },
+        ],
+    },
+    Contract {
+        version: "0.2.2",
+        package: "kubewasm:controller@0.2.2",
+        summary: "0.2.1 plus queue rules with predicates (generation, labels, annotations)",
+        files: &[
+            WitFile {
+                path: "predicates.wit",
+                text: WIT_0_2_2,
+            },
+            WitFile {
+                path: "deps/kubewasm-controller-0.2.0/controller.wit",
+                text: WIT_0_2,
+            },
+            WitFile {
+                path: "deps/kubewasm-controller-0.2.1/batch.wit",
+                text: WIT_0_2_1,
+            },
+        ],
+    },
+    Contract {
+        version: "0.3",
+        package: "kubewasm:controller@0.3.0",
+        summary: "admission: validating and mutating webhooks answered from the shared cache",
+        files: &[
+            WitFile {
+                path: "admission.wit",
+                text: WIT_0_3,
+            },
+            WitFile {
+                path: "deps/kubewasm-controller-0.2.0/controller.wit",
+                text: WIT_0_2,
+            },
+            WitFile {
+                path: "deps/kubewasm-controller-0.2.1/batch.wit",
+                text: WIT_0_2_1,
             },
         ],
     },
