@@ -10,8 +10,8 @@ mod oci;
 mod rbac;
 mod run;
 mod test;
-mod wit;
 mod webhooks;
+mod wit;
 
 use std::process::ExitCode;
 

@@ -20,9 +20,9 @@ use crate::admission::declaration::{
 use crate::admission::review::{Answer, Request, patch_between};
 
 use super::Gvk;
-use super::error::PluginError;
 use super::calls::Outcome;
 use super::context::InstanceImports;
+use super::error::PluginError;
 use super::instance::{Recipe, guarded, new_store};
 use super::observer::FailureKind;
 use super::state::HostState;
@@ -327,10 +327,8 @@ async fn start_instance(
             kind: s.gvk.kind.clone(),
         })
         .collect();
-    instance.store.data_mut().v0_2_imports = Some(Arc::new(InstanceImports::new(
-        context,
-        subscriptions,
-    )));
+    instance.store.data_mut().v0_2_imports =
+        Some(Arc::new(InstanceImports::new(context, subscriptions)));
     Ok((instance, declared))
 }
 
