@@ -54,7 +54,7 @@ pub fn build_all(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Runs a language's build unless nothing it reads changed since its components were written:
-/// the example's sources, the WIT, and this xtask itself (which holds the build steps). Python,
+/// the example's sources, the WIT, and the sources of the build steps (`builder/`). Python,
 /// JavaScript and Go builds are not byte-for-byte reproducible, so rebuilding unchanged sources
 /// would hand a running `kubewasm dev` a "new" version of each to compile and reload.
 fn unless_unchanged(
@@ -89,9 +89,13 @@ fn unless_unchanged(
 fn inputs_hash(ctx: &Ctx, language: &str) -> anyhow::Result<String> {
     use std::hash::{Hash, Hasher};
     let mut files = Vec::new();
+    // The build steps are hashed as sources, not as this binary: `cargo xtask test` rebuilds
+    // the xtask binary under clippy while it runs, which leaves nothing at `current_exe`.
     for dir in [
         ctx.root.join("examples-guests").join(language),
         ctx.wit_dir.clone(),
+        ctx.root.join("builder/src"),
+        ctx.root.join("xtask/src/guests"),
     ] {
         collect_files(&dir, &mut files)?;
     }
@@ -101,7 +105,6 @@ fn inputs_hash(ctx: &Ctx, language: &str) -> anyhow::Result<String> {
         file.hash(&mut hasher);
         std::fs::read(file)?.hash(&mut hasher);
     }
-    std::fs::read(std::env::current_exe()?)?.hash(&mut hasher);
     Ok(format!("{:016x}", hasher.finish()))
 }
 
