@@ -78,7 +78,12 @@ fn run_stages(
         // nextest does not run doc tests: the documented examples must compile and pass too.
         // A doc test failure still lets the suite run: both are reported.
         let doc = stages.time("doc", || {
-            cmd::run(cmd::command(&cargo, &ctx.root).args(["test", "--workspace", "--doc"]))
+            cmd::run(cmd::command(&cargo, &ctx.root).args([
+                "test",
+                "--workspace",
+                "--doc",
+                "--no-fail-fast",
+            ]))
         });
         let real = match &tier {
             Tier::Run { .. } => stages.time("real tier", || run_real_tier(&cargo, ctx, &tier)),
