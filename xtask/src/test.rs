@@ -1,13 +1,14 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
-//! Order: kubectl, `cargo fmt --check`, the build of every target with clippy as the workspace's
-//! compiler (warnings denied; see [`Lint`]), every guest, the container image (as root, its
-//! binary unoptimised: `image::Profile::Test`), then the test suite: the doc tests (which nextest skips), the real-server
-//! tier (tests in modules named `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`;
-//! skipped, and said so, without it), then the rest with cargo-nextest, or everything with
-//! `cargo test` alone. Then a table of how long each stage took (fmt, build+clippy, guests, image, doc,
-//! real tier, nextest, and the whole run), and last nextest's summary line again, which CI
-//! reads. (With `cargo test` alone there is no one summary line: the table ends the run.)
+//! Order: kubectl, `cargo fmt --check`, the build of every target with clippy as the
+//! workspace's compiler (warnings denied; see [`Lint`]), every guest, the container image (as
+//! root, its binary unoptimised: `image::Profile::Test`), then the test suite: the doc tests
+//! (which nextest skips), the real-server tier (tests in modules named `real`, against
+//! kube-apiserver from `KUBEBUILDER_ASSETS`; skipped, and said so, without it), then the rest
+//! with cargo-nextest, or everything with `cargo test` alone. Then a table of how long each stage
+//! took (fmt, build+clippy, guests, image, doc, real tier, nextest, and the whole run), and last
+//! nextest's summary line again, which CI reads. (With `cargo test` alone there is no one
+//! summary line: the table ends the run.)
 
 use std::path::PathBuf;
 
