@@ -19,11 +19,10 @@ use crate::admission::declaration::{
 };
 use crate::admission::review::{Answer, Request, patch_between};
 
-use super::Gvk;
 use super::calls::Outcome;
 use super::context::InstanceImports;
 use super::error::PluginError;
-use super::instance::{Recipe, guarded, new_store};
+use super::instance::{Recipe, guarded, new_store, subscribed};
 use super::observer::FailureKind;
 use super::state::HostState;
 
@@ -318,15 +317,7 @@ async fn start_instance(
         recipe.limits.call_deadline,
     )
     .await?;
-    let subscriptions = info
-        .subscriptions
-        .iter()
-        .map(|s| Gvk {
-            group: s.gvk.group.clone(),
-            version: s.gvk.version.clone(),
-            kind: s.gvk.kind.clone(),
-        })
-        .collect();
+    let subscriptions = subscribed(&info);
     instance.store.data_mut().v0_2_imports =
         Some(Arc::new(InstanceImports::new(context, subscriptions)));
     Ok((instance, declared))

@@ -112,18 +112,21 @@ impl Declaration {
     fn resources(&self) -> Vec<Gvk> {
         match self {
             Declaration::V0_1(info) => info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
-            Declaration::V0_2(declared) => declared
-                .info
-                .subscriptions
-                .iter()
-                .map(|s| Gvk {
-                    group: s.gvk.group.clone(),
-                    version: s.gvk.version.clone(),
-                    kind: s.gvk.kind.clone(),
-                })
-                .collect(),
+            Declaration::V0_2(declared) => subscribed(&declared.info),
         }
     }
+}
+
+/// The resource type of each subscription a 0.2 declaration makes, by handle.
+pub(crate) fn subscribed(info: &wit::PluginInfo) -> Vec<Gvk> {
+    info.subscriptions
+        .iter()
+        .map(|s| Gvk {
+            group: s.gvk.group.clone(),
+            version: s.gvk.version.clone(),
+            kind: s.gvk.kind.clone(),
+        })
+        .collect()
 }
 
 /// A live guest instance of any contract version. Calls take `&mut self`: one at a time.
