@@ -98,8 +98,9 @@ impl AdmissionRig {
         self.load_guest("admission-probe", file, config).await
     }
 
-    /// Loads the guest `package` as `file` with `config`, and stores the webhook
-    /// configurations (once per rig).
+    /// Loads the guest `package` as `file` with `config`, waits until the host is ready (its
+    /// informers synced, its replay handled), and stores the webhook configurations (once per
+    /// rig).
     async fn load_guest(&self, package: &str, file: &str, config: serde_json::Value) -> PluginId {
         let path = self.dir.path().join(file);
         self.configs.lock().push((path.clone(), config.to_string()));
@@ -109,6 +110,11 @@ impl AdmissionRig {
             .load(&path, kubewasm_tests::guest_bytes(package))
             .await
             .expect("the policy loads");
+        // A policy that answers from the cache refuses until its informers have synced.
+        assert!(
+            kubewasm_tests::wait_until(Duration::from_secs(30), || self.rig.host.ready()).await,
+            "the policy's informers never sync"
+        );
         self.configure();
         id
     }
