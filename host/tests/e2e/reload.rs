@@ -137,6 +137,21 @@ impl Env {
             .count()
     }
 
+    /// Waits until the ConfigMap informer's WATCH has reached the server, then clears the
+    /// request log: a plugin hears of the LIST's objects before its informer sends the WATCH,
+    /// and a log cleared in between would hold that first WATCH.
+    async fn clear_requests_once_watching(&self) {
+        let watching = wait_until(PATIENCE, || {
+            self.server
+                .requests()
+                .iter()
+                .any(|r| matches!(r.verb, Verb::Watch) && r.resource == "configmaps")
+        })
+        .await;
+        assert!(watching, "the ConfigMap informer never watched");
+        self.server.clear_requests();
+    }
+
     async fn stop(self) {
         self.cancel.cancel();
         self.watcher
@@ -211,7 +226,7 @@ async fn drop_change_break_fix_delete_keeps_the_informer_warm() {
     assert_eq!(report.result, Ok(()));
     let v1 = env.running();
     wait_event(&v1, &format!("EVENT add default/a1 rv={rv1} flag=true")).await;
-    env.server.clear_requests();
+    env.clear_requests_once_watching().await;
 
     // Change, while a writer keeps creating objects: the new version is replayed the cache,
     // then hears of everything created during and after the swap.
@@ -337,7 +352,7 @@ async fn fifty_reloads_under_writes_lose_nothing_and_leak_nothing() {
     let metrics = runtime.metrics();
     let tasks_before = metrics.num_alive_tasks();
     let rss_before = rss_bytes();
-    env.server.clear_requests();
+    env.clear_requests_once_watching().await;
 
     let writer = Writer::start(&env.config_maps, "m", Duration::from_millis(2));
     for n in 2..52 {
@@ -403,7 +418,7 @@ async fn an_unused_informer_keeps_its_cache_for_the_grace_period_then_stops() {
     })
     .await;
     assert!(synced, "the informer never synced");
-    env.server.clear_requests();
+    env.clear_requests_once_watching().await;
 
     // Deleted and dropped in again within the grace period: the cache is still there.
     std::fs::remove_file(env.dir.path().join("g.wasm")).expect("delete");
@@ -443,7 +458,7 @@ async fn a_plugin_file_changes_contract_version_by_hot_reload_without_a_list() {
     )
     .await;
     let id = env.host.plugins()[0].id;
-    env.server.clear_requests();
+    env.clear_requests_once_watching().await;
     let host = env.host.clone();
     let status = || host.plugins().into_iter().next().expect("one plugin");
 
