@@ -424,6 +424,11 @@ pub struct TestArgs {
     /// Also write the results as JUnit XML to this file.
     #[arg(long)]
     pub junit: Option<PathBuf>,
+
+    /// How long a step's asserts may take to hold when the step names no `timeout` (`30s`,
+    /// `500ms`, `2m`): a broken plugin fails that much sooner.
+    #[arg(long, default_value = "30s", value_parser = crate::scenario::parse_duration)]
+    pub timeout: std::time::Duration,
 }
 
 #[derive(Debug, Args)]

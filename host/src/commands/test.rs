@@ -31,6 +31,7 @@ pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
         plugins: args.plugins.clone(),
         config,
         cache_dir: Some(app::default_cache_dir()),
+        default_timeout: args.timeout,
     };
     let mut outcomes: Vec<Outcome> = Vec::new();
     for (name, scenario) in &scenarios {

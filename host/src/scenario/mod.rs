@@ -30,9 +30,6 @@ pub use junit::junit_xml;
 pub use matcher::{Mismatch, matches};
 pub use runner::{Outcome, RunOptions, StepResult, run};
 
-/// How long a step's asserts may take to hold when the step names no timeout.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// A parsed scenario file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,7 +62,7 @@ pub struct Step {
     pub wait: Option<Duration>,
     #[serde(default)]
     pub fault: Option<Fault>,
-    /// How long the asserts may take to hold [default: 30s].
+    /// How long the asserts may take to hold [default: `kubewasm test --timeout`, 30s].
     #[serde(default, with = "duration_opt")]
     pub timeout: Option<Duration>,
     #[serde(default)]
@@ -271,7 +268,26 @@ fn check_object(object: &Value, named: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// `15s`, `500ms`, `2m` or plain seconds in a scenario.
+/// A duration as a scenario and `kubewasm test --timeout` write it: `15s`, `500ms`, `2m` or
+/// plain seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(m) = text.strip_suffix("ms") {
+        (m, 1e-3)
+    } else if let Some(m) = text.strip_suffix('m') {
+        (m, 60.0)
+    } else {
+        (text.strip_suffix('s').unwrap_or(text), 1.0)
+    };
+    number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|n| Duration::try_from_secs_f64(n * scale).ok())
+        .ok_or_else(|| format!("`{text}` is not a duration such as 30s or 500ms"))
+}
+
+/// [`parse_duration`] for an optional field.
 mod duration_opt {
     use std::time::Duration;
 
@@ -289,23 +305,9 @@ mod duration_opt {
             Some(Raw::Number(n)) => format!("{n}"),
             Some(Raw::Text(t)) => t,
         };
-        let text = text.trim();
-        let (number, scale) = if let Some(m) = text.strip_suffix("ms") {
-            (m, 1e-3)
-        } else if let Some(m) = text.strip_suffix('m') {
-            (m, 60.0)
-        } else {
-            (text.strip_suffix('s').unwrap_or(text), 1.0)
-        };
-        number
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .and_then(|n| Duration::try_from_secs_f64(n * scale).ok())
+        super::parse_duration(&text)
             .map(Some)
-            .ok_or_else(|| {
-                D::Error::custom(format!("`{text}` is not a duration such as 30s or 500ms"))
-            })
+            .map_err(D::Error::custom)
     }
 }
 

@@ -16,7 +16,7 @@ use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::Value;
 
 use super::matcher::{describe, matches};
-use super::{Assert, DEFAULT_TIMEOUT, PatchType, Scenario, Step};
+use super::{Assert, PatchType, Scenario, Step};
 use crate::app;
 use crate::config::Config;
 use crate::plugin::{HostOptions, PluginHost, PluginId};
@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub config: Config,
     /// Where compiled plugins are cached.
     pub cache_dir: Option<PathBuf>,
+    /// How long a step's asserts may take when the step names no timeout.
+    pub default_timeout: Duration,
 }
 
 /// How a scenario went.
@@ -140,6 +142,7 @@ async fn run_on(
         host: host.clone(),
         plugins: Vec::new(),
         resources: HashMap::new(),
+        default_timeout: options.default_timeout,
     };
     let result = async {
         for path in &options.plugins {
@@ -178,6 +181,8 @@ struct Rig<'a> {
     /// Where in the request log the current step's writes start: the end of the previous
     /// step (for the first, the plugins' load and their first reconciles count).
     log_mark: usize,
+    /// A step's timeout when it names none.
+    default_timeout: Duration,
 }
 
 impl Rig<'_> {
@@ -232,7 +237,7 @@ impl Rig<'_> {
         if let Err(err) = self.act(step).await {
             return Some(format!("the step's action failed: {err:#}"));
         }
-        let timeout = step.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let timeout = step.timeout.unwrap_or(self.default_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let failures = self.check(&step.assert, log_start).await;

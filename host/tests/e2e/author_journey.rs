@@ -149,7 +149,8 @@ fn journey(
         &outside.kubewasm(name, &["build"]),
         "kubewasm build of the broken plugin",
     );
-    let failed = outside.kubewasm(name, &scenario);
+    // The failing step waits out its timeout: the author's `--timeout` shortens that wait.
+    let failed = outside.kubewasm(name, &[&scenario[..], &["--timeout", "5s"]].concat());
     let out = text(&failed);
     assert_eq!(
         failed.status.code(),
@@ -157,6 +158,7 @@ fn journey(
         "the broken plugin must fail:\n{out}"
     );
     assert!(out.contains("FAIL"), "{out}");
+    assert!(out.contains("not true after 5.0s"), "{out}");
     assert!(out.contains(object), "the failure names {object}:\n{out}");
     true
 }
