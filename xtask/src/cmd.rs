@@ -26,39 +26,6 @@ pub fn run(command: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `command` to completion with its standard output and error written to `log` (for a
-/// command running beside others); when it fails, the error holds the log's last lines.
-pub fn run_logged(command: &mut Command, log: &Path) -> anyhow::Result<()> {
-    if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let copy = file
-        .try_clone()
-        .with_context(|| format!("opening {} twice", log.display()))?;
-    eprintln!(
-        "xtask: running {} (its output in {})",
-        describe(command),
-        log.display()
-    );
-    let status = command
-        .stdout(file)
-        .stderr(copy)
-        .status()
-        .with_context(|| format!("cannot start {}", describe(command)))?;
-    if !status.success() {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
-        bail!(
-            "{} failed: {status}; the end of {}:\n{tail}",
-            describe(command),
-            log.display()
-        );
-    }
-    Ok(())
-}
-
 /// Runs `command` like [`run`], echoing its standard error line by line as it comes, and
 /// returns with its result the last of those lines that `keep` picks (a test runner's summary),
 /// so it can be repeated as the run's last line.

@@ -13,7 +13,6 @@
 use std::os::unix::fs::{PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
@@ -73,52 +72,6 @@ impl Profile {
 
 /// Builds the static binary with `profile` and the image around it.
 pub fn build(root: &Path, profile: Profile) -> anyhow::Result<Built> {
-    prepare()?;
-    assemble(root, profile, None)
-}
-
-/// The suite's image, built on a thread of its own while the guests and the first test stages
-/// run (they leave a core idle much of the time: single-threaded LTO links, componentize, an
-/// API server starting). Its cargo build has a target directory of its own, so neither waits
-/// for the other's lock, and writes its output to [`BUILD_LOG`] instead of between theirs.
-pub struct Background {
-    thread: std::thread::JoinHandle<(Duration, anyhow::Result<Built>)>,
-}
-
-/// Where a background build's cargo output goes, relative to the workspace root.
-pub const BUILD_LOG: &str = "target/image/build.log";
-
-impl Background {
-    /// Installs what the build needs (here, before any other stage runs apt or rustup), then
-    /// starts the build of the [`Profile::Test`] image.
-    pub fn start(root: &Path) -> anyhow::Result<Background> {
-        prepare()?;
-        let root = root.to_owned();
-        let thread = std::thread::Builder::new()
-            .name("image".into())
-            .spawn(move || {
-                let started = Instant::now();
-                let log = root.join(BUILD_LOG);
-                let built = assemble(&root, Profile::Test, Some(&log));
-                (started.elapsed(), built)
-            })
-            .context("starting the image build")?;
-        Ok(Background { thread })
-    }
-
-    /// Waits for the build: how long it took, and the image or why there is none.
-    pub fn join(self) -> (Duration, anyhow::Result<Built>) {
-        self.thread.join().unwrap_or_else(|_| {
-            (
-                Duration::ZERO,
-                Err(anyhow::anyhow!("the image build thread panicked")),
-            )
-        })
-    }
-}
-
-/// What building the image needs: root, the musl target, musl-tools, buildah, CA certificates.
-fn prepare() -> anyhow::Result<()> {
     if !install::is_root() {
         bail!("building the image mounts its root filesystem with buildah: run as root");
     }
@@ -137,18 +90,15 @@ fn prepare() -> anyhow::Result<()> {
         &["ca-certificates"],
         || Path::new(CA_BUNDLE).exists(),
         "the image build",
-    )
-}
+    )?;
 
-/// Builds the binary (its cargo output into `log` when given) and the image around it.
-fn assemble(root: &Path, profile: Profile, log: Option<&Path>) -> anyhow::Result<Built> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut command = cmd::command(&cargo, root);
     // The suite's lint pass is for the build the tests run, not for this one.
     for var in crate::test::LINT_VARS {
         command.env_remove(var);
     }
-    command.args([
+    cmd::run(command.args([
         "build",
         "--profile",
         profile.name(),
@@ -157,23 +107,9 @@ fn assemble(root: &Path, profile: Profile, log: Option<&Path>) -> anyhow::Result
         TARGET,
         "-p",
         "kubewasm",
-    ]);
-    let target_dir = match profile {
-        Profile::Release => target_dir(root),
-        // Nothing of the suite's own build is reused by this one (another target, another
-        // profile for its build scripts too): a directory of its own takes no lock of theirs.
-        Profile::Test => {
-            let dir = target_dir(root).join("image-build");
-            command.env("CARGO_TARGET_DIR", &dir);
-            dir
-        }
-    };
-    match log {
-        None => cmd::run(&mut command),
-        Some(log) => cmd::run_logged(&mut command, log),
-    }
+    ]))
     .context("building the static kubewasm")?;
-    let binary = target_dir
+    let binary = target_dir(root)
         .join(TARGET)
         .join(profile.name())
         .join("kubewasm");

@@ -28,8 +28,6 @@ struct Stage {
     name: &'static str,
     took: Duration,
     outcome: Outcome,
-    /// For a stage that ran beside others: how long the run waited for it after theirs.
-    waited: Option<Duration>,
 }
 
 /// The stages of one run, in the order they ran.
@@ -64,29 +62,6 @@ impl Stages {
         result
     }
 
-    /// Records a stage that ran beside others (on a thread of its own): its own time, which
-    /// overlaps theirs, so the rows add up to more than the total, and how long the run then
-    /// waited for it, which is what it added to the total.
-    pub fn ran_beside(
-        &mut self,
-        name: &'static str,
-        took: Duration,
-        waited: Duration,
-        passed: bool,
-    ) {
-        let outcome = if passed {
-            Outcome::Passed
-        } else {
-            Outcome::Failed
-        };
-        self.stages.push(Stage {
-            name,
-            took,
-            outcome,
-            waited: Some(waited),
-        });
-    }
-
     /// Records a stage that did not run.
     pub fn skipped(&mut self, name: &'static str) {
         self.record(name, Duration::ZERO, Outcome::Skipped);
@@ -97,7 +72,6 @@ impl Stages {
             name,
             took,
             outcome,
-            waited: None,
         });
     }
 
@@ -126,15 +100,7 @@ fn table(stages: &[Stage], total: Duration) -> String {
             Outcome::Skipped => "-".to_owned(),
             _ => minutes_seconds(stage.took),
         };
-        let outcome = match stage.waited {
-            Some(waited) => format!(
-                "{} (beside the stages before; waited {})",
-                stage.outcome.as_str(),
-                minutes_seconds(waited)
-            ),
-            None => stage.outcome.as_str().to_owned(),
-        };
-        row(stage.name, &took, &outcome);
+        row(stage.name, &took, stage.outcome.as_str());
     }
     row("total", &minutes_seconds(total), "");
     out
@@ -156,15 +122,10 @@ mod tests {
             name,
             took: Duration::from_millis(millis),
             outcome,
-            waited: None,
         };
         let stages = [
             stage("fmt", 420, Outcome::Passed),
             stage("image", 0, Outcome::Skipped),
-            Stage {
-                waited: Some(Duration::from_millis(12_340)),
-                ..stage("image", 250_000, Outcome::Passed)
-            },
             stage("real tier", 754_260, Outcome::Failed),
         ];
         let text = table(&stages, Duration::from_secs(3_725));
@@ -173,7 +134,6 @@ mod tests {
             "xtask:   stage           time  result\n\
              xtask:   fmt           0:00.4  ok\n\
              xtask:   image              -  skipped\n\
-             xtask:   image         4:10.0  ok (beside the stages before; waited 0:12.3)\n\
              xtask:   real tier    12:34.2  FAILED\n\
              xtask:   total        62:05.0\n"
         );
@@ -185,15 +145,13 @@ mod tests {
         assert_eq!(stages.time("a", || Ok(7)).unwrap(), 7);
         assert!(stages.time::<()>("b", || anyhow::bail!("no")).is_err());
         stages.skipped("c");
-        stages.ran_beside("d", Duration::from_secs(9), Duration::ZERO, false);
         let outcomes: Vec<_> = stages.stages.iter().map(|s| (s.name, s.outcome)).collect();
         assert_eq!(
             outcomes,
             [
                 ("a", Outcome::Passed),
                 ("b", Outcome::Failed),
-                ("c", Outcome::Skipped),
-                ("d", Outcome::Failed)
+                ("c", Outcome::Skipped)
             ]
         );
     }

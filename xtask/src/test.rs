@@ -1,9 +1,8 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
 //! Order: kubectl, `cargo fmt --check`, the build of every target with clippy as the
-//! workspace's compiler (warnings denied; see [`Lint`]), every guest, with the container image
-//! (as root, its binary unoptimised: `image::Profile::Test`) built beside the guests, doc and
-//! real-tier stages and waited for before nextest, then the test suite: the doc tests
+//! workspace's compiler (warnings denied; see [`Lint`]), every guest, the container image (as
+//! root, its binary unoptimised: `image::Profile::Test`), then the test suite: the doc tests
 //! (which nextest skips), the real-server tier (tests in modules named `real`, against
 //! kube-apiserver from `KUBEBUILDER_ASSETS`; skipped, and said so, without it), then the rest
 //! with cargo-nextest, or everything with `cargo test` alone. Then a table of how long each stage
@@ -63,17 +62,18 @@ fn run_stages(
             "--locked",
         ]))
     })?;
-    // The image test needs the image, and building it needs root (buildah mounts its root
-    // filesystem). Where it cannot be built the test is left out, and the run says so. It is
-    // built beside the guests, doc and real-tier stages, and waited for before nextest.
-    let image = if install::is_root() {
-        Some(image::Background::start(&ctx.root)?)
-    } else {
-        eprintln!("xtask: image test skipped: building the image needs root (`cargo xtask image`)");
-        None
-    };
     let built = stages.time("guests", || guests::build_all(ctx))?;
     guests::print_summary(&built);
+    // The image test needs the image, and building it needs root (buildah mounts its root
+    // filesystem). Where it cannot be built the test is left out, and the run says so.
+    let image_test = if install::is_root() {
+        stages.time("image", || image::build(&ctx.root, image::Profile::Test))?;
+        true
+    } else {
+        eprintln!("xtask: image test skipped: building the image needs root (`cargo xtask image`)");
+        stages.skipped("image");
+        false
+    };
     let registry_test = ensure_registry();
     if cmd::succeeds(&cargo, &["nextest", "--version"]) {
         // nextest does not run doc tests: the documented examples must compile and pass too.
@@ -93,7 +93,6 @@ fn run_stages(
                 run_real_tier(&cargo, ctx, &tier)
             }
         };
-        let image_test = wait_for_image(image, stages)?;
         let mut filter = format!("not {}", real_tier::FILTER);
         if !image_test {
             filter.push_str(&format!(" and not ({E2E} and test(/^image::/))"));
@@ -120,7 +119,6 @@ fn run_stages(
         });
         Ok((doc.and(real).and(suite), summary))
     } else {
-        let image_test = wait_for_image(image, stages)?;
         let mut command = cmd::command(&cargo, &ctx.root);
         command.args(["test", "--workspace", "--no-fail-fast", "--"]);
         match &tier {
@@ -141,21 +139,6 @@ fn run_stages(
         }
         Ok((stages.time("cargo test", || cmd::run(&mut command)), None))
     }
-}
-
-/// Waits for the image built in the background and records its stage (its own time, which
-/// overlaps the stages it ran beside); whether the image test can run. A failed build ends the
-/// run, as every stage before the suite does.
-fn wait_for_image(image: Option<image::Background>, stages: &mut Stages) -> anyhow::Result<bool> {
-    let Some(image) = image else {
-        stages.skipped("image");
-        return Ok(false);
-    };
-    let waited = std::time::Instant::now();
-    let (took, built) = image.join();
-    stages.ran_beside("image", took, waited.elapsed(), built.is_ok());
-    built?;
-    Ok(true)
 }
 
 /// Clippy as the compiler of the workspace's own crates, warnings denied, the way `cargo clippy`
