@@ -532,9 +532,17 @@ impl LeaderElector {
                 continue;
             }
             let started = Instant::now();
+            // An attempt on a connection that stopped answering would otherwise wait for the
+            // client's own timeout (minutes) while the leader's Lease expires: bounded as a
+            // renewal is, the next attempt goes out on a fresh try.
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return false,
-                ok = self.try_acquire_or_renew() => ok,
+                ok = tokio::time::timeout(self.options.renew_deadline, self.try_acquire_or_renew()) => {
+                    ok.unwrap_or_else(|_| {
+                        tracing::debug!(lease = %self.options.lease_name, "a lease attempt got no answer within the renew deadline");
+                        false
+                    })
+                }
             };
             if attempt {
                 self.gate

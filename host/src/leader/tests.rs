@@ -240,6 +240,26 @@ async fn a_released_lease_is_taken_within_one_retry_period() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_acquire_attempt_that_gets_no_answer_is_given_up_at_the_renew_deadline() {
+    let (server, client) = kubewasm_tests::devserver().await;
+    // The first attempts hang (a connection that stopped answering); then the server answers.
+    server.set_latency(Duration::from_secs(3600));
+    let a = start(&client, "a");
+    tokio::time::sleep(RETRY * 2).await;
+    server.set_latency(Duration::ZERO);
+    let answering = Instant::now();
+    a.gate.wait_leader().await;
+    assert!(
+        answering.elapsed() <= RENEW + RETRY,
+        "led {:?} after the server answered again",
+        answering.elapsed()
+    );
+    a.cancel.cancel();
+    a.task.await.expect("elector");
+    server.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn delayed_renewals_close_the_gate_before_another_replica_can_lead() {
     let (server, client) = kubewasm_tests::devserver().await;
     let a = start(&client, "a");
