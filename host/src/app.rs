@@ -550,6 +550,7 @@ pub fn plugin_source(plugins: PluginHost) -> PluginSource {
                 queue_depth: p.queue_depth as u64,
                 failed: p.failed,
                 workqueue: p.workqueue,
+                memory_bytes: p.memory_bytes as u64,
             })
             .collect()
     })
@@ -600,6 +601,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "restarts": p.restarts,
         "events_dropped": p.events_dropped.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "queue_depth": p.queue_depth,
+        "memory_bytes": p.memory_bytes,
         "workqueue": p.workqueue.as_ref().map(|q| serde_json::json!({
             "depth": q.depth,
             "parked": q.parked,

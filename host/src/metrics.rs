@@ -135,6 +135,8 @@ pub struct PluginSample {
     pub failed: bool,
     /// A 0.2 plugin's workqueue, now.
     pub workqueue: Option<QueueStats>,
+    /// The linear memory its instances hold, now.
+    pub memory_bytes: u64,
 }
 
 /// Reads the plugins' live figures at scrape time.
@@ -803,7 +805,7 @@ impl std::fmt::Debug for PluginCollector {
 impl prometheus_client::collector::Collector for PluginCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let samples = self.0.get().map(|source| source()).unwrap_or_default();
-        let gauges: [GaugeColumn; 2] = [
+        let gauges: [GaugeColumn; 3] = [
             (
                 "plugin_queue_depth",
                 "Events waiting in a plugin's queue, read when scraped",
@@ -813,6 +815,12 @@ impl prometheus_client::collector::Collector for PluginCollector {
                 "plugin_failed",
                 "1 while a plugin is in the failed state (restarts kept failing; retried rarely)",
                 |s| i64::from(s.failed),
+            ),
+            (
+                "plugin_memory_bytes",
+                "Linear memory a plugin's live instances hold (handler and reconcile workers), \
+                 read when scraped; host-side memory such as the cache is not in it",
+                |s| i64::try_from(s.memory_bytes).unwrap_or(i64::MAX),
             ),
         ];
         for (name, help, value) in gauges {
@@ -917,6 +925,7 @@ mod tests {
                 queue_depth: 3,
                 failed: true,
                 workqueue: None,
+                memory_bytes: 1 << 20,
             }]
         }));
         let diff = metrics.plugin_metrics("diff", &["ConfigMap".to_owned()]);
@@ -937,6 +946,7 @@ mod tests {
             r#"kubewasm_plugin_reloads_total{plugin="diff",result="failed"} 1"#,
             r#"kubewasm_plugin_queue_depth{plugin="diff"} 3"#,
             r#"kubewasm_plugin_failed{plugin="diff"} 1"#,
+            r#"kubewasm_plugin_memory_bytes{plugin="diff"} 1048576"#,
             r#"kubewasm_leader{lease="kubewasm"} 0"#,
             r#"kubewasm_informer_objects{resource="v1/configmaps",namespace="",selector=""} 7"#,
             r#"kubewasm_informer_relists_total{resource="v1/configmaps",namespace="",selector=""} 2"#,

@@ -302,13 +302,14 @@ async fn start_instance(
     let Some(context) = recipe.context.clone() else {
         return Err("an admission policy is a plugin of contract 0.3, with a 0.2 context".into());
     };
-    let store = new_store(
+    let mut store = new_store(
         pre.engine(),
         recipe.name.clone(),
         &recipe.limits,
         recipe.access.clone(),
         recipe.log_gate.clone(),
     );
+    store.data_mut().limiter.count_into(recipe.memory.clone());
     let (mut instance, info, declared) = instantiate(
         pre,
         indices,

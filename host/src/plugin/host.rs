@@ -26,6 +26,7 @@ use super::leases::{Claims, Leases};
 use super::log_gate::LogLimits;
 use super::observer::{DropReason, NoopObserver, Observer, PluginObserver};
 use super::policy::{PluginPolicy, PolicyLookup, StaticPolicy};
+use super::state::MemoryUse;
 use super::workqueue::QueueStats;
 use super::{Delivery, PluginInfo};
 
@@ -131,6 +132,9 @@ pub struct PluginStatus {
     pub workqueue: Option<QueueStats>,
     /// The webhooks a plugin of contract 0.3 serves.
     pub admission: Option<crate::admission::Declaration>,
+    /// The linear memory its live instances hold now, in bytes (the handler instance and each
+    /// reconcile worker's); what the host keeps for it, such as the cache, is not in it.
+    pub memory_bytes: usize,
 }
 
 impl PluginStatus {
@@ -170,6 +174,7 @@ impl PluginStatus {
             last_error: None,
             workqueue: None,
             admission: None,
+            memory_bytes: 0,
         }
     }
 }
@@ -190,6 +195,8 @@ struct Entry {
     controller: Option<v0_2::Controller>,
     /// Why the last `replace` failed (the old version kept running).
     replace_error: Option<String>,
+    /// The linear memory its instances hold.
+    memory: MemoryUse,
 }
 
 impl Entry {
@@ -201,8 +208,10 @@ impl Entry {
         info: &PluginInfo,
         claims: Claims,
         limits: Limits,
+        memory: MemoryUse,
     ) -> Self {
         Entry {
+            memory,
             source: source.to_owned(),
             name: info.name.clone(),
             hash: compiled.hash.clone(),
@@ -279,6 +288,7 @@ impl Entry {
                 .as_ref()
                 .and_then(|c| c.admission.as_ref())
                 .map(|r| r.policy().declaration().clone()),
+            memory_bytes: self.memory.bytes(),
             ..PluginStatus::new(
                 id,
                 &self.source,
@@ -537,6 +547,7 @@ impl PluginHost {
                 limits,
                 access,
                 log_gate,
+                memory: instance.memory_use(),
                 context: None,
             },
             resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),
@@ -545,7 +556,14 @@ impl PluginHost {
             restart: self.inner.options.restart,
         };
         Ok(Prepared {
-            entry: Entry::new(source, &compiled, &info, claims, limits),
+            entry: Entry::new(
+                source,
+                &compiled,
+                &info,
+                claims,
+                limits,
+                config.recipe.memory.clone(),
+            ),
             actor: Some((config, instance)),
         })
     }

@@ -25,7 +25,7 @@ use super::grants::Limits;
 use super::inbox::{Event, Queued};
 use super::log_gate::LogGate;
 use super::observer::FailureKind;
-use super::state::{CallClock, HostState};
+use super::state::{CallClock, HostState, MemoryUse};
 use super::{Gvk, PluginInfo};
 
 /// Raised from the epoch callback when a call runs past its deadline.
@@ -209,6 +209,11 @@ impl Instance {
         )
         .await
         .map_err(|e| e.to_string())?;
+        instance
+            .store
+            .data_mut()
+            .limiter
+            .count_into(recipe.memory.clone());
         match instance.init(&recipe.config).await {
             Outcome::Ok(_) => {}
             Outcome::GuestError(reason) => return Err(format!("init failed: {reason}")),
@@ -233,6 +238,12 @@ impl Instance {
     /// The cap on what the guest logs (shared with the plugin's later instances).
     pub(crate) fn log_gate(&self) -> Arc<LogGate> {
         self.store.data().log_gate.clone()
+    }
+
+    /// The plugin's linear memory in use, which this instance counts into (shared with the
+    /// plugin's later instances through its [`Recipe`]).
+    pub(crate) fn memory_use(&self) -> MemoryUse {
+        self.store.data().limiter.usage()
     }
 
     /// Renames the instance in its log lines.
@@ -472,6 +483,8 @@ pub(crate) struct Recipe {
     pub(crate) access: Arc<Access>,
     /// The plugin's log cap, shared by every instance.
     pub(crate) log_gate: Arc<LogGate>,
+    /// The plugin's linear memory in use, counted by every instance.
+    pub(crate) memory: MemoryUse,
     /// A 0.2 plugin's queue, client and counters, which its instances' imports use (`None`
     /// for 0.1).
     pub(crate) context: Option<Arc<Context>>,

@@ -4,6 +4,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -150,11 +151,45 @@ impl WasiView for HostState {
     }
 }
 
+/// The linear memory a plugin's live instances hold, in bytes: the handler instance's and each
+/// reconcile worker's (and, during a restart, the old one's until it is dropped). Shared by
+/// the plugin's instances like its log gate; read by its status and
+/// `kubewasm_plugin_memory_bytes`. Host-side memory (the cache, wasmtime's own structures) is
+/// not in it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MemoryUse(Arc<AtomicUsize>);
+
+impl MemoryUse {
+    pub(crate) fn bytes(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, bytes: usize) {
+        self.0.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn sub(&self, bytes: usize) {
+        // Never below zero, whatever the order of a drop and a concurrent read.
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(bytes))
+            });
+    }
+}
+
 /// Caps an instance's linear memory and remembers whether the guest hit the cap, so a trap that
-/// follows (Rust aborts when an allocation fails) is reported as a memory fault.
+/// follows (Rust aborts when an allocation fails) is reported as a memory fault. Counts what
+/// its instance holds into the plugin's [`MemoryUse`], and takes it out again when dropped
+/// with the store.
 pub(crate) struct MemoryLimiter {
     max: usize,
     pub(crate) exceeded: bool,
+    usage: MemoryUse,
+    /// What this store's memories hold, as counted into `usage`.
+    held: usize,
+    /// The growth last allowed, taken back if wasmtime then fails to grow.
+    allowed: usize,
 }
 
 /// Tables hold function references; a guest needing more than this is broken or hostile.
@@ -165,14 +200,36 @@ impl MemoryLimiter {
         MemoryLimiter {
             max,
             exceeded: false,
+            usage: MemoryUse::default(),
+            held: 0,
+            allowed: 0,
         }
+    }
+
+    /// The plugin's memory use this instance counts into.
+    pub(crate) fn usage(&self) -> MemoryUse {
+        self.usage.clone()
+    }
+
+    /// Counts this instance into `usage` (the plugin's) from now on, moving what it holds.
+    pub(crate) fn count_into(&mut self, usage: MemoryUse) {
+        self.usage.sub(self.held);
+        usage.add(self.held);
+        self.usage = usage;
+    }
+}
+
+impl Drop for MemoryLimiter {
+    fn drop(&mut self) {
+        self.usage.sub(self.held);
     }
 }
 
 impl wasmtime::ResourceLimiter for MemoryLimiter {
+    /// Called for a memory's creation too (`current` 0), so `held` counts every byte.
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -180,7 +237,17 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
             self.exceeded = true;
             return Ok(false);
         }
+        self.allowed = desired.saturating_sub(current);
+        self.held += self.allowed;
+        self.usage.add(self.allowed);
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.held = self.held.saturating_sub(self.allowed);
+        self.usage.sub(self.allowed);
+        self.allowed = 0;
+        Ok(())
     }
 
     fn table_growing(
@@ -330,6 +397,31 @@ mod tests {
         assert!(!l.exceeded);
         assert!(!l.memory_growing(1 << 20, (1 << 20) + 65536, None).unwrap());
         assert!(l.exceeded);
+    }
+
+    #[test]
+    fn memory_use_counts_what_each_instance_holds_until_it_is_dropped() {
+        let plugin = MemoryUse::default();
+        let mut a = MemoryLimiter::new(1 << 30);
+        a.memory_growing(0, 1 << 20, None).unwrap();
+        a.count_into(plugin.clone());
+        assert_eq!(plugin.bytes(), 1 << 20, "the creation is moved over");
+        a.memory_growing(1 << 20, 3 << 20, None).unwrap();
+        let mut b = MemoryLimiter::new(1 << 30);
+        b.count_into(plugin.clone());
+        b.memory_growing(0, 1 << 16, None).unwrap();
+        assert_eq!(plugin.bytes(), (3 << 20) + (1 << 16));
+        // Allowed, then failed in wasmtime: not held.
+        b.memory_growing(1 << 16, 1 << 29, None).unwrap();
+        b.memory_grow_failed(wasmtime::Error::msg("no memory"))
+            .unwrap();
+        assert_eq!(plugin.bytes(), (3 << 20) + (1 << 16));
+        // Refused past the cap: not held either.
+        assert!(!b.memory_growing(1 << 16, 1 << 31, None).unwrap());
+        drop(a);
+        assert_eq!(plugin.bytes(), 1 << 16);
+        drop(b);
+        assert_eq!(plugin.bytes(), 0);
     }
 
     #[test]

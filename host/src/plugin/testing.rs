@@ -344,6 +344,7 @@ pub(crate) async fn spawn_probe_with(
                 limits,
                 access,
                 log_gate,
+                memory: instance.memory_use(),
                 context: None,
             },
             resources: vec![config_map_gvk()],

@@ -464,6 +464,17 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
             events(name)
         );
     }
+    // The instance that ate up to its cap is gone from the plugin's memory: its fresh one holds
+    // about what the same guest holds in a well-behaved plugin.
+    let (alloc, rec) = (
+        env.status("iso-alloc").memory_bytes,
+        env.status("iso-rec").memory_bytes,
+    );
+    assert!(rec > 0 && alloc > 0, "alloc {alloc}, rec {rec}");
+    assert!(
+        alloc <= 2 * rec && alloc < small.memory / 2,
+        "the faulted instance is still counted: alloc {alloc}, rec {rec}"
+    );
     assert!(
         env.status("iso-err")
             .last_error

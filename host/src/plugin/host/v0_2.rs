@@ -190,8 +190,10 @@ impl PluginHost {
             limits,
             access,
             log_gate: log_gate.clone(),
+            memory: instance.memory_use(),
             context: Some(context.clone()),
         };
+        let memory = recipe.memory.clone();
         // Subscriptions with queue rules only feed the queue: the event loop takes the ones
         // that asked for events.
         sources.retain(|s| events.get(s.subscription).copied().unwrap_or(false));
@@ -231,7 +233,7 @@ impl PluginHost {
             };
             workers = spawn_workers(workers_recipe, policy.reconcile.max_concurrent_reconciles);
         }
-        let mut entry = Entry::new(source, &compiled, &info, claims, limits);
+        let mut entry = Entry::new(source, &compiled, &info, claims, limits, memory);
         entry.controller = Some(Controller {
             context,
             registrations,
