@@ -36,7 +36,7 @@ pub enum ScaffoldError {
     )]
     BadName(String),
     #[error(
-        "`kubewasm new` has no {0:?} template yet (done: rust, python); see docs/guest-guide.md"
+        "`kubewasm new` has no {0:?} template yet (done: rust, python, c); see docs/guest-guide.md"
     )]
     NotYet(Lang),
     #[error("{0} exists and is not empty")]
@@ -67,6 +67,15 @@ const PYTHON_CONTROLLER: &str = include_str!("../templates/python/controller.py.
 const PYTHON_OBSERVER: &str = include_str!("../templates/python/observer.py.tmpl");
 /// The Python helper of the examples, written into each Python project.
 const PYTHON_KUBE: &str = include_str!("../../examples-guests/python/sample-controller/kube.py");
+const C_CONTROLLER: &str = include_str!("../templates/c/controller.c.tmpl");
+const C_OBSERVER: &str = include_str!("../templates/c/observer.c.tmpl");
+/// The C examples' helpers (natively tested beside them), written into each C project.
+const C_KUBE_H: &str = include_str!("../../examples-guests/c/propagator/kube.h");
+const C_KUBE_C: &str = include_str!("../../examples-guests/c/propagator/kube.c");
+const C_JSON_H: &str = include_str!("../../examples-guests/c/json.h");
+const C_JSON_C: &str = include_str!("../../examples-guests/c/json.c");
+const C_COUNTS_H: &str = include_str!("../../examples-guests/c/counts.h");
+const C_COUNTS_C: &str = include_str!("../../examples-guests/c/counts.c");
 
 /// Whether `name` can name a plugin, a package and a file.
 pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -133,6 +142,42 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
              `componentize-py -d wit -w controller componentize -p . app`. The component \
              carries CPython (about 18 MB) and takes seconds to compile once; the host caches it.",
         ),
+        Lang::C => {
+            let mut own = vec![
+                (
+                    "plugin.c",
+                    match kind {
+                        Kind::Controller => C_CONTROLLER,
+                        Kind::Observer => C_OBSERVER,
+                    },
+                    "the plugin",
+                ),
+                (
+                    "kube.h",
+                    C_KUBE_H,
+                    "object metadata, labels and a string builder for JSON documents",
+                ),
+                ("kube.c", C_KUBE_C, "(its code)"),
+                (
+                    "json.h",
+                    C_JSON_H,
+                    "a small JSON reader (wasi-libc has none)",
+                ),
+                ("json.c", C_JSON_C, "(its code)"),
+                (".gitignore", "/build\n", "what builds write"),
+            ];
+            if kind == Kind::Observer {
+                own.push(("counts.h", C_COUNTS_H, "counts by name (a hash table)"));
+                own.push(("counts.c", C_COUNTS_C, "(its code)"));
+            }
+            (
+                own,
+                "Needs clang 19 with wasi-libc (Debian: `apt-get install clang-19 lld-19 \
+                 libclang-rt-19-dev-wasm32 wasi-libc`); `kubewasm build` generates \
+                 `controller.h` from `wit/` and compiles every `.c` file here (not `*_test.c`) \
+                 for wasm32-wasip2 into a component.",
+            )
+        }
         other => return Err(ScaffoldError::NotYet(other)),
     };
     let mut table = String::new();
@@ -246,7 +291,11 @@ mod tests {
 
     #[test]
     fn a_project_has_its_source_build_file_wit_config_scenario_and_readme() {
-        for (lang, source) in [(Lang::Rust, "src/lib.rs"), (Lang::Python, "app.py")] {
+        for (lang, source) in [
+            (Lang::Rust, "src/lib.rs"),
+            (Lang::Python, "app.py"),
+            (Lang::C, "plugin.c"),
+        ] {
             for kind in [Kind::Controller, Kind::Observer] {
                 check_project(lang, kind, source);
             }

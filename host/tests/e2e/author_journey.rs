@@ -225,6 +225,62 @@ fn rust_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
     );
 }
 
+/// Whether clang 19 with wasi-libc is here (what `kubewasm build` compiles C with); says loudly
+/// when not.
+fn c_toolchain_present() -> bool {
+    let present = ["/usr/bin/clang-19", "/usr/bin/wasm-ld-19"]
+        .iter()
+        .all(|p| Path::new(p).exists())
+        && Path::new("/usr/include/wasm32-wasi/stdlib.h").exists();
+    if !present {
+        eprintln!(
+            "\n!!! SKIPPED: the C author journey needs clang-19, lld-19 and wasi-libc \
+             (cargo xtask build-guests installs them) !!!\n"
+        );
+    }
+    present
+}
+
+#[test]
+fn c_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
+    if !c_toolchain_present() {
+        return;
+    }
+    let outside = Outside::new();
+    journey(
+        &outside,
+        "cmirror",
+        "c",
+        "controller",
+        &|_| true,
+        &|project| {
+            edit(
+                project,
+                "plugin.c",
+                "sb_append(&doc, data, len);",
+                "sb_puts(&doc, \"{\\\"broken\\\":\\\"yes\\\"}\");",
+            )
+        },
+        "v1 ConfigMap default/app-mirror",
+    );
+    journey(
+        &outside,
+        "ccounter",
+        "c",
+        "observer",
+        &|_| true,
+        &|project| {
+            edit(
+                project,
+                "plugin.c",
+                "count(object, 1, &meta, err)",
+                "count(object, 2, &meta, err)",
+            )
+        },
+        "Counted on ConfigMap second",
+    );
+}
+
 /// Makes `componentize-py` available to the Python project in `project`: on PATH (outside the
 /// checkout), else the author's way, a `.venv` in the project with
 /// `pip install componentize-py==0.25.1` (which `kubewasm build` looks in). False, said loudly,
