@@ -67,7 +67,7 @@ commands:
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)
   test           what CI runs: cargo fmt --check, the build with clippy -D warnings, build-guests,
-                 the image (unoptimised binary), the test suite
+                 the image (the dev build inside), the test suite
                  (doc tests + cargo nextest when installed, else cargo test); the real-server
                  tier (tests in `real` modules) runs when KUBEBUILDER_ASSETS names a folder with
                  kube-apiserver and etcd, and is reported as skipped otherwise
@@ -75,10 +75,10 @@ commands:
                  examples/manifests --config examples/kubewasm-dev.toml ARGS..` (the example
                  plugins on the embedded API server; a --config in ARGS replaces the example one)
   bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md
-  image [--profile release|image-test]
+  image [--profile release|test]
                  build the container image offline with buildah (static musl binary, from
-                 scratch) into target/image/kubewasm.oci.tar (needs root); `image-test` is the
-                 unoptimised binary the test suite's image is built with";
+                 scratch) into target/image/kubewasm.oci.tar (needs root); `test` is the test
+                 suite's image: the same layout around the dev build and the libraries it links";
 
 /// The workspace root (the parent of this crate's directory).
 fn workspace_root() -> PathBuf {

@@ -2,7 +2,7 @@
 //!
 //! Order: kubectl, `cargo fmt --check`, the build of every target with clippy as the
 //! workspace's compiler (warnings denied; see [`Lint`]), every guest, the container image (as
-//! root, its binary unoptimised: `image::Profile::Test`), then the test suite: the doc tests
+//! root, around the suite's own build: `image::Profile::Test`), then the test suite: the doc tests
 //! (which nextest skips), the real-server tier (tests in modules named `real`, against
 //! kube-apiserver from `KUBEBUILDER_ASSETS`; skipped, and said so, without it), then the rest
 //! with cargo-nextest, or everything with `cargo test` alone. Then a table of how long each stage
@@ -52,15 +52,7 @@ fn run_stages(
         // Every target as clippy --all-targets sees it, but a cdylib guest's library, which
         // links only for wasm: `--tests` builds each library in test mode instead, and the
         // guests stage builds (and so lints) the guests' libraries for their real target.
-        cmd::run(cmd::command(&cargo, &ctx.root).args([
-            "build",
-            "--workspace",
-            "--tests",
-            "--benches",
-            "--examples",
-            "--bins",
-            "--locked",
-        ]))
+        cmd::run(cmd::command(&cargo, &ctx.root).args(BUILD))
     })?;
     let built = stages.time("guests", || guests::build_all(ctx))?;
     guests::print_summary(&built);
@@ -150,6 +142,18 @@ fn run_stages(
 pub struct Lint {
     driver: PathBuf,
 }
+
+/// The build the suite runs its tests on: every target as clippy --all-targets sees it, but a
+/// cdylib guest's library (see `run_stages`). The image test's image holds its `kubewasm`.
+pub const BUILD: [&str; 7] = [
+    "build",
+    "--workspace",
+    "--tests",
+    "--benches",
+    "--examples",
+    "--bins",
+    "--locked",
+];
 
 /// The variables [`Lint`] sets; a build that must not lint (the image's) removes them.
 pub const LINT_VARS: [&str; 2] = ["RUSTC_WORKSPACE_WRAPPER", "CLIPPY_ARGS"];
