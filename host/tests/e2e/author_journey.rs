@@ -4,7 +4,7 @@
 //! scenario all pass; with a deliberately broken plugin `test` fails with a diff naming the
 //! object.
 //!
-//! These build the scaffolds with the language's toolchain (slow: the nextest `compile-heavy`
+//! These build the scaffolds with the language's toolchain (slow: the nextest `journeys`
 //! group). A language whose toolchain is absent is skipped with a loud message on stderr;
 //! `cargo xtask build-guests` installs the toolchains, so in CI they are there.
 
