@@ -695,7 +695,9 @@ async fn reconcile_rate(
         "### Reconciles per second\n\nNo-op `reconcile` (guest `reconciler-v0-2`, contract 0.2 \
          world `reconciler`): {OBJECTS} cached ConfigMaps, each key queued once by the replay \
          and reconciled once; from load to the last reconcile; median of {ROUNDS}; CPU = \
-         whole-process CPU less the idle rate ({:.1} ms/s).\n",
+         whole-process CPU less the idle rate ({:.1} ms/s). The plugin's reconcile rate limit \
+         (200 a second by default, `reconciles-per-second`) is raised out of the way: this \
+         measures the runtime, not the limit.\n",
         idle_ns_per_s / 1e6
     );
     println!("| workers (max-concurrent-reconciles) | reconciles/s | CPU us per reconcile |");
@@ -711,6 +713,8 @@ async fn reconcile_rate(
                 config: json!({"name": "bench-reconciler", "namespace": NAMESPACE}).to_string(),
                 reconcile: ReconcileSettings {
                     max_concurrent_reconciles: workers,
+                    reconciles_per_second: 1e9,
+                    reconcile_burst: 1_000_000,
                     ..ReconcileSettings::default()
                 },
                 ..PluginPolicy::default()
