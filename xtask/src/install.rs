@@ -57,11 +57,5 @@ pub fn rustup_target(target: &str) -> anyhow::Result<()> {
         .with_context(|| format!("installing the {target} target"))
 }
 
-/// Whether this process runs as root (apt-get works, chroot works).
-pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
-        .unwrap_or(false)
-}
+/// Whether this process runs as root (apt-get works, chroot works): the guest builder's check.
+pub use kubewasm_build::toolchain::is_root;
