@@ -268,8 +268,12 @@ fn check_object(object: &Value, named: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest duration a scenario or `--timeout` may give: a deadline is computed from it, and
+/// one past the clock's range would panic; a test step waiting longer than a day is a mistake.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// A duration as a scenario and `kubewasm test --timeout` write it: `15s`, `500ms`, `2m` or
-/// plain seconds.
+/// plain seconds, at most a day.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let (number, scale) = if let Some(m) = text.strip_suffix("ms") {
@@ -284,7 +288,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .parse::<f64>()
         .ok()
         .and_then(|n| Duration::try_from_secs_f64(n * scale).ok())
-        .ok_or_else(|| format!("`{text}` is not a duration such as 30s or 500ms"))
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or_else(|| format!("`{text}` is not a duration such as 30s or 500ms (at most 24h)"))
 }
 
 /// [`parse_duration`] for an optional field.
@@ -314,6 +319,25 @@ mod duration_opt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_parsed_and_hostile_ones_refused() {
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration(" 2m "), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        for bad in [
+            "",
+            "-1s",
+            "NaN",
+            "inf",
+            "1e300",
+            "1e15s",
+            "25h",
+            "30 seconds",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
 
     const GOOD: &str = r#"
 name: mirror
