@@ -53,7 +53,7 @@ pub use lister_watcher::{
     INITIAL_EVENTS_END, KubeListerWatcher, ListPage, ListWatchOptions, ListerWatcher, WatchEvent,
     WatchStream, WatchTarget, parse_list, parse_watch_line,
 };
-pub use object::{Object, ObjectRef, ParseOptions};
+pub use object::{Object, ObjectRef, OwnerReference, ParseOptions};
 pub use processor::{ListenerStats, ResourceEventHandler};
 pub use reflector::{ListStrategy, ReflectorOptions, TransformFunc, WatchErrorHandler};
 pub use shared_informer::{InformerOptions, InformerStats, Registration, SharedIndexInformer};

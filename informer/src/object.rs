@@ -28,9 +28,11 @@ pub struct Object {
     json: Box<str>,
     /// `key` first (`namespace/name` or `name`), then unescaped copies of escaped strings.
     arena: Box<str>,
-    /// `[uid, resourceVersion, (label key, value)*, (annotation key, value)*, owner uid*]`,
-    /// labels and annotations sorted by key.
+    /// `[uid, resourceVersion, generation, (label key, value)*, (annotation key, value)*,
+    /// owner uid*]`, labels and annotations sorted by key, then, for an object with a
+    /// controlling owner, `[apiVersion, kind, name, uid]` of that owner reference.
     spans: Box<[Span]>,
+    /// The key's length; the `CONTROLLED` bit says the spans end with the controlling owner.
     key_len: u32,
     /// Length of the namespace prefix of the key, or `NO_NAMESPACE`.
     ns_len: u32,
@@ -40,6 +42,24 @@ pub struct Object {
 
 const NO_NAMESPACE: u32 = u32::MAX;
 const IN_ARENA: u32 = 1 << 31;
+/// In `key_len`: free, as a key is shorter than the JSON, which is shorter than `IN_ARENA`.
+const CONTROLLED: u32 = 1 << 31;
+/// The spans before the labels: uid, resourceVersion, generation.
+const FIXED: usize = 3;
+/// The spans of the controlling owner reference: apiVersion, kind, name, uid.
+const CONTROLLER_SPANS: usize = 4;
+
+/// An owner reference of an object (`metadata.ownerReferences[]`), borrowed from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerReference<'a> {
+    /// `apps/v1`, or `v1` for the core group.
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    /// The owner's name (in the object's namespace, or cluster-scoped).
+    pub name: &'a str,
+    /// `""` when absent.
+    pub uid: &'a str,
+}
 
 /// A string's place: in `json`, or (high bit of `start` set) in `arena`.
 #[derive(Clone, Copy, Debug)]
@@ -165,14 +185,32 @@ impl Object {
         let labels = meta.labels.map(|p| p.0).unwrap_or_default();
         let annotations = meta.annotations.map(|p| p.0).unwrap_or_default();
         let owners = meta.owner_references.unwrap_or_default();
-        let mut spans =
-            Vec::with_capacity(2 + 2 * (labels.len() + annotations.len()) + owners.len());
+        // client-go's `GetControllerOf`: the first reference with `controller: true`.
+        let controller = owners
+            .iter()
+            .find(|o| o.controller.is_some_and(|c| c.get() == "true"));
+        let mut spans = Vec::with_capacity(
+            FIXED
+                + 2 * (labels.len() + annotations.len())
+                + owners.len()
+                + controller.map_or(0, |_| CONTROLLER_SPANS),
+        );
         spans.push(meta.uid.as_ref().map_or(Span::EMPTY, &mut place));
         spans.push(
             meta.resource_version
                 .as_ref()
                 .map_or(Span::EMPTY, &mut place),
         );
+        spans.push(match meta.generation {
+            Some(value) if integer(value.get()).is_some() => {
+                let offset = value.get().as_ptr() as usize - raw.as_ptr() as usize;
+                Span {
+                    start: shift(offset) as u32,
+                    len: value.get().len() as u32,
+                }
+            }
+            _ => Span::EMPTY,
+        });
         for (k, v) in &labels {
             spans.push(place(k));
             spans.push(place(v));
@@ -186,17 +224,22 @@ impl Object {
                 spans.push(place(uid));
             }
         }
+        if let Some(owner) = controller {
+            for field in [&owner.api_version, &owner.kind, &owner.name, &owner.uid] {
+                spans.push(field.as_ref().map_or(Span::EMPTY, &mut place));
+            }
+        }
         let mut object = Object {
             json: json.into_boxed_str(),
             arena: arena.into_boxed_str(),
             spans: Box::default(),
-            key_len,
+            key_len: key_len | controller.map_or(0, |_| CONTROLLED),
             ns_len,
             n_labels: labels.len() as u32,
             n_annotations: annotations.len() as u32,
         };
-        sort_pairs(&object, &mut spans[2..2 + 2 * labels.len()]);
-        let a_start = 2 + 2 * labels.len();
+        sort_pairs(&object, &mut spans[FIXED..FIXED + 2 * labels.len()]);
+        let a_start = FIXED + 2 * labels.len();
         sort_pairs(
             &object,
             &mut spans[a_start..a_start + 2 * annotations.len()],
@@ -212,7 +255,7 @@ impl Object {
 
     /// The store key: `namespace/name`, or `name` for cluster-scoped objects.
     pub fn key(&self) -> &str {
-        &self.arena[..self.key_len as usize]
+        &self.arena[..(self.key_len & !CONTROLLED) as usize]
     }
 
     /// `metadata.namespace`, if the object has one.
@@ -236,6 +279,11 @@ impl Object {
     /// `metadata.resourceVersion`, or `""` when absent.
     pub fn resource_version(&self) -> &str {
         self.text(self.spans[1])
+    }
+
+    /// `metadata.generation`; `None` when absent (or not an integer).
+    pub fn generation(&self) -> Option<i64> {
+        integer(self.text(self.spans[2]))
     }
 
     /// The value of label `key`.
@@ -264,8 +312,23 @@ impl Object {
 
     /// The UIDs of `metadata.ownerReferences`, in order.
     pub fn owner_uids(&self) -> impl Iterator<Item = &str> {
-        let start = 2 + 2 * (self.n_labels + self.n_annotations) as usize;
-        self.spans[start..].iter().map(|s| self.text(*s))
+        let start = FIXED + 2 * (self.n_labels + self.n_annotations) as usize;
+        let end = self.spans.len() - self.controller_spans().len();
+        self.spans[start..end].iter().map(|s| self.text(*s))
+    }
+
+    /// The owner reference with `controller: true` (the first, as client-go's
+    /// `metav1.GetControllerOf`): the object whose controller manages this one.
+    pub fn controller(&self) -> Option<OwnerReference<'_>> {
+        match self.controller_spans() {
+            [api_version, kind, name, uid] => Some(OwnerReference {
+                api_version: self.text(*api_version),
+                kind: self.text(*kind),
+                name: self.text(*name),
+                uid: self.text(*uid),
+            }),
+            _ => None,
+        }
     }
 
     /// Deserializes the JSON into a typed value (a k8s-openapi type, `serde_json::Value`, ...).
@@ -317,12 +380,19 @@ impl Object {
     }
 
     fn label_spans(&self) -> &[Span] {
-        &self.spans[2..2 + 2 * self.n_labels as usize]
+        &self.spans[FIXED..FIXED + 2 * self.n_labels as usize]
     }
 
     fn annotation_spans(&self) -> &[Span] {
-        let start = 2 + 2 * self.n_labels as usize;
+        let start = FIXED + 2 * self.n_labels as usize;
         &self.spans[start..start + 2 * self.n_annotations as usize]
+    }
+
+    fn controller_spans(&self) -> &[Span] {
+        if self.key_len & CONTROLLED == 0 {
+            return &[];
+        }
+        &self.spans[self.spans.len() - CONTROLLER_SPANS..]
     }
 
     fn lookup(&self, pairs: &[Span], key: &str) -> Option<&str> {
@@ -378,6 +448,11 @@ fn sort_pairs(object: &Object, pairs: &mut [Span]) {
         pairs[2 * i] = k;
         pairs[2 * i + 1] = v;
     }
+}
+
+/// A JSON integer's text as an `i64`; `None` for anything else.
+fn integer(text: &str) -> Option<i64> {
+    text.parse().ok()
 }
 
 fn json_string(s: &str) -> String {
@@ -562,6 +637,8 @@ struct RawMeta<'a> {
     #[serde(borrow, default)]
     resource_version: Option<Str<'a>>,
     #[serde(borrow, default)]
+    generation: Option<&'a RawValue>,
+    #[serde(borrow, default)]
     labels: Option<Pairs<'a>>,
     #[serde(borrow, default)]
     annotations: Option<Pairs<'a>>,
@@ -572,9 +649,19 @@ struct RawMeta<'a> {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct RawOwner<'a> {
     #[serde(borrow, default)]
+    api_version: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(borrow, default)]
     uid: Option<Str<'a>>,
+    /// Read as text: only `true` counts, and no other value fails the object.
+    #[serde(borrow, default)]
+    controller: Option<&'a RawValue>,
 }
 
 #[cfg(test)]
@@ -712,7 +799,14 @@ mod tests {
                 .map(|_| (word(&mut rng, 8), word(&mut rng, 30).into()))
                 .collect();
             let owners: Vec<serde_json::Value> = (0..rng.random_range(0..3))
-                .map(|_| serde_json::json!({"uid": word(&mut rng, 6), "kind": "X"}))
+                .map(|_| {
+                    let mut owner = serde_json::json!({"uid": word(&mut rng, 6), "kind": word(&mut rng, 4),
+                        "apiVersion": word(&mut rng, 5), "name": word(&mut rng, 6)});
+                    if rng.random_bool(0.5) {
+                        owner["controller"] = rng.random_bool(0.5).into();
+                    }
+                    owner
+                })
                 .collect();
             let mut meta = serde_json::json!({
                 "name": word(&mut rng, 10),
@@ -724,6 +818,9 @@ mod tests {
             });
             if rng.random_bool(0.5) {
                 meta["namespace"] = word(&mut rng, 6).into();
+            }
+            if rng.random_bool(0.5) {
+                meta["generation"] = rng.random_range(1..1_000_000i64).into();
             }
             if rng.random_bool(0.7) {
                 meta["managedFields"] = serde_json::json!([{"manager": word(&mut rng, 5)}]);
@@ -765,6 +862,22 @@ mod tests {
                 .map(|r| r["uid"].as_str().unwrap())
                 .collect();
             assert_eq!(o.owner_uids().collect::<Vec<_>>(), owner_uids);
+            let controller = m["ownerReferences"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["controller"] == true);
+            assert_eq!(
+                o.controller()
+                    .map(|c| (c.api_version, c.kind, c.name, c.uid)),
+                controller.map(|r| (
+                    r["apiVersion"].as_str().unwrap(),
+                    r["kind"].as_str().unwrap(),
+                    r["name"].as_str().unwrap(),
+                    r["uid"].as_str().unwrap()
+                ))
+            );
+            assert_eq!(o.generation(), m["generation"].as_i64());
             let mut expected = source.clone();
             if let Some(meta) = expected["metadata"].as_object_mut() {
                 meta.remove("managedFields");
@@ -776,6 +889,103 @@ mod tests {
             let stored: serde_json::Value = serde_json::from_str(o.json()).unwrap();
             assert_eq!(stored, expected, "{raw}");
         }
+    }
+
+    #[test]
+    fn the_controller_is_the_first_reference_with_controller_true() {
+        let with = |owners: &str| {
+            Object::from_json(&format!(
+                r#"{{"metadata":{{"name":"rs","namespace":"ns","labels":{{"a":"1"}},"ownerReferences":{owners}}}}}"#
+            ))
+            .unwrap()
+        };
+        let several = with(
+            r#"[{"apiVersion":"v1","kind":"ConfigMap","name":"c","uid":"u1"},
+                {"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"u2","controller":true,"blockOwnerDeletion":true},
+                {"apiVersion":"x/v1","kind":"Other","name":"o","uid":"u3","controller":true}]"#,
+        );
+        assert_eq!(
+            several.controller(),
+            Some(OwnerReference {
+                api_version: "apps/v1",
+                kind: "Deployment",
+                name: "web",
+                uid: "u2",
+            })
+        );
+        assert_eq!(several.owner_uids().collect::<Vec<_>>(), ["u1", "u2", "u3"]);
+        assert_eq!(several.label("a"), Some("1"));
+        for none in [
+            "[]",
+            "null",
+            r#"[{"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"u2","controller":false}]"#,
+            r#"[{"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"u2","controller":null}]"#,
+            r#"[{"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"u2"}]"#,
+        ] {
+            let o = with(none);
+            assert_eq!(o.controller(), None, "{none}");
+            assert_eq!(o.key(), "ns/rs", "{none}");
+        }
+        // A reference without a uid is still the controller; it has no owner uid to index.
+        let no_uid = with(r#"[{"apiVersion":"v1","kind":"Foo","name":"f","controller":true}]"#);
+        assert_eq!(
+            no_uid.controller().map(|c| (c.name, c.uid)),
+            Some(("f", ""))
+        );
+        assert_eq!(no_uid.owner_uids().count(), 0);
+    }
+
+    #[test]
+    fn an_escaped_controller_reference_is_unescaped() {
+        let o = Object::from_json(
+            r#"{"metadata":{"name":"x","ownerReferences":[{"apiVersion":"g\u002fv1","kind":"K\u0069nd","name":"n\"q","uid":"\u0075","controller":true}],"managedFields":[{}]},"spec":{}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            o.controller(),
+            Some(OwnerReference {
+                api_version: "g/v1",
+                kind: "Kind",
+                name: "n\"q",
+                uid: "u",
+            })
+        );
+        assert_eq!(o.owner_uids().collect::<Vec<_>>(), ["u"]);
+    }
+
+    #[test]
+    fn generation_is_read_when_it_is_an_integer() {
+        let at = |generation: &str| {
+            Object::parse(
+                &format!(
+                    r#"{{"metadata":{{"managedFields":[{{"m":1}}],"name":"n","generation":{generation}}},"spec":{{}}}}"#
+                ),
+                &ParseOptions {
+                    strip_managed_fields: true,
+                    type_meta: Some(("v1".into(), "Thing".into())),
+                },
+            )
+            .unwrap()
+        };
+        assert_eq!(at("7").generation(), Some(7));
+        assert_eq!(at("9223372036854775807").generation(), Some(i64::MAX));
+        for odd in ["null", "\"7\"", "7.5", "{}", "99999999999999999999"] {
+            assert_eq!(at(odd).generation(), None, "{odd}");
+        }
+        assert_eq!(Object::from_json(CM).unwrap().generation(), None, "absent");
+    }
+
+    #[test]
+    fn the_header_stays_64_bytes_and_heap_size_counts_the_spans() {
+        assert_eq!(std::mem::size_of::<Object>(), 64);
+        let plain = Object::from_json(r#"{"metadata":{"name":"n"}}"#).unwrap();
+        assert_eq!(plain.heap_size(), 64 + plain.json().len() + 1 + 3 * 8);
+        let owned = Object::from_json(
+            r#"{"metadata":{"name":"n","ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"u","controller":true}]}}"#,
+        )
+        .unwrap();
+        // uid, resourceVersion, generation, one owner uid and the controller's four.
+        assert_eq!(owned.heap_size(), 64 + owned.json().len() + 1 + 8 * 8);
     }
 
     #[test]
