@@ -39,6 +39,8 @@ mod processor;
 mod reflector;
 mod shared_informer;
 mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod typed;
 
 pub use backoff::BackoffOptions;
