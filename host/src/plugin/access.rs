@@ -5,34 +5,22 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use kubewasm_informer::ObjectRef;
+
 use super::Gvk;
 use super::grants::Grants;
 
-/// A cached object as the guest sees it: the API server's JSON, serialised once and shared.
-pub trait Document: Send + Sync {
-    fn json(&self) -> &str;
-}
-
-/// One cached object version, shared between the cache, every plugin queue and every call.
-pub type SharedDocument = Arc<dyn Document>;
-
-impl Document for String {
-    fn json(&self) -> &str {
-        self
-    }
-}
-
 /// Read access to the cache of one subscribed resource (one informer's indexer).
 pub(crate) trait ResourceCache: Send + Sync {
-    fn get(&self, namespace: Option<&str>, name: &str) -> Option<SharedDocument>;
+    fn get(&self, namespace: Option<&str>, name: &str) -> Option<ObjectRef>;
     /// `Err` when the selector does not parse.
     fn list(
         &self,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<SharedDocument>, String>;
+    ) -> Result<Vec<ObjectRef>, String>;
     /// `index` is the cache's own index name; `Err` when it is unknown.
-    fn by_index(&self, index: &str, value: &str) -> Result<Vec<SharedDocument>, String>;
+    fn by_index(&self, index: &str, value: &str) -> Result<Vec<ObjectRef>, String>;
     fn index_values(&self, index: &str) -> Result<Vec<String>, String>;
     fn has_synced(&self) -> bool;
 }

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::collections::VecDeque;
+
+use kubewasm_informer::ObjectRef;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use std::collections::VecDeque;
-
 use super::Gvk;
-use super::access::SharedDocument;
 use super::batch::BatchSizer;
 use super::calls::{CallCounters, Outcome};
 use super::grants::describe;
@@ -211,25 +211,25 @@ struct Actor {
 /// Cached object versions, held by reference (cached objects are immutable and shared, so the
 /// same version is the same allocation), the oldest forgotten past `QUARANTINE_LIMIT`.
 #[derive(Default)]
-struct Quarantine(std::collections::VecDeque<SharedDocument>);
+struct Quarantine(std::collections::VecDeque<ObjectRef>);
 
 const QUARANTINE_LIMIT: usize = 64;
 
 impl Quarantine {
-    fn contains(&self, object: &SharedDocument) -> bool {
+    fn contains(&self, object: &ObjectRef) -> bool {
         self.0
             .iter()
             .any(|o| std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(object)))
     }
 
-    fn remove(&mut self, object: &SharedDocument) -> bool {
+    fn remove(&mut self, object: &ObjectRef) -> bool {
         let before = self.0.len();
         self.0
             .retain(|o| !std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(object)));
         self.0.len() != before
     }
 
-    fn insert(&mut self, object: SharedDocument) {
+    fn insert(&mut self, object: ObjectRef) {
         if self.0.len() == QUARANTINE_LIMIT {
             self.0.pop_front();
         }
@@ -442,7 +442,7 @@ impl Actor {
             self.drop_events(DropReason::Quarantined, 1);
             tracing::warn!(
                 plugin = &*self.config.recipe.name,
-                object = %object_key(queued.event.object().json()),
+                object = queued.event.object().key(),
                 "event skipped: this object version made the plugin fail twice"
             );
             self.note_progress();
@@ -480,7 +480,7 @@ impl Actor {
                     "{} of {} {}: {}",
                     kind.as_str(),
                     describe(resource),
-                    object_key(queued.event.object().json()),
+                    queued.event.object().key(),
                     cut(&reason)
                 );
                 // The status first: whoever sees the fault counted sees the instance replaced.
@@ -644,35 +644,6 @@ fn is_initial(event: &Event) -> bool {
     )
 }
 
-/// `namespace/name` of an object's JSON for log lines, without parsing the whole document.
-fn object_key(json: &str) -> String {
-    #[derive(serde::Deserialize)]
-    struct Meta<'a> {
-        #[serde(borrow)]
-        metadata: Option<Inner<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Inner<'a> {
-        #[serde(borrow)]
-        namespace: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow)]
-        name: Option<std::borrow::Cow<'a, str>>,
-    }
-    match serde_json::from_str::<Meta>(json) {
-        Ok(Meta {
-            metadata:
-                Some(Inner {
-                    namespace: Some(ns),
-                    name: Some(n),
-                }),
-        }) => format!("{ns}/{n}"),
-        Ok(Meta {
-            metadata: Some(Inner { name: Some(n), .. }),
-        }) => n.into_owned(),
-        _ => "(unnamed object)".to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -685,7 +656,7 @@ mod tests {
     use super::super::grants::{Grants, Limits};
     use super::super::log_gate::LogLimits;
     use super::super::testing::{
-        FakeFeed, ProbeOptions, config_map, spawn_probe, spawn_probe_with,
+        ConfigMaps, ProbeOptions, config_map_json, spawn_probe, spawn_probe_with,
     };
     use super::*;
 
@@ -697,9 +668,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn replay_then_live_events_arrive_in_order() {
-        let feed = Arc::new(FakeFeed::default());
-        feed.seed(config_map("a", "one", 1, &[]));
-        feed.seed(config_map("a", "two", 2, &[]));
+        let feed = ConfigMaps::new();
+        feed.upsert(config_map_json("a", "one", &[]));
+        feed.upsert(config_map_json("a", "two", &[]));
         let handle = spawn_probe(
             "order",
             json!({}),
@@ -708,9 +679,9 @@ mod tests {
             feed.clone(),
         )
         .await;
-        feed.upsert(config_map("a", "one", 3, &[]));
-        feed.upsert(config_map("b", "three", 4, &[]));
-        feed.delete(&config_map("a", "two", 2, &[]));
+        feed.upsert(config_map_json("a", "one", &[]));
+        feed.upsert(config_map_json("b", "three", &[]));
+        feed.delete("a/two");
         assert!(wait_until(WAIT, || events("order").len() == 5).await);
         assert_eq!(
             events("order"),
@@ -719,7 +690,7 @@ mod tests {
                 "EVENT add a/two rv=2 flag=true",
                 "EVENT update a/one rv=3",
                 "EVENT add b/three rv=4 flag=false",
-                "EVENT delete a/two rv=2 flag=false",
+                "EVENT delete a/two rv=5 flag=false",
             ]
         );
         assert_eq!(guest_logs().lines_starting("order", "OLD"), ["OLD rv=1"]);
@@ -731,8 +702,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn trap_drops_the_event_and_a_fresh_instance_is_replayed_the_cache() {
-        let feed = Arc::new(FakeFeed::default());
-        feed.seed(config_map("a", "seed", 1, &[]));
+        let feed = ConfigMaps::new();
+        feed.upsert(config_map_json("a", "seed", &[]));
         let handle = spawn_probe(
             "trapper",
             json!({"mode": "trap", "trigger": "bad"}),
@@ -742,7 +713,7 @@ mod tests {
         )
         .await;
         assert!(wait_until(WAIT, || events("trapper").len() == 1).await);
-        feed.upsert(config_map("a", "bad", 2, &[]));
+        feed.upsert(config_map_json("a", "bad", &[]));
         assert!(
             wait_until(WAIT, || handle.shared.calls.traps.load(Ordering::Relaxed)
                 == 1)
@@ -754,7 +725,7 @@ mod tests {
                 && handle.shared.restarts.load(Ordering::Relaxed) == 1)
             .await
         );
-        feed.upsert(config_map("a", "good", 3, &[]));
+        feed.upsert(config_map_json("a", "good", &[]));
         assert!(
             wait_until(WAIT, || events("trapper")
                 .contains(&"EVENT add a/good rv=3 flag=false".to_owned()))
@@ -791,8 +762,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_object_that_fails_twice_is_not_replayed_again() {
-        let feed = Arc::new(FakeFeed::default());
-        feed.seed(config_map("a", "seed", 1, &[]));
+        let feed = ConfigMaps::new();
+        feed.upsert(config_map_json("a", "seed", &[]));
         let handle = spawn_probe(
             "poisoned",
             json!({"mode": "trap", "trigger": "bad", "alsoInitial": true}),
@@ -803,13 +774,13 @@ mod tests {
         .await;
         assert!(wait_until(WAIT, || events("poisoned").len() == 1).await);
         // Traps live, then again when the fresh instance is replayed it: quarantined.
-        feed.upsert(config_map("a", "bad", 2, &[]));
+        feed.upsert(config_map_json("a", "bad", &[]));
         assert!(
             wait_until(WAIT, || handle.shared.replay_done()
                 && handle.shared.restarts.load(Ordering::Relaxed) == 2)
             .await
         );
-        feed.upsert(config_map("a", "good", 3, &[]));
+        feed.upsert(config_map_json("a", "good", &[]));
         assert!(
             wait_until(WAIT, || events("poisoned")
                 .contains(&"EVENT add a/good rv=3 flag=false".to_owned()))
@@ -824,7 +795,7 @@ mod tests {
                 .any(|l| l.contains("made the plugin fail twice"))
         );
         // A new version of the object is delivered (and traps: the guest still dislikes it).
-        feed.upsert(config_map("a", "bad", 4, &[]));
+        feed.upsert(config_map_json("a", "bad", &[]));
         assert!(
             wait_until(WAIT, || handle.shared.calls.traps.load(Ordering::Relaxed)
                 == 3)
@@ -834,7 +805,7 @@ mod tests {
     }
 
     async fn fault(name: &str, mode: &str, limits: Limits) -> ActorHandle {
-        let feed = Arc::new(FakeFeed::default());
+        let feed = ConfigMaps::new();
         let handle = spawn_probe(
             name,
             json!({"mode": mode, "trigger": "bad"}),
@@ -843,8 +814,8 @@ mod tests {
             feed.clone(),
         )
         .await;
-        feed.upsert(config_map("a", "bad", 1, &[]));
-        feed.upsert(config_map("a", "fine", 2, &[]));
+        feed.upsert(config_map_json("a", "bad", &[]));
+        feed.upsert(config_map_json("a", "fine", &[]));
         // Queued before the fault, it reaches the fresh instance through the replay (flagged
         // initial-list); without a fault it arrives live.
         let ok = wait_until(WAIT, || {
@@ -892,7 +863,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn waiting_on_the_host_does_not_count_against_the_deadline() {
-        let feed = Arc::new(FakeFeed::default());
+        let feed = ConfigMaps::new();
         let limits = Limits {
             call_deadline: Duration::from_millis(300),
             ..Limits::default()
@@ -905,7 +876,7 @@ mod tests {
             feed.clone(),
         )
         .await;
-        feed.upsert(config_map("a", "slow", 1, &[]));
+        feed.upsert(config_map_json("a", "slow", &[]));
         assert!(
             wait_until(WAIT, || guest_logs()
                 .lines("napper")
@@ -958,10 +929,10 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn queries_answer_from_the_cache_through_declared_indexes() {
-        let feed = Arc::new(FakeFeed::default());
-        feed.seed(config_map("a", "w1", 1, &[("app", "web")]));
-        feed.seed(config_map("b", "w2", 2, &[("app", "web")]));
-        feed.seed(config_map("b", "d1", 3, &[("app", "db")]));
+        let feed = ConfigMaps::new();
+        feed.upsert(config_map_json("a", "w1", &[("app", "web")]));
+        feed.upsert(config_map_json("b", "w2", &[("app", "web")]));
+        feed.upsert(config_map_json("b", "d1", &[("app", "db")]));
         let h = spawn_probe(
             "asker",
             json!({"indexes": [{"name": "by-app", "group": "", "version": "v1",
@@ -971,46 +942,39 @@ mod tests {
             feed.clone(),
         )
         .await;
-        let query =
-            |name: &str, rv: u64, data: serde_json::Value| -> super::super::SharedDocument {
-                let mut v = json!({
-                    "apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"namespace": "q", "name": name, "resourceVersion": rv.to_string(),
-                                 "labels": {"probe-query": "1"}},
-                    "data": {"group": "", "version": "v1", "kind": "ConfigMap"},
-                });
-                if let (Some(d), Some(e)) = (v["data"].as_object_mut(), data.as_object()) {
-                    d.extend(e.clone());
-                }
-                Arc::new(v.to_string())
-            };
+        let query = |name: &str, data: serde_json::Value| -> String {
+            let mut v = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"namespace": "q", "name": name, "labels": {"probe-query": "1"}},
+                "data": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            });
+            if let (Some(d), Some(e)) = (v["data"].as_object_mut(), data.as_object()) {
+                d.extend(e.clone());
+            }
+            v.to_string()
+        };
         feed.upsert(query(
             "q1",
-            10,
             json!({"op": "by-index", "index": "by-app", "value": "web"}),
         ));
         feed.upsert(query(
             "q2",
-            11,
             json!({"op": "index-values", "index": "by-app"}),
         ));
         feed.upsert(query(
             "q3",
-            12,
             json!({"op": "by-index", "index": "namespace", "value": "b"}),
         ));
         feed.upsert(query(
             "q4",
-            13,
             json!({"op": "get", "namespace": "a", "name": "w1"}),
         ));
         feed.upsert(query(
             "q5",
-            14,
             json!({"op": "by-index", "index": "nope", "value": "x"}),
         ));
-        feed.upsert(query("q6", 15, json!({"op": "has-synced", "kind": "Pod"})));
-        feed.upsert(query("q7", 16, json!({"op": "list", "selector": "app=db"})));
+        feed.upsert(query("q6", json!({"op": "has-synced", "kind": "Pod"})));
+        feed.upsert(query("q7", json!({"op": "list", "selector": "app=db"})));
         let answers = || guest_logs().lines_starting("asker", "ANSWER");
         assert!(wait_until(WAIT, || answers().len() == 7).await);
         assert_eq!(
@@ -1045,9 +1009,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_guest_trapping_on_every_third_add_ends_failed_and_is_retried_rarely() {
-        let feed = Arc::new(FakeFeed::default());
+        let feed = ConfigMaps::new();
         for i in 0..20 {
-            feed.seed(config_map("a", &format!("o{i:02}"), i + 1, &[]));
+            feed.upsert(config_map_json("a", &format!("o{i:02}"), &[]));
         }
         let policy = RestartPolicy {
             max_restarts_without_progress: 5,
@@ -1089,8 +1053,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_fault_after_the_replay_is_progress_and_backs_off_no_further() {
-        let feed = Arc::new(FakeFeed::default());
-        feed.seed(config_map("a", "seed", 1, &[]));
+        let feed = ConfigMaps::new();
+        feed.upsert(config_map_json("a", "seed", &[]));
         let handle = spawn_probe(
             "progressing",
             json!({"mode": "trap", "trigger": "bad"}),
@@ -1104,7 +1068,7 @@ mod tests {
         // (a replayed bad object arrives in the initial list, where the probe does not trap).
         for i in 0..7 {
             assert!(wait_until(WAIT, || s.ready() && s.replay_done()).await);
-            feed.upsert(config_map("a", &format!("bad{i}"), 10 + i, &[]));
+            feed.upsert(config_map_json("a", &format!("bad{i}"), &[]));
             assert!(wait_until(WAIT, || s.calls.traps.load(Ordering::Acquire) == i + 1).await);
         }
         assert!(
@@ -1145,8 +1109,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_fault_is_reported_once_the_status_says_the_instance_is_being_replaced() {
-        let feed = Arc::new(FakeFeed::default());
-        feed.seed(config_map("a", "seed", 1, &[]));
+        let feed = ConfigMaps::new();
+        feed.upsert(config_map_json("a", "seed", &[]));
         let observer = Arc::new(StatusAtFault::default());
         let handle = spawn_probe_with(
             "replaced",
@@ -1163,7 +1127,7 @@ mod tests {
         let s = handle.shared.clone();
         assert!(observer.shared.set(s.clone()).is_ok());
         assert!(wait_until(WAIT, || s.ready() && s.replay_done()).await);
-        feed.upsert(config_map("a", "bad", 2, &[]));
+        feed.upsert(config_map_json("a", "bad", &[]));
         assert!(wait_until(WAIT, || observer.seen.lock().len() == 2).await);
         // Not the dead instance's replay reported as done, nor the plugin as ready.
         assert_eq!(
@@ -1179,7 +1143,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_guest_flooding_the_log_is_capped_in_rate_and_line_length() {
-        let feed = Arc::new(FakeFeed::default());
+        let feed = ConfigMaps::new();
         let logs = LogLimits {
             lines_per_second: 100,
             burst_lines: 100,
@@ -1197,7 +1161,7 @@ mod tests {
             },
         )
         .await;
-        feed.upsert(config_map("a", "flood", 1, &[]));
+        feed.upsert(config_map_json("a", "flood", &[]));
         assert!(
             wait_until(WAIT, || h.shared.calls.returned.load(Ordering::Relaxed)
                 == 1)
@@ -1206,7 +1170,7 @@ mod tests {
         // 600 lines (log import and stdout) at once: about a burst of 100 gets through. Past a
         // second, the next line is admitted with a notice of what was dropped.
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        feed.upsert(config_map("a", "calm", 2, &[]));
+        feed.upsert(config_map_json("a", "calm", &[]));
         assert!(
             wait_until(WAIT, || guest_logs()
                 .lines("spammer")
@@ -1240,15 +1204,5 @@ mod tests {
         assert_eq!(restart_backoff(1), Duration::from_millis(50));
         assert_eq!(restart_backoff(2), Duration::from_millis(100));
         assert_eq!(restart_backoff(100), Duration::from_secs(10));
-    }
-
-    #[test]
-    fn object_key_reads_namespace_and_name() {
-        assert_eq!(
-            object_key(r#"{"metadata":{"namespace":"a","name":"b"}}"#),
-            "a/b"
-        );
-        assert_eq!(object_key(r#"{"metadata":{"name":"n"}}"#), "n");
-        assert_eq!(object_key("[]"), "(unnamed object)");
     }
 }

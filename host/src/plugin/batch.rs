@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::access::SharedDocument;
+use kubewasm_informer::ObjectRef;
+
 use super::grants::Limits;
 use super::inbox::{Event, Queued, same_document};
 
@@ -111,7 +112,7 @@ pub(crate) fn lower_batch(
     documents.clear();
     words.clear();
     words.reserve(events.len() * EVENT_WORDS);
-    let mut place = |doc: &SharedDocument| -> Result<[u32; 2], String> {
+    let mut place = |doc: &ObjectRef| -> Result<[u32; 2], String> {
         let json = doc.json().as_bytes();
         let offset = u32::try_from(documents.len()).map_err(|_| "a batch over 4 GiB")?;
         let len = u32::try_from(json.len()).map_err(|_| "an object over 4 GiB")?;

@@ -2,7 +2,9 @@
 //! conversions between the 0.1 contract's types and the host's model: the one place that knows
 //! the 0.1 bindings' types besides the instance calling the 0.1 exports.
 
-use super::access::{Access, ResourceAccess, SharedDocument};
+use kubewasm_informer::ObjectRef;
+
+use super::access::{Access, ResourceAccess};
 use super::bindings::kubewasm::controller::{cache, log, types};
 use super::grants::{describe, same_type};
 use super::model::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
@@ -39,7 +41,7 @@ impl HostState {
     /// The objects as the guest receives them, or `invalid` when they would take more of its
     /// memory than its answer budget: the guest gets an error it can act on (narrow the
     /// query), not a memory fault while the host copies the answer in.
-    fn bounded(&self, docs: Vec<SharedDocument>) -> Result<Vec<String>, types::CacheError> {
+    fn bounded(&self, docs: Vec<ObjectRef>) -> Result<Vec<String>, types::CacheError> {
         let bytes: usize = docs.iter().map(|d| d.json().len() + PER_ENTRY).sum();
         if bytes > self.answer_budget {
             return Err(types::CacheError::Invalid(format!(

@@ -10,8 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kubewasm_informer::ObjectRef as Cached;
+
 use super::Gvk;
-use super::access::{ResourceAccess, SharedDocument};
+use super::access::ResourceAccess;
 use super::bindings::v0_2::kubewasm::controller::{cache, client, log, queue, types};
 use super::client::{
     DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, Refusal, WriteClient, WriteError,
@@ -76,7 +78,7 @@ impl HostState {
         handle: u32,
         namespace: Option<String>,
         label_selector: Option<String>,
-    ) -> Result<Vec<SharedDocument>, types::CacheError> {
+    ) -> Result<Vec<Cached>, types::CacheError> {
         let resource = self.resource(handle)?;
         let namespace = namespace
             .as_deref()
@@ -102,31 +104,6 @@ impl HostState {
     }
 }
 
-/// `namespace/name`, or `name` for a cluster-scoped object: the key order of pages.
-fn object_key(doc: &SharedDocument) -> String {
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        namespace: Option<String>,
-        #[serde(default)]
-        name: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct Obj {
-        metadata: Meta,
-    }
-    match serde_json::from_str::<Obj>(doc.json()) {
-        Ok(Obj {
-            metadata:
-                Meta {
-                    namespace: Some(ns),
-                    name,
-                },
-        }) => format!("{ns}/{name}"),
-        Ok(Obj { metadata }) => metadata.name,
-        Err(_) => String::new(),
-    }
-}
-
 fn cache_invalid(e: InvalidName) -> types::CacheError {
     types::CacheError::Invalid(e.to_string())
 }
@@ -138,26 +115,21 @@ fn page_error(e: PageError) -> types::CacheError {
     }
 }
 
+/// A page of cached objects in the order of their store key (`namespace/name`, or `name`).
 fn object_page(
-    docs: Vec<SharedDocument>,
+    objects: Vec<Cached>,
     request: &types::PageRequest,
 ) -> Result<types::ObjectPage, types::CacheError> {
-    let keyed: Vec<(String, SharedDocument)> =
-        docs.into_iter().map(|d| (object_key(&d), d)).collect();
     let p = page(
-        keyed,
-        |(k, _)| k.as_str(),
+        objects,
+        |o| o.key(),
         request.limit,
         request.continue_token.as_deref(),
         PageLimits::default(),
     )
     .map_err(page_error)?;
     Ok(types::ObjectPage {
-        objects: p
-            .items
-            .into_iter()
-            .map(|(_, d)| d.json().to_owned())
-            .collect(),
+        objects: p.items.iter().map(|o| o.json().to_owned()).collect(),
         continue_token: p.continue_token,
     })
 }
@@ -218,7 +190,7 @@ impl cache::Host for HostState {
         request: types::PageRequest,
     ) -> Result<types::StringPage, types::CacheError> {
         let docs = self.listed(subscription, namespace, label_selector)?;
-        string_page(docs.iter().map(object_key).collect(), &request)
+        string_page(docs.iter().map(|o| o.key().to_owned()).collect(), &request)
     }
 
     fn count(

@@ -10,25 +10,25 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+use kubewasm_informer::ObjectRef;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::access::SharedDocument;
 use super::observer::EventKind;
 
 /// One event as the guest receives it.
 #[derive(Clone)]
 pub(crate) enum Event {
     Add {
-        object: SharedDocument,
+        object: ObjectRef,
         in_initial_list: bool,
     },
     Update {
-        old: SharedDocument,
-        new: SharedDocument,
+        old: ObjectRef,
+        new: ObjectRef,
     },
     Delete {
-        object: SharedDocument,
+        object: ObjectRef,
         final_state_unknown: bool,
     },
 }
@@ -53,7 +53,7 @@ impl Event {
     }
 
     /// The object the event is about (the new version for updates).
-    pub(crate) fn object(&self) -> &SharedDocument {
+    pub(crate) fn object(&self) -> &ObjectRef {
         match self {
             Event::Add { object, .. } | Event::Delete { object, .. } => object,
             Event::Update { new, .. } => new,
@@ -62,7 +62,7 @@ impl Event {
 }
 
 /// Whether `a` and `b` are one cached object (a resync's old and new).
-pub(crate) fn same_document(a: &SharedDocument, b: &SharedDocument) -> bool {
+pub(crate) fn same_document(a: &ObjectRef, b: &ObjectRef) -> bool {
     std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 

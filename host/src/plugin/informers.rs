@@ -4,24 +4,14 @@
 use std::sync::Arc;
 
 use kubewasm_informer::{
-    IndexFunc, Indexer, Object, ObjectRef, Registration, ResourceEventHandler, SharedIndexInformer,
+    IndexFunc, Indexer, ObjectRef, Registration, ResourceEventHandler, SharedIndexInformer,
     index_funcs,
 };
 use kubewasm_labels::Selector;
 
 use super::IndexSource;
-use super::access::{Document, NAMESPACE_INDEX, ResourceCache, SharedDocument};
+use super::access::{NAMESPACE_INDEX, ResourceCache};
 use super::inbox::{Event, EventSink, Subscribed, Subscriber};
-
-impl Document for Object {
-    fn json(&self) -> &str {
-        Object::json(self)
-    }
-}
-
-fn shared(obj: &ObjectRef) -> SharedDocument {
-    obj.clone()
-}
 
 /// A handler registered inline: every callback becomes one queued event, nothing else.
 pub(crate) struct QueueHandler {
@@ -31,21 +21,21 @@ pub(crate) struct QueueHandler {
 impl ResourceEventHandler for QueueHandler {
     fn on_add(&self, obj: &ObjectRef, in_initial_list: bool) {
         self.sink.push(Event::Add {
-            object: shared(obj),
+            object: obj.clone(),
             in_initial_list,
         });
     }
 
     fn on_update(&self, old: &ObjectRef, new: &ObjectRef) {
         self.sink.push(Event::Update {
-            old: shared(old),
-            new: shared(new),
+            old: old.clone(),
+            new: new.clone(),
         });
     }
 
     fn on_delete(&self, obj: &ObjectRef, final_state_unknown: bool) {
         self.sink.push(Event::Delete {
-            object: shared(obj),
+            object: obj.clone(),
             final_state_unknown,
         });
     }
@@ -108,10 +98,6 @@ pub(crate) struct InformerCache {
     pub(crate) indexer: Indexer,
 }
 
-fn docs(objects: Vec<ObjectRef>) -> Vec<SharedDocument> {
-    objects.into_iter().map(|o| o as SharedDocument).collect()
-}
-
 fn cache_index(index: &str) -> &str {
     if index == NAMESPACE_INDEX {
         kubewasm_informer::NAMESPACE_INDEX
@@ -121,28 +107,25 @@ fn cache_index(index: &str) -> &str {
 }
 
 impl ResourceCache for InformerCache {
-    fn get(&self, namespace: Option<&str>, name: &str) -> Option<SharedDocument> {
-        self.indexer
-            .get_by_name(namespace, name)
-            .map(|o| o as SharedDocument)
+    fn get(&self, namespace: Option<&str>, name: &str) -> Option<ObjectRef> {
+        self.indexer.get_by_name(namespace, name)
     }
 
     fn list(
         &self,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<SharedDocument>, String> {
+    ) -> Result<Vec<ObjectRef>, String> {
         let selector = match label_selector {
             Some(s) => Selector::parse(s).map_err(|e| format!("label selector {s:?}: {e}"))?,
             None => Selector::everything(),
         };
-        Ok(docs(self.indexer.list_by_selector(namespace, &selector)))
+        Ok(self.indexer.list_by_selector(namespace, &selector))
     }
 
-    fn by_index(&self, index: &str, value: &str) -> Result<Vec<SharedDocument>, String> {
+    fn by_index(&self, index: &str, value: &str) -> Result<Vec<ObjectRef>, String> {
         self.indexer
             .by_index(cache_index(index), value)
-            .map(docs)
             .map_err(|e| e.to_string())
     }
 

@@ -46,7 +46,6 @@ mod workqueue;
 #[cfg(test)]
 mod testing;
 
-pub use access::{Document, SharedDocument};
 pub use actor::{PluginState, RestartPolicy};
 pub use admission::{
     ADMISSION_INSTANCES, AdmissionPolicy, Failure, FailureReason, declared_webhooks,

@@ -4,9 +4,7 @@
 //! `LabelChangedPredicate`, `AnnotationChangedPredicate` and kube-runtime's
 //! `predicate_filter` do the same.
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
+use kubewasm_informer::Object;
 
 use super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::bindings::v0_2_2::exports::kubewasm::controller0_2_2::plugin as wit_0_2_2;
@@ -36,47 +34,25 @@ impl UpdateFilter {
         UpdateFilter { when }
     }
 
-    /// Whether every update passes (nothing to parse).
+    /// Whether every update passes (nothing to compare).
     pub fn passes_all(&self) -> bool {
         self.when.is_empty() || self.when.contains(&Predicate::ResourceVersion)
     }
 
-    /// Whether an update from `old` to `new` (the API server's JSON) queues. An object whose
-    /// metadata cannot be read counts as changed: a predicate never loses an update it cannot
-    /// judge.
-    pub fn queues(&self, old: &str, new: &str) -> bool {
+    /// Whether an update from `old` to `new` queues, compared on the metadata the informer
+    /// parsed (labels and annotations are held sorted by key, so equal maps compare equal
+    /// whatever their order in the JSON).
+    pub fn queues(&self, old: &Object, new: &Object) -> bool {
         if self.passes_all() {
             return true;
         }
-        let (Ok(old), Ok(new)) = (
-            serde_json::from_str::<Object>(old),
-            serde_json::from_str::<Object>(new),
-        ) else {
-            return true;
-        };
-        let (old, new) = (old.metadata, new.metadata);
         self.when.iter().any(|p| match p {
             Predicate::ResourceVersion => true,
-            Predicate::Generation => old.generation != new.generation,
-            Predicate::Labels => old.labels != new.labels,
-            Predicate::Annotations => old.annotations != new.annotations,
+            Predicate::Generation => old.generation() != new.generation(),
+            Predicate::Labels => old.labels().ne(new.labels()),
+            Predicate::Annotations => old.annotations().ne(new.annotations()),
         })
     }
-}
-
-/// The metadata the predicates compare; everything else is skipped unparsed.
-#[derive(Deserialize)]
-struct Object {
-    metadata: Metadata,
-}
-
-#[derive(Deserialize)]
-struct Metadata {
-    generation: Option<i64>,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
 }
 
 /// What `init` declared, whatever the contract: the 0.2.0 declaration and, per subscription,
@@ -153,13 +129,16 @@ mod tests {
 
     use super::*;
 
-    fn object(generation: i64, labels: serde_json::Value, rv: &str) -> String {
-        json!({
+    fn object(generation: i64, labels: serde_json::Value, rv: &str) -> Object {
+        parse(json!({
             "metadata": {"name": "f", "generation": generation, "labels": labels,
                          "resourceVersion": rv},
             "status": {"availableReplicas": rv},
-        })
-        .to_string()
+        }))
+    }
+
+    fn parse(json: serde_json::Value) -> Object {
+        Object::from_json(&json.to_string()).expect("an object")
     }
 
     #[test]
@@ -175,6 +154,12 @@ mod tests {
             filter.queues(&before, &object(2, json!({}), "12")),
             "spec change"
         );
+        let without = parse(json!({"metadata": {"name": "f"}}));
+        assert!(
+            filter.queues(&without, &before),
+            "a generation appearing is a change"
+        );
+        assert!(!filter.queues(&without, &without));
     }
 
     #[test]
@@ -184,15 +169,31 @@ mod tests {
         assert!(filter.queues(&before, &object(1, json!({"a": "2"}), "11")));
         assert!(filter.queues(&before, &object(2, json!({"a": "1"}), "11")));
         assert!(!filter.queues(&before, &object(1, json!({"a": "1"}), "11")));
+        assert!(filter.queues(&before, &object(1, json!({"a": "1", "b": "2"}), "11")));
+        assert!(filter.queues(&before, &object(1, json!({}), "11")));
         let annotations = UpdateFilter::new(vec![Predicate::Annotations]);
-        let with = json!({"metadata": {"annotations": {"x": "y"}}}).to_string();
-        let without = json!({"metadata": {}}).to_string();
+        let with = parse(json!({"metadata": {"name": "f", "annotations": {"x": "y"}}}));
+        let without = parse(json!({"metadata": {"name": "f"}}));
         assert!(annotations.queues(&without, &with));
         assert!(!annotations.queues(&with, &with));
     }
 
     #[test]
-    fn no_predicate_or_resource_version_queues_every_update_and_unreadable_metadata_queues() {
+    fn maps_in_another_order_or_with_escapes_are_the_same_map() {
+        let labels = UpdateFilter::new(vec![Predicate::Labels]);
+        let old = Object::from_json(
+            r#"{"metadata":{"name":"f","labels":{"b":"2","a":"x/y"},"resourceVersion":"1"}}"#,
+        )
+        .unwrap();
+        let new = Object::from_json(
+            r#"{"metadata":{"name":"f","labels":{"a":"x\u002fy","b":"2"},"resourceVersion":"2"}}"#,
+        )
+        .unwrap();
+        assert!(!labels.queues(&old, &new));
+    }
+
+    #[test]
+    fn no_predicate_or_resource_version_queues_every_update() {
         let before = object(1, json!({}), "10");
         for filter in [
             UpdateFilter::default(),
@@ -204,8 +205,7 @@ mod tests {
                 "resyncs queue, as in 0.2.0"
             );
         }
-        let generation = UpdateFilter::new(vec![Predicate::Generation]);
-        assert!(generation.queues("not json", &before));
+        assert!(!UpdateFilter::new(vec![Predicate::Generation]).passes_all());
     }
 
     #[test]

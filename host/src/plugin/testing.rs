@@ -1,23 +1,23 @@
-//! Test support: an in-memory cache and event feed standing in for the informers, and a
-//! helper that starts the probe guest as a plugin actor on them.
+//! Test support: ConfigMaps served by an in-memory lister-watcher to a real informer (the
+//! host's own subscriber and cache paths run on it), and a helper that starts the probe guest
+//! as a plugin actor on them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::Mutex;
+use kubewasm_informer::testing::FakeListerWatcher;
+use kubewasm_informer::{InformerOptions, Object, ObjectRef, SharedIndexInformer};
 
-use super::access::{Access, NAMESPACE_INDEX, ResourceAccess, ResourceCache, SharedDocument};
+use super::Gvk;
+use super::access::{Access, ResourceAccess};
 use super::actor::{ActorConfig, ActorHandle, RestartPolicy};
 use super::calls::Outcome;
 use super::engine::{EngineOptions, PluginEngine};
-use super::grants::{Grants, Limits};
-use super::inbox::Event;
-use super::inbox::{EventSink, Subscribed, Subscriber};
+use super::grants::{Grants, Limits, same_type};
+use super::informers::{EventSource, InformerCache, InformerSubscriber, ensure_index};
 use super::instance::{Declaration, Instance, Recipe};
 use super::log_gate::{LogGate, LogLimits};
 use super::observer::{NoopObserver, PluginObserver};
-use super::{Gvk, IndexSource};
 
 pub(crate) fn config_map_gvk() -> Gvk {
     Gvk {
@@ -27,211 +27,76 @@ pub(crate) fn config_map_gvk() -> Gvk {
     }
 }
 
-/// A ConfigMap's JSON.
-pub(crate) fn config_map(ns: &str, name: &str, rv: u64, labels: &[(&str, &str)]) -> SharedDocument {
+fn config_map_value(ns: &str, name: &str, labels: &[(&str, &str)]) -> serde_json::Value {
     let labels: BTreeMap<_, _> = labels.iter().copied().collect();
-    Arc::new(
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"namespace": ns, "name": name, "resourceVersion": rv.to_string(),
-                         "labels": labels},
-            "data": {"k": "v"}
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": ns, "name": name, "labels": labels},
+        "data": {"k": "v"}
+    })
+}
+
+/// A ConfigMap's JSON (the server stamps its resourceVersion).
+pub(crate) fn config_map_json(ns: &str, name: &str, labels: &[(&str, &str)]) -> String {
+    config_map_value(ns, name, labels).to_string()
+}
+
+/// A ConfigMap at resourceVersion `rv` as the cache holds it, for tests without an informer.
+pub(crate) fn config_map(ns: &str, name: &str, rv: u64, labels: &[(&str, &str)]) -> ObjectRef {
+    let mut json = config_map_value(ns, name, labels);
+    json["metadata"]["resourceVersion"] = rv.to_string().into();
+    Arc::new(Object::from_json(&json.to_string()).expect("a ConfigMap"))
+}
+
+/// ConfigMaps in an in-memory lister-watcher and the real informer over it: what the host's
+/// informer of a subscription is, without an API server.
+pub(crate) struct ConfigMaps {
+    server: Arc<FakeListerWatcher>,
+    pub(crate) informer: SharedIndexInformer,
+}
+
+impl ConfigMaps {
+    /// An empty collection; the informer starts with [`start`](Self::start).
+    pub(crate) fn new() -> Arc<Self> {
+        let server = Arc::new(FakeListerWatcher::new());
+        let informer = SharedIndexInformer::new(server.clone(), InformerOptions::default());
+        Arc::new(ConfigMaps { server, informer })
+    }
+
+    /// Creates or replaces an object (its JSON); before [`start`](Self::start) it is part of
+    /// the initial list. Returns the resourceVersion it got.
+    pub(crate) fn upsert(&self, json: String) -> u64 {
+        self.server.upsert(&json).expect("a named object")
+    }
+
+    /// Deletes the object with store key `key` (`namespace/name`).
+    pub(crate) fn delete(&self, key: &str) {
+        self.server.delete(key).expect("the object exists");
+    }
+
+    /// Starts the informer (once) and waits until it has synced.
+    pub(crate) async fn start(&self) {
+        self.informer.start();
+        assert!(self.informer.wait_synced().await, "the informer synced");
+    }
+
+    /// The plugin's cache view, as the host builds it.
+    pub(crate) fn cache(&self) -> Arc<InformerCache> {
+        Arc::new(InformerCache {
+            informer: self.informer.clone(),
+            indexer: self.informer.indexer(),
         })
-        .to_string(),
-    )
-}
-
-#[derive(serde::Deserialize)]
-struct Meta {
-    metadata: MetaInner,
-}
-#[derive(serde::Deserialize)]
-struct MetaInner {
-    namespace: Option<String>,
-    name: String,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-}
-
-fn meta(doc: &SharedDocument) -> MetaInner {
-    serde_json::from_str::<Meta>(doc.json())
-        .expect("test objects have metadata")
-        .metadata
-}
-
-/// An in-memory cache and event source for one resource: the informer's role in unit tests.
-#[derive(Default)]
-pub(crate) struct FakeFeed {
-    objects: Mutex<BTreeMap<String, SharedDocument>>,
-    sinks: Mutex<Vec<(EventSink, Arc<AtomicBool>)>>,
-    /// Label indexes by cache index name.
-    label_indexes: Mutex<HashMap<String, String>>,
-}
-
-impl FakeFeed {
-    fn key(doc: &SharedDocument) -> String {
-        let m = meta(doc);
-        format!("{}/{}", m.namespace.unwrap_or_default(), m.name)
     }
 
-    /// Adds an object before any handler is registered (part of the replay).
-    pub(crate) fn seed(&self, doc: SharedDocument) {
-        self.objects.lock().insert(Self::key(&doc), doc);
-    }
-
-    pub(crate) fn add_label_index(&self, name: &str, label: &str) {
-        self.label_indexes.lock().insert(name.into(), label.into());
-    }
-
-    fn live_sinks(&self) -> Vec<EventSink> {
-        self.sinks
-            .lock()
-            .iter()
-            .filter(|(_, alive)| alive.load(Ordering::Acquire))
-            .map(|(s, _)| s.clone())
-            .collect()
-    }
-
-    /// Stores the object and tells every registered handler (add or update).
-    pub(crate) fn upsert(&self, doc: SharedDocument) {
-        let old = self.objects.lock().insert(Self::key(&doc), doc.clone());
-        for sink in self.live_sinks() {
-            sink.push(match &old {
-                Some(old) => Event::Update {
-                    old: old.clone(),
-                    new: doc.clone(),
-                },
-                None => Event::Add {
-                    object: doc.clone(),
-                    in_initial_list: false,
-                },
-            });
-            sink.flush();
+    /// The plugin's handlers' registration, as the host builds it (subscription 0).
+    pub(crate) fn subscriber(&self) -> InformerSubscriber {
+        InformerSubscriber {
+            sources: vec![EventSource {
+                subscription: 0,
+                informer: self.informer.clone(),
+                resync: None,
+            }],
         }
-    }
-
-    pub(crate) fn delete(&self, doc: &SharedDocument) {
-        if let Some(old) = self.objects.lock().remove(&Self::key(doc)) {
-            for sink in self.live_sinks() {
-                sink.push(Event::Delete {
-                    object: old.clone(),
-                    final_state_unknown: false,
-                });
-                sink.flush();
-            }
-        }
-    }
-}
-
-struct FakeRegistration(Arc<AtomicBool>);
-
-impl Drop for FakeRegistration {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-impl Subscribed for FakeRegistration {
-    fn synced(&self) -> bool {
-        true
-    }
-}
-
-impl Subscriber for Arc<FakeFeed> {
-    fn subscribe(&self, sink: &EventSink) -> Box<dyn Subscribed> {
-        let alive = Arc::new(AtomicBool::new(true));
-        // Hold the object lock while replaying and registering: nothing lost or doubled.
-        let objects = self.objects.lock();
-        for doc in objects.values() {
-            sink.push(Event::Add {
-                object: doc.clone(),
-                in_initial_list: true,
-            });
-        }
-        sink.flush();
-        self.sinks.lock().push((sink.clone(), alive.clone()));
-        drop(objects);
-        Box::new(FakeRegistration(alive))
-    }
-}
-
-impl ResourceCache for FakeFeed {
-    fn get(&self, namespace: Option<&str>, name: &str) -> Option<SharedDocument> {
-        self.objects
-            .lock()
-            .get(&format!("{}/{name}", namespace.unwrap_or_default()))
-            .cloned()
-    }
-
-    fn list(
-        &self,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<Vec<SharedDocument>, String> {
-        let wanted = match label_selector {
-            Some(s) => Some(s.split_once('=').ok_or("only k=v selectors here")?),
-            None => None,
-        };
-        Ok(self
-            .objects
-            .lock()
-            .values()
-            .filter(|d| {
-                let m = meta(d);
-                namespace.is_none_or(|ns| m.namespace.as_deref() == Some(ns))
-                    && wanted.is_none_or(|(k, v)| m.labels.get(k).map(String::as_str) == Some(v))
-            })
-            .cloned()
-            .collect())
-    }
-
-    fn by_index(&self, index: &str, value: &str) -> Result<Vec<SharedDocument>, String> {
-        let label = if index == NAMESPACE_INDEX {
-            None
-        } else {
-            Some(
-                self.label_indexes
-                    .lock()
-                    .get(index)
-                    .cloned()
-                    .ok_or_else(|| format!("no index {index}"))?,
-            )
-        };
-        Ok(self
-            .objects
-            .lock()
-            .values()
-            .filter(|d| {
-                let m = meta(d);
-                match &label {
-                    None => m.namespace.as_deref() == Some(value),
-                    Some(l) => m.labels.get(l).map(String::as_str) == Some(value),
-                }
-            })
-            .cloned()
-            .collect())
-    }
-
-    fn index_values(&self, index: &str) -> Result<Vec<String>, String> {
-        let label = self
-            .label_indexes
-            .lock()
-            .get(index)
-            .cloned()
-            .ok_or_else(|| format!("no index {index}"))?;
-        let mut values: Vec<String> = self
-            .objects
-            .lock()
-            .values()
-            .filter_map(|d| meta(d).labels.get(&label).cloned())
-            .collect();
-        values.sort();
-        values.dedup();
-        Ok(values)
-    }
-
-    fn has_synced(&self) -> bool {
-        true
     }
 }
 
@@ -243,15 +108,15 @@ pub(crate) fn engine() -> PluginEngine {
         .clone()
 }
 
-/// Starts the probe as plugin `name` subscribed to ConfigMaps on `feed`, with `extra` merged
-/// into its config (e.g. `{"mode": "trap"}`). Index declarations of the probe named
-/// `by-<label>` become label indexes of the feed.
+/// Starts the probe as plugin `name` subscribed to the ConfigMaps of `feed` (its informer
+/// started first), with `extra` merged into its config (e.g. `{"mode": "trap"}`). The probe's
+/// index declarations become indexes of the informer, as the host adds them.
 pub(crate) async fn spawn_probe(
     name: &str,
     extra: serde_json::Value,
     limits: Limits,
     grants: Grants,
-    feed: Arc<FakeFeed>,
+    feed: Arc<ConfigMaps>,
 ) -> ActorHandle {
     spawn_probe_with(name, extra, limits, grants, feed, ProbeOptions::default()).await
 }
@@ -279,7 +144,7 @@ pub(crate) async fn spawn_probe_with(
     extra: serde_json::Value,
     limits: Limits,
     grants: Grants,
-    feed: Arc<FakeFeed>,
+    feed: Arc<ConfigMaps>,
     options: ProbeOptions,
 ) -> ActorHandle {
     let ProbeOptions {
@@ -288,6 +153,7 @@ pub(crate) async fn spawn_probe_with(
         observer,
     } = options;
     kubewasm_tests::guest_logs();
+    feed.start().await;
     let compiled = engine()
         .compile(
             std::path::Path::new("probe.wasm"),
@@ -319,18 +185,19 @@ pub(crate) async fn spawn_probe_with(
         other => panic!("probe init: {other:?}"),
     };
     let mut indexes = HashMap::new();
-    for decl in &info.indexes {
-        if let IndexSource::Label(l) = &decl.source {
-            let cache_name = format!("label:{l}");
-            feed.add_label_index(&cache_name, l);
-            indexes.insert(decl.name.clone(), cache_name);
-        }
+    for decl in info
+        .indexes
+        .iter()
+        .filter(|d| same_type(&d.gvk, &config_map_gvk()))
+    {
+        let shared = ensure_index(&feed.informer, &decl.source).expect("index");
+        indexes.insert(decl.name.clone(), shared);
     }
     let access = Arc::new(Access {
         grants,
         resources: vec![ResourceAccess {
             resource: config_map_gvk(),
-            cache: feed.clone(),
+            cache: feed.cache(),
             indexes,
         }],
     });
@@ -348,7 +215,7 @@ pub(crate) async fn spawn_probe_with(
                 context: None,
             },
             resources: vec![config_map_gvk()],
-            subscriber: Box::new(feed),
+            subscriber: Box::new(feed.subscriber()),
             observer,
             restart,
         },

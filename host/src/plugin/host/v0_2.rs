@@ -74,7 +74,6 @@ struct QueueFeeder {
     /// The updates each rule queues on (contract 0.2.2's predicates).
     filters: Vec<UpdateFilter>,
     queue: WorkQueue<ObjectKey>,
-    plugin: Arc<str>,
 }
 
 impl QueueFeeder {
@@ -83,11 +82,8 @@ impl QueueFeeder {
     }
 
     fn queue_by(&self, rules: &[QueueRule], object: &InformerObject) {
-        match keys_for(&self.group, &self.kind, rules, object.json()) {
-            Ok(keys) => keys.into_iter().for_each(|k| self.queue.add(k)),
-            Err(e) => {
-                tracing::warn!(plugin = %self.plugin, kind = %self.kind, "an object without readable metadata queues nothing: {e}")
-            }
+        for key in keys_for(&self.group, &self.kind, rules, object) {
+            self.queue.add(key);
         }
     }
 }
@@ -109,7 +105,7 @@ impl ResourceEventHandler for QueueFeeder {
             .rules
             .iter()
             .zip(&self.filters)
-            .filter(|(_, filter)| filter.queues(old.json(), new.json()))
+            .filter(|(_, filter)| filter.queues(old, new))
             .map(|(rule, _)| rule.clone())
             .collect();
         if !rules.is_empty() {
@@ -173,7 +169,6 @@ impl PluginHost {
                 rules,
                 filters,
                 queue: context.queue.clone(),
-                plugin: name.clone(),
             });
             registrations.push((
                 informer.clone(),

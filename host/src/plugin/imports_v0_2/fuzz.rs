@@ -235,7 +235,7 @@ async fn guest() -> Guest {
         Arc::new(Resources::new(kube)),
         Arc::new(Recorded::default()),
     );
-    Guest::with_client(server, client)
+    Guest::with_client(server, client).await
 }
 
 /// Checks what the call sent against what it may send; answers how many requests it sent.

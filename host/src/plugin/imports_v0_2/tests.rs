@@ -22,7 +22,7 @@ use crate::plugin::events::{EventRecorder, RecorderOptions};
 use crate::plugin::grants::{Grants, Limits};
 use crate::plugin::log_gate::{LogGate, LogLimits};
 use crate::plugin::policy::ReconcileSettings;
-use crate::plugin::testing::{FakeFeed, config_map, config_map_gvk};
+use crate::plugin::testing::{ConfigMaps, config_map_gvk, config_map_json};
 use crate::plugin::workqueue::NoQueueMetrics;
 
 /// A connected 0.2 instance's host side, its plugin granted writes on `writes` only.
@@ -46,11 +46,12 @@ impl Guest {
             &resources,
             observer,
         );
-        Guest::with_client(server, client)
+        Guest::with_client(server, client).await
     }
 
-    /// Writing through `client`, a client of `server`.
-    pub(crate) fn with_client(server: DevServer, client: WriteClient) -> Guest {
+    /// Writing through `client`, a client of `server`; its cache holds ConfigMap `default/y`
+    /// (label `app=web`).
+    pub(crate) async fn with_client(server: DevServer, client: WriteClient) -> Guest {
         let client = Arc::new(client);
         let recorder = Arc::new(EventRecorder::new(
             client.clone(),
@@ -62,13 +63,14 @@ impl Guest {
             &ReconcileSettings::default(),
             Arc::new(NoQueueMetrics),
         ));
-        let feed = Arc::new(FakeFeed::default());
-        feed.seed(config_map("default", "y", 1, &[("app", "web")]));
+        let config_maps = ConfigMaps::new();
+        config_maps.upsert(config_map_json("default", "y", &[("app", "web")]));
+        config_maps.start().await;
         let access = Arc::new(Access {
             grants: Grants::default(),
             resources: vec![ResourceAccess {
                 resource: config_map_gvk(),
-                cache: feed,
+                cache: config_maps.cache(),
                 indexes: Default::default(),
             }],
         });
