@@ -656,7 +656,7 @@ mod tests {
     use super::super::grants::{Grants, Limits};
     use super::super::log_gate::LogLimits;
     use super::super::testing::{
-        ConfigMaps, ProbeOptions, config_map_json, spawn_probe, spawn_probe_with,
+        ProbeOptions, TestInformer, config_map_json, spawn_probe, spawn_probe_with,
     };
     use super::*;
 
@@ -668,7 +668,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn replay_then_live_events_arrive_in_order() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         feed.upsert(config_map_json("a", "one", &[]));
         feed.upsert(config_map_json("a", "two", &[]));
         let handle = spawn_probe(
@@ -702,7 +702,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn trap_drops_the_event_and_a_fresh_instance_is_replayed_the_cache() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         feed.upsert(config_map_json("a", "seed", &[]));
         let handle = spawn_probe(
             "trapper",
@@ -762,7 +762,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_object_that_fails_twice_is_not_replayed_again() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         feed.upsert(config_map_json("a", "seed", &[]));
         let handle = spawn_probe(
             "poisoned",
@@ -805,7 +805,7 @@ mod tests {
     }
 
     async fn fault(name: &str, mode: &str, limits: Limits) -> ActorHandle {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         let handle = spawn_probe(
             name,
             json!({"mode": mode, "trigger": "bad"}),
@@ -863,7 +863,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn waiting_on_the_host_does_not_count_against_the_deadline() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         let limits = Limits {
             call_deadline: Duration::from_millis(300),
             ..Limits::default()
@@ -929,7 +929,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn queries_answer_from_the_cache_through_declared_indexes() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         feed.upsert(config_map_json("a", "w1", &[("app", "web")]));
         feed.upsert(config_map_json("b", "w2", &[("app", "web")]));
         feed.upsert(config_map_json("b", "d1", &[("app", "db")]));
@@ -1009,7 +1009,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_guest_trapping_on_every_third_add_ends_failed_and_is_retried_rarely() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         for i in 0..20 {
             feed.upsert(config_map_json("a", &format!("o{i:02}"), &[]));
         }
@@ -1053,7 +1053,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_fault_after_the_replay_is_progress_and_backs_off_no_further() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         feed.upsert(config_map_json("a", "seed", &[]));
         let handle = spawn_probe(
             "progressing",
@@ -1109,7 +1109,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_fault_is_reported_once_the_status_says_the_instance_is_being_replaced() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         feed.upsert(config_map_json("a", "seed", &[]));
         let observer = Arc::new(StatusAtFault::default());
         let handle = spawn_probe_with(
@@ -1143,7 +1143,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_guest_flooding_the_log_is_capped_in_rate_and_line_length() {
-        let feed = ConfigMaps::new();
+        let feed = TestInformer::new();
         let logs = LogLimits {
             lines_per_second: 100,
             burst_lines: 100,

@@ -1,6 +1,6 @@
-//! Test support: ConfigMaps served by an in-memory lister-watcher to a real informer (the
-//! host's own subscriber and cache paths run on it), and a helper that starts the probe guest
-//! as a plugin actor on them.
+//! Test support: objects served by an in-memory lister-watcher to a real informer (the host's
+//! own subscriber and cache paths run on it), and a helper that starts the probe guest as a
+//! plugin actor subscribed to ConfigMaps on it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -48,19 +48,19 @@ pub(crate) fn config_map(ns: &str, name: &str, rv: u64, labels: &[(&str, &str)])
     Arc::new(Object::from_json(&json.to_string()).expect("a ConfigMap"))
 }
 
-/// ConfigMaps in an in-memory lister-watcher and the real informer over it: what the host's
+/// A collection in an in-memory lister-watcher and the real informer over it: what the host's
 /// informer of a subscription is, without an API server.
-pub(crate) struct ConfigMaps {
+pub(crate) struct TestInformer {
     server: Arc<FakeListerWatcher>,
     pub(crate) informer: SharedIndexInformer,
 }
 
-impl ConfigMaps {
+impl TestInformer {
     /// An empty collection; the informer starts with [`start`](Self::start).
     pub(crate) fn new() -> Arc<Self> {
         let server = Arc::new(FakeListerWatcher::new());
         let informer = SharedIndexInformer::new(server.clone(), InformerOptions::default());
-        Arc::new(ConfigMaps { server, informer })
+        Arc::new(TestInformer { server, informer })
     }
 
     /// Creates or replaces an object (its JSON); before [`start`](Self::start) it is part of
@@ -108,7 +108,7 @@ pub(crate) fn engine() -> PluginEngine {
         .clone()
 }
 
-/// Starts the probe as plugin `name` subscribed to the ConfigMaps of `feed` (its informer
+/// Starts the probe as plugin `name` subscribed to the ConfigMaps of `feed` (the informer
 /// started first), with `extra` merged into its config (e.g. `{"mode": "trap"}`). The probe's
 /// index declarations become indexes of the informer, as the host adds them.
 pub(crate) async fn spawn_probe(
@@ -116,7 +116,7 @@ pub(crate) async fn spawn_probe(
     extra: serde_json::Value,
     limits: Limits,
     grants: Grants,
-    feed: Arc<ConfigMaps>,
+    feed: Arc<TestInformer>,
 ) -> ActorHandle {
     spawn_probe_with(name, extra, limits, grants, feed, ProbeOptions::default()).await
 }
@@ -144,7 +144,7 @@ pub(crate) async fn spawn_probe_with(
     extra: serde_json::Value,
     limits: Limits,
     grants: Grants,
-    feed: Arc<ConfigMaps>,
+    feed: Arc<TestInformer>,
     options: ProbeOptions,
 ) -> ActorHandle {
     let ProbeOptions {

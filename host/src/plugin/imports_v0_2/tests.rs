@@ -22,7 +22,7 @@ use crate::plugin::events::{EventRecorder, RecorderOptions};
 use crate::plugin::grants::{Grants, Limits};
 use crate::plugin::log_gate::{LogGate, LogLimits};
 use crate::plugin::policy::ReconcileSettings;
-use crate::plugin::testing::{ConfigMaps, config_map_gvk, config_map_json};
+use crate::plugin::testing::{TestInformer, config_map_gvk, config_map_json};
 use crate::plugin::workqueue::NoQueueMetrics;
 
 /// A connected 0.2 instance's host side, its plugin granted writes on `writes` only.
@@ -63,7 +63,7 @@ impl Guest {
             &ReconcileSettings::default(),
             Arc::new(NoQueueMetrics),
         ));
-        let config_maps = ConfigMaps::new();
+        let config_maps = TestInformer::new();
         config_maps.upsert(config_map_json("default", "y", &[("app", "web")]));
         config_maps.start().await;
         let access = Arc::new(Access {
