@@ -17,20 +17,61 @@ pub enum Contract {
     V0_1,
     /// `kubewasm:controller@0.2.0` (`wit/0.2/`): handlers, the write client and reconcile.
     V0_2,
+    /// `kubewasm:controller@0.2.2` (`wit/0.2.2/`, on 0.2.0 and 0.2.1): world `reconciler`, the
+    /// 0.2.0 imports and `reconcile` with a declaration whose queue rules carry predicates.
+    V0_2_2,
 }
 
 impl Contract {
-    /// The directory of the version's WIT package.
+    /// The directory of the version's WIT package, the packages it uses under `deps/`.
     pub fn wit_dir(self, ctx: &Ctx) -> PathBuf {
         match self {
             Contract::V0_1 => ctx.wit_dir.clone(),
             Contract::V0_2 => ctx.wit_dir.join("0.2"),
+            Contract::V0_2_2 => ctx.root.join("target/guests-build/wit/0.2.2"),
         }
     }
 
-    /// The version's `controller` world, what every example guest builds.
+    /// The world every example guest of the version builds: `controller`, or for 0.2.2 (which
+    /// has none) `reconciler`.
     pub fn target(self, ctx: &Ctx) -> Target {
-        Target::controller(self.wit_dir(ctx))
+        let target = Target::controller(self.wit_dir(ctx));
+        match self {
+            Contract::V0_1 | Contract::V0_2 => target,
+            Contract::V0_2_2 => Target {
+                world: "reconciler".to_owned(),
+                ..target
+            },
+        }
+    }
+
+    /// Makes [`Contract::wit_dir`] hold the version's WIT. 0.2.2's package lives in `wit/0.2.2/`
+    /// and the packages it builds on beside it (`wit/0.2/`, `wit/0.2.1/`); the guest toolchains
+    /// (wit-parser, componentize-py) read one directory with the packages it uses under `deps/`,
+    /// the layout `kubewasm wit` writes, so 0.2.2's is assembled there from `wit/`.
+    pub fn prepare(self, ctx: &Ctx) -> anyhow::Result<()> {
+        if self != Contract::V0_2_2 {
+            return Ok(());
+        }
+        let dir = kubewasm_build::toolchain::scratch_dir(&self.wit_dir(ctx))?;
+        let copy = |from: &str, to: &str| -> anyhow::Result<()> {
+            let to = dir.join(to);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::copy(ctx.wit_dir.join(from), &to)
+                .with_context(|| format!("copying wit/{from}"))?;
+            Ok(())
+        };
+        copy("0.2.2/predicates.wit", "predicates.wit")?;
+        copy(
+            "0.2/controller.wit",
+            "deps/kubewasm-controller-0.2.0/controller.wit",
+        )?;
+        copy(
+            "0.2.1/batch.wit",
+            "deps/kubewasm-controller-0.2.1/batch.wit",
+        )
     }
 }
 
