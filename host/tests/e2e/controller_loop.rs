@@ -318,7 +318,7 @@ async fn status_writes_cause_no_reconcile(plugin: &str) {
     let foos: Api<DynamicObject> =
         Api::namespaced_with(rig.client.clone(), NS, &ApiResource::from_gvk(&gvk));
     let deployments: Api<Deployment> = Api::namespaced(rig.client.clone(), NS);
-    let available = |foo: &DynamicObject| foo.data["status"]["availableReplicas"].as_i64();
+    let available = |object: &DynamicObject| object.data["status"]["availableReplicas"].as_i64();
     let settled = |rig: &DevRig| {
         let status = plugin_status(&rig.host, plugin);
         status
