@@ -2,7 +2,7 @@
 //! contract versions they target, the toolchains (installed into `target/toolchains/` when
 //! missing), scratch directories and writing a checked component into place.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -53,26 +53,31 @@ impl Contract {
         if self != Contract::V0_2_2 {
             return Ok(());
         }
-        let dir = kubewasm_build::toolchain::scratch_dir(&self.wit_dir(ctx))?;
-        let copy = |from: &str, to: &str| -> anyhow::Result<()> {
-            let to = dir.join(to);
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::copy(ctx.wit_dir.join(from), &to)
-                .with_context(|| format!("copying wit/{from}"))?;
-            Ok(())
-        };
-        copy("0.2.2/predicates.wit", "predicates.wit")?;
-        copy(
-            "0.2/controller.wit",
-            "deps/kubewasm-controller-0.2.0/controller.wit",
-        )?;
-        copy(
-            "0.2.1/batch.wit",
-            "deps/kubewasm-controller-0.2.1/batch.wit",
-        )
+        assemble_v0_2_2(&ctx.wit_dir, &self.wit_dir(ctx))
     }
+}
+
+/// Writes 0.2.2's WIT into `dir` (emptied first) from the repository's `wit`: its package at the
+/// top, 0.2.0's and 0.2.1's under `deps/`.
+pub fn assemble_v0_2_2(wit: &Path, dir: &Path) -> anyhow::Result<()> {
+    let dir = kubewasm_build::toolchain::scratch_dir(dir)?;
+    let copy = |from: &str, to: &str| -> anyhow::Result<()> {
+        let to = dir.join(to);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(wit.join(from), &to).with_context(|| format!("copying wit/{from}"))?;
+        Ok(())
+    };
+    copy("0.2.2/predicates.wit", "predicates.wit")?;
+    copy(
+        "0.2/controller.wit",
+        "deps/kubewasm-controller-0.2.0/controller.wit",
+    )?;
+    copy(
+        "0.2.1/batch.wit",
+        "deps/kubewasm-controller-0.2.1/batch.wit",
+    )
 }
 
 /// The toolchains, installed into `target/toolchains/` when missing.
