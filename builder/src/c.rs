@@ -10,6 +10,23 @@ use wit_bindgen_core::Files;
 use crate::component::{self, Target};
 use crate::toolchain::{self, Toolchains};
 
+/// Writes the target world's bindings into `dir`: WORLD.h, WORLD.c and WORLD_component_type.o,
+/// which carries the world's type information into the module; returns their paths.
+pub fn bindings(target: &Target, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let (mut resolve, world) = target.resolve()?;
+    let mut files = Files::default();
+    wit_bindgen_c::Opts::default()
+        .build()
+        .generate(&mut resolve, world, &mut files)?;
+    let mut written = Vec::new();
+    for (file, contents) in files.iter() {
+        let path = dir.join(file);
+        std::fs::write(&path, contents).with_context(|| format!("writing generated {file}"))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
 /// Compiles `sources` with the target world's generated bindings (in `scratch`, emptied first)
 /// and `include` on the include path; returns the component.
 pub fn build(
@@ -21,21 +38,10 @@ pub fn build(
 ) -> anyhow::Result<Vec<u8>> {
     let clang = tools.clang()?;
     let scratch = toolchain::scratch_dir(scratch)?;
-    let (mut resolve, world) = target.resolve()?;
-    let mut files = Files::default();
-    // Besides WORLD.c and WORLD.h this writes WORLD_component_type.o, which carries the world's
-    // type information into the module.
-    wit_bindgen_c::Opts::default()
-        .build()
-        .generate(&mut resolve, world, &mut files)?;
-    let mut generated = Vec::new();
-    for (file, contents) in files.iter() {
-        let path = scratch.join(file);
-        std::fs::write(&path, contents).with_context(|| format!("writing generated {file}"))?;
-        if file.ends_with(".c") || file.ends_with(".o") {
-            generated.push(path);
-        }
-    }
+    let generated: Vec<PathBuf> = bindings(target, &scratch)?
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|ext| ext == "c" || ext == "o"))
+        .collect();
     let module = scratch.join("module.wasm");
     let mut command = Command::new(&clang);
     command

@@ -106,3 +106,33 @@ bool kube_same_field(const char *a, size_t a_len, const char *b, size_t b_len, c
     if (a_raw == NULL || b_raw == NULL) return a_raw == b_raw;
     return a_raw_len == b_raw_len && memcmp(a_raw, b_raw, a_raw_len) == 0;
 }
+
+#ifdef KUBE_HAS_PREDICATES
+kube_queue_rule_t kube_own_key(void) {
+    kube_queue_rule_t rule = {.tag = KUBEWASM_CONTROLLER_0_2_0_TYPES_QUEUE_RULE_OWN_KEY};
+    return rule;
+}
+
+kube_queue_rule_t kube_controlling_owner(uint32_t owner) {
+    kube_queue_rule_t rule = {.tag = KUBEWASM_CONTROLLER_0_2_0_TYPES_QUEUE_RULE_CONTROLLING_OWNER};
+    rule.val.controlling_owner = owner;
+    return rule;
+}
+
+bool kube_when(kube_queue_rule_t rule, const kube_predicate_t *predicates, size_t count,
+               kube_queue_spec_t *out) {
+    for (size_t i = 0; i < count; i++) {
+        if (predicates[i] > KUBE_ANNOTATIONS) return false;
+    }
+    kube_predicate_t *copy = NULL;
+    if (count > 0) {
+        copy = malloc(count * sizeof *copy);
+        if (copy == NULL) return false;
+        memcpy(copy, predicates, count * sizeof *copy);
+    }
+    out->rule = rule;
+    out->when.ptr = copy;
+    out->when.len = count;
+    return true;
+}
+#endif

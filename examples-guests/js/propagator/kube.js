@@ -23,6 +23,9 @@ import { log as hostLog } from 'kubewasm:controller/log@0.2.0';
  * @typedef {{ tag: 'done' } | { tag: 'requeue-after', val: number }} Action
  */
 
+// Queue rules for `subscription({ queue })`, with 0.2.2's predicates (`when`).
+export { PREDICATES, controllingOwner, ownKey, when } from './rules.js';
+
 /** What `reconcile` returns when the key is settled. */
 export const DONE = Object.freeze({ tag: 'done' });
 
@@ -110,7 +113,11 @@ export class Resource {
     this.gvk = gvk;
   }
 
-  /** The `subscription` record for `init`; every option defaults to "none" / no events. */
+  /**
+   * The `subscription` record for `init`; every option defaults to "none" / no events. `queue`
+   * holds rules (`ownKey()`, `controllingOwner(h)`), or in a 0.2.2 world rules with predicates
+   * (`when(ownKey(), 'generation')`).
+   */
   subscription({ namespace, labelSelector, fieldSelector, resyncSeconds, events = false, queue = [] } = {}) {
     return { gvk: this.gvk, namespace, labelSelector, fieldSelector, resyncSeconds, events, queue };
   }

@@ -1,24 +1,28 @@
-"""kubernetes/sample-controller as a kubewasm plugin (contract 0.2), in Python.
+"""kubernetes/sample-controller as a kubewasm plugin (contract 0.2.2), in Python.
 
 A Foo (`samplecontroller.k8s.io/v1alpha1`, CRD in examples/manifests/50-foo-crd.yaml) owns a
 Deployment named `spec.deploymentName` running `spec.replicas` nginx pods; its
 `status.availableReplicas` follows the Deployment's. A Deployment of that name the Foo does not
 control is left alone, and a Warning Event on the Foo says so.
 
-Subscription 0 (Foo) queues each Foo's own key; subscription 1 (Deployment) queues the Foo that
-controls it, so a Deployment changed or deleted by hand brings its Foo back to reconcile.
+Subscription 0 (Foo) queues each Foo's own key when its generation changes (its spec: the status
+this controller writes does not bring it back); subscription 1 (Deployment) queues the Foo that
+controls it on every change (the Foo's status follows the Deployment's), so a Deployment changed
+or deleted by hand brings its Foo back to reconcile.
 
-Built with componentize-py, which generates the `wit_world` package from wit/0.2 at build time.
+Built with componentize-py, which generates the `wit_world` package from contract 0.2.2's
+`reconciler` world (wit/0.2.2, on wit/0.2 and wit/0.2.1) at build time.
 """
 
 from typing import NotRequired, TypedDict
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.exports import reconcile
+from wit_world.exports import plugin, reconcile
 from wit_world.imports import types
 
 import kube
+from kube import Predicate
 
 PLUGIN_NAME = "sample-controller-python"
 FOO = types.Gvk(group="samplecontroller.k8s.io", version="v1alpha1", kind="Foo")
@@ -113,18 +117,18 @@ def sync(foo: Foo) -> None:
 
 
 class Plugin(exports.Plugin):
-    def init(self, config: str) -> types.PluginInfo:
-        def subscribe(gvk: types.Gvk, rule: types.QueueRule) -> types.Subscription:
-            return types.Subscription(
+    def init(self, config: str) -> plugin.PluginInfo:
+        def subscribe(gvk: types.Gvk, queue: plugin.QueueSpec) -> plugin.Subscription:
+            return plugin.Subscription(
                 gvk=gvk, namespace=None, label_selector=None, field_selector=None,
-                resync_seconds=None, events=False, queue=[rule],
+                resync_seconds=None, events=False, queue=[queue],
             )
 
-        return types.PluginInfo(
+        return plugin.PluginInfo(
             name=PLUGIN_NAME,
             subscriptions=[
-                subscribe(FOO, types.QueueRule_OwnKey()),
-                subscribe(DEPLOYMENT, types.QueueRule_ControllingOwner(FOOS)),
+                subscribe(FOO, kube.when(types.QueueRule_OwnKey(), Predicate.GENERATION)),
+                subscribe(DEPLOYMENT, kube.when(types.QueueRule_ControllingOwner(FOOS))),
             ],
             indexes=[],
         )
@@ -140,15 +144,3 @@ class Reconcile(exports.Reconcile):
             raise Err(f"{type(error).__name__}: {error}") from error
         return reconcile.Action_Done()
 
-
-class Handler(exports.Handler):
-    """Required by the `controller` world; never called (every subscription has events off)."""
-
-    def on_add(self, subscription: int, object: str, in_initial_list: bool) -> None:
-        pass
-
-    def on_update(self, subscription: int, old: str, new: str) -> None:
-        pass
-
-    def on_delete(self, subscription: int, object: str, final_state_unknown: bool) -> None:
-        pass

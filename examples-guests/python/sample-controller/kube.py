@@ -1,4 +1,5 @@
-"""A small, Pythonic face over the kubewasm 0.2 contract's `cache` and `client` imports.
+"""A small, Pythonic face over the kubewasm 0.2 contract's `cache` and `client` imports, and
+over contract 0.2.2's declaration: queue rules with predicates (`when`).
 
 Objects stay the API server's JSON, as dicts, typed with `TypedDict`s for the fields a controller
 reads: an object read, changed and written back keeps every field, also those not typed here.
@@ -12,6 +13,22 @@ from typing import Any, NotRequired, Optional, TypedDict
 
 from componentize_py_types import Err
 from wit_world.imports import cache, client, log, types
+
+try:  # contract 0.2.2's declaration (world `reconciler`); a 0.2.0 world has no predicates
+    from wit_world.exports.plugin import Predicate, QueueSpec
+except ImportError:
+    Predicate = QueueSpec = None
+
+
+def when(rule: types.QueueRule, *predicates: "Predicate") -> "QueueSpec":
+    """`rule` queueing on the updates that change any of `predicates` (`Predicate.GENERATION`,
+    `LABELS`, `ANNOTATIONS`, `RESOURCE_VERSION`); with none, on every update. Adds and deletes
+    always queue. `when(types.QueueRule_OwnKey(), Predicate.GENERATION)` leaves out the
+    controller's own status writes, which would otherwise each reconcile the object again.
+    Contract 0.2.2 only (built for the `reconciler` world of wit/0.2.2)."""
+    if QueueSpec is None:
+        raise RuntimeError("queue predicates need contract 0.2.2 (world `reconciler`)")
+    return QueueSpec(rule=rule, when=list(predicates))
 
 
 class OwnerReference(TypedDict):

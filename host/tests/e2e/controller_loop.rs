@@ -264,16 +264,41 @@ async fn a_key_of_a_shard_led_elsewhere_is_parked_in_the_queue_and_freed_on_unlo
     let _ = election.await;
 }
 
-/// The sample-controller queues a Foo on a generation change only (contract 0.2.2's predicate,
-/// declared through the Rust SDK): status writes to a Foo reconcile nothing, while a spec change
-/// still does. Without the predicate each status write queues the Foo (and the controller
-/// writes its status back, which queues it again).
+/// The Rust sample-controller queues a Foo on a generation change only (contract 0.2.2's
+/// predicate, declared through the Rust SDK): see [`status_writes_cause_no_reconcile`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_generation_predicate_status_writes_cause_no_reconcile() {
+    status_writes_cause_no_reconcile("sample-controller").await;
+}
+
+/// The Go sample-controller declares the same predicate through its `kube` helper
+/// (`kube.When(kube.OwnKey(), kube.Generation)`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_generation_predicate_status_writes_cause_no_reconcile_go() {
+    status_writes_cause_no_reconcile("sample-controller-go").await;
+}
+
+/// The Python sample-controller declares the same predicate through its `kube` helper
+/// (`kube.when(types.QueueRule_OwnKey(), Predicate.GENERATION)`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_generation_predicate_status_writes_cause_no_reconcile_python() {
+    status_writes_cause_no_reconcile("sample-controller-python").await;
+}
+
+/// A sample-controller (the example component `plugin`, whose `init` gives it that name) that
+/// queues a Foo on a generation change only: status writes to a Foo reconcile nothing,
+/// while a spec change still does. Without the predicate each status write queues the Foo (and
+/// the controller writes its status back, which queues it again).
+async fn status_writes_cause_no_reconcile(plugin: &str) {
     const NS: &str = "predicates";
     const WRITES: i64 = 10;
     let policy = sample_controller_policy();
-    let rig = DevRig::start(policy_by_file(move |_: &Path| policy.clone())).await;
+    let rig = DevRig::start(HostOptions {
+        // The Go and Python components compile once for every test that loads them.
+        cache_dir: crate::fixture::shared_compile_cache(),
+        ..policy_by_file(move |_: &Path| policy.clone())
+    })
+    .await;
     load_foo_crd(&rig);
     rig.server.create(namespace(NS)).expect("namespace");
     rig.server
@@ -286,19 +311,16 @@ async fn with_a_generation_predicate_status_writes_cause_no_reconcile() {
         .expect("Foo");
     let id = rig
         .host
-        .load(
-            Path::new("sample-controller.wasm"),
-            guest_bytes("sample-controller"),
-        )
+        .load(Path::new(&format!("{plugin}.wasm")), guest_bytes(plugin))
         .await
-        .expect("loading the sample-controller");
+        .unwrap_or_else(|e| panic!("loading {plugin}: {e}"));
     let gvk = GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo");
     let foos: Api<DynamicObject> =
         Api::namespaced_with(rig.client.clone(), NS, &ApiResource::from_gvk(&gvk));
     let deployments: Api<Deployment> = Api::namespaced(rig.client.clone(), NS);
-    let available = |foo: &DynamicObject| foo.data["status"]["availableReplicas"].as_i64();
+    let available = |object: &DynamicObject| object.data["status"]["availableReplicas"].as_i64();
     let settled = |rig: &DevRig| {
-        let status = plugin_status(&rig.host, "sample-controller");
+        let status = plugin_status(&rig.host, plugin);
         status
             .workqueue
             .is_some_and(|q| q.depth == 0 && q.waiting == 0 && q.processing == 0)
@@ -316,7 +338,7 @@ async fn with_a_generation_predicate_status_writes_cause_no_reconcile() {
         "the Foo is reconciled"
     );
     assert!(wait_until(PATIENCE, || settled(&rig)).await);
-    let before = plugin_status(&rig.host, "sample-controller").reconciles;
+    let before = plugin_status(&rig.host, plugin).reconciles;
 
     for i in 1..=WRITES {
         foos.patch_status(
@@ -351,11 +373,11 @@ async fn with_a_generation_predicate_status_writes_cause_no_reconcile() {
         "the spec change is reconciled and the status put right"
     );
     assert!(wait_until(PATIENCE, || settled(&rig)).await);
-    let spent = plugin_status(&rig.host, "sample-controller").reconciles - before;
+    let spent = plugin_status(&rig.host, plugin).reconciles - before;
     // The spec change (its Foo update, and the Deployment update it causes): at most three.
     assert!(
         spent <= 3,
-        "{spent} reconciles for {WRITES} status writes and one spec change"
+        "{plugin}: {spent} reconciles for {WRITES} status writes and one spec change"
     );
     rig.host.unload(id).await;
 }

@@ -1,4 +1,4 @@
-//! End-to-end scenarios of every sample-controller (contract 0.2: Rust, Go, Python) on one dev
+//! End-to-end scenarios of every sample-controller (contract 0.2.2: Rust, Go, Python) on one dev
 //! server seeded with `examples/manifests`, each with the write grants of its
 //! `examples/kubewasm-dev.toml` entry. The languages run one after the other, each alone in the
 //! host and in a namespace of its own, through the same scenarios; every assertion is on the

@@ -67,6 +67,11 @@ mod tests {
     /// Compiles `test` with `sources` from `examples-guests/c/` natively (the host's cc) and
     /// runs it.
     fn run_native_test(test: &str, sources: &[&str]) {
+        run_native_test_with(test, sources, &[]);
+    }
+
+    /// As [`run_native_test`], with more directories on the include path.
+    fn run_native_test_with(test: &str, sources: &[&str], include: &[std::path::PathBuf]) {
         let source = crate::workspace_root().join("examples-guests/c");
         let out = std::env::temp_dir().join(format!(
             "kubewasm-{}-{}",
@@ -76,6 +81,11 @@ mod tests {
         let status = Command::new("cc")
             .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
             .arg(&source)
+            .args(
+                include
+                    .iter()
+                    .flat_map(|dir| [std::ffi::OsStr::new("-I"), dir.as_os_str()]),
+            )
             .arg("-o")
             .arg(&out)
             .arg(source.join(test))
@@ -103,6 +113,30 @@ mod tests {
     #[test]
     fn the_c_propagators_object_helpers_pass_their_native_tests() {
         run_native_test("propagator/kube_test.c", &["propagator/kube.c", "json.c"]);
+    }
+
+    /// kube.c's queue rules with predicates (`propagator/kube_predicates_test.c`), compiled
+    /// with the generated bindings of 0.2.2's `reconciler` world on the include path: the
+    /// section of kube.h that only a 0.2.2 build has.
+    #[test]
+    fn the_c_helpers_queue_rules_with_predicates_pass_their_native_tests() {
+        let scratch =
+            std::env::temp_dir().join(format!("kubewasm-c-predicates-{}", std::process::id()));
+        let (wit, bindings) = (scratch.join("wit"), scratch.join("bindings"));
+        crate::guests::toolchain::assemble_v0_2_2(&crate::workspace_root().join("wit"), &wit)
+            .expect("assembling 0.2.2's WIT");
+        std::fs::create_dir_all(&bindings).expect("a bindings directory");
+        let target = kubewasm_build::Target {
+            wit_dir: wit,
+            world: "reconciler".to_owned(),
+        };
+        kubewasm_build::c::bindings(&target, &bindings).expect("generating the C bindings");
+        run_native_test_with(
+            "propagator/kube_predicates_test.c",
+            &["propagator/kube.c", "json.c"],
+            &[bindings],
+        );
+        let _ = std::fs::remove_dir_all(&scratch);
     }
 
     /// The example's counts table (`examples-guests/c/counts.c`) against `counts_test.c`.

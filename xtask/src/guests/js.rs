@@ -38,3 +38,31 @@ fn build_one(ctx: &Ctx, contract: Contract, name: &str, module: &Path) -> anyhow
     )?;
     toolchain::write_component(ctx, contract, name, &bytes, started)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    /// The propagator's queue-rule helpers (`examples-guests/js/propagator/rules.js`, which
+    /// `kube.js` re-exports) against `rules_test.js`, under node's test runner (the modules are
+    /// ES modules in a directory without a package.json).
+    #[test]
+    fn the_js_queue_rule_helpers_pass_their_node_tests() {
+        let dir = crate::workspace_root().join("examples-guests/js/propagator");
+        let run = Command::new("node")
+            .current_dir(&dir)
+            .args([
+                "--experimental-default-type=module",
+                "--test",
+                "rules_test.js",
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("running node (the JavaScript tests need it): {e}"));
+        assert!(
+            run.status.success(),
+            "rules_test.js failed:\n{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+}

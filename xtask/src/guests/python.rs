@@ -1,4 +1,4 @@
-//! The Python guests (`examples-guests/python/`: the 0.1 example and the 0.2 sample-controller),
+//! The Python guests (`examples-guests/python/`: the 0.1 example and the 0.2.2 sample-controller),
 //! built by `kubewasm_build::python` (componentize-py).
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use super::toolchain::{self, Contract};
 /// The 0.1 example (`configmap-counter-python.wasm`).
 pub const NAME: &str = "configmap-counter-python";
 
-/// The 0.2 sample-controller (`examples-guests/python/sample-controller/`).
+/// The 0.2.2 sample-controller (`examples-guests/python/sample-controller/`).
 pub const SAMPLE_CONTROLLER: &str = "sample-controller-python";
 
 /// Builds `examples-guests/python/` into `out_dir/configmap-counter-python.wasm` and
@@ -22,7 +22,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
         build_one(
             ctx,
             SAMPLE_CONTROLLER,
-            Contract::V0_2,
+            Contract::V0_2_2,
             &example.join("sample-controller"),
         )?,
     ])
@@ -31,6 +31,7 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
 /// Bundles `source/app.py` (and the modules beside it) into `out_dir/NAME.wasm`.
 fn build_one(ctx: &Ctx, name: &str, contract: Contract, source: &Path) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
+    contract.prepare(ctx)?;
     let bytes = kubewasm_build::python::build(
         &toolchain::toolchains(ctx),
         &contract.target(ctx),

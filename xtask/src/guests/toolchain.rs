@@ -2,7 +2,7 @@
 //! contract versions they target, the toolchains (installed into `target/toolchains/` when
 //! missing), scratch directories and writing a checked component into place.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -17,21 +17,67 @@ pub enum Contract {
     V0_1,
     /// `kubewasm:controller@0.2.0` (`wit/0.2/`): handlers, the write client and reconcile.
     V0_2,
+    /// `kubewasm:controller@0.2.2` (`wit/0.2.2/`, on 0.2.0 and 0.2.1): world `reconciler`, the
+    /// 0.2.0 imports and `reconcile` with a declaration whose queue rules carry predicates.
+    V0_2_2,
 }
 
 impl Contract {
-    /// The directory of the version's WIT package.
+    /// The directory of the version's WIT package, the packages it uses under `deps/`.
     pub fn wit_dir(self, ctx: &Ctx) -> PathBuf {
         match self {
             Contract::V0_1 => ctx.wit_dir.clone(),
             Contract::V0_2 => ctx.wit_dir.join("0.2"),
+            Contract::V0_2_2 => ctx.root.join("target/guests-build/wit/0.2.2"),
         }
     }
 
-    /// The version's `controller` world, what every example guest builds.
+    /// The world every example guest of the version builds: `controller`, or for 0.2.2 (which
+    /// has none) `reconciler`.
     pub fn target(self, ctx: &Ctx) -> Target {
-        Target::controller(self.wit_dir(ctx))
+        let target = Target::controller(self.wit_dir(ctx));
+        match self {
+            Contract::V0_1 | Contract::V0_2 => target,
+            Contract::V0_2_2 => Target {
+                world: "reconciler".to_owned(),
+                ..target
+            },
+        }
     }
+
+    /// Makes [`Contract::wit_dir`] hold the version's WIT. 0.2.2's package lives in `wit/0.2.2/`
+    /// and the packages it builds on beside it (`wit/0.2/`, `wit/0.2.1/`); the guest toolchains
+    /// (wit-parser, componentize-py) read one directory with the packages it uses under `deps/`,
+    /// the layout `kubewasm wit` writes, so 0.2.2's is assembled there from `wit/`.
+    pub fn prepare(self, ctx: &Ctx) -> anyhow::Result<()> {
+        if self != Contract::V0_2_2 {
+            return Ok(());
+        }
+        assemble_v0_2_2(&ctx.wit_dir, &self.wit_dir(ctx))
+    }
+}
+
+/// Writes 0.2.2's WIT into `dir` (emptied first) from the repository's `wit`: its package at the
+/// top, 0.2.0's and 0.2.1's under `deps/`.
+pub fn assemble_v0_2_2(wit: &Path, dir: &Path) -> anyhow::Result<()> {
+    let dir = kubewasm_build::toolchain::scratch_dir(dir)?;
+    let copy = |from: &str, to: &str| -> anyhow::Result<()> {
+        let to = dir.join(to);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(wit.join(from), &to).with_context(|| format!("copying wit/{from}"))?;
+        Ok(())
+    };
+    copy("0.2.2/predicates.wit", "predicates.wit")?;
+    copy(
+        "0.2/controller.wit",
+        "deps/kubewasm-controller-0.2.0/controller.wit",
+    )?;
+    copy(
+        "0.2.1/batch.wit",
+        "deps/kubewasm-controller-0.2.1/batch.wit",
+    )
 }
 
 /// The toolchains, installed into `target/toolchains/` when missing.

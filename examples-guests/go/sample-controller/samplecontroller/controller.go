@@ -1,10 +1,11 @@
-// Package samplecontroller is kubernetes/sample-controller as a kubewasm plugin (contract 0.2),
+// Package samplecontroller is kubernetes/sample-controller as a kubewasm plugin (contract 0.2.2),
 // in Go: a Foo owns a Deployment named spec.deploymentName running spec.replicas nginx pods, and
 // its status.availableReplicas follows the Deployment's. A Deployment of that name that the Foo
 // does not control is left alone, and a Warning Event on the Foo says so.
 //
-// Subscription 0 (Foo) queues each Foo's own key; subscription 1 (Deployment) queues the Foo
-// that controls it, so a Deployment changed or deleted by hand brings its Foo back to reconcile.
+// Subscription 0 (Foo) queues each Foo's own key when its spec changes; subscription 1
+// (Deployment) queues the Foo that controls it, so a Deployment changed or deleted by hand brings
+// its Foo back to reconcile.
 package samplecontroller
 
 import (
@@ -13,9 +14,7 @@ import (
 	"fmt"
 
 	"wit_component/kube"
-	"wit_component/kubewasm_controller_types"
-
-	witTypes "go.bytecodealliance.org/pkg/wit/types"
+	"wit_component/kubewasm_controller_0_2_0_types"
 )
 
 // PluginName is the name in logs and metrics, and the field manager of the writes.
@@ -33,26 +32,17 @@ var (
 )
 
 // Info declares the two subscriptions, without event handlers: everything goes through
-// Reconcile.
-func Info() kubewasm_controller_types.PluginInfo {
-	subscribe := func(gvk kube.GVK, rule kubewasm_controller_types.QueueRule) kubewasm_controller_types.Subscription {
-		return kubewasm_controller_types.Subscription{
-			Gvk:           gvk,
-			Namespace:     witTypes.None[string](),
-			LabelSelector: witTypes.None[string](),
-			FieldSelector: witTypes.None[string](),
-			ResyncSeconds: witTypes.None[uint32](),
-			Events:        false,
-			Queue:         []kubewasm_controller_types.QueueRule{rule},
-		}
-	}
-	return kubewasm_controller_types.PluginInfo{
+// Reconcile. A Foo queues when its generation changes (its spec): the status this controller
+// writes does not bring it back. A Deployment queues its Foo on every change: the Foo's status
+// follows the Deployment's.
+func Info() kube.PluginInfo {
+	return kube.PluginInfo{
 		Name: PluginName,
-		Subscriptions: []kubewasm_controller_types.Subscription{
-			subscribe(fooGVK, kubewasm_controller_types.MakeQueueRuleOwnKey()),
-			subscribe(deploymentGVK, kubewasm_controller_types.MakeQueueRuleControllingOwner(foos)),
+		Subscriptions: []kube.Subscription{
+			kube.Subscribe(fooGVK, kube.When(kube.OwnKey(), kube.Generation)),
+			kube.Subscribe(deploymentGVK, kube.When(kube.ControllingOwner(foos))),
 		},
-		Indexes: []kubewasm_controller_types.IndexDecl{},
+		Indexes: []kubewasm_controller_0_2_0_types.IndexDecl{},
 	}
 }
 
