@@ -1,6 +1,7 @@
 //! DeltaFIFO: per-key queues of changes, popped in key order of first arrival.
 
 use std::collections::VecDeque;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -135,11 +136,17 @@ impl DeltaFifo {
     /// Queue a `Sync` delta for every stored object that has nothing queued.
     pub(crate) fn resync(&self) {
         let mut state = self.state.lock();
+        let state = &mut *state;
         for object in self.known.list() {
-            if state.items.contains_key(object.key()) {
-                continue;
+            // One hash per key: a key with pending deltas is skipped, any other queued.
+            if let Entry::Vacant(slot) = state.items.entry(ByKey(object.clone())) {
+                slot.insert(vec![Delta {
+                    kind: DeltaType::Sync,
+                    object: object.clone(),
+                    final_state_unknown: false,
+                }]);
+                state.queue.push_back(object);
             }
-            self.queue_action(&mut state, DeltaType::Sync, object, false);
         }
     }
 
