@@ -3,11 +3,10 @@
 //! 0.2.1 `batch-handler` guests); on a fault the instance is replaced by a fresh one that is
 //! replayed the cache, with one fault policy (backoff, quarantine, `failed`) for all.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-use std::collections::VecDeque;
 
 use kubewasm_informer::ObjectRef;
 use parking_lot::Mutex;
@@ -211,21 +210,18 @@ struct Actor {
 /// Cached object versions, held by reference (cached objects are immutable and shared, so the
 /// same version is the same allocation), the oldest forgotten past `QUARANTINE_LIMIT`.
 #[derive(Default)]
-struct Quarantine(std::collections::VecDeque<ObjectRef>);
+struct Quarantine(VecDeque<ObjectRef>);
 
 const QUARANTINE_LIMIT: usize = 64;
 
 impl Quarantine {
     fn contains(&self, object: &ObjectRef) -> bool {
-        self.0
-            .iter()
-            .any(|o| std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(object)))
+        self.0.iter().any(|o| Arc::ptr_eq(o, object))
     }
 
     fn remove(&mut self, object: &ObjectRef) -> bool {
         let before = self.0.len();
-        self.0
-            .retain(|o| !std::ptr::addr_eq(Arc::as_ptr(o), Arc::as_ptr(object)));
+        self.0.retain(|o| !Arc::ptr_eq(o, object));
         self.0.len() != before
     }
 

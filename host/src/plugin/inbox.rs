@@ -63,7 +63,7 @@ impl Event {
 
 /// Whether `a` and `b` are one cached object (a resync's old and new).
 pub(crate) fn same_document(a: &ObjectRef, b: &ObjectRef) -> bool {
-    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+    Arc::ptr_eq(a, b)
 }
 
 /// One queued event, stamped with the instance generation it was registered for.
