@@ -2,7 +2,7 @@
 //! them, guests should not need them.
 
 wit_bindgen::generate!({
-    path: "../wit",
+    path: "wit",
     world: "controller",
     pub_export_macro: true,
     export_macro_name: "export",

@@ -5,7 +5,7 @@
 //! batches, and needs a host that knows 0.2.2.
 
 wit_bindgen::generate!({
-    path: ["../../wit/0.2", "../../wit/0.2.1", "../../wit/0.2.2"],
+    path: ["wit/0.2", "wit/0.2.1", "wit/0.2.2"],
     world: "kubewasm:controller/reconciler@0.2.2",
     generate_all,
     pub_export_macro: true,
@@ -17,7 +17,7 @@ wit_bindgen::generate!({
 /// `batch-handler` (0.2.1).
 pub mod batch {
     wit_bindgen::generate!({
-        path: ["../../wit/0.2", "../../wit/0.2.1"],
+        path: ["wit/0.2", "wit/0.2.1"],
         inline: "package kubewasm:sdk; world batch { export kubewasm:controller/batch-handler@0.2.1; }",
         pub_export_macro: true,
         export_macro_name: "export_batch",
