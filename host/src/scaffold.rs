@@ -36,7 +36,7 @@ pub enum ScaffoldError {
     )]
     BadName(String),
     #[error(
-        "`kubewasm new` has no {0:?} template yet (done: rust, python, c); see docs/guest-guide.md"
+        "`kubewasm new` has no {0:?} template yet (done: rust, python, js, c); see docs/guest-guide.md"
     )]
     NotYet(Lang),
     #[error("{0} exists and is not empty")]
@@ -67,6 +67,13 @@ const PYTHON_CONTROLLER: &str = include_str!("../templates/python/controller.py.
 const PYTHON_OBSERVER: &str = include_str!("../templates/python/observer.py.tmpl");
 /// The Python helper of the examples, written into each Python project.
 const PYTHON_KUBE: &str = include_str!("../../examples-guests/python/sample-controller/kube.py");
+const JS_PACKAGE: &str = include_str!("../templates/js/package.json.tmpl");
+const JS_CONTROLLER: &str = include_str!("../templates/js/controller.js.tmpl");
+const JS_OBSERVER: &str = include_str!("../templates/js/observer.js.tmpl");
+/// The JavaScript examples' helper and its queue rules (node-tested beside them), written into
+/// each JavaScript project.
+const JS_KUBE: &str = include_str!("../../examples-guests/js/propagator/kube.js");
+const JS_RULES: &str = include_str!("../../examples-guests/js/propagator/rules.js");
 const C_CONTROLLER: &str = include_str!("../templates/c/controller.c.tmpl");
 const C_OBSERVER: &str = include_str!("../templates/c/observer.c.tmpl");
 /// The C examples' helpers (natively tested beside them), written into each C project.
@@ -76,6 +83,15 @@ const C_JSON_H: &str = include_str!("../../examples-guests/c/json.h");
 const C_JSON_C: &str = include_str!("../../examples-guests/c/json.c");
 const C_COUNTS_H: &str = include_str!("../../examples-guests/c/counts.h");
 const C_COUNTS_C: &str = include_str!("../../examples-guests/c/counts.c");
+
+/// The componentize-js version `kubewasm build` is known to work with (the one the repository's
+/// own build pins), for a JavaScript project's package.json.
+fn componentize_js_version() -> &'static str {
+    let pinned = kubewasm_build::toolchain::NPM_COMPONENTIZE_JS;
+    pinned
+        .rsplit_once('@')
+        .map_or(pinned, |(_, version)| version)
+}
 
 /// Whether `name` can name a plugin, a package and a file.
 pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -95,7 +111,11 @@ pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
 /// The files of a new `lang` project of `kind` called `name`.
 pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldError> {
     check_name(name)?;
-    let fill = |template: &str| template.replace("{{name}}", name);
+    let fill = |template: &str| {
+        template
+            .replace("{{name}}", name)
+            .replace("{{componentize_js}}", componentize_js_version())
+    };
     let mut files = Vec::new();
     let (own, toolchain): (Vec<(&str, &str, &str)>, &str) = match lang {
         Lang::Rust => (
@@ -141,6 +161,35 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
              (`pip install componentize-py==0.25.1`); `kubewasm build` runs \
              `componentize-py -d wit -w controller componentize -p . app`. The component \
              carries CPython (about 18 MB) and takes seconds to compile once; the host caches it.",
+        ),
+        Lang::Js => (
+            vec![
+                (
+                    "package.json",
+                    JS_PACKAGE,
+                    "the package: an ES module, componentize-js as a dev dependency",
+                ),
+                (
+                    "plugin.js",
+                    match kind {
+                        Kind::Controller => JS_CONTROLLER,
+                        Kind::Observer => JS_OBSERVER,
+                    },
+                    "the plugin (package.json's `main`)",
+                ),
+                (
+                    "kube.js",
+                    JS_KUBE,
+                    "a small typed helper over the contract's cache, client, queue and log",
+                ),
+                ("rules.js", JS_RULES, "the queue rules kube.js exports"),
+                (".gitignore", "/build\n/node_modules\n", "what builds write"),
+            ],
+            "Needs Node.js with npm; `npm install` in this directory installs componentize-js \
+             (package.json's dev dependency), and `kubewasm build` runs \
+             `componentize-js plugin.js --wit wit --world-name controller --disable http \
+             fetch-event`. The component carries a JavaScript engine (about 12 MB) and takes \
+             seconds to compile once; the host caches it.",
         ),
         Lang::C => {
             let mut own = vec![
@@ -294,12 +343,22 @@ mod tests {
         for (lang, source) in [
             (Lang::Rust, "src/lib.rs"),
             (Lang::Python, "app.py"),
+            (Lang::Js, "plugin.js"),
             (Lang::C, "plugin.c"),
         ] {
             for kind in [Kind::Controller, Kind::Observer] {
                 check_project(lang, kind, source);
             }
         }
+    }
+
+    /// Whether `text` holds a template placeholder, `{{word}}` (JSDoc's `{{ a: T }}` is none).
+    fn has_placeholder(text: &str) -> bool {
+        text.split("{{").skip(1).any(|rest| {
+            rest.split_once("}}").is_some_and(|(word, _)| {
+                !word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            })
+        })
     }
 
     fn check_project(lang: Lang, kind: Kind, source: &str) {
@@ -317,7 +376,7 @@ mod tests {
             }
             for file in &files {
                 assert!(
-                    !file.text.contains("{{"),
+                    !has_placeholder(&file.text),
                     "{} keeps a placeholder",
                     file.path
                 );
@@ -341,6 +400,44 @@ mod tests {
                 .unwrap()
                 .text;
             assert!(config.contains("[plugins.my-plugin]"), "{config}");
+        }
+    }
+
+    #[test]
+    fn a_js_project_names_its_module_and_compiler_and_has_every_module_it_imports() {
+        for kind in [Kind::Controller, Kind::Observer] {
+            let files = files("my-plugin", Lang::Js, kind).unwrap();
+            let text = |path: &str| {
+                &files
+                    .iter()
+                    .find(|f| f.path == path)
+                    .unwrap_or_else(|| panic!("{path} missing"))
+                    .text
+            };
+            let package: serde_json::Value = serde_json::from_str(text("package.json")).unwrap();
+            assert_eq!(package["name"], "my-plugin");
+            assert_eq!(package["type"], "module");
+            assert_eq!(package["main"], "plugin.js");
+            assert_eq!(
+                package["devDependencies"]["@bytecodealliance/componentize-js"],
+                componentize_js_version()
+            );
+            assert!(!componentize_js_version().contains('@'));
+            // componentize-js bundles the modules the plugin imports: each must be written.
+            for file in files.iter().filter(|f| f.path.ends_with(".js")) {
+                for line in file.text.lines() {
+                    let Some((_, from)) = line.split_once(" from './") else {
+                        continue;
+                    };
+                    let module = from.trim_end_matches(['\'', ';']);
+                    assert!(
+                        files.iter().any(|f| f.path == module),
+                        "{} imports ./{module}, which the project lacks",
+                        file.path
+                    );
+                }
+            }
+            assert!(text("plugin.js").contains("name: 'my-plugin'"));
         }
     }
 

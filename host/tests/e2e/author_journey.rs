@@ -340,6 +340,83 @@ fn python_controller_from_new_to_a_passing_and_a_failing_test() {
     );
 }
 
+/// Makes `componentize-js` available to the JavaScript project in `project`: on PATH (outside
+/// the checkout), else the author's way, `npm install` in the project (package.json's dev
+/// dependency, into `node_modules/`, where `kubewasm build` looks). False, said loudly, when
+/// node or npm is missing or the install fails.
+fn js_toolchain(outside: &Outside, project: &Path) -> bool {
+    let path = outside
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let on_path = |tool: &str| std::env::split_paths(&path).any(|d| d.join(tool).is_file());
+    if on_path("componentize-js") {
+        return true;
+    }
+    if !(on_path("node") && on_path("npm")) {
+        eprintln!(
+            "\n!!! SKIPPED: the JavaScript author journey needs Node.js with npm on PATH (to \
+             npm install componentize-js) !!!\n"
+        );
+        return false;
+    }
+    let installed = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(project)
+        .env("PATH", &path)
+        .status()
+        .is_ok_and(|s| s.success())
+        && project.join("node_modules/.bin/componentize-js").is_file();
+    if !installed {
+        eprintln!(
+            "\n!!! SKIPPED: the JavaScript author journey needs componentize-js, and `npm \
+             install` in the project (its package.json's dev dependency) failed !!!\n"
+        );
+    }
+    installed
+}
+
+#[test]
+fn js_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
+    let outside = Outside::new();
+    if !journey(
+        &outside,
+        "jsmirror",
+        "js",
+        "controller",
+        &|project| js_toolchain(&outside, project),
+        &|project| {
+            edit(
+                project,
+                "plugin.js",
+                "mirror.data = data;",
+                "mirror.data = { broken: 'yes' };",
+            )
+        },
+        "v1 ConfigMap default/app-mirror",
+    ) {
+        return;
+    }
+    journey(
+        &outside,
+        "jscount",
+        "js",
+        "observer",
+        &|project| js_toolchain(&outside, project),
+        &|project| {
+            edit(
+                project,
+                "plugin.js",
+                "(counts.get(namespace) ?? 0) + 1;",
+                "(counts.get(namespace) ?? 0) + 2;",
+            )
+        },
+        "Counted on ConfigMap second",
+    );
+}
+
 #[test]
 fn new_refuses_a_bad_name_and_a_language_without_a_template_yet() {
     let outside = Outside::new();
