@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::core::Core;
-use crate::hooks::{RequestRecord, Verb};
+use crate::hooks::{RequestRecord, ResourceName, Verb};
 use crate::patch::PatchType;
 use crate::writes::{Part, Target};
 use crate::{Options, Status, handler, manifests};
@@ -202,6 +202,11 @@ impl DevServer {
         self.inner.core.store.close_watches();
     }
 
+    /// Test hook: ends every open watch of `resource` now; other watches go on.
+    pub fn close_watches_of(&self, resource: &ResourceName) {
+        self.inner.core.store.close_watches_of(resource);
+    }
+
     /// Test hook: every watch open now stays open but goes silent (no events, no bookmarks,
     /// no end at its timeout), as behind a proxy that stopped forwarding its connections;
     /// watches opened later and every other request work as usual. `close_watches` and
@@ -219,7 +224,17 @@ impl DevServer {
     /// Test hook: the next `n` requests with `verb` answer HTTP `code` (a Status error).
     /// `n = 0` cancels pending failures for the verb.
     pub fn fail_next(&self, verb: Verb, n: usize, code: u16) {
-        self.inner.core.hooks.fail_next(verb, n, code);
+        self.inner.core.hooks.fail_next(verb, None, n, code);
+    }
+
+    /// Test hook: the next `n` requests with `verb` to `resource` answer HTTP `code`; other
+    /// resources are untouched. A fault on a verb and resource is used before one on the
+    /// verb alone. `n = 0` cancels it.
+    pub fn fail_next_on(&self, verb: Verb, resource: &ResourceName, n: usize, code: u16) {
+        self.inner
+            .core
+            .hooks
+            .fail_next(verb, Some(resource.clone()), n, code);
     }
 
     /// Test hook: every request waits this long before it is handled.
