@@ -136,14 +136,30 @@ impl DevServer {
         stored.to_value()
     }
 
-    /// Creates every object found in the manifests in `dir` (see [`DevServer::create`]);
+    /// Creates every object found in the manifests in `dir` (see [`DevServer::seed`]);
     /// returns how many. Stops at the first object that cannot be created.
     pub fn load_manifests(&self, dir: &Path) -> anyhow::Result<usize> {
         let objects = manifests::read_dir(dir)?;
-        let count = objects.len();
+        self.seed(
+            objects
+                .into_iter()
+                .map(|(file, object)| (file.display().to_string(), object)),
+        )
+    }
+
+    /// Creates `objects` in order (see [`DevServer::create`]) as a manifest seeds them: a
+    /// [`CONTROLLED_BY_ANNOTATION`] becomes a controller owner reference to the object of that
+    /// name created before it in the same namespace, and a `status` is kept. Each object comes
+    /// with where it is from, for errors; returns how many were created, and stops at the
+    /// first that cannot be.
+    pub fn seed(
+        &self,
+        objects: impl IntoIterator<Item = (String, Value)>,
+    ) -> anyhow::Result<usize> {
+        let mut count = 0;
         // (namespace, kind, name) -> uid of what was created so far.
         let mut uids: HashMap<(String, String, String), String> = HashMap::new();
-        for (file, mut object) in objects {
+        for (origin, mut object) in objects {
             let field =
                 |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_owned);
             let name = field(&object, "/metadata/name").unwrap_or_else(|| "<unnamed>".into());
@@ -153,16 +169,16 @@ impl DevServer {
             let status = object.get("status").cloned();
             let created = self
                 .create(object)
-                .with_context(|| format!("creating {name} from {}", file.display()))?;
+                .with_context(|| format!("creating {name} from {origin}"))?;
             let kind = field(&created, "/kind").unwrap_or_default();
             if let Some(uid) = field(&created, "/metadata/uid") {
                 uids.insert((namespace.clone(), kind, name.clone()), uid);
             }
             if let Some(status) = status {
-                self.seed_status(&created, &name, status).with_context(|| {
-                    format!("setting the status of {name} from {}", file.display())
-                })?;
+                self.seed_status(&created, &name, status)
+                    .with_context(|| format!("setting the status of {name} from {origin}"))?;
             }
+            count += 1;
         }
         Ok(count)
     }

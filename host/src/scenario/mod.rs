@@ -38,7 +38,10 @@ pub struct Scenario {
     /// What the scenario shows (the JUnit test suite's name).
     #[serde(default)]
     pub name: Option<String>,
-    /// Objects created before the plugins load, in order (a CRD before its objects).
+    /// Objects created before the plugins load, in order (a CRD before its objects), as the
+    /// dev server seeds manifests: a `status` is kept, and the annotation
+    /// `dev.kubewasm.io/controlled-by: apiVersion/Kind/name` becomes a controller owner
+    /// reference to that object, created before it in the same namespace.
     #[serde(default)]
     pub objects: Vec<Value>,
     pub steps: Vec<Step>,

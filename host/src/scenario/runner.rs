@@ -101,12 +101,13 @@ async fn run_on(
     options: &RunOptions,
     report: &mut impl FnMut(&StepResult),
 ) -> anyhow::Result<Outcome> {
-    for (i, object) in scenario.objects.iter().enumerate() {
-        server
-            .create(object.clone())
-            .map_err(|status| anyhow::anyhow!("{}", status.message))
-            .with_context(|| format!("creating objects[{i}] ({})", describe(object)))?;
-    }
+    server.seed(
+        scenario
+            .objects
+            .iter()
+            .enumerate()
+            .map(|(i, object)| (format!("objects[{i}]"), object.clone())),
+    )?;
     let clients = app::Clients::new(
         kube::Config::new(server.url().parse()?),
         &options.config.connection.options(),
