@@ -42,10 +42,80 @@ pub struct RequestRecord {
     pub at: std::time::Instant,
 }
 
+/// The resource a fault or a dropped watch is limited to: a lower-case plural such as
+/// `configmaps`, or `deployments.apps` to name its API group too (as kubectl writes it).
+/// Without a group it is that plural in any group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResourceName {
+    plural: String,
+    group: Option<String>,
+}
+
+/// Why a resource name was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadResourceName(String);
+
+impl std::fmt::Display for BadResourceName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` is not a resource: name the lower-case plural, such as configmaps or \
+             deployments.apps",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadResourceName {}
+
+impl std::str::FromStr for ResourceName {
+    type Err = BadResourceName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || BadResourceName(text.to_owned());
+        let (plural, group) = match text.split_once('.') {
+            Some((plural, group)) => (plural, Some(group)),
+            None => (text, None),
+        };
+        let label = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 253
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        };
+        if !label(plural) || group.is_some_and(|g| !g.split('.').all(label)) {
+            return Err(bad());
+        }
+        Ok(ResourceName {
+            plural: plural.to_owned(),
+            group: group.map(str::to_owned),
+        })
+    }
+}
+
+impl std::fmt::Display for ResourceName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.group {
+            Some(group) => write!(f, "{}.{group}", self.plural),
+            None => f.write_str(&self.plural),
+        }
+    }
+}
+
+impl ResourceName {
+    /// Whether a request to `plural` in API group `group` ("" for core) is this resource.
+    pub fn matches(&self, group: &str, plural: &str) -> bool {
+        self.plural == plural && self.group.as_deref().is_none_or(|g| g == group)
+    }
+}
+
+/// Which requests a fault hits: a verb, on every resource or on one.
+type FaultKey = (Verb, Option<ResourceName>);
+
 /// Faults, latency and log shared by all requests.
 #[derive(Default)]
 pub(crate) struct Hooks {
-    failures: Mutex<HashMap<Verb, (usize, u16)>>,
+    failures: Mutex<HashMap<FaultKey, (usize, u16)>>,
     latency: Mutex<Duration>,
     log: Mutex<Vec<RequestRecord>>,
     /// Bumped by each stall: a watch opened before the bump goes silent.
@@ -64,12 +134,14 @@ impl Hooks {
         self.stalls.subscribe()
     }
 
-    pub fn fail_next(&self, verb: Verb, n: usize, code: u16) {
+    /// The next `n` requests with `verb` (to `resource` only, when given) answer `code`;
+    /// `n = 0` cancels that fault.
+    pub fn fail_next(&self, verb: Verb, resource: Option<ResourceName>, n: usize, code: u16) {
         let mut failures = self.failures.lock();
         if n == 0 {
-            failures.remove(&verb);
+            failures.remove(&(verb, resource));
         } else {
-            failures.insert(verb, (n, code));
+            failures.insert((verb, resource), (n, code));
         }
     }
 
@@ -81,18 +153,38 @@ impl Hooks {
         *self.latency.lock()
     }
 
-    /// Logs the request and returns the injected failure it must answer with, if any.
+    /// Logs the request and returns the injected failure it must answer with, if any: a
+    /// fault on its verb and resource before one on its verb alone.
     pub fn record(&self, record: RequestRecord) -> Result<(), Status> {
-        let verb = record.verb;
-        self.log.lock().push(record);
         let mut failures = self.failures.lock();
-        let Some((remaining, code)) = failures.get_mut(&verb) else {
+        let key = if failures.is_empty() {
+            None
+        } else {
+            failures
+                .keys()
+                .find(|(verb, resource)| {
+                    *verb == record.verb
+                        && resource
+                            .as_ref()
+                            .is_some_and(|r| r.matches(&record.group, &record.resource))
+                })
+                .cloned()
+                .or_else(|| {
+                    let general = (record.verb, None);
+                    failures.contains_key(&general).then_some(general)
+                })
+        };
+        self.log.lock().push(record);
+        let Some(key) = key else {
+            return Ok(());
+        };
+        let Some((remaining, code)) = failures.get_mut(&key) else {
             return Ok(());
         };
         let code = *code;
         *remaining -= 1;
         if *remaining == 0 {
-            failures.remove(&verb);
+            failures.remove(&key);
         }
         Err(Status::injected(code))
     }
@@ -128,7 +220,7 @@ mod tests {
     #[test]
     fn failures_apply_to_the_next_n_requests_of_the_verb_only() {
         let hooks = Hooks::default();
-        hooks.fail_next(Verb::List, 2, 429);
+        hooks.fail_next(Verb::List, None, 2, 429);
         assert!(hooks.record(record(Verb::Get)).is_ok());
         assert_eq!(hooks.record(record(Verb::List)).unwrap_err().code, 429);
         assert_eq!(hooks.record(record(Verb::List)).unwrap_err().code, 429);
@@ -136,5 +228,65 @@ mod tests {
         assert_eq!(hooks.requests().len(), 4);
         hooks.clear_requests();
         assert!(hooks.requests().is_empty());
+    }
+
+    fn record_of(verb: Verb, group: &str, resource: &str) -> RequestRecord {
+        RequestRecord {
+            group: group.into(),
+            resource: resource.into(),
+            ..record(verb)
+        }
+    }
+
+    #[test]
+    fn a_fault_on_a_resource_hits_only_that_resource_and_comes_before_the_verbs() {
+        let hooks = Hooks::default();
+        let deployments: ResourceName = "deployments".parse().unwrap();
+        hooks.fail_next(Verb::Create, Some(deployments), 2, 409);
+        hooks.fail_next(Verb::Create, None, 1, 500);
+        let create = |group, resource| hooks.record(record_of(Verb::Create, group, resource));
+        assert!(
+            hooks
+                .record(record_of(Verb::Update, "apps", "deployments"))
+                .is_ok()
+        );
+        assert_eq!(create("apps", "deployments").unwrap_err().code, 409);
+        assert_eq!(create("apps", "deployments").unwrap_err().code, 409);
+        // Used up: the fault on every resource is next.
+        assert_eq!(create("apps", "deployments").unwrap_err().code, 500);
+        assert!(create("apps", "deployments").is_ok());
+
+        let apps_only: ResourceName = "deployments.apps".parse().unwrap();
+        hooks.fail_next(Verb::Delete, Some(apps_only.clone()), 5, 429);
+        let delete = |group, resource| hooks.record(record_of(Verb::Delete, group, resource));
+        assert!(delete("", "configmaps").is_ok());
+        assert!(
+            delete("example.com", "deployments").is_ok(),
+            "another group"
+        );
+        assert_eq!(delete("apps", "deployments").unwrap_err().code, 429);
+        hooks.fail_next(Verb::Delete, Some(apps_only), 0, 429);
+        assert!(delete("apps", "deployments").is_ok(), "cancelled");
+    }
+
+    #[test]
+    fn resource_names_are_plurals_with_an_optional_group() {
+        let name: ResourceName = "deployments.apps".parse().unwrap();
+        assert!(name.matches("apps", "deployments"));
+        assert!(!name.matches("", "deployments"));
+        assert_eq!(name.to_string(), "deployments.apps");
+        let core: ResourceName = "configmaps".parse().unwrap();
+        assert!(core.matches("", "configmaps"));
+        assert!(!core.matches("", "secrets"));
+        for bad in [
+            "",
+            "Deployment",
+            "deployments.",
+            ".apps",
+            "config maps",
+            "pods/status",
+        ] {
+            assert!(bad.parse::<ResourceName>().is_err(), "{bad:?}");
+        }
     }
 }

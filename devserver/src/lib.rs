@@ -94,7 +94,7 @@ mod table;
 mod watch;
 mod writes;
 
-pub use hooks::{RequestRecord, Verb};
+pub use hooks::{BadResourceName, RequestRecord, ResourceName, Verb};
 pub use options::Options;
 pub use server::DevServer;
 pub use status::{Status, StatusCause};

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::core::Core;
-use crate::hooks::{RequestRecord, Verb};
+use crate::hooks::{RequestRecord, ResourceName, Verb};
 use crate::patch::PatchType;
 use crate::writes::{Part, Target};
 use crate::{Options, Status, handler, manifests};
@@ -136,14 +136,30 @@ impl DevServer {
         stored.to_value()
     }
 
-    /// Creates every object found in the manifests in `dir` (see [`DevServer::create`]);
+    /// Creates every object found in the manifests in `dir` (see [`DevServer::seed`]);
     /// returns how many. Stops at the first object that cannot be created.
     pub fn load_manifests(&self, dir: &Path) -> anyhow::Result<usize> {
         let objects = manifests::read_dir(dir)?;
-        let count = objects.len();
+        self.seed(
+            objects
+                .into_iter()
+                .map(|(file, object)| (file.display().to_string(), object)),
+        )
+    }
+
+    /// Creates `objects` in order (see [`DevServer::create`]) as a manifest seeds them: a
+    /// [`CONTROLLED_BY_ANNOTATION`] becomes a controller owner reference to the object of that
+    /// name created before it in the same namespace, and a `status` is kept. Each object comes
+    /// with where it is from, for errors; returns how many were created, and stops at the
+    /// first that cannot be.
+    pub fn seed(
+        &self,
+        objects: impl IntoIterator<Item = (String, Value)>,
+    ) -> anyhow::Result<usize> {
+        let mut count = 0;
         // (namespace, kind, name) -> uid of what was created so far.
         let mut uids: HashMap<(String, String, String), String> = HashMap::new();
-        for (file, mut object) in objects {
+        for (origin, mut object) in objects {
             let field =
                 |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_owned);
             let name = field(&object, "/metadata/name").unwrap_or_else(|| "<unnamed>".into());
@@ -153,16 +169,16 @@ impl DevServer {
             let status = object.get("status").cloned();
             let created = self
                 .create(object)
-                .with_context(|| format!("creating {name} from {}", file.display()))?;
+                .with_context(|| format!("creating {name} from {origin}"))?;
             let kind = field(&created, "/kind").unwrap_or_default();
             if let Some(uid) = field(&created, "/metadata/uid") {
                 uids.insert((namespace.clone(), kind, name.clone()), uid);
             }
             if let Some(status) = status {
-                self.seed_status(&created, &name, status).with_context(|| {
-                    format!("setting the status of {name} from {}", file.display())
-                })?;
+                self.seed_status(&created, &name, status)
+                    .with_context(|| format!("setting the status of {name} from {origin}"))?;
             }
+            count += 1;
         }
         Ok(count)
     }
@@ -202,6 +218,11 @@ impl DevServer {
         self.inner.core.store.close_watches();
     }
 
+    /// Test hook: ends every open watch of `resource` now; other watches go on.
+    pub fn close_watches_of(&self, resource: &ResourceName) {
+        self.inner.core.store.close_watches_of(resource);
+    }
+
     /// Test hook: every watch open now stays open but goes silent (no events, no bookmarks,
     /// no end at its timeout), as behind a proxy that stopped forwarding its connections;
     /// watches opened later and every other request work as usual. `close_watches` and
@@ -219,7 +240,17 @@ impl DevServer {
     /// Test hook: the next `n` requests with `verb` answer HTTP `code` (a Status error).
     /// `n = 0` cancels pending failures for the verb.
     pub fn fail_next(&self, verb: Verb, n: usize, code: u16) {
-        self.inner.core.hooks.fail_next(verb, n, code);
+        self.inner.core.hooks.fail_next(verb, None, n, code);
+    }
+
+    /// Test hook: the next `n` requests with `verb` to `resource` answer HTTP `code`; other
+    /// resources are untouched. A fault on a verb and resource is used before one on the
+    /// verb alone. `n = 0` cancels it.
+    pub fn fail_next_on(&self, verb: Verb, resource: &ResourceName, n: usize, code: u16) {
+        self.inner
+            .core
+            .hooks
+            .fail_next(verb, Some(resource.clone()), n, code);
     }
 
     /// Test hook: every request waits this long before it is handled.

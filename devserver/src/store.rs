@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::Status;
 use crate::event::{Event, EventType};
+use crate::hooks::ResourceName;
 use crate::object::StoredObject;
 
 /// Receives the events of one resource, in resourceVersion order.
@@ -279,9 +280,23 @@ impl Store {
 
     /// Ends every open watch: their receivers see the channel close.
     pub fn close_watches(&self) {
+        self.close_watches_where(|_| true);
+    }
+
+    /// Ends the open watches of `resource` (its storage key is `group/plural`).
+    pub fn close_watches_of(&self, resource: &ResourceName) {
+        self.close_watches_where(|key| {
+            key.split_once('/')
+                .is_some_and(|(group, plural)| resource.matches(group, plural))
+        });
+    }
+
+    fn close_watches_where(&self, pick: impl Fn(&str) -> bool) {
         let mut inner = self.inner.write();
-        for collection in inner.collections.values_mut() {
-            collection.watchers.clear();
+        for (key, collection) in inner.collections.iter_mut() {
+            if pick(key) {
+                collection.watchers.clear();
+            }
         }
     }
 
@@ -392,6 +407,28 @@ mod tests {
             start.receiver.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
         ));
+    }
+
+    #[test]
+    fn closing_the_watches_of_one_resource_leaves_the_others_open() {
+        let store = Store::new(100);
+        let mut config_maps = store.watch("/configmaps", None).unwrap();
+        let mut deployments = store.watch("apps/deployments", None).unwrap();
+        let mut other = store.watch("example.com/deployments", None).unwrap();
+        store.close_watches_of(&"deployments.apps".parse().unwrap());
+        let closed = |start: &mut WatchStart| {
+            matches!(
+                start.receiver.try_recv(),
+                Err(mpsc::error::TryRecvError::Disconnected)
+            )
+        };
+        assert!(closed(&mut deployments));
+        assert!(!closed(&mut other), "another group's deployments");
+        assert!(!closed(&mut config_maps));
+        put(&store, "a", "1");
+        assert!(config_maps.receiver.try_recv().is_ok(), "still delivering");
+        store.close_watches_of(&"configmaps".parse().unwrap());
+        assert!(closed(&mut config_maps));
     }
 
     #[test]

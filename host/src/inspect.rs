@@ -41,6 +41,7 @@ impl Checker {
             limits: Default::default(),
             declarations: self.config.limits.declarations(),
             logs: self.config.limits.logs(),
+            log_tap: None,
         };
         let checked = crate::plugin::check(&self.engine, path, bytes, &policy, &options).await?;
         Ok((checked, policy))

@@ -46,6 +46,7 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
         limits: Default::default(),
         declarations: config.limits.declarations(),
         logs: config.limits.logs(),
+        log_tap: None,
     };
     let mut files: Vec<_> = std::fs::read_dir(&args.plugins)
         .with_context(|| format!("cannot read plugins directory {}", args.plugins.display()))?

@@ -16,14 +16,14 @@ use super::error::PluginError;
 use super::grants::{DeclarationLimits, Limits, describe, same_type};
 use super::instance::{Declaration, Instance};
 use super::keys::QueueRule;
-use super::log_gate::{LogGate, LogLimits};
+use super::log_gate::{LogGate, LogLimits, LogTap};
 use super::names::{self, InvalidName, Kind, Namespace};
 use super::policy::PluginPolicy;
 use super::predicates::UpdateFilter;
 use super::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 
 /// What a declaration is checked with besides the plugin's policy.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct CheckOptions {
     /// Limits for a plugin whose policy sets none.
     pub limits: Limits,
@@ -31,6 +31,8 @@ pub struct CheckOptions {
     pub declarations: DeclarationLimits,
     /// How much the throw-away instance may log.
     pub logs: LogLimits,
+    /// Where the plugin's log lines are also kept (`kubewasm test`).
+    pub log_tap: Option<LogTap>,
 }
 
 /// The contract a component was built for.
@@ -114,7 +116,7 @@ pub(crate) async fn declare_v0_1(
         label_of(&file),
         limits,
         Arc::new(Access::empty(policy.grants.clone())),
-        Arc::new(LogGate::new(options.logs)),
+        Arc::new(LogGate::tapped(options.logs, options.log_tap.clone())),
     )
     .await?;
     let Declaration::V0_1(info) = init_outcome(file.clone(), instance.init(&policy.config).await)?
@@ -145,7 +147,7 @@ pub(crate) async fn declare_v0_2(
         label_of(&file),
         limits,
         Arc::new(Access::empty(policy.grants.clone())),
-        Arc::new(LogGate::new(options.logs)),
+        Arc::new(LogGate::tapped(options.logs, options.log_tap.clone())),
     )
     .await?;
     let Declaration::V0_2(super::predicates::Declaration {

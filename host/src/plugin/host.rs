@@ -23,7 +23,7 @@ use super::grants::{DeclarationLimits, Limits, describe, same_type};
 use super::informers::{EventSource, InformerCache, InformerSubscriber};
 use super::instance::{Instance, Recipe};
 use super::leases::{Claims, Leases};
-use super::log_gate::LogLimits;
+use super::log_gate::{LogLimits, LogTap};
 use super::observer::{DropReason, NoopObserver, Observer, PluginObserver};
 use super::policy::{PluginPolicy, PolicyLookup, StaticPolicy};
 use super::state::MemoryUse;
@@ -70,6 +70,8 @@ pub struct HostOptions {
     /// Where plugins of contract 0.3 register their admission policies for the webhook
     /// server (`kubewasm run --webhook-addr`).
     pub admission: crate::admission::AdmissionRegistry,
+    /// Where every plugin's log lines are also kept (`kubewasm test`); `None`: only logged.
+    pub log_tap: Option<LogTap>,
 }
 
 impl Default for HostOptions {
@@ -86,6 +88,7 @@ impl Default for HostOptions {
             write_client: None,
             leader: LeaderGate::always(),
             admission: crate::admission::AdmissionRegistry::default(),
+            log_tap: None,
         }
     }
 }
@@ -489,6 +492,7 @@ impl PluginHost {
             limits: self.inner.options.limits,
             declarations: self.inner.options.declarations,
             logs: self.inner.options.logs,
+            log_tap: self.inner.options.log_tap.clone(),
         }
     }
 

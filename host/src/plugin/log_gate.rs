@@ -3,6 +3,7 @@
 //! dropped or cut counted and reported.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,75 @@ pub(crate) struct LogGate {
     limits: LogLimits,
     bucket: Mutex<Bucket>,
     observer: OnceLock<Arc<dyn PluginObserver>>,
+    tap: Option<LogTap>,
+}
+
+/// One line a plugin logged (through the `log` import, stdout or stderr), as admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedLine {
+    /// The plugin's name; a line its `init` logged carries its file's name without `.wasm`
+    /// (the name is known only once `init` returned).
+    pub plugin: Arc<str>,
+    pub line: String,
+}
+
+/// Keeps the lines every plugin logged, whatever the process's log filter, for `kubewasm
+/// test`'s `logged` assert (observers act only by logging). Holds the newest lines up to
+/// [`LogTap::MAX_BYTES`]; each line has a number, counted from the first, so a reader can ask
+/// for the lines after the ones it saw.
+#[derive(Clone, Default)]
+pub struct LogTap {
+    kept: Arc<Mutex<Kept>>,
+}
+
+impl std::fmt::Debug for LogTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogTap")
+            .field("next", &self.next())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Kept {
+    lines: VecDeque<LoggedLine>,
+    /// The number of `lines[0]`.
+    first: u64,
+    bytes: usize,
+}
+
+impl LogTap {
+    /// How many bytes of lines are kept: a plugin flooding its log cannot grow the host.
+    pub const MAX_BYTES: usize = 32 << 20;
+
+    fn push(&self, plugin: &str, line: &str) {
+        let mut kept = self.kept.lock();
+        kept.bytes += line.len() + plugin.len();
+        kept.lines.push_back(LoggedLine {
+            plugin: plugin.into(),
+            line: line.to_owned(),
+        });
+        while kept.bytes > Self::MAX_BYTES {
+            let Some(old) = kept.lines.pop_front() else {
+                break;
+            };
+            kept.bytes -= old.line.len() + old.plugin.len();
+            kept.first += 1;
+        }
+    }
+
+    /// The number the next line will get.
+    pub fn next(&self) -> u64 {
+        let kept = self.kept.lock();
+        kept.first + kept.lines.len() as u64
+    }
+
+    /// The kept lines numbered `from` on, oldest first.
+    pub fn since(&self, from: u64) -> Vec<LoggedLine> {
+        let kept = self.kept.lock();
+        let skip = usize::try_from(from.saturating_sub(kept.first)).unwrap_or(usize::MAX);
+        kept.lines.iter().skip(skip).cloned().collect()
+    }
 }
 
 struct Bucket {
@@ -69,6 +139,15 @@ impl LogGate {
                 noticed: Instant::now(),
             }),
             observer: OnceLock::new(),
+            tap: None,
+        }
+    }
+
+    /// The gate that also hands every admitted line to `tap`.
+    pub(crate) fn tapped(limits: LogLimits, tap: Option<LogTap>) -> Self {
+        LogGate {
+            tap,
+            ..LogGate::new(limits)
         }
     }
 
@@ -112,19 +191,24 @@ impl LogGate {
                 b.noticed = now;
             }
         }
-        if line.len() <= self.limits.line_bytes {
-            return Some(Cow::Borrowed(line));
+        let admitted = if line.len() <= self.limits.line_bytes {
+            Cow::Borrowed(line)
+        } else {
+            self.count(1);
+            let mut end = self.limits.line_bytes;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            Cow::Owned(format!(
+                "{}… [cut: {} bytes, over `log-line-bytes`]",
+                &line[..end],
+                line.len()
+            ))
+        };
+        if let Some(tap) = &self.tap {
+            tap.push(plugin, &admitted);
         }
-        self.count(1);
-        let mut end = self.limits.line_bytes;
-        while !line.is_char_boundary(end) {
-            end -= 1;
-        }
-        Some(Cow::Owned(format!(
-            "{}… [cut: {} bytes, over `log-line-bytes`]",
-            &line[..end],
-            line.len()
-        )))
+        Some(admitted)
     }
 }
 
@@ -161,5 +245,45 @@ mod tests {
         assert!(cut.starts_with("hél…"), "{cut}");
         assert!(cut.contains("cut: 12 bytes"), "{cut}");
         assert_eq!(counted.0.load(Ordering::Relaxed), dropped + 1);
+    }
+
+    #[test]
+    fn a_tap_keeps_admitted_lines_numbered_and_drops_the_oldest_past_its_size() {
+        let tap = LogTap::default();
+        let gate = LogGate::tapped(
+            LogLimits {
+                lines_per_second: 2,
+                burst_lines: 2,
+                line_bytes: 4,
+            },
+            Some(tap.clone()),
+        );
+        assert_eq!(tap.next(), 0);
+        gate.admit("p", "one");
+        gate.admit("q", "two and more");
+        gate.admit("p", "over the rate");
+        let lines = tap.since(0);
+        assert_eq!(
+            lines.len(),
+            2,
+            "the line over the rate is not kept: {lines:?}"
+        );
+        assert_eq!((&*lines[0].plugin, lines[0].line.as_str()), ("p", "one"));
+        assert!(
+            lines[1].line.starts_with("two …"),
+            "cut as logged: {lines:?}"
+        );
+        assert_eq!(tap.since(1), lines[1..]);
+        assert_eq!(tap.next(), 2);
+
+        let big = "x".repeat(LogTap::MAX_BYTES / 2);
+        tap.push("p", &big);
+        tap.push("p", &big);
+        tap.push("p", "last");
+        assert_eq!(tap.next(), 5);
+        let kept = tap.since(0);
+        assert_eq!(kept.len(), 2, "the oldest went");
+        assert_eq!(kept[1].line, "last");
+        assert_eq!(tap.since(4).len(), 1);
     }
 }

@@ -64,7 +64,7 @@ pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};
 pub use grants::{DeclarationLimits, Grants, Limits, ResourcePattern};
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};
 pub use keys::{ObjectKey, QueueRule, keys_for};
-pub use log_gate::LogLimits;
+pub use log_gate::{LogLimits, LogTap, LoggedLine};
 pub use model::{Delivery, Gvk, IndexDecl, IndexSource, PluginInfo, Subscription};
 pub use names::{InvalidName, Kind, Namespace, ObjectName};
 pub use observer::{DropReason, EventKind, FailureKind, NoopObserver, Observer, PluginObserver};

@@ -23,6 +23,7 @@ mod runner;
 
 use std::time::Duration;
 
+use kubewasm_devserver::ResourceName;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -37,7 +38,10 @@ pub struct Scenario {
     /// What the scenario shows (the JUnit test suite's name).
     #[serde(default)]
     pub name: Option<String>,
-    /// Objects created before the plugins load, in order (a CRD before its objects).
+    /// Objects created before the plugins load, in order (a CRD before its objects), as the
+    /// dev server seeds manifests: a `status` is kept, and the annotation
+    /// `dev.kubewasm.io/controlled-by: apiVersion/Kind/name` becomes a controller owner
+    /// reference to that object, created before it in the same namespace.
     #[serde(default)]
     pub objects: Vec<Value>,
     pub steps: Vec<Step>,
@@ -89,21 +93,25 @@ pub enum PatchType {
     Json,
 }
 
-/// A fault injected into the API server from this step on.
+/// A fault injected into the API server from this step on. The scenario's own requests (its
+/// actions and asserts) go to the same server and meet the fault too.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Fault {
-    /// The verb whose next requests fail (every resource: the dev server injects by verb):
-    /// get, list, watch, create, update, patch or delete.
+    /// The verb whose next requests fail: get, list, watch, create, update, patch or delete.
     #[serde(default)]
     pub verb: Option<String>,
+    /// Only requests to this resource fail, or only its watches drop: the lower-case plural,
+    /// `deployments`, or with its API group, `deployments.apps` [default: every resource].
+    #[serde(default)]
+    pub resource: Option<String>,
     /// The HTTP status they answer: 409, 429, 500, ...
     #[serde(default)]
     pub code: Option<u16>,
     /// How many requests fail [default: 1].
     #[serde(default)]
     pub count: Option<usize>,
-    /// Ends every open watch now (clients must re-watch).
+    /// Ends every open watch now (of `resource` only, when given): clients must re-watch.
     #[serde(default)]
     pub drop_watches: bool,
 }
@@ -126,6 +134,11 @@ pub struct Assert {
     /// the first step, since the plugins started loading).
     #[serde(default)]
     pub writes: Vec<WriteCount>,
+    /// Lines a plugin must have logged during this step (since the previous step ended; for
+    /// the first step, since the plugins started loading): how an observer, which only logs,
+    /// is tested.
+    #[serde(default)]
+    pub logged: Vec<LoggedLineAssert>,
     /// After everything settles, reloading every plugin (one more reconcile of every key, and
     /// every handler replayed the cache) makes no write.
     #[serde(default)]
@@ -144,6 +157,16 @@ pub struct WriteCount {
     pub min: Option<u64>,
     #[serde(default)]
     pub max: Option<u64>,
+}
+
+/// A line some plugin logged: through the `log` import, stdout or stderr, at any level.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggedLineAssert {
+    /// The plugin's name (as its `init` gives it; the file's name without `.wasm` matches too).
+    pub plugin: String,
+    /// Text the line contains (part of it, case-sensitive).
+    pub contains: String,
 }
 
 /// Why a scenario file was refused.
@@ -195,6 +218,11 @@ impl Scenario {
                     .map_err(|e| ScenarioError::Invalid(format!("{at}: {e}")))?;
             }
             if let Some(fault) = &step.fault {
+                if let Some(resource) = &fault.resource
+                    && let Err(err) = resource.parse::<ResourceName>()
+                {
+                    return invalid(format!("{at}: fault resource {err}"));
+                }
                 match (&fault.verb, fault.code, fault.drop_watches) {
                     (Some(verb), Some(code), _) => {
                         if runner::parse_verb(verb).is_none() {
@@ -211,9 +239,18 @@ impl Scenario {
                     (None, None, true) => {}
                     _ => {
                         return invalid(format!(
-                            "{at}: a fault is `verb` with `code` (and `count`), or `dropWatches: true`"
+                            "{at}: a fault is `verb` with `code` (and `count`), or `dropWatches: true`, \
+                             either on one `resource`"
                         ));
                     }
+                }
+            }
+            for logged in &step.assert.logged {
+                if logged.contains.is_empty() {
+                    return invalid(format!(
+                        "{at}: logged of {} needs the text a line `contains`",
+                        logged.plugin
+                    ));
                 }
             }
             for bound in &step.assert.writes {
@@ -352,9 +389,12 @@ steps:
       absent:
         - {apiVersion: v1, kind: ConfigMap, metadata: {name: b-mirror}}
       writes: [{plugin: mirror, max: 1}]
+      logged: [{plugin: mirror, contains: "copied a"}]
       converged: true
   - fault: {verb: update, code: 409, count: 2}
   - fault: {dropWatches: true}
+  - fault: {verb: create, resource: deployments.apps, code: 429}
+  - fault: {dropWatches: true, resource: configmaps}
   - patch: {object: {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}, patch: {data: {k: w}}}
     timeout: 1500ms
   - wait: 2
@@ -365,18 +405,25 @@ steps:
     fn a_scenario_with_every_step_kind_parses() {
         let s = Scenario::parse(GOOD).unwrap();
         assert_eq!(s.name.as_deref(), Some("mirror"));
-        assert_eq!(s.steps.len(), 6);
+        assert_eq!(s.steps.len(), 8);
         assert_eq!(s.steps[0].timeout, Some(Duration::from_secs(5)));
         assert!(s.steps[0].assert.converged);
+        assert_eq!(s.steps[0].assert.logged[0].contains, "copied a");
         assert_eq!(s.steps[1].fault.as_ref().unwrap().count, Some(2));
         assert!(s.steps[2].fault.as_ref().unwrap().drop_watches);
-        assert_eq!(s.steps[3].timeout, Some(Duration::from_millis(1500)));
+        let on_one = s.steps[3].fault.as_ref().unwrap();
+        assert_eq!(on_one.resource.as_deref(), Some("deployments.apps"));
+        assert_eq!(on_one.code, Some(429));
+        let dropped = s.steps[4].fault.as_ref().unwrap();
+        assert!(dropped.drop_watches);
+        assert_eq!(dropped.resource.as_deref(), Some("configmaps"));
+        assert_eq!(s.steps[5].timeout, Some(Duration::from_millis(1500)));
         assert_eq!(
-            s.steps[3].patch.as_ref().unwrap().patch_type,
+            s.steps[5].patch.as_ref().unwrap().patch_type,
             PatchType::Merge
         );
-        assert_eq!(s.steps[4].wait, Some(Duration::from_secs(2)));
-        assert_eq!(s.steps[5].label(5), "step 6 (delete)");
+        assert_eq!(s.steps[6].wait, Some(Duration::from_secs(2)));
+        assert_eq!(s.steps[7].label(7), "step 8 (delete)");
     }
 
     #[test]
@@ -396,8 +443,24 @@ steps:
             ),
             ("steps: [{fault: {code: 500}}]", "`verb` with `code`"),
             (
+                "steps: [{fault: {verb: create, resource: Deployment, code: 409}}]",
+                "`Deployment` is not a resource",
+            ),
+            (
+                "steps: [{fault: {resource: configmaps}}]",
+                "either on one `resource`",
+            ),
+            (
                 "steps: [{assert: {writes: [{plugin: p}]}}]",
                 "need exactly, min or max",
+            ),
+            (
+                "steps: [{assert: {logged: [{plugin: p, contains: \"\"}]}}]",
+                "needs the text",
+            ),
+            (
+                "steps: [{assert: {logged: [{plugin: p}]}}]",
+                "missing field `contains`",
             ),
             (
                 "steps: [{delete: [{apiVersion: v1, kind: ConfigMap}]}]",

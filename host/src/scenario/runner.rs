@@ -11,7 +11,7 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Pos
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::{Api, Client};
-use kubewasm_devserver::{DevServer, RequestRecord, Verb};
+use kubewasm_devserver::{DevServer, RequestRecord, ResourceName, Verb};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::Value;
 
@@ -19,7 +19,7 @@ use super::matcher::{describe, matches};
 use super::{Assert, PatchType, Scenario, Step};
 use crate::app;
 use crate::config::Config;
-use crate::plugin::{HostOptions, PluginHost, PluginId};
+use crate::plugin::{HostOptions, LogTap, LoggedLine, PluginHost, PluginId};
 
 /// How often asserts are polled.
 const POLL: Duration = Duration::from_millis(100);
@@ -101,12 +101,13 @@ async fn run_on(
     options: &RunOptions,
     report: &mut impl FnMut(&StepResult),
 ) -> anyhow::Result<Outcome> {
-    for (i, object) in scenario.objects.iter().enumerate() {
-        server
-            .create(object.clone())
-            .map_err(|status| anyhow::anyhow!("{}", status.message))
-            .with_context(|| format!("creating objects[{i}] ({})", describe(object)))?;
-    }
+    server.seed(
+        scenario
+            .objects
+            .iter()
+            .enumerate()
+            .map(|(i, object)| (format!("objects[{i}]"), object.clone())),
+    )?;
     let clients = app::Clients::new(
         kube::Config::new(server.url().parse()?),
         &options.config.connection.options(),
@@ -119,6 +120,7 @@ async fn run_on(
         },
     );
     let config = Arc::new(options.config.clone());
+    let tap = LogTap::default();
     let host = PluginHost::new(
         factory,
         clients.read.clone(),
@@ -132,6 +134,7 @@ async fn run_on(
             declarations: config.limits.declarations(),
             logs: config.limits.logs(),
             write_client: Some(clients.write.clone()),
+            log_tap: Some(tap.clone()),
             ..HostOptions::default()
         },
     )?;
@@ -143,6 +146,8 @@ async fn run_on(
         plugins: Vec::new(),
         resources: HashMap::new(),
         default_timeout: options.default_timeout,
+        line_mark: tap.next(),
+        tap,
     };
     let result = async {
         for path in &options.plugins {
@@ -183,6 +188,11 @@ struct Rig<'a> {
     log_mark: usize,
     /// A step's timeout when it names none.
     default_timeout: Duration,
+    /// Every line the plugins logged.
+    tap: LogTap,
+    /// The number of the first line the current step's `logged` asserts look at, as
+    /// `log_mark` for writes.
+    line_mark: u64,
 }
 
 impl Rig<'_> {
@@ -228,19 +238,27 @@ impl Rig<'_> {
     /// Runs the step's action, then polls its asserts until they hold or its timeout passes;
     /// the failure's text when they did not.
     async fn run_step(&mut self, step: &Step) -> Option<String> {
-        let failure = self.run_step_from(step, self.log_mark).await;
+        let failure = self
+            .run_step_from(step, self.log_mark, self.line_mark)
+            .await;
         self.log_mark = self.server.requests().len();
+        self.line_mark = self.tap.next();
         failure
     }
 
-    async fn run_step_from(&mut self, step: &Step, log_start: usize) -> Option<String> {
+    async fn run_step_from(
+        &mut self,
+        step: &Step,
+        log_start: usize,
+        line_start: u64,
+    ) -> Option<String> {
         if let Err(err) = self.act(step).await {
             return Some(format!("the step's action failed: {err:#}"));
         }
         let timeout = step.timeout.unwrap_or(self.default_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let failures = self.check(&step.assert, log_start).await;
+            let failures = self.check(&step.assert, log_start, line_start).await;
             if failures.is_empty() {
                 break;
             }
@@ -259,7 +277,7 @@ impl Rig<'_> {
             if let Err(e) = self.wait_quiet(deadline).await {
                 return Some(format!("converged: the plugins never went quiet: {e:#}"));
             }
-            let failures = self.check(&step.assert, log_start).await;
+            let failures = self.check(&step.assert, log_start, line_start).await;
             if !failures.is_empty() {
                 return Some(format!(
                     "not true once the plugins settled:\n{}",
@@ -316,19 +334,28 @@ impl Rig<'_> {
             tokio::time::sleep(wait).await;
         }
         if let Some(fault) = &step.fault {
+            let resource: Option<ResourceName> =
+                fault.resource.as_deref().map(str::parse).transpose()?;
             if fault.drop_watches {
-                self.server.close_watches();
+                match &resource {
+                    Some(resource) => self.server.close_watches_of(resource),
+                    None => self.server.close_watches(),
+                }
             }
             if let (Some(verb), Some(code)) = (&fault.verb, fault.code) {
                 let verb = parse_verb(verb).context("unknown verb")?;
-                self.server.fail_next(verb, fault.count.unwrap_or(1), code);
+                let count = fault.count.unwrap_or(1);
+                match &resource {
+                    Some(resource) => self.server.fail_next_on(verb, resource, count, code),
+                    None => self.server.fail_next(verb, count, code),
+                }
             }
         }
         Ok(())
     }
 
     /// Every assert that does not hold now, as readable lines.
-    async fn check(&mut self, assert: &Assert, log_start: usize) -> Vec<String> {
+    async fn check(&mut self, assert: &Assert, log_start: usize, line_start: u64) -> Vec<String> {
         let mut failures = Vec::new();
         for expected in &assert.exist {
             if let Err(why) = self.check_exists(expected).await {
@@ -360,6 +387,24 @@ impl Rig<'_> {
                     }
                 }
                 Err(err) => failures.push(format!("listing Events: {err:#}")),
+            }
+        }
+        if !assert.logged.is_empty() {
+            let lines = self.tap.since(line_start);
+            for expected in &assert.logged {
+                let labels = self.labels_of(&expected.plugin);
+                let mine: Vec<&LoggedLine> = lines
+                    .iter()
+                    .filter(|l| labels.iter().any(|name| **name == *l.plugin))
+                    .collect();
+                if !mine.iter().any(|l| l.line.contains(&expected.contains)) {
+                    failures.push(format!(
+                        "plugin {} logged no line containing {:?} in this step{}",
+                        expected.plugin,
+                        expected.contains,
+                        list_lines(&mine)
+                    ));
+                }
             }
         }
         let log = self.server.requests();
@@ -467,6 +512,18 @@ impl Rig<'_> {
                 list_writes(&writes)
             ))
         }
+    }
+
+    /// What the lines of the plugin called `name` are tagged with: its name, and the file
+    /// name its `init` logged under.
+    fn labels_of(&self, name: &str) -> Vec<String> {
+        let mut labels = vec![name.to_owned()];
+        for status in self.host.plugins().iter().filter(|s| s.name == name) {
+            if let Some(stem) = status.source.file_stem() {
+                labels.push(stem.to_string_lossy().into_owned());
+            }
+        }
+        labels
     }
 
     fn plugin_names(&self) -> Vec<String> {
@@ -655,6 +712,22 @@ fn list_writes(writes: &[&RequestRecord]) -> String {
     }
     if writes.len() > 20 {
         out.push_str(&format!("\n    ... and {} more", writes.len() - 20));
+    }
+    out
+}
+
+/// The newest lines of a failed `logged` assert, for its message.
+fn list_lines(lines: &[&LoggedLine]) -> String {
+    const SHOWN: usize = 20;
+    if lines.is_empty() {
+        return "; it logged nothing in this step".to_owned();
+    }
+    let mut out = String::from("; its lines in this step:");
+    if lines.len() > SHOWN {
+        out.push_str(&format!("\n    ... {} earlier", lines.len() - SHOWN));
+    }
+    for line in &lines[lines.len().saturating_sub(SHOWN)..] {
+        out.push_str(&format!("\n    {}", line.line));
     }
     out
 }
