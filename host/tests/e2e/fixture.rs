@@ -41,10 +41,16 @@ pub fn policy_by_file(
 }
 
 /// Where hosts that load the big (Python, Go, JavaScript) examples keep compiled code
-/// (`target/test-compile-cache/`): it is keyed by content hash, so sharing it between tests and
+/// (`target/test-cache/kubewasm/`): it is keyed by content hash, so sharing it between tests and
 /// runs only saves compiling the same component again.
 pub fn shared_compile_cache() -> Option<PathBuf> {
-    Some(workspace_root().join("target/test-compile-cache"))
+    Some(shared_cache_home().join("kubewasm"))
+}
+
+/// The `XDG_CACHE_HOME` under which a `kubewasm` process finds [`shared_compile_cache`] as its
+/// default compile cache (`$XDG_CACHE_HOME/kubewasm`).
+pub fn shared_cache_home() -> PathBuf {
+    workspace_root().join("target/test-cache")
 }
 
 /// Polls the async `check` every 50 ms until it answers true or `patience` passes; whether it

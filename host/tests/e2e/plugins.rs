@@ -183,6 +183,8 @@ async fn probe_receives_replay_then_add_update_delete_in_order() {
         guest_logs().lines_starting("e2e-rec", "OLD"),
         [format!("OLD rv={rv_one}")]
     );
+    // Counted once the call returned, which is after the guest logged.
+    assert!(wait_until(PATIENCE, || env.status("e2e-rec").events_delivered == 4).await);
     let status = env.status("e2e-rec");
     assert_eq!(status.id, id);
     assert_eq!(status.events_delivered, 4);

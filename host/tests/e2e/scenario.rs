@@ -273,7 +273,8 @@ fn every_example_scenario_passes_as_its_header_runs_it() {
     }
     files.sort();
     assert!(files.len() >= 5, "example scenarios: {files:?}");
-    let cache = tempfile::tempdir().expect("temp dir");
+    // The suite's compile cache: the other tests compile the same examples.
+    let cache_home = crate::fixture::shared_cache_home();
     let mut failures = Vec::new();
     let mut runs = 0;
     for file in &files {
@@ -307,7 +308,7 @@ fn every_example_scenario_passes_as_its_header_runs_it() {
                 .current_dir(&root)
                 .args(["--log", "warn", "test"])
                 .args(&args)
-                .env("XDG_CACHE_HOME", cache.path())
+                .env("XDG_CACHE_HOME", &cache_home)
                 .output()
                 .expect("kubewasm runs");
             if !output.status.success() {
