@@ -281,18 +281,27 @@ fn c_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
     );
 }
 
+/// The PATH the journey's commands run with (outside the checkout).
+fn outside_path(outside: &Outside) -> String {
+    outside
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
+}
+
+/// Whether `tool` is on `path`.
+fn on_path(path: &str, tool: &str) -> bool {
+    std::env::split_paths(path).any(|d| d.join(tool).is_file())
+}
+
 /// Makes `componentize-py` available to the Python project in `project`: on PATH (outside the
 /// checkout), else the author's way, a `.venv` in the project with
 /// `pip install componentize-py==0.25.1` (which `kubewasm build` looks in). False, said loudly,
 /// when neither works.
 fn python_toolchain(outside: &Outside, project: &Path) -> bool {
-    let path = outside
-        .env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    if std::env::split_paths(&path).any(|d| d.join("componentize-py").is_file()) {
+    if on_path(&outside_path(outside), "componentize-py") {
         return true;
     }
     let venv = project.join(".venv");
@@ -345,13 +354,8 @@ fn python_controller_from_new_to_a_passing_and_a_failing_test() {
 /// dependency, into `node_modules/`, where `kubewasm build` looks). False, said loudly, when
 /// node or npm is missing or the install fails.
 fn js_toolchain(outside: &Outside, project: &Path) -> bool {
-    let path = outside
-        .env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    let on_path = |tool: &str| std::env::split_paths(&path).any(|d| d.join(tool).is_file());
+    let path = outside_path(outside);
+    let on_path = |tool: &str| on_path(&path, tool);
     if on_path("componentize-js") {
         return true;
     }
