@@ -242,6 +242,30 @@ pub async fn run(
     config: Config,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
+    run_host(clients, args, config, cancel, WebhookDefault::NotServed).await
+}
+
+/// What serves the admission webhooks when neither `--webhook-addr` nor `--webhook-cert` and
+/// `--webhook-key` are given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookDefault {
+    /// Nothing (`kubewasm run`: a cluster needs a certificate it trusts).
+    NotServed,
+    /// An endpoint on loopback with a certificate made at start, its webhook configurations
+    /// kept in the API server the host talks to (`kubewasm dev`: that server is in this
+    /// process).
+    Loopback,
+}
+
+/// [`run`], with `webhooks` saying what serves the webhooks when no flag does.
+pub async fn run_host(
+    clients: impl Into<Clients>,
+    args: &HostArgs,
+    config: Config,
+    cancel: CancellationToken,
+    webhooks: WebhookDefault,
+) -> anyhow::Result<()> {
+    let webhook_default = webhooks;
     let Clients {
         read: client,
         write: write_client,
@@ -319,7 +343,7 @@ pub async fn run(
     let admission = crate::admission::AdmissionRegistry::default();
     let plugins = PluginHost::new(
         factory.clone(),
-        client,
+        client.clone(),
         HostOptions {
             cache_dir: Some(args.cache_dir.clone().unwrap_or_else(default_cache_dir)),
             policy: Arc::new(policy_lookup(config.clone())),
@@ -410,6 +434,24 @@ pub async fn run(
             .await?;
             tracing::info!(%addr, "serving admission webhooks over HTTPS");
             Some(task)
+        }
+        (None, None, None) if webhook_default == WebhookDefault::Loopback => {
+            let loopback = crate::admission::loopback::LoopbackWebhooks::start(
+                admission.clone(),
+                metrics.admission().clone(),
+                client.clone(),
+                server_cancel.clone(),
+            )
+            .await?;
+            tracing::info!(
+                url = %loopback.url(),
+                "serving admission webhooks on loopback with a certificate made for this run; \
+                 the webhook configurations of the admission policies loaded are kept in the \
+                 development API server (no --webhook-cert needed)"
+            );
+            Some(tokio::spawn(
+                loopback.follow(admission.clone(), server_cancel.clone()),
+            ))
         }
         _ => None,
     };

@@ -5,10 +5,14 @@
 //! [`review`] the AdmissionReview request and response, [`registry`] the policies being
 //! served, [`server`] the HTTPS endpoint (`--webhook-addr`), [`tls`] its certificate, re-read
 //! when its files change, and [`configuration`] the webhook configurations `kubewasm webhooks`
-//! prints.
+//! prints. [`loopback_cert`] is a certificate made in memory for an endpoint on loopback, and
+//! [`loopback`] such an endpoint with its configurations kept in an API server on the same
+//! machine (`kubewasm test`, and `kubewasm dev` without `--webhook-cert`).
 
 pub mod configuration;
 pub mod declaration;
+pub mod loopback;
+pub mod loopback_cert;
 pub mod metrics;
 pub mod registry;
 pub mod review;

@@ -7,23 +7,42 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use tokio::sync::watch;
 
 use super::declaration::Declaration;
 use crate::plugin::AdmissionPolicy;
 
 /// Shared by the plugin host and the webhook server. Cheap to clone.
-#[derive(Clone, Default)]
-pub struct AdmissionRegistry(Arc<RwLock<BTreeMap<String, Arc<AdmissionPolicy>>>>);
+#[derive(Clone)]
+pub struct AdmissionRegistry {
+    policies: Arc<RwLock<BTreeMap<String, Arc<AdmissionPolicy>>>>,
+    /// Counts registrations and removals, for whoever keeps webhook configurations in step.
+    changes: watch::Sender<u64>,
+}
+
+impl Default for AdmissionRegistry {
+    fn default() -> Self {
+        AdmissionRegistry {
+            policies: Arc::default(),
+            changes: watch::channel(0).0,
+        }
+    }
+}
 
 impl AdmissionRegistry {
     /// The policy of the plugin called `name`.
     pub fn get(&self, name: &str) -> Option<Arc<AdmissionPolicy>> {
-        self.0.read().get(name).cloned()
+        self.policies.read().get(name).cloned()
+    }
+
+    /// Marked changed whenever a policy is registered, replaced or removed.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Every registered plugin's declaration, by name.
     pub fn declarations(&self) -> Vec<(String, Declaration)> {
-        self.0
+        self.policies
             .read()
             .iter()
             .map(|(n, p)| (n.clone(), p.declaration().clone()))
@@ -34,7 +53,8 @@ impl AdmissionRegistry {
     /// unregisters it unless a newer version has replaced it meanwhile.
     pub(crate) fn register(&self, policy: Arc<AdmissionPolicy>) -> AdmissionRegistration {
         let name = policy.name().to_owned();
-        self.0.write().insert(name.clone(), policy.clone());
+        self.policies.write().insert(name.clone(), policy.clone());
+        self.changes.send_modify(|n| *n += 1);
         AdmissionRegistration {
             registry: self.clone(),
             name,
@@ -59,12 +79,14 @@ impl AdmissionRegistration {
 
 impl Drop for AdmissionRegistration {
     fn drop(&mut self) {
-        let mut map = self.registry.0.write();
+        let mut map = self.registry.policies.write();
         if map
             .get(&self.name)
             .is_some_and(|p| Arc::ptr_eq(p, &self.policy))
         {
             map.remove(&self.name);
+            drop(map);
+            self.registry.changes.send_modify(|n| *n += 1);
         }
     }
 }

@@ -57,7 +57,18 @@ pub async fn serve(
     metrics: AdmissionMetrics,
     cancel: CancellationToken,
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let config = cert.server_config()?;
+    serve_with(addr, cert.server_config()?, registry, metrics, cancel).await
+}
+
+/// [`serve`] with a TLS configuration of the caller's (e.g. a
+/// [`LoopbackCert`](super::loopback_cert::LoopbackCert)'s).
+pub async fn serve_with(
+    addr: SocketAddr,
+    config: rustls::ServerConfig,
+    registry: AdmissionRegistry,
+    metrics: AdmissionMetrics,
+    cancel: CancellationToken,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} for admission webhooks"))?;

@@ -43,7 +43,16 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         kube::Config::new(server.url().parse()?),
         &config.connection.options(),
     )?;
-    let result = app::run(clients, &args.host, config, cancel).await;
+    // Without a certificate of the user's, admission policies are served on loopback and
+    // configured in the embedded server: `kubectl apply` meets them with no setup.
+    let result = app::run_host(
+        clients,
+        &args.host,
+        config,
+        cancel,
+        app::WebhookDefault::Loopback,
+    )
+    .await;
     server.shutdown().await;
     result
 }

@@ -15,7 +15,19 @@
 //!   - name: a conflict on update is retried
 //!     fault: {verb: update, code: 409}
 //!     patch: ...
+//!   - name: the policy refuses a taken host
+//!     apply: [{apiVersion: networking.k8s.io/v1, kind: Ingress, ...}]
+//!     expect: {denied: "is already used", code: 409}
 //! ```
+//!
+//! An action's writes are accepted, or the step fails with the API server's message; a write
+//! an admission webhook denies is tried again until the step's timeout first (a policy that
+//! answers from its cache may not have seen the previous step's writes yet). `expect:
+//! {denied: TEXT, code: N}` turns that around: every write of the action must be refused, with
+//! a message containing TEXT (and status N). When a loaded plugin declares admission webhooks
+//! (contract 0.3), the run serves them on loopback and stores their webhook configurations in
+//! the embedded API server before the first step, so its admission chain calls them as a
+//! cluster's would; a mutation is asserted with `exist`.
 
 mod junit;
 mod matcher;
@@ -66,6 +78,11 @@ pub struct Step {
     pub wait: Option<Duration>,
     #[serde(default)]
     pub fault: Option<Fault>,
+    /// What the API server must answer the step's apply, patch or delete [default: every
+    /// write accepted; one an admission webhook denies is tried again until the step's timeout,
+    /// then fails the step with the API server's message].
+    #[serde(default)]
+    pub expect: Option<Expect>,
     /// How long the asserts may take to hold [default: `kubewasm test --timeout`, 30s].
     #[serde(default, with = "duration_opt")]
     pub timeout: Option<Duration>,
@@ -114,6 +131,20 @@ pub struct Fault {
     /// Ends every open watch now (of `resource` only, when given): clients must re-watch.
     #[serde(default)]
     pub drop_watches: bool,
+}
+
+/// The answer a step's action must get.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Every write of the action is refused, each with a message containing this text
+    /// (case-sensitive; as kube-apiserver words a webhook's denial: `admission webhook
+    /// "NAME" denied the request: MESSAGE`). Nothing of an accepted write is undone: it fails
+    /// the step.
+    pub denied: String,
+    /// The HTTP status each refusal must have (e.g. 403, or the code the policy gave).
+    #[serde(default)]
+    pub code: Option<u16>,
 }
 
 /// What must hold after a step.
@@ -216,6 +247,26 @@ impl Scenario {
             for (object, named) in objects {
                 check_object(object, named)
                     .map_err(|e| ScenarioError::Invalid(format!("{at}: {e}")))?;
+            }
+            if let Some(expect) = &step.expect {
+                if step.apply.is_empty() && step.patch.is_none() && step.delete.is_empty() {
+                    return invalid(format!(
+                        "{at}: `expect` is about the answer to the step's apply, patch or delete, \
+                         and the step has none"
+                    ));
+                }
+                if expect.denied.is_empty() {
+                    return invalid(format!(
+                        "{at}: expect.denied needs the text the refusal's message contains"
+                    ));
+                }
+                if let Some(code) = expect.code
+                    && !(400..=599).contains(&code)
+                {
+                    return invalid(format!(
+                        "{at}: expect.code {code} is not an HTTP error status"
+                    ));
+                }
             }
             if let Some(fault) = &step.fault {
                 if let Some(resource) = &fault.resource

@@ -14,9 +14,12 @@ use kube::{Api, Client};
 use kubewasm_devserver::{DevServer, RequestRecord, ResourceName, Verb};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::matcher::{describe, matches};
-use super::{Assert, PatchType, Scenario, Step};
+use super::{Assert, Expect, PatchAction, PatchType, Scenario, Step};
+use crate::admission::loopback::LoopbackWebhooks;
+use crate::admission::{AdmissionMetrics, AdmissionRegistry};
 use crate::app;
 use crate::config::Config;
 use crate::plugin::{HostOptions, LogTap, LoggedLine, PluginHost, PluginId};
@@ -121,6 +124,7 @@ async fn run_on(
     );
     let config = Arc::new(options.config.clone());
     let tap = LogTap::default();
+    let admission = AdmissionRegistry::default();
     let host = PluginHost::new(
         factory,
         clients.read.clone(),
@@ -135,6 +139,7 @@ async fn run_on(
             logs: config.limits.logs(),
             write_client: Some(clients.write.clone()),
             log_tap: Some(tap.clone()),
+            admission: admission.clone(),
             ..HostOptions::default()
         },
     )?;
@@ -149,6 +154,7 @@ async fn run_on(
         line_mark: tap.next(),
         tap,
     };
+    let webhooks_cancel = CancellationToken::new();
     let result = async {
         for path in &options.plugins {
             let bytes =
@@ -164,10 +170,27 @@ async fn run_on(
             });
         }
         rig.wait_ready(LOAD_PATIENCE).await?;
+        // Policies answer from synced caches now: the API server may call them.
+        let declarations = admission.declarations();
+        if !declarations.is_empty() {
+            let webhooks = LoopbackWebhooks::start(
+                admission.clone(),
+                AdmissionMetrics::default(),
+                server.client(),
+                webhooks_cancel.clone(),
+            )
+            .await
+            .context("cannot serve the admission webhooks")?;
+            webhooks
+                .sync(&declarations)
+                .await
+                .context("cannot store the webhook configurations")?;
+        }
         rig.run_steps(scenario, name, report).await
     }
     .await;
     host.shutdown(Duration::from_secs(2)).await;
+    webhooks_cancel.cancel();
     result
 }
 
@@ -252,10 +275,14 @@ impl Rig<'_> {
         log_start: usize,
         line_start: u64,
     ) -> Option<String> {
-        if let Err(err) = self.act(step).await {
-            return Some(format!("the step's action failed: {err:#}"));
-        }
         let timeout = step.timeout.unwrap_or(self.default_timeout);
+        let act_deadline = tokio::time::Instant::now() + timeout;
+        if let Err(err) = self.act(step, act_deadline).await {
+            return Some(match err.downcast_ref::<Unexpected>() {
+                Some(unexpected) => unexpected.0.clone(),
+                None => format!("the step's action failed: {err:#}"),
+            });
+        }
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let failures = self.check(&step.assert, log_start, line_start).await;
@@ -289,46 +316,15 @@ impl Rig<'_> {
         None
     }
 
-    async fn act(&mut self, step: &Step) -> anyhow::Result<()> {
-        for object in &step.apply {
-            let api = self.api_for(object).await?;
-            let name = text(object, "/metadata/name");
-            let data: DynamicObject = serde_json::from_value(object.clone())
-                .with_context(|| format!("{} is not an object", describe(object)))?;
-            match api.create(&PostParams::default(), &data).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 409 => {
-                    api.patch(name, &PatchParams::default(), &Patch::Merge(object))
-                        .await
-                        .with_context(|| format!("updating {}", describe(object)))?;
-                }
-                Err(err) => {
-                    return Err(err).with_context(|| format!("creating {}", describe(object)));
-                }
-            }
-        }
-        if let Some(patch) = &step.patch {
-            let api = self.api_for(&patch.object).await?;
-            let name = text(&patch.object, "/metadata/name");
-            let result = match patch.patch_type {
-                PatchType::Merge => {
-                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch.patch))
-                        .await
-                }
-                PatchType::Json => {
-                    let ops: json_patch::Patch = serde_json::from_value(patch.patch.clone())
-                        .context("the patch is not an RFC 6902 JSON patch")?;
-                    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
-                        .await
-                }
-            };
-            result.with_context(|| format!("patching {}", describe(&patch.object)))?;
-        }
-        for object in &step.delete {
-            let api = self.api_for(object).await?;
-            api.delete(text(object, "/metadata/name"), &DeleteParams::default())
-                .await
-                .with_context(|| format!("deleting {}", describe(object)))?;
+    async fn act(&mut self, step: &Step, deadline: tokio::time::Instant) -> anyhow::Result<()> {
+        let writes = step
+            .apply
+            .iter()
+            .map(Write::Apply)
+            .chain(step.patch.iter().map(Write::Patch))
+            .chain(step.delete.iter().map(Write::Delete));
+        for write in writes {
+            self.write(write, step.expect.as_ref(), deadline).await?;
         }
         if let Some(wait) = step.wait {
             tokio::time::sleep(wait).await;
@@ -352,6 +348,103 @@ impl Rig<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Sends one write and holds its answer to `expect`: without one, a write refused by an
+    /// admission webhook is sent again until `deadline` (a policy reading its cache may not
+    /// have seen the previous step yet), any other refusal fails at once.
+    async fn write(
+        &mut self,
+        write: Write<'_>,
+        expect: Option<&Expect>,
+        deadline: tokio::time::Instant,
+    ) -> anyhow::Result<()> {
+        let what = describe(write.object());
+        loop {
+            let answer = self.send(write).await?;
+            let status = match (answer, expect) {
+                (Ok(_), None) => return Ok(()),
+                (Ok(done), Some(expect)) => {
+                    return Err(Unexpected(format!(
+                        "{what}: expected the {} to be denied with a message containing {:?}, \
+                         but the API server allowed it ({done})",
+                        write.operation(),
+                        expect.denied
+                    ))
+                    .into());
+                }
+                (Err(status), Some(expect)) => {
+                    return check_refusal(&what, write, &status, expect)
+                        .map_err(|e| Unexpected(e).into());
+                }
+                (Err(status), None) => status,
+            };
+            if status.message.starts_with(WEBHOOK_DENIAL) && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(POLL).await;
+                continue;
+            }
+            let retried = if status.message.starts_with(WEBHOOK_DENIAL) {
+                " (denied on every try until the step's timeout)"
+            } else {
+                ""
+            };
+            return Err(Unexpected(format!(
+                "{what}: the {} was refused by the API server{retried}: {}",
+                write.operation(),
+                status_line(&status)
+            ))
+            .into());
+        }
+    }
+
+    /// Sends `write`: what was done (`created`, `updated`, ...), or the API server's refusal.
+    /// An error is a write that could not be sent (no such kind, not an object, no server).
+    async fn send(&mut self, write: Write<'_>) -> anyhow::Result<Result<&'static str, Refusal>> {
+        let object = write.object();
+        let api = self.api_for(object).await?;
+        let name = text(object, "/metadata/name");
+        let result = match write {
+            Write::Apply(object) => {
+                let data: DynamicObject = serde_json::from_value(object.clone())
+                    .with_context(|| format!("{} is not an object", describe(object)))?;
+                match api.create(&PostParams::default(), &data).await {
+                    // Exists already (not a webhook's denial with code 409): merged in.
+                    Err(kube::Error::Api(status))
+                        if status.code == 409 && status.reason == "AlreadyExists" =>
+                    {
+                        api.patch(name, &PatchParams::default(), &Patch::Merge(object))
+                            .await
+                            .map(|_| "updated")
+                    }
+                    other => other.map(|_| "created"),
+                }
+            }
+            Write::Patch(patch) => match patch.patch_type {
+                PatchType::Merge => api
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch.patch))
+                    .await
+                    .map(|_| "patched"),
+                PatchType::Json => {
+                    let ops: json_patch::Patch = serde_json::from_value(patch.patch.clone())
+                        .context("the patch is not an RFC 6902 JSON patch")?;
+                    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
+                        .await
+                        .map(|_| "patched")
+                }
+            },
+            Write::Delete(_) => api
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(|_| "deleted"),
+        };
+        match result {
+            Ok(done) => Ok(Ok(done)),
+            Err(kube::Error::Api(status)) => Ok(Err(status)),
+            Err(err) => {
+                Err(err).with_context(|| format!("{} {}", write.operation(), describe(object)))
+            }
+        }
     }
 
     /// Every assert that does not hold now, as readable lines.
@@ -673,6 +766,86 @@ impl Rig<'_> {
     async fn events(&mut self) -> anyhow::Result<Vec<Value>> {
         let probe = serde_json::json!({"apiVersion": "v1", "kind": "Event"});
         self.list(&probe).await
+    }
+}
+
+/// How kube-apiserver (and the dev server) begins the message of a webhook's denial.
+const WEBHOOK_DENIAL: &str = "admission webhook \"";
+
+/// The API server's refusal of a write.
+type Refusal = Box<kube::core::Status>;
+
+/// A failure whose message says all (the object, what was expected, what happened): shown
+/// as it is.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Unexpected(String);
+
+/// One write of a step's action.
+#[derive(Clone, Copy)]
+enum Write<'a> {
+    Apply(&'a Value),
+    Patch(&'a PatchAction),
+    Delete(&'a Value),
+}
+
+impl Write<'_> {
+    fn object(&self) -> &Value {
+        match self {
+            Write::Apply(o) | Write::Delete(o) => o,
+            Write::Patch(p) => &p.object,
+        }
+    }
+
+    fn operation(&self) -> &'static str {
+        match self {
+            Write::Apply(_) => "apply",
+            Write::Patch(_) => "patch",
+            Write::Delete(_) => "delete",
+        }
+    }
+}
+
+/// Whether `status`, the refusal of `write` of the object `what`, is the one `expect` names.
+fn check_refusal(
+    what: &str,
+    write: Write<'_>,
+    status: &kube::core::Status,
+    expect: &Expect,
+) -> Result<(), String> {
+    if !status.message.contains(&expect.denied) {
+        return Err(format!(
+            "{what}: the {} was refused, but the message does not contain {:?}: {}",
+            write.operation(),
+            expect.denied,
+            status_line(status)
+        ));
+    }
+    if let Some(code) = expect.code
+        && status.code != code
+    {
+        return Err(format!(
+            "{what}: the {} was refused, but with status {}, not {code}: {}",
+            write.operation(),
+            status.code,
+            status_line(status)
+        ));
+    }
+    Ok(())
+}
+
+/// The API server's status as a failure shows it: `409 Conflict: MESSAGE`, the message cut
+/// to a readable length (it may come from a plugin).
+fn status_line(status: &kube::core::Status) -> String {
+    const SHOWN: usize = 2000;
+    let mut message: String = status.message.chars().take(SHOWN).collect();
+    if message.len() < status.message.len() {
+        message.push_str("...");
+    }
+    if status.reason.is_empty() {
+        format!("{} {message:?}", status.code)
+    } else {
+        format!("{} {}: {message:?}", status.code, status.reason)
     }
 }
 
