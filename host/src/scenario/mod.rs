@@ -450,13 +450,24 @@ steps:
     timeout: 1500ms
   - wait: 2
   - delete: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}]
+  - apply: [{apiVersion: v1, kind: ConfigMap, metadata: {name: deny-me}}]
+    expect: {denied: "denied deny-me", code: 422}
+  - delete: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}]
+    expect: {denied: "protected"}
 "#;
 
     #[test]
     fn a_scenario_with_every_step_kind_parses() {
         let s = Scenario::parse(GOOD).unwrap();
         assert_eq!(s.name.as_deref(), Some("mirror"));
-        assert_eq!(s.steps.len(), 8);
+        assert_eq!(s.steps.len(), 10);
+        assert!(s.steps[..8].iter().all(|s| s.expect.is_none()));
+        let denied = s.steps[8].expect.as_ref().unwrap();
+        assert_eq!(
+            (denied.denied.as_str(), denied.code),
+            ("denied deny-me", Some(422))
+        );
+        assert_eq!(s.steps[9].expect.as_ref().unwrap().code, None);
         assert_eq!(s.steps[0].timeout, Some(Duration::from_secs(5)));
         assert!(s.steps[0].assert.converged);
         assert_eq!(s.steps[0].assert.logged[0].contains, "copied a");
@@ -518,6 +529,27 @@ steps:
                 "metadata.name",
             ),
             ("objects: [{kind: ConfigMap}]\nsteps: [{}]", "objects[0]"),
+            ("steps: [{expect: {denied: x}}]", "the step has none"),
+            (
+                "steps: [{wait: 1s, expect: {denied: x}}]",
+                "the step has none",
+            ),
+            (
+                "steps: [{apply: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}], expect: {denied: \"\"}}]",
+                "expect.denied needs the text",
+            ),
+            (
+                "steps: [{apply: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}], expect: {denied: x, code: 200}}]",
+                "expect.code 200 is not an HTTP error",
+            ),
+            (
+                "steps: [{apply: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}], expect: {code: 403}}]",
+                "missing field `denied`",
+            ),
+            (
+                "steps: [{apply: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a}}], expect: {allowed: true, denied: x}}]",
+                "unknown field `allowed`",
+            ),
             (
                 "steps: [{assert: {exist: [{metadata: {name: a}}]}}]",
                 "apiVersion and kind",

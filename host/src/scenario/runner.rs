@@ -834,18 +834,100 @@ fn check_refusal(
     Ok(())
 }
 
-/// The API server's status as a failure shows it: `409 Conflict: MESSAGE`, the message cut
-/// to a readable length (it may come from a plugin).
+/// The API server's status as a failure shows it: `409 Conflict: MESSAGE`, the message (it
+/// may come from a plugin) cut to a readable length, its control characters escaped.
 fn status_line(status: &kube::core::Status) -> String {
     const SHOWN: usize = 2000;
-    let mut message: String = status.message.chars().take(SHOWN).collect();
-    if message.len() < status.message.len() {
+    let mut message = String::new();
+    for c in status.message.chars().take(SHOWN) {
+        if c.is_control() {
+            message.extend(c.escape_default());
+        } else {
+            message.push(c);
+        }
+    }
+    if status.message.chars().nth(SHOWN).is_some() {
         message.push_str("...");
     }
     if status.reason.is_empty() {
-        format!("{} {message:?}", status.code)
+        format!("{}: {message}", status.code)
     } else {
-        format!("{} {}: {message:?}", status.code, status.reason)
+        format!("{} {}: {message}", status.code, status.reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn status(code: u16, reason: &str, message: &str) -> kube::core::Status {
+        kube::core::Status {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            ..kube::core::Status::default()
+        }
+    }
+
+    const DENIAL: &str = "admission webhook \"unique-ingress-host.kubewasm.dev\" denied the request: host \"a\" is taken";
+
+    #[test]
+    fn a_refusal_matches_when_its_message_contains_the_text_and_its_code_is_the_one_named() {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        let write = Write::Apply(&object);
+        let denied = status(409, "Conflict", DENIAL);
+        let expect = |text: &str, code| Expect {
+            denied: text.into(),
+            code,
+        };
+        assert_eq!(
+            check_refusal("v1 ConfigMap a", write, &denied, &expect("is taken", None)),
+            Ok(())
+        );
+        assert_eq!(
+            check_refusal(
+                "v1 ConfigMap a",
+                write,
+                &denied,
+                &expect("is taken", Some(409))
+            ),
+            Ok(())
+        );
+        let wrong_text =
+            check_refusal("v1 ConfigMap a", write, &denied, &expect("is free", None)).unwrap_err();
+        assert_eq!(
+            wrong_text,
+            format!(
+                "v1 ConfigMap a: the apply was refused, but the message does not contain \
+                 \"is free\": 409 Conflict: {DENIAL}"
+            )
+        );
+        let wrong_code = check_refusal(
+            "v1 ConfigMap a",
+            write,
+            &denied,
+            &expect("is taken", Some(403)),
+        )
+        .unwrap_err();
+        assert!(
+            wrong_code
+                .starts_with("v1 ConfigMap a: the apply was refused, but with status 409, not 403"),
+            "{wrong_code}"
+        );
+    }
+
+    #[test]
+    fn a_hostile_message_is_cut_and_its_control_characters_escaped() {
+        let line = status_line(&status(403, "", "no\n\x1b[31mred"));
+        assert_eq!(line, "403: no\\n\\u{1b}[31mred");
+        let long = status_line(&status(500, "InternalError", &"x".repeat(10_000)));
+        assert!(
+            long.len() < 2100 && long.ends_with("x..."),
+            "{}",
+            long.len()
+        );
     }
 }
 

@@ -256,6 +256,94 @@ steps:
 /// `#   kubewasm test ...`, from the repository root, with the example config): the examples
 /// are found by listing `examples-guests/**/scenario.yaml`, so a new example with a scenario
 /// is covered without editing this test.
+/// Two scenarios against the admission-probe test guest (a ConfigMap named `deny...` is
+/// denied with 422 `denied NAME`, any other gets the label `admitted-by`): the first holds
+/// until a step expects a denial the policy does not give, the second meets a denial it did
+/// not expect.
+const ADMISSION: &str = r#"
+name: admission
+steps:
+  - name: a denial is expected
+    apply:
+      - {apiVersion: v1, kind: ConfigMap, metadata: {name: deny-me, namespace: default}}
+    expect: {denied: "denied deny-me", code: 422}
+    assert:
+      absent:
+        - {apiVersion: v1, kind: ConfigMap, metadata: {name: deny-me, namespace: default}}
+  - name: an allowed ConfigMap is mutated on its way in
+    apply:
+      - {apiVersion: v1, kind: ConfigMap, metadata: {name: fine, namespace: default}}
+    assert:
+      exist:
+        - {apiVersion: v1, kind: ConfigMap, metadata: {name: fine, namespace: default, labels: {admitted-by: admission-probe-v0}}}
+  - name: a denial is expected of what the policy allows
+    apply:
+      - {apiVersion: v1, kind: ConfigMap, metadata: {name: allowed-one, namespace: default}}
+    expect: {denied: "denied"}
+"#;
+
+const UNEXPECTED_DENIAL: &str = r#"
+name: unexpected-denial
+steps:
+  - name: nothing expects this denial
+    timeout: 500ms
+    apply:
+      - {apiVersion: v1, kind: ConfigMap, metadata: {name: deny-two, namespace: default}}
+"#;
+
+/// `kubewasm test` serves a loaded policy's webhooks and configures the embedded API server
+/// with no flag: a denial and a mutation happen as the scenario says; a step expecting a
+/// denial of an allowed object fails naming the object and saying it was allowed; a denial no
+/// step expects fails with the API server's message once the step's timeout has passed.
+#[test]
+fn admission_denials_are_asserted_and_an_allowed_write_fails_an_expected_denial() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(guest_path("admission-probe"), dir.path().join("probe.wasm"))
+        .expect("copying the guest");
+    std::fs::write(dir.path().join("a.yaml"), ADMISSION).unwrap();
+    std::fs::write(dir.path().join("b.yaml"), UNEXPECTED_DENIAL).unwrap();
+    let output = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["--log", "warn", "test", "probe.wasm"])
+        .args(["--scenario", "a.yaml", "--scenario", "b.yaml"])
+        .env("XDG_CACHE_HOME", crate::fixture::shared_cache_home())
+        .output()
+        .expect("kubewasm runs");
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains("  ok   a denial is expected ("), "{out}");
+    assert!(
+        out.contains("  ok   an allowed ConfigMap is mutated on its way in"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  FAIL a denial is expected of what the policy allows"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "v1 ConfigMap default/allowed-one: expected the apply to be denied with a message \
+             containing \"denied\", but the API server allowed it (created)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("  FAIL nothing expects this denial"), "{out}");
+    assert!(
+        out.contains(
+            "v1 ConfigMap default/deny-two: the apply was refused by the API server (denied on \
+             every try until the step's timeout): 422"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            r#"admission webhook "admission-probe.kubewasm.dev" denied the request: denied deny-two"#
+        ),
+        "{out}"
+    );
+    assert!(out.contains("2 of 2 scenarios failed"), "{out}");
+}
+
 #[test]
 fn every_example_scenario_passes_as_its_header_runs_it() {
     let root = kubewasm_tests::workspace_root();
