@@ -168,6 +168,104 @@ fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// `kubewasm dev` with an admission policy and no certificate flag: it serves the webhook on
+/// loopback with a certificate of its own and stores the configurations in its API server, so
+/// a client's write is denied or mutated by the policy with no setup; removing the policy's file
+/// removes its configurations (a write it would deny is then stored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_serves_an_admission_policy_on_loopback_with_no_setup() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = plugins_dir(dir.path(), &["admission-probe"]);
+    let kubeconfig = dir.path().join("dev.kubeconfig");
+    let cwd = dir.path().to_path_buf();
+    let host = Host::spawn(
+        &[
+            "dev",
+            "--plugins",
+            plugins.to_str().expect("utf-8 path"),
+            "--kubeconfig-out",
+            kubeconfig.to_str().expect("utf-8 path"),
+        ],
+        &cwd,
+        &[],
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let url = host
+        .logged_field("serving admission webhooks on loopback", "url")
+        .await;
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let configured = host
+        .logged_field(
+            "admission webhooks configured in the development API server",
+            "plugins",
+        )
+        .await;
+    assert_eq!(configured, "admission-probe");
+    let kube_config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig written"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("kubeconfig usable");
+    let client = kube::Client::try_from(kube_config).expect("client");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let named = |name: &str| ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+
+    match cms.create(&PostParams::default(), &named("deny-me")).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert_eq!(
+                status.message,
+                "admission webhook \"admission-probe.kubewasm.dev\" denied the request: denied deny-me"
+            );
+        }
+        other => panic!("expected the policy's denial, got {other:?}"),
+    }
+    let stored = cms
+        .create(&PostParams::default(), &named("fine"))
+        .await
+        .expect("an allowed ConfigMap is stored");
+    let labels = stored.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("admitted-by").map(String::as_str),
+        Some("admission-probe-v0"),
+        "the mutating webhook labels it"
+    );
+
+    // The policy goes: so do its configurations, and nothing is denied any more.
+    std::fs::remove_file(plugins.join("admission-probe.wasm")).expect("removing the policy");
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let remaining = (
+            validating.get_opt("kubewasm").await.expect("get").is_some(),
+            mutating.get_opt("kubewasm").await.expect("get").is_some(),
+        );
+        if remaining == (false, false) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "configurations left (validating, mutating): {remaining:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cms.create(&PostParams::default(), &named("deny-again"))
+        .await
+        .expect("without the policy the write is stored");
+    host.terminate();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_runs_the_example_plugins_and_reports_metrics_and_readiness() {
     let dir = tempfile::tempdir().expect("tempdir");
