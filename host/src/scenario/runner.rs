@@ -856,81 +856,6 @@ fn status_line(status: &kube::core::Status) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn status(code: u16, reason: &str, message: &str) -> kube::core::Status {
-        kube::core::Status {
-            code,
-            reason: reason.into(),
-            message: message.into(),
-            ..kube::core::Status::default()
-        }
-    }
-
-    const DENIAL: &str = "admission webhook \"unique-ingress-host.kubewasm.dev\" denied the request: host \"a\" is taken";
-
-    #[test]
-    fn a_refusal_matches_when_its_message_contains_the_text_and_its_code_is_the_one_named() {
-        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
-        let write = Write::Apply(&object);
-        let denied = status(409, "Conflict", DENIAL);
-        let expect = |text: &str, code| Expect {
-            denied: text.into(),
-            code,
-        };
-        assert_eq!(
-            check_refusal("v1 ConfigMap a", write, &denied, &expect("is taken", None)),
-            Ok(())
-        );
-        assert_eq!(
-            check_refusal(
-                "v1 ConfigMap a",
-                write,
-                &denied,
-                &expect("is taken", Some(409))
-            ),
-            Ok(())
-        );
-        let wrong_text =
-            check_refusal("v1 ConfigMap a", write, &denied, &expect("is free", None)).unwrap_err();
-        assert_eq!(
-            wrong_text,
-            format!(
-                "v1 ConfigMap a: the apply was refused, but the message does not contain \
-                 \"is free\": 409 Conflict: {DENIAL}"
-            )
-        );
-        let wrong_code = check_refusal(
-            "v1 ConfigMap a",
-            write,
-            &denied,
-            &expect("is taken", Some(403)),
-        )
-        .unwrap_err();
-        assert!(
-            wrong_code
-                .starts_with("v1 ConfigMap a: the apply was refused, but with status 409, not 403"),
-            "{wrong_code}"
-        );
-    }
-
-    #[test]
-    fn a_hostile_message_is_cut_and_its_control_characters_escaped() {
-        let line = status_line(&status(403, "", "no\n\x1b[31mred"));
-        assert_eq!(line, "403: no\\n\\u{1b}[31mred");
-        let long = status_line(&status(500, "InternalError", &"x".repeat(10_000)));
-        assert!(
-            long.len() < 2100 && long.ends_with("x..."),
-            "{}",
-            long.len()
-        );
-    }
-}
-
 fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
     object
         .pointer(pointer)
@@ -1007,4 +932,79 @@ fn event_line(event: &Value) -> String {
 
 fn humanize(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn status(code: u16, reason: &str, message: &str) -> kube::core::Status {
+        kube::core::Status {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            ..kube::core::Status::default()
+        }
+    }
+
+    const DENIAL: &str = "admission webhook \"unique-ingress-host.kubewasm.dev\" denied the request: host \"a\" is taken";
+
+    #[test]
+    fn a_refusal_matches_when_its_message_contains_the_text_and_its_code_is_the_one_named() {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        let write = Write::Apply(&object);
+        let denied = status(409, "Conflict", DENIAL);
+        let expect = |text: &str, code| Expect {
+            denied: text.into(),
+            code,
+        };
+        assert_eq!(
+            check_refusal("v1 ConfigMap a", write, &denied, &expect("is taken", None)),
+            Ok(())
+        );
+        assert_eq!(
+            check_refusal(
+                "v1 ConfigMap a",
+                write,
+                &denied,
+                &expect("is taken", Some(409))
+            ),
+            Ok(())
+        );
+        let wrong_text =
+            check_refusal("v1 ConfigMap a", write, &denied, &expect("is free", None)).unwrap_err();
+        assert_eq!(
+            wrong_text,
+            format!(
+                "v1 ConfigMap a: the apply was refused, but the message does not contain \
+                 \"is free\": 409 Conflict: {DENIAL}"
+            )
+        );
+        let wrong_code = check_refusal(
+            "v1 ConfigMap a",
+            write,
+            &denied,
+            &expect("is taken", Some(403)),
+        )
+        .unwrap_err();
+        assert!(
+            wrong_code
+                .starts_with("v1 ConfigMap a: the apply was refused, but with status 409, not 403"),
+            "{wrong_code}"
+        );
+    }
+
+    #[test]
+    fn a_hostile_message_is_cut_and_its_control_characters_escaped() {
+        let line = status_line(&status(403, "", "no\n\x1b[31mred"));
+        assert_eq!(line, "403: no\\n\\u{1b}[31mred");
+        let long = status_line(&status(500, "InternalError", &"x".repeat(10_000)));
+        assert!(
+            long.len() < 2100 && long.ends_with("x..."),
+            "{}",
+            long.len()
+        );
+    }
 }
