@@ -106,7 +106,12 @@ impl LoopbackWebhooks {
             let declarations = registry.declarations();
             match self.sync(&declarations).await {
                 Ok(n) => {
-                    if n != configured {
+                    if n == 0 && configured > 0 {
+                        tracing::info!(
+                            "no admission policy is loaded: the webhook configurations were \
+                             removed from the development API server"
+                        );
+                    } else if n != configured {
                         let plugins: Vec<&str> =
                             declarations.iter().map(|(n, _)| n.as_str()).collect();
                         tracing::info!(
