@@ -39,7 +39,9 @@ pub enum Command {
     /// Start the embedded development API server, seed it, and run the plugins against it.
     ///
     /// No cluster needed. The server is for development and tests only: it keeps everything in
-    /// memory and has no authentication.
+    /// memory and has no authentication. Without `--webhook-cert` and `--webhook-key`, admission
+    /// policies are served on loopback with a certificate made at start, and their webhook
+    /// configurations kept in the server.
     Dev(DevArgs),
     /// Validate plugin files without a cluster: world, subscriptions, indexes and grants.
     Check(CheckArgs),
@@ -74,9 +76,11 @@ pub enum Command {
     /// files) into `build/NAME.wasm`, check it as `check` does, and print its path.
     Build(BuildArgs),
     /// Run plugins through scenario files on the embedded API server: starting objects, steps
-    /// (apply, patch, delete, wait, injected faults) and asserts after each (objects with given
-    /// fields, objects absent, Events, writes per plugin, convergence). Exit code 1 when a step
-    /// fails, with a diff naming the object.
+    /// (apply, patch, delete, wait, injected faults; `expect: {denied: TEXT}` for a write that
+    /// must be refused) and asserts after each (objects with given fields, objects absent,
+    /// Events, writes per plugin, convergence). Admission policies among the plugins are served
+    /// on loopback and configured in that server. Exit code 1 when a step fails, with a diff
+    /// naming the object.
     Test(TestArgs),
     /// Write a new plugin project (source, build file, the contract's WIT, config, a scenario
     /// that passes and a README) into `NAME/`.
