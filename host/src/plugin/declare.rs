@@ -338,6 +338,14 @@ pub(crate) fn validate(
             "max-indexes",
         ));
     }
+    if !policy.writes.is_empty()
+        && let Some(Err(reason)) = &policy.impersonate
+    {
+        return Err(PluginError::NoAccount {
+            file: file.to_owned(),
+            reason: reason.clone(),
+        });
+    }
     if info.name.trim().is_empty() {
         return Err(invalid(file, info, "name: it is empty".into()));
     }
