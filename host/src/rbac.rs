@@ -1,6 +1,8 @@
 //! The RBAC a set of plugins needs, as the objects `kubectl apply -f -` takes: the namespace and
 //! service account kubewasm runs as, a ClusterRole for cluster-wide access and a Role per
-//! namespace for the rest, each bound to that service account.
+//! namespace for the rest, each bound to that service account; with `[impersonation]`, each
+//! writing plugin's own service account and role, and the host's right to impersonate exactly
+//! those accounts.
 //!
 //! Every object is built as a k8s-openapi struct and serialised through serde (never by string
 //! concatenation), gathered in one `v1` `List`.
