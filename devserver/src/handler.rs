@@ -246,6 +246,11 @@ async fn handle_resource(
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned(),
+        impersonate_user: request
+            .headers
+            .get("impersonate-user")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
         at: std::time::Instant::now(),
     })?;
     let resource = core

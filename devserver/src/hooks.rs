@@ -38,6 +38,9 @@ pub struct RequestRecord {
     pub client: String,
     /// The request's User-Agent header; empty when it has none.
     pub user_agent: String,
+    /// The request's `Impersonate-User` header: whom the client asked to act as (the dev
+    /// server authorizes no one, so it only records it).
+    pub impersonate_user: Option<String>,
     /// When the request arrived.
     pub at: std::time::Instant,
 }
@@ -213,6 +216,7 @@ mod tests {
             name: None,
             client: String::new(),
             user_agent: String::new(),
+            impersonate_user: None,
             at: std::time::Instant::now(),
         }
     }

@@ -255,6 +255,59 @@ mod tests {
         server.shutdown().await;
     }
 
+    /// With an account, a plugin's writes (and its Events) say `Impersonate-User`; the host's
+    /// own requests (here a GET, as an informer's) never do.
+    #[tokio::test]
+    async fn a_plugins_writes_impersonate_its_account_and_the_hosts_requests_do_not() {
+        use crate::plugin::{Namespace, PluginAccount};
+        let server = DevServer::start(Options::default()).await.unwrap();
+        let mut config = kube::Config::new(server.url().parse().unwrap());
+        config.default_retry = false;
+        let client = build(config, &ConnectionOptions::default()).unwrap();
+        let account =
+            PluginAccount::for_plugin(&Namespace::new("plugins").unwrap(), "mirror").unwrap();
+        let writer = |account: Option<&PluginAccount>| {
+            WriteClient::new(
+                client.clone(),
+                "mirror".into(),
+                WriteGrants::only(vec![
+                    WriteGrant::new(ResourcePattern::new("", "ConfigMap"), None).unwrap(),
+                ]),
+                ClientOptions::default(),
+                Arc::new(Resources::new(client.clone())),
+                Arc::new(NoWriteObserver),
+            )
+            .impersonating(account)
+        };
+        let object = |name: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"default"}}}}"#
+            )
+        };
+        writer(Some(&account)).create(&object("a")).await.unwrap();
+        writer(None).create(&object("b")).await.unwrap();
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+        api.get("a").await.unwrap();
+
+        let impersonated: Vec<(Verb, Option<String>)> = server
+            .requests()
+            .into_iter()
+            .map(|r| (r.verb, r.impersonate_user))
+            .collect();
+        assert_eq!(
+            impersonated,
+            [
+                (
+                    Verb::Create,
+                    Some("system:serviceaccount:plugins:plugin-mirror".to_owned())
+                ),
+                (Verb::Create, None),
+                (Verb::Get, None),
+            ]
+        );
+        server.shutdown().await;
+    }
+
     #[test]
     fn plugin_names_become_valid_user_agents_that_keep_them_apart() {
         let version = env!("CARGO_PKG_VERSION");

@@ -49,6 +49,10 @@
 //! grants = ["Pod", "ConfigMap", "apps/*"]
 //! call-deadline-ms = 500
 //!
+//! [impersonation]             # each plugin's writes as its own service account (off without
+//! namespace = "kubewasm"       # this section): system:serviceaccount:NAMESPACE:plugin-NAME,
+//!                              # NAME the file name without `.wasm`; `kubewasm rbac` prints them
+//!
 //! [registries]                # plugins from OCI registries (see `source` below)
 //! config = "/etc/kubewasm/registry/.dockerconfigjson"  # default: $DOCKER_CONFIG/config.json,
 //!                              # else ~/.docker/config.json; --registry-config overrides it
@@ -100,8 +104,8 @@ use crate::api_client::ConnectionOptions;
 
 use crate::oci::SourceSpec;
 use crate::plugin::{
-    ClientOptions, DeclarationLimits, Grants, Limits, LogLimits, PluginPolicy, QueueOptions,
-    ResourcePattern, RestartPolicy, WriteGrant, WriteGrants,
+    ClientOptions, DeclarationLimits, Grants, Limits, LogLimits, Namespace, PluginAccount,
+    PluginPolicy, QueueOptions, ResourcePattern, RestartPolicy, WriteGrant, WriteGrants,
 };
 
 /// Why the config could not be used. Every variant names the file.
@@ -140,6 +144,8 @@ pub struct Config {
     pub leader_election: LeaderElectionConfig,
     #[serde(default)]
     pub registries: RegistriesConfig,
+    /// Each plugin's requests as its own service account; absent: as the host.
+    pub impersonation: Option<ImpersonationConfig>,
     /// Per-plugin settings, keyed by the plugin file's name without `.wasm`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -416,6 +422,17 @@ pub struct RegistriesConfig {
     pub plain_http: Vec<String>,
 }
 
+/// Per-plugin impersonation (see [`crate::plugin::PluginAccount`]): every request made for a
+/// plugin carries `Impersonate-User: system:serviceaccount:NAMESPACE:plugin-NAME`, `NAME` its
+/// file name without `.wasm`, so the API server enforces each plugin's own grants. The host's
+/// own requests (informers, discovery, leader election) are not impersonated.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ImpersonationConfig {
+    /// Where the plugins' service accounts are.
+    pub namespace: String,
+}
+
 /// One plugin's own settings; unset fields fall back to [`Defaults`].
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -604,6 +621,10 @@ impl Config {
             message,
         };
         self.leader_election.timings().map_err(invalid)?;
+        if let Some(impersonation) = &self.impersonation {
+            Namespace::new(&impersonation.namespace)
+                .map_err(|e| invalid(format!("[impersonation] {e}")))?;
+        }
         self.connection.options().validate().map_err(invalid)?;
         if self.informers.bookmark_idle_seconds == 0 {
             return Err(invalid(
@@ -727,6 +748,10 @@ impl Config {
             ),
             config: own.config.unwrap_or_default(),
             reconcile,
+            impersonate: self.impersonation.as_ref().map(|i| {
+                let namespace = Namespace::new(&i.namespace)?;
+                PluginAccount::for_plugin(&namespace, stem)
+            }),
             limits: Some(Limits {
                 call_deadline: Duration::from_millis(
                     own.call_deadline_ms.unwrap_or(d.call_deadline_ms),
@@ -937,6 +962,38 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("[plugins.x]"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn impersonation_names_each_plugins_account_by_its_file_name() {
+        assert_eq!(parse("").unwrap().policy_for("mirror").impersonate, None);
+        let config = parse("[impersonation]\nnamespace = \"plugins\"\n").unwrap();
+        let account = config
+            .policy_for("mirror")
+            .impersonate
+            .expect("on")
+            .expect("a valid name");
+        assert_eq!(
+            account.username(),
+            "system:serviceaccount:plugins:plugin-mirror"
+        );
+        assert!(
+            config
+                .policy_for("Bad_Name")
+                .impersonate
+                .expect("on")
+                .is_err()
+        );
+        for bad in [
+            "namespace = \"Ops\"",
+            "",
+            "namespace = \"ops\"\nprefix = \"x\"",
+        ] {
+            let err = parse(&format!("[impersonation]\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("kubewasm.toml"), "{bad}: {err}");
         }
     }
 

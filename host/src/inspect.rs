@@ -145,8 +145,12 @@ fn describe(path: &Path, checked: &Checked, writes: &WriteGrants) -> String {
 pub struct DirNeeds {
     /// Every resource some loadable plugin subscribes to.
     pub needs: Vec<Need>,
-    /// The cluster-wide rules the write grants of the loadable plugins need (0.2 plugins).
+    /// The cluster-wide rules the write grants of the loadable plugins need (0.2 plugins)
+    /// that write as the host.
     pub writes: Vec<k8s_openapi::api::rbac::v1::PolicyRule>,
+    /// The plugins that write as their own service accounts (`[impersonation]`), with the
+    /// rules of their write grants.
+    pub accounts: Vec<crate::rbac::PluginRbac>,
     /// The files that would not load, with the reason: left out of `needs`, as `run` leaves
     /// them out of the running set.
     pub rejected: Vec<(PathBuf, anyhow::Error)>,
@@ -194,12 +198,22 @@ pub async fn needs_of_dir(
                     })
                 })
                 .collect::<anyhow::Result<Vec<Need>>>()?;
-            Ok((needs, policy.writes.rbac_rules()))
+            // A writer whose account is invalid was refused by the check.
+            let account = policy.impersonate.and_then(Result::ok);
+            Ok((needs, policy.writes.rbac_rules(), account))
         });
         match needs {
-            Ok((needs, writes)) => {
+            Ok((needs, writes, account)) => {
                 out.needs.extend(needs);
-                out.writes.extend(writes);
+                match account {
+                    Some(account) if !writes.is_empty() => {
+                        out.accounts.push(crate::rbac::PluginRbac {
+                            account,
+                            rules: writes,
+                        });
+                    }
+                    _ => out.writes.extend(writes),
+                }
             }
             Err(err) => out.rejected.push((path, err)),
         }

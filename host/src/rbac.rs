@@ -1,6 +1,8 @@
 //! The RBAC a set of plugins needs, as the objects `kubectl apply -f -` takes: the namespace and
 //! service account kubewasm runs as, a ClusterRole for cluster-wide access and a Role per
-//! namespace for the rest, each bound to that service account.
+//! namespace for the rest, each bound to that service account; with `[impersonation]`, each
+//! writing plugin's own service account and role, and the host's right to impersonate exactly
+//! those accounts.
 //!
 //! Every object is built as a k8s-openapi struct and serialised through serde (never by string
 //! concatenation), gathered in one `v1` `List`.
@@ -15,7 +17,7 @@ use kube::api::{GroupVersionKind, ObjectMeta};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use crate::plugin::Namespace;
+use crate::plugin::{Namespace, PluginAccount};
 
 /// How a plugin uses a resource; each maps to the verbs it needs.
 ///
@@ -99,6 +101,111 @@ pub fn objects_with_writes(
     needs: &[Need],
     writes: &[PolicyRule],
 ) -> anyhow::Result<Vec<Value>> {
+    objects_with_accounts(identity, needs, writes, &[])
+}
+
+/// One plugin whose requests impersonate its own service account, and the rules of its write
+/// grants, which that account is given (and the host's account is not).
+#[derive(Debug, Clone)]
+pub struct PluginRbac {
+    pub account: PluginAccount,
+    pub rules: Vec<PolicyRule>,
+}
+
+/// [`objects_with_writes`], and for each of `plugins`: its service account, a ClusterRole
+/// `NAME-plugin-PLUGIN` with exactly its write grants' rules and the binding to the account;
+/// then, in each namespace of those accounts, a Role `NAME-impersonate` allowing the host's
+/// account to `impersonate` exactly those accounts (by name), and its binding.
+pub fn objects_with_accounts(
+    identity: &Identity,
+    needs: &[Need],
+    writes: &[PolicyRule],
+    plugins: &[PluginRbac],
+) -> anyhow::Result<Vec<Value>> {
+    let mut out = host_objects(identity, needs, writes)?;
+    let host_namespace = identity.namespace.as_str();
+    let mut by_namespace: BTreeMap<&str, BTreeMap<&str, Resources>> = BTreeMap::new();
+    for plugin in plugins {
+        let namespace = plugin.account.namespace().as_str();
+        let name = plugin.account.name();
+        if namespace == host_namespace && name == identity.service_account {
+            anyhow::bail!(
+                "the host's service account {namespace}/{name} would also be a plugin's: \
+                 choose another --service-account or [impersonation] namespace"
+            );
+        }
+        let resources = by_namespace
+            .entry(namespace)
+            .or_default()
+            .entry(name)
+            .or_default();
+        add_rules(resources, &plugin.rules);
+    }
+    for (namespace, accounts) in &by_namespace {
+        if *namespace != host_namespace && !exists_already(namespace) {
+            out.push(serde_json::to_value(
+                k8s_openapi::api::core::v1::Namespace {
+                    metadata: named(namespace, None),
+                    ..Default::default()
+                },
+            )?);
+        }
+        for (account, resources) in accounts {
+            out.push(serde_json::to_value(ServiceAccount {
+                metadata: named(account, Some(namespace)),
+                ..Default::default()
+            })?);
+            let role = format!("{}-{account}", identity.name);
+            out.push(serde_json::to_value(ClusterRole {
+                metadata: named(&role, None),
+                rules: Some(rules(resources)),
+                ..Default::default()
+            })?);
+            out.push(serde_json::to_value(ClusterRoleBinding {
+                metadata: named(&role, None),
+                role_ref: RoleRef {
+                    api_group: RBAC_GROUP.into(),
+                    kind: "ClusterRole".into(),
+                    name: role.clone(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "ServiceAccount".into(),
+                    name: (*account).to_owned(),
+                    namespace: Some((*namespace).to_owned()),
+                    ..Default::default()
+                }]),
+            })?);
+        }
+        let role = format!("{}-impersonate", identity.name);
+        out.push(serde_json::to_value(Role {
+            metadata: named(&role, Some(namespace)),
+            rules: Some(vec![PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["serviceaccounts".into()]),
+                resource_names: Some(accounts.keys().map(|a| (*a).to_owned()).collect()),
+                verbs: vec!["impersonate".into()],
+                ..Default::default()
+            }]),
+        })?);
+        out.push(serde_json::to_value(RoleBinding {
+            metadata: named(&role, Some(namespace)),
+            role_ref: RoleRef {
+                api_group: RBAC_GROUP.into(),
+                kind: "Role".into(),
+                name: role.clone(),
+            },
+            subjects: Some(vec![host_subject(identity)]),
+        })?);
+    }
+    Ok(out)
+}
+
+/// The host's own objects: its namespace and account, and its roles for `needs` and `writes`.
+fn host_objects(
+    identity: &Identity,
+    needs: &[Need],
+    writes: &[PolicyRule],
+) -> anyhow::Result<Vec<Value>> {
     let mut scopes: BTreeMap<Option<&str>, Resources> = BTreeMap::new();
     for need in needs {
         let plural = guess_plural(&need.group, &need.version, &need.kind);
@@ -112,24 +219,12 @@ pub fn objects_with_writes(
             .extend(need.access.verbs().iter().map(|v| (*v).to_owned()));
     }
     if !writes.is_empty() {
-        let cluster = scopes.entry(None).or_default();
-        for rule in writes {
-            for group in rule.api_groups.iter().flatten() {
-                for resource in rule.resources.iter().flatten() {
-                    cluster
-                        .entry(group.clone())
-                        .or_default()
-                        .entry(resource.clone())
-                        .or_default()
-                        .extend(rule.verbs.iter().cloned());
-                }
-            }
-        }
+        add_rules(scopes.entry(None).or_default(), writes);
     }
 
     let mut out = Vec::new();
     let ns = identity.namespace.as_str();
-    if ns != "default" && !ns.starts_with("kube-") {
+    if !exists_already(ns) {
         out.push(serde_json::to_value(
             k8s_openapi::api::core::v1::Namespace {
                 metadata: named(ns, None),
@@ -141,12 +236,7 @@ pub fn objects_with_writes(
         metadata: named(&identity.service_account, Some(ns)),
         ..Default::default()
     })?);
-    let subject = Subject {
-        kind: "ServiceAccount".into(),
-        name: identity.service_account.clone(),
-        namespace: Some(ns.to_owned()),
-        ..Default::default()
-    };
+    let subject = host_subject(identity);
     for (scope, groups) in &scopes {
         let rules = Some(rules(groups));
         let metadata = named(&identity.name, *scope);
@@ -182,6 +272,37 @@ pub fn objects_with_writes(
         }
     }
     Ok(out)
+}
+
+/// Whether `namespace` is one every cluster has (`default`, `kube-*`), so it is not created.
+fn exists_already(namespace: &str) -> bool {
+    namespace == "default" || namespace.starts_with("kube-")
+}
+
+/// The host's service account as a binding's subject.
+fn host_subject(identity: &Identity) -> Subject {
+    Subject {
+        kind: "ServiceAccount".into(),
+        name: identity.service_account.clone(),
+        namespace: Some(identity.namespace.clone()),
+        ..Default::default()
+    }
+}
+
+/// Adds the verbs of `rules` to `resources`, by group and resource.
+fn add_rules(resources: &mut Resources, rules: &[PolicyRule]) {
+    for rule in rules {
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                resources
+                    .entry(group.clone())
+                    .or_default()
+                    .entry(resource.clone())
+                    .or_default()
+                    .extend(rule.verbs.iter().cloned());
+            }
+        }
+    }
 }
 
 /// The plural of `kind` as kubectl guesses it without discovery (`Backup` -> `backups`). kube's
@@ -245,10 +366,20 @@ pub fn manifests_with_writes(
     needs: &[Need],
     writes: &[PolicyRule],
 ) -> anyhow::Result<String> {
+    manifests_with_accounts(identity, needs, writes, &[])
+}
+
+/// [`objects_with_accounts`] as one YAML document.
+pub fn manifests_with_accounts(
+    identity: &Identity,
+    needs: &[Need],
+    writes: &[PolicyRule],
+    plugins: &[PluginRbac],
+) -> anyhow::Result<String> {
     let list = json!({
         "apiVersion": "v1",
         "kind": "List",
-        "items": objects_with_writes(identity, needs, writes)?,
+        "items": objects_with_accounts(identity, needs, writes, plugins)?,
     });
     Ok(serde_norway::to_string(&list)?)
 }
@@ -466,6 +597,102 @@ mod tests {
         assert_eq!(items[5]["metadata"]["namespace"], "team-a");
         assert_eq!(items[5]["roleRef"]["kind"], "Role");
         assert_eq!(items[5]["subjects"], subject);
+    }
+
+    /// Each impersonated plugin gets its account and exactly its own write rules; the host
+    /// gets none of those rules, only `impersonate` on exactly those accounts by name.
+    #[test]
+    fn impersonated_plugins_get_their_own_accounts_and_the_host_may_only_impersonate_them() {
+        use crate::plugin::{ResourcePattern, WriteGrant, WriteGrants};
+        let plugin = |name: &str, group: &str, kind: &str, verbs: Option<Vec<String>>| {
+            let grant = WriteGrant::new(ResourcePattern::new(group, kind), verbs).unwrap();
+            PluginRbac {
+                account: PluginAccount::for_plugin(&ns("plugins"), name).unwrap(),
+                rules: WriteGrants::only(vec![grant]).rbac_rules(),
+            }
+        };
+        let plugins = [
+            plugin("mirror", "", "ConfigMap", None),
+            plugin("scaler", "apps", "Deployment", Some(vec!["patch".into()])),
+        ];
+        let items = parse(
+            &manifests_with_accounts(
+                &identity("ops"),
+                &[need("", "ConfigMap", None)],
+                &[],
+                &plugins,
+            )
+            .unwrap(),
+        );
+        let described: Vec<String> = items
+            .iter()
+            .map(|i| {
+                let meta = &i["metadata"];
+                match meta["namespace"].as_str() {
+                    Some(ns) => format!("{} {ns}/{}", i["kind"].as_str().unwrap(), meta["name"]),
+                    None => format!("{} {}", i["kind"].as_str().unwrap(), meta["name"]),
+                }
+            })
+            .map(|d| d.replace('"', ""))
+            .collect();
+        assert_eq!(
+            described,
+            [
+                "Namespace ops",
+                "ServiceAccount ops/runner",
+                "ClusterRole kubewasm",
+                "ClusterRoleBinding kubewasm",
+                "Namespace plugins",
+                "ServiceAccount plugins/plugin-mirror",
+                "ClusterRole kubewasm-plugin-mirror",
+                "ClusterRoleBinding kubewasm-plugin-mirror",
+                "ServiceAccount plugins/plugin-scaler",
+                "ClusterRole kubewasm-plugin-scaler",
+                "ClusterRoleBinding kubewasm-plugin-scaler",
+                "Role plugins/kubewasm-impersonate",
+                "RoleBinding plugins/kubewasm-impersonate",
+            ]
+        );
+        // The host reads, and writes nothing itself.
+        assert_eq!(
+            items[2]["rules"],
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}])
+        );
+        assert_eq!(
+            items[6]["rules"],
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "delete", "patch", "update"]}])
+        );
+        assert_eq!(
+            items[7]["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "plugin-mirror", "namespace": "plugins"}])
+        );
+        assert_eq!(
+            items[9]["rules"],
+            json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]}])
+        );
+        assert_eq!(
+            items[11]["rules"],
+            json!([{
+                "apiGroups": [""],
+                "resources": ["serviceaccounts"],
+                "resourceNames": ["plugin-mirror", "plugin-scaler"],
+                "verbs": ["impersonate"],
+            }])
+        );
+        assert_eq!(
+            items[12]["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "runner", "namespace": "ops"}])
+        );
+        assert_eq!(items[12]["roleRef"]["name"], "kubewasm-impersonate");
+
+        // The host's own account is never a plugin's.
+        let host = Identity {
+            namespace: "plugins".into(),
+            service_account: "plugin-mirror".into(),
+            ..identity("plugins")
+        };
+        let err = objects_with_accounts(&host, &[], &[], &plugins[..1]).unwrap_err();
+        assert!(err.to_string().contains("plugins/plugin-mirror"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! This crate must not depend on `kubewasm` (the host's own tests use these helpers).
 
 pub mod envtest;
+pub mod proxy;
 pub mod server;
 
 use std::path::{Path, PathBuf};

@@ -38,7 +38,12 @@ pub async fn run(args: RbacArgs) -> anyhow::Result<()> {
     };
     print!(
         "{}",
-        crate::rbac::manifests_with_writes(&identity, &found.needs, &found.writes)?
+        crate::rbac::manifests_with_accounts(
+            &identity,
+            &found.needs,
+            &found.writes,
+            &found.accounts
+        )?
     );
     Ok(())
 }

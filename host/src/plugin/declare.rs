@@ -338,6 +338,14 @@ pub(crate) fn validate(
             "max-indexes",
         ));
     }
+    if !policy.writes.is_empty()
+        && let Some(Err(reason)) = &policy.impersonate
+    {
+        return Err(PluginError::NoAccount {
+            file: file.to_owned(),
+            reason: reason.clone(),
+        });
+    }
     if info.name.trim().is_empty() {
         return Err(invalid(file, info, "name: it is empty".into()));
     }
@@ -522,6 +530,44 @@ mod tests {
         assert!(msg.contains("p.wasm") && msg.contains("v1/Secret"), "{msg}");
         let grants = Grants::only(vec![ResourcePattern::new("", "Secret")]);
         assert!(check(&info(vec![sub("Secret")], vec![]), grants).is_ok());
+    }
+
+    /// A plugin that may write, whose file name makes no service account name, is refused
+    /// (its writes would have no account to go as); one that writes nothing still loads.
+    #[test]
+    fn a_writer_without_a_valid_account_is_refused() {
+        use super::super::{Namespace, PluginAccount, WriteGrant, WriteGrants};
+        let bad = PluginAccount::for_plugin(&Namespace::new("ops").unwrap(), "Bad_Name");
+        let writes = WriteGrants::only(vec![
+            WriteGrant::new(ResourcePattern::new("", "ConfigMap"), None).unwrap(),
+        ]);
+        let policy = |writes: WriteGrants| PluginPolicy {
+            grants: Grants::only(vec![ResourcePattern::new("*", "*")]),
+            writes,
+            impersonate: Some(bad.clone()),
+            ..PluginPolicy::default()
+        };
+        let info = info(vec![sub("ConfigMap")], vec![]);
+        let limits = DeclarationLimits::default();
+        let err =
+            validate(Path::new("p.wasm"), &info, &policy(writes.clone()), &limits).unwrap_err();
+        assert!(matches!(err, PluginError::NoAccount { .. }), "{err}");
+        assert!(err.to_string().contains("p.wasm"), "{err}");
+        validate(
+            Path::new("p.wasm"),
+            &info,
+            &policy(WriteGrants::none()),
+            &limits,
+        )
+        .expect("a plugin that writes nothing sends nothing as anyone");
+        let good = PluginPolicy {
+            impersonate: Some(PluginAccount::for_plugin(
+                &Namespace::new("ops").unwrap(),
+                "good",
+            )),
+            ..policy(writes)
+        };
+        validate(Path::new("good.wasm"), &info, &good, &limits).expect("a valid account");
     }
 
     #[test]

@@ -54,6 +54,14 @@ pub enum PluginError {
     /// The plugin's name is not repeated: it may be what is too long.
     #[error("{file}: the plugin declared {what}")]
     OverLimit { file: PathBuf, what: String },
+    /// The plugin has write grants and `[impersonation]` is on, but its file name makes no
+    /// service account name: its writes could go as nobody, so it is not loaded.
+    #[error("{file}: its writes cannot impersonate a service account: {reason}")]
+    NoAccount {
+        file: PathBuf,
+        #[source]
+        reason: super::InvalidName,
+    },
     /// Resolving a subscribed resource against the API server failed.
     #[error(
         "{file}: plugin `{plugin}` subscribes to {resource}, which the API server does not serve: {reason}"

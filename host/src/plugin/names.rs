@@ -24,7 +24,7 @@ pub struct InvalidName {
 const SHOWN: usize = 80;
 
 impl InvalidName {
-    fn new(field: &'static str, value: &str, rule: &'static str) -> Self {
+    pub(crate) fn new(field: &'static str, value: &str, rule: &'static str) -> Self {
         let cut: String = value.chars().take(SHOWN).collect();
         let value = if cut.len() < value.len() {
             format!("{cut:?}... ({} bytes)", value.len())
@@ -35,7 +35,7 @@ impl InvalidName {
     }
 }
 
-const DNS_LABEL: &str = "must be a DNS-1123 label: at most 63 lowercase letters, digits and \
+pub(crate) const DNS_LABEL: &str = "must be a DNS-1123 label: at most 63 lowercase letters, digits and \
                          '-', starting and ending with a letter or digit";
 const DNS_SUBDOMAIN: &str = "must be a DNS-1123 subdomain: at most 253 lowercase letters, \
                              digits, '-' and '.', starting and ending with a letter or digit";
@@ -47,7 +47,7 @@ const KIND: &str = "must be 1 to 63 letters, digits and '-', starting with a let
 /// The longest selector a guest may hand the host, in bytes.
 pub const MAX_SELECTOR: usize = 4096;
 
-fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63

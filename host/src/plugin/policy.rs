@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use super::client::{ClientOptions, WriteGrants};
 use super::grants::{Grants, Limits};
+use super::impersonation::PluginAccount;
+use super::names::InvalidName;
 use super::workqueue::QueueOptions;
 
 /// What the host's config says about one plugin.
@@ -20,6 +22,10 @@ pub struct PluginPolicy {
     pub reconcile: ReconcileSettings,
     /// Overrides the host's default limits.
     pub limits: Option<Limits>,
+    /// The service account the plugin's requests impersonate (`[impersonation]`), or why its
+    /// file name makes none (a plugin with write grants is then refused); `None`: the
+    /// requests go as the host.
+    pub impersonate: Option<Result<PluginAccount, InvalidName>>,
 }
 
 /// Looks up the policy of a plugin by its source file (the plugin's name is only known after

@@ -865,7 +865,7 @@ mod replicas;
 /// The real-server tier: a real kube-apiserver from `KUBEBUILDER_ASSETS` (see
 /// `kubewasm_tests::envtest`), where RBAC is enforced.
 mod real {
-    use kubewasm_tests::envtest::{Envtest, User};
+    use kubewasm_tests::envtest::{Connection, Envtest, SharedEnvtest, User};
     use kubewasm_tests::{Kubectl, kubectl_binary, workspace_root};
 
     use super::*;
@@ -960,6 +960,222 @@ mod real {
             "only the custom resource is refused: {refused:#?}"
         );
         assert!(host.terminate().success());
+    }
+
+    /// With `[impersonation]`, each plugin writes as its own service account from `kubewasm
+    /// rbac`'s output, and the API server, not only the host, enforces each plugin's grants.
+    /// Two copies of the mirror guest are both granted ConfigMap writes by the host's config;
+    /// `mirror`'s account has the rule `kubewasm rbac` printed, `copycat`'s has it taken away (a
+    /// grant the host wrongly allows). The host runs as its own restricted account, which may
+    /// not write ConfigMaps at all: `mirror`'s create succeeds and the audit log shows the host's
+    /// account impersonating `plugin-mirror` (with its groups) and `plugin/mirror` as the agent;
+    /// `copycat`'s create is refused by the server (403, audited as `plugin-copycat`), counted in
+    /// the host's metrics and reported to the guest. The host's own LISTs and WATCHes are not
+    /// impersonated. Without the Impersonate-User header both creates would be the host's, and
+    /// refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_plugin_writes_as_its_own_service_account_and_the_server_enforces_its_grants() {
+        let server = SharedEnvtest::attach()
+            .await
+            .expect("the shared real API server");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir(&plugins).expect("plugins dir");
+        let mirror = kubewasm_tests::guest_bytes("mirror-v0-2");
+        for name in ["mirror", "copycat"] {
+            std::fs::write(plugins.join(format!("{name}.wasm")), &mirror).expect("plugin file");
+        }
+        let config = dir.path().join("kubewasm.toml");
+        std::fs::write(
+            &config,
+            "[defaults]\ngrants = [\"ConfigMap\"]\n\
+             [impersonation]\nnamespace = \"imp-plugins\"\n\
+             [plugins.mirror]\nconfig = \"mirror\"\nwrites = [\"ConfigMap\"]\n\
+             [plugins.copycat]\nconfig = \"copycat\"\nwrites = [\"ConfigMap\"]\n",
+        )
+        .expect("config");
+        let kubectl = Kubectl {
+            binary: kubectl_binary(),
+            kubeconfig: server.kubeconfig(User::Admin),
+            cache_dir: dir.path().join("kubectl-cache"),
+        };
+
+        let mut objects = rbac_objects(&plugins, &config, "imp-ops", "runner", "imp", dir.path());
+        let host_rules = objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "imp")
+            .map(|o| o["rules"].clone())
+            .expect("the host's ClusterRole");
+        assert_eq!(
+            host_rules,
+            json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]),
+            "the host itself may only read"
+        );
+        let copycat = objects
+            .iter_mut()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "imp-plugin-copycat")
+            .expect("copycat's ClusterRole");
+        copycat["rules"] = json!([]);
+        apply(&kubectl, &objects).await;
+        let mirror_user = "system:serviceaccount:imp-plugins:plugin-mirror";
+        let copycat_user = "system:serviceaccount:imp-plugins:plugin-copycat";
+        let host_user = "system:serviceaccount:imp-ops:runner";
+        wait_can(
+            &kubectl,
+            mirror_user,
+            &["create", "configmaps", "-n", "imp-work"],
+        )
+        .await;
+        for account in ["plugin-mirror", "plugin-copycat"] {
+            let resource = format!("serviceaccounts/{account}");
+            wait_can(
+                &kubectl,
+                host_user,
+                &["impersonate", &resource, "-n", "imp-plugins"],
+            )
+            .await;
+        }
+        wait_can(
+            &kubectl,
+            host_user,
+            &["list", "configmaps", "--all-namespaces"],
+        )
+        .await;
+
+        let admin = server.admin();
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "imp-work"}})).expect("ns"),
+            )
+            .await
+            .expect("the work namespace");
+        // copycat runs alone first: once mirror's copy is in the cache, copycat would not try.
+        let aside = dir.path().join("mirror.wasm.aside");
+        std::fs::rename(plugins.join("mirror.wasm"), &aside).expect("mirror set aside");
+        let host = run_as(&server, &plugins, &config, "imp-ops", "runner").await;
+        let addr = host.logged_field("serving /metrics", "addr").await;
+        let config_maps: Api<ConfigMap> = Api::namespaced(admin, "imp-work");
+        config_maps
+            .create(
+                &PostParams::default(),
+                &ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some("src".into()),
+                        labels: Some([("kubewasm.io/mirror".into(), "true".into())].into()),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some([("k".into(), "v".into())].into()),
+                    ..ConfigMap::default()
+                },
+            )
+            .await
+            .expect("the source ConfigMap");
+
+        let creates = || {
+            server
+                .audit_events()
+                .expect("the audit log")
+                .into_iter()
+                .filter(|e| {
+                    e.verb == "create"
+                        && e.resource == "configmaps"
+                        && e.namespace.as_deref() == Some("imp-work")
+                        && e.user == host_user
+                })
+                .collect::<Vec<_>>()
+        };
+        let audited = |user: &str, code: u16| {
+            creates()
+                .into_iter()
+                .any(|e| e.impersonated_user.as_deref() == Some(user) && e.code == Some(code))
+        };
+        let refused = wait_until(PATIENCE, || audited(copycat_user, 403)).await;
+        assert!(
+            refused,
+            "copycat's create refused by the server: {:#?}\n{:#?}",
+            creates(),
+            host.logs()
+        );
+        std::fs::rename(&aside, plugins.join("mirror.wasm")).expect("mirror added");
+        let both = wait_until(PATIENCE, || {
+            audited(mirror_user, 201) && audited(copycat_user, 403)
+        })
+        .await;
+        assert!(
+            both,
+            "mirror's create allowed and copycat's refused by the server: {:#?}\n{:#?}",
+            creates(),
+            host.logs()
+        );
+        config_maps
+            .get("src-mirror")
+            .await
+            .expect("mirror's copy exists");
+        let version = env!("CARGO_PKG_VERSION");
+        for event in creates() {
+            let (user, agent) = match event.impersonated_user.as_deref() {
+                Some(user) if user == mirror_user => (user, "mirror"),
+                Some(user) if user == copycat_user => (user, "copycat"),
+                other => panic!("a create not made as a plugin's account: {other:?} {event:?}"),
+            };
+            assert_eq!(
+                event.user_agent,
+                format!("kubewasm/{version} plugin/{agent}"),
+                "{user}"
+            );
+            let namespace_group = "system:serviceaccounts:imp-plugins".to_owned();
+            assert!(
+                event.impersonated_groups.contains(&namespace_group),
+                "{event:?}"
+            );
+        }
+        assert!(
+            !creates().iter().any(
+                |e| e.impersonated_user.as_deref() == Some(copycat_user) && e.code == Some(201)
+            ),
+            "copycat never wrote"
+        );
+        // The host's own reads go as the host.
+        let reads: Vec<_> = server
+            .audit_events()
+            .expect("the audit log")
+            .into_iter()
+            .filter(|e| e.user == host_user && ["list", "watch"].contains(&e.verb.as_str()))
+            .collect();
+        assert!(!reads.is_empty(), "the host's informers list as the host");
+        assert!(
+            reads.iter().all(|e| e.impersonated_user.is_none()),
+            "{reads:#?}"
+        );
+        // The host counts the server's refusal and tells the guest.
+        let refused = r#"kubewasm_plugin_write_calls_total{plugin="copycat",verb="create",resource="ConfigMap",code="403"}"#;
+        let counted = wait_until(PATIENCE, || {
+            get(&format!("http://{addr}/metrics"))
+                .1
+                .lines()
+                .any(|l| l.starts_with(refused))
+        })
+        .await;
+        assert!(counted, "no {refused} in /metrics");
+        host.wait_guest_line("copycat", "REFUSED Forbidden").await;
+        assert!(host.terminate().success());
+    }
+
+    /// Waits until the API server's authorizer has taken in the applied RBAC: `user` may do
+    /// what `can` says (`kubectl auth can-i ARGS`, as admin impersonating `user`).
+    async fn wait_can(kubectl: &Kubectl, user: &str, can: &[&str]) {
+        let mut args = vec!["auth", "can-i"];
+        args.extend_from_slice(can);
+        args.extend_from_slice(&["--as", user]);
+        let granted = wait_until(PATIENCE, || {
+            kubectl
+                .command(&args)
+                .output()
+                .is_ok_and(|out| out.status.success())
+        })
+        .await;
+        assert!(granted, "{user} is never allowed {can:?}");
     }
 
     /// The example namespaces, the Backup CRD and two Backups (as `cargo xtask dev` has them).
@@ -1061,7 +1277,7 @@ mod real {
     /// `kubewasm run` with the example plugins, authenticated as service account
     /// `namespace/account` with a token from the TokenRequest API.
     async fn run_as(
-        server: &Envtest,
+        server: &Connection,
         plugins: &Path,
         config: &Path,
         namespace: &str,
@@ -1103,7 +1319,7 @@ mod real {
             .audit_events()
             .expect("the audit log")
             .into_iter()
-            .filter(|e| e.user == user)
+            .filter(|e| e.user == user && ["list", "watch"].contains(&e.verb.as_str()))
             .map(|e| e.resource)
             .collect()
     }

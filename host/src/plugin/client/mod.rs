@@ -48,6 +48,7 @@ use tokio::time::Instant;
 
 use super::Gvk;
 use super::grants::describe;
+use super::impersonation::{IMPERSONATE_USER, PluginAccount};
 use super::names::{InvalidName, Kind, Namespace, ObjectName, path_segment};
 use super::rate_limit::TokenBucket;
 use refusals::RefusalLog;
@@ -305,6 +306,8 @@ pub struct WriteClient {
     plugin: Arc<str>,
     /// `kubewasm/VERSION plugin/NAME`, on every request made for the plugin.
     user_agent: HeaderValue,
+    /// `Impersonate-User` on every request made for the plugin (`[impersonation]`).
+    impersonate: Option<HeaderValue>,
     grants: WriteGrants,
     options: ClientOptions,
     /// The plugin's write rate limit; `None` for a client whose caller paces its writes (the
@@ -337,6 +340,7 @@ impl WriteClient {
         WriteClient {
             client,
             user_agent: crate::api_client::plugin_user_agent(&plugin),
+            impersonate: None,
             plugin,
             grants,
             options,
@@ -352,6 +356,13 @@ impl WriteClient {
     /// replica that has lost (or not yet won) its Lease.
     pub fn with_leader(mut self, gate: LeaderGate) -> Self {
         self.leader = gate;
+        self
+    }
+
+    /// Sends every request as `account` (`Impersonate-User`), so the API server authorizes
+    /// it by the plugin's own RBAC rather than the host's.
+    pub fn impersonating(mut self, account: Option<&PluginAccount>) -> Self {
+        self.impersonate = account.map(PluginAccount::header);
         self
     }
 
@@ -711,6 +722,9 @@ impl WriteClient {
             request
                 .headers_mut()
                 .insert(USER_AGENT, self.user_agent.clone());
+            if let Some(user) = &self.impersonate {
+                request.headers_mut().insert(IMPERSONATE_USER, user.clone());
+            }
             Ok::<_, WriteError>(self.client.request_text(request).await?)
         };
         tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {

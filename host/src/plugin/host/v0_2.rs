@@ -248,6 +248,9 @@ impl PluginHost {
             .clone()
             .unwrap_or_else(|| self.inner.client.clone());
         let resources = Arc::new(Resources::new(kube.clone()));
+        // A plugin whose account is invalid and that has write grants was refused at load;
+        // without write grants nothing is sent for it.
+        let account = policy.impersonate.as_ref().and_then(|a| a.as_ref().ok());
         let client = Arc::new(
             WriteClient::new(
                 kube.clone(),
@@ -257,7 +260,8 @@ impl PluginHost {
                 resources.clone(),
                 self.inner.options.observer.writes(name),
             )
-            .with_leader(self.inner.options.leader.clone()),
+            .with_leader(self.inner.options.leader.clone())
+            .impersonating(account),
         );
         // Events have a write budget of their own (the recorder paces its background writes),
         // so recording them takes nothing from the plugin's writes.
@@ -271,6 +275,7 @@ impl PluginHost {
                 self.inner.options.observer.writes(name),
             )
             .with_leader(self.inner.options.leader.clone())
+            .impersonating(account)
             .unmetered(),
         );
         let recorder = Arc::new(EventRecorder::new(events, RecorderOptions::default()));

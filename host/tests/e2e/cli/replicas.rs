@@ -732,3 +732,249 @@ async fn every_replica_plugins_reconcile_on_a_standby_and_write_nothing() {
     assert!(writes.is_empty(), "written from a standby: {writes:?}");
     cluster.server.shutdown().await;
 }
+
+/// The partition of [`a_leader_whose_watches_die_behind_a_proxy_hands_over_to_a_healthy_standby`]
+/// against a real kube-apiserver, over TLS and HTTP/2: replica A reaches it through a
+/// [`SilencingProxy`](kubewasm_tests::proxy::SilencingProxy) (the bytes pass through, so A still
+/// verifies the server's certificate for `127.0.0.1`), B directly.
+mod real {
+    use ::kubewasm_tests::proxy::SilencingProxy;
+    use kubewasm_tests::Kubectl;
+    use kubewasm_tests::envtest::{Envtest, User};
+    use kubewasm_tests::kubectl_binary;
+
+    use super::*;
+
+    /// A `kubewasm run --leader-elect` replica of the sample-controller with the admin's
+    /// kubeconfig, its server URL replaced by `url`.
+    fn replica(name: &str, dir: &Path, admin: &Path, url: &str, real_url: &str) -> Replica {
+        let kubeconfig = dir.join(format!("{name}.kubeconfig"));
+        let yaml = std::fs::read_to_string(admin).expect("admin kubeconfig");
+        assert!(yaml.contains(real_url), "{yaml}");
+        std::fs::write(&kubeconfig, yaml.replace(real_url, url)).expect("kubeconfig");
+        let path = |p: PathBuf| p.to_str().expect("utf-8 path").to_owned();
+        let (plugins, config) = (path(dir.join("plugins")), path(dir.join("kubewasm.toml")));
+        let cache = path(dir.join("cache"));
+        let args = [
+            "run",
+            "--plugins",
+            &plugins,
+            "--config",
+            &config,
+            "--cache-dir",
+            &cache,
+            "--leader-elect",
+            "--leader-elect-lease-duration",
+            "3s",
+            "--leader-elect-renew-deadline",
+            "2s",
+            "--leader-elect-retry-period",
+            "300ms",
+        ];
+        let host = Host::spawn(
+            &args,
+            dir,
+            &[("KUBECONFIG", &kubeconfig), ("POD_NAME", Path::new(name))],
+            tempfile::tempdir().expect("tempdir"),
+        );
+        Replica {
+            name: name.to_owned(),
+            host,
+            addr: String::new(),
+        }
+    }
+
+    fn foos(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo");
+        Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
+    }
+
+    async fn create_foo(client: &kube::Client, namespace: &str, name: &str, replicas: i64) {
+        let object = json!({
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "Foo",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"deploymentName": name, "replicas": replicas},
+        });
+        let object: DynamicObject = serde_json::from_value(object).expect("a Foo");
+        foos(client, namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("create Foo");
+    }
+
+    /// Whether every Foo's Deployment asks for the Foo's replicas.
+    async fn converged(client: &kube::Client, all: &[(String, String)]) -> bool {
+        for (ns, name) in all {
+            let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+                Api::namespaced(client.clone(), ns);
+            let Ok(owner) = foos(client, ns).get(name).await else {
+                return false;
+            };
+            let wanted = owner.data["spec"]["replicas"].as_i64();
+            let Ok(Some(d)) = deployments.get_opt(name).await else {
+                return false;
+            };
+            if d.spec.and_then(|s| s.replicas).map(i64::from) != wanted {
+                return false;
+            }
+        }
+        true
+    }
+
+    async fn wait_converged(client: &kube::Client, all: &[(String, String)]) -> bool {
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            if converged(client, all).await {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    /// Leader A's connections go silent (open, carrying nothing) while new ones work: A's
+    /// HTTP/2 PING finds its connection dead (read-idle and ping timeout 1 s each) and Foos
+    /// created after the silence converge (over HTTP/2 everything A sends shares the one
+    /// silenced connection, so unlike the dev server's HTTP/1.1 watches, nothing stays dead
+    /// once A reconnects). Then the whole path is cut (new connections refused too): A's
+    /// `/readyz` answers 503 and says why, B takes the Lease, and the Foos created after the
+    /// cut converge.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_leader_whose_connections_go_silent_recovers_and_one_cut_off_hands_over_on_the_real_api_server()
+     {
+        let server = Envtest::start().await.expect("the real API server starts");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubectl = Kubectl {
+            binary: kubectl_binary(),
+            kubeconfig: server.kubeconfig(User::Admin),
+            cache_dir: dir.path().join("kubectl-cache"),
+        };
+        let crd = workspace_root().join("examples/manifests/50-foo-crd.yaml");
+        let crd = crd.to_str().expect("utf-8");
+        // The Foo in the CRD's file is refused until the CRD is established.
+        let first = kubectl.command(&["apply", "-f", crd]).output();
+        assert!(first.is_ok(), "running kubectl apply: {first:?}");
+        kubectl
+            .run(&[
+                "wait",
+                "--for",
+                "condition=established",
+                "--timeout=60s",
+                "crd/foos.samplecontroller.k8s.io",
+            ])
+            .await;
+        let namespaces: Vec<String> = (0..2).map(|i| format!("team-{i}")).collect();
+        for ns in &namespaces {
+            kubectl.run(&["create", "namespace", ns]).await;
+        }
+        plugins_dir(dir.path(), &["sample-controller"]);
+        std::fs::write(
+            dir.path().join("kubewasm.toml"),
+            "[plugins.sample-controller]\n\
+             writes = [\"apps/Deployment\", \"samplecontroller.k8s.io/Foo\", \"Event\"]\n\
+             write-qps = 1000.0\nwrite-burst = 1000\n\
+             [connection]\nhttp2-read-idle-seconds = 1\nhttp2-ping-timeout-seconds = 1\n",
+        )
+        .expect("config");
+        let client = server.admin();
+        let mut all = foo_names(&namespaces, 3);
+        for (ns, name) in &all {
+            create_foo(&client, ns, name, 1).await;
+        }
+
+        let upstream: std::net::SocketAddr = server
+            .url()
+            .trim_start_matches("https://")
+            .parse()
+            .expect("address");
+        let proxy = SilencingProxy::start(upstream).await.expect("the proxy");
+        let admin = server.kubeconfig(User::Admin);
+        let via_proxy = format!("https://{}", proxy.addr());
+        let mut a = replica("replica-a", dir.path(), &admin, &via_proxy, &server.url());
+        a.addr = a.host.logged_field("serving /metrics", "addr").await;
+        assert!(wait_until(PATIENCE, || a.is_leader()).await, "A never led");
+        let mut b = replica(
+            "replica-b",
+            dir.path(),
+            &admin,
+            &server.url(),
+            &server.url(),
+        );
+        b.addr = b.host.logged_field("serving /metrics", "addr").await;
+        assert!(
+            wait_until(PATIENCE, || b.ready()).await,
+            "B never got ready"
+        );
+        assert!(
+            wait_converged(&client, &all).await,
+            "the Foos never converged"
+        );
+        assert!(a.is_leader() && !b.is_leader());
+
+        // Silent connections, new ones working: A's PING finds its connection dead and A
+        // reconnects through the proxy; nothing needs B.
+        proxy.silence();
+        let silenced = Instant::now();
+        for ns in &namespaces {
+            create_foo(&client, ns, "late", 2).await;
+            all.push((ns.clone(), "late".to_owned()));
+        }
+        assert!(
+            wait_converged(&client, &all).await,
+            "the Foos never converged after the silence"
+        );
+        eprintln!(
+            "silent connections, new ones working: converged after {:?}; A leads {:?}, B {:?}",
+            silenced.elapsed(),
+            a.leads(),
+            b.leads()
+        );
+
+        // The whole path cut (open connections silent, new ones refused): A's informers fail
+        // past the renew deadline, its /readyz says why, it cannot renew, and B takes over.
+        assert!(a.is_leader() && !b.is_leader(), "A leads before the cut");
+        proxy.refuse_new();
+        proxy.silence();
+        let cut = Instant::now();
+        for ns in &namespaces {
+            create_foo(&client, ns, "after-cut", 3).await;
+            all.push((ns.clone(), "after-cut".to_owned()));
+        }
+        let mut why = String::new();
+        let unready = wait_until(PATIENCE, || {
+            let (code, body) = get(&format!("http://{}/readyz", a.addr));
+            why = body;
+            code == 503
+        })
+        .await;
+        assert!(
+            unready,
+            "A's /readyz kept answering 200: {:#?}",
+            a.host.logs()
+        );
+        let unready_after = cut.elapsed();
+        let handed = wait_until(PATIENCE, || b.is_leader() && !a.is_leader()).await;
+        assert!(
+            handed,
+            "B never took over: A {:?}, B {:?}",
+            a.leads(),
+            b.leads()
+        );
+        let handed_after = cut.elapsed();
+        assert!(
+            wait_converged(&client, &all).await,
+            "the Foos never converged after the cut"
+        );
+        eprintln!(
+            "path cut: A's /readyz 503 after {unready_after:?} ({why}); B led after \
+             {handed_after:?}; converged after {:?}",
+            cut.elapsed()
+        );
+        assert!(
+            why.contains("not ready") && why.contains("informer"),
+            "/readyz says why: {why}"
+        );
+        drop((a, b, proxy));
+    }
+}
