@@ -241,6 +241,7 @@ def deny(message: str, code: int = 403, warnings: Sequence[str] = ()) -> "admiss
 
 def mutated(obj: Optional[dict], *warnings: str) -> "admission.Mutation":
     """A mutating policy's answer: allowed, stored as `obj` (None: unchanged)."""
+    _need_admission()
     return admission.Mutation(
         verdict=allow(*warnings), object=None if obj is None else json.dumps(obj)
     )
