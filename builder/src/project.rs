@@ -110,7 +110,9 @@ impl Project {
         let scratch = self.dir.join("build/.work");
         let bytes = match self.language {
             Language::Rust => self.build_rust(tools)?,
-            Language::Python => python::build(tools, &self.target, &self.dir, "app", &scratch)?,
+            Language::Python => {
+                python::build(tools, &self.target, &self.dir, &[], "app", &scratch)?
+            }
             Language::JavaScript => js::build(tools, &self.target, &self.js_module()?, &scratch)?,
             Language::C => {
                 let sources = c_sources(&self.dir)?;

@@ -74,6 +74,7 @@ const JS_OBSERVER: &str = include_str!("../templates/js/observer.js.tmpl");
 /// each JavaScript project.
 const JS_KUBE: &str = include_str!("../../examples-guests/js/propagator/kube.js");
 const JS_RULES: &str = include_str!("../../examples-guests/js/propagator/rules.js");
+const JS_ADMISSION: &str = include_str!("../../examples-guests/js/propagator/admission.js");
 const C_CONTROLLER: &str = include_str!("../templates/c/controller.c.tmpl");
 const C_OBSERVER: &str = include_str!("../templates/c/observer.c.tmpl");
 /// The C examples' helpers (natively tested beside them), written into each C project.
@@ -183,6 +184,11 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     "a small typed helper over the contract's cache, client, queue and log",
                 ),
                 ("rules.js", JS_RULES, "the queue rules kube.js exports"),
+                (
+                    "admission.js",
+                    JS_ADMISSION,
+                    "the admission records kube.js exports (contract 0.3)",
+                ),
                 (".gitignore", "/build\n/node_modules\n", "what builds write"),
             ],
             "Needs Node.js with npm; `npm install` in this directory installs componentize-js \

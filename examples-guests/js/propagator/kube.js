@@ -1,12 +1,16 @@
 // A small typed layer over the kubewasm 0.2 imports, for JavaScript guests: objects cross as
 // plain objects (not JSON text), paged cache answers are iterators, and every refusal of the API
-// server or the host is an `ApiError` whose `reason` says which one.
+// server or the host is an `ApiError` whose `reason` says which one. For contract 0.3's
+// admission (world `admission-policy`): `policy`, the `admission` export, and the records of
+// `admission.js` (`webhook`, `rule`, `allow`, `deny`, `mutated`).
 //
 // Types are JSDoc typedefs: editors and `tsc --checkJs` check them, componentize-js ignores them.
 import * as cache from 'kubewasm:controller/cache@0.2.0';
 import * as client from 'kubewasm:controller/client@0.2.0';
 import * as queue from 'kubewasm:controller/queue@0.2.0';
 import { log as hostLog } from 'kubewasm:controller/log@0.2.0';
+
+import { review } from './admission.js';
 
 /**
  * @typedef {{ group: string, version: string, kind: string }} Gvk
@@ -25,6 +29,8 @@ import { log as hostLog } from 'kubewasm:controller/log@0.2.0';
 
 // Queue rules for `subscription({ queue })`, with 0.2.2's predicates (`when`).
 export { PREDICATES, controllingOwner, ownKey, when } from './rules.js';
+// Contract 0.3's admission records and the checked review.
+export { ReviewError, allow, deny, mutated, notIn, review, rule, webhook } from './admission.js';
 
 /** What `reconcile` returns when the key is settled. */
 export const DONE = Object.freeze({ tag: 'done' });
@@ -79,6 +85,28 @@ export const guarded =
       throw new GuestError(text);
     }
   };
+
+/**
+ * The `admission` export of a policy (contract 0.3): `validating` / `mutating` are `webhook`s (or
+ * functions returning one, called by `declare` after `init`), `check(review)` answers the
+ * validating webhook with a verdict (`allow`, `deny`), `change(review)` the mutating one with a
+ * mutation (`mutated`). Each gets the review with its objects parsed and checked (`review`);
+ * whatever they throw answers `err` with its text, and the webhook's failure policy decides.
+ */
+export function policy({ validating, mutating, check, change }) {
+  const declared = (w) => (typeof w === 'function' ? w() : w);
+  return {
+    declare: guarded(() => ({ validating: declared(validating), mutating: declared(mutating) })),
+    validate: guarded((request) => {
+      if (check === undefined) throw new GuestError('this policy declares no validating webhook');
+      return check(review(request));
+    }),
+    mutate: guarded((request) => {
+      if (change === undefined) throw new GuestError('this policy declares no mutating webhook');
+      return change(review(request));
+    }),
+  };
+}
 
 /** Runs an import call, turning the error it throws for `err(e)` into an ApiError. */
 function call(what, f) {

@@ -1,5 +1,8 @@
-"""A small, Pythonic face over the kubewasm 0.2 contract's `cache` and `client` imports, and
-over contract 0.2.2's declaration: queue rules with predicates (`when`).
+"""A small, Pythonic face over the kubewasm 0.2 contract's `cache` and `client` imports, over
+contract 0.2.2's declaration: queue rules with predicates (`when`), and over contract 0.3's
+admission export: `Policy`, a base class for the exported `Admission` class that hands a
+subclass each review as a checked `Review` (its objects parsed into dicts) and builds the
+verdicts (`allow`, `deny`, `mutated`) and the webhook declaration (`webhook`, `rule`).
 
 Objects stay the API server's JSON, as dicts, typed with `TypedDict`s for the fields a controller
 reads: an object read, changed and written back keeps every field, also those not typed here.
@@ -9,7 +12,7 @@ with backoff).
 """
 
 import json
-from typing import Any, NotRequired, Optional, TypedDict
+from typing import Any, NotRequired, Optional, Sequence, TypedDict
 
 from componentize_py_types import Err
 from wit_world.imports import cache, client, log, types
@@ -18,6 +21,11 @@ try:  # contract 0.2.2's declaration (world `reconciler`); a 0.2.0 world has no 
     from wit_world.exports.plugin import Predicate, QueueSpec
 except ImportError:
     Predicate = QueueSpec = None
+
+try:  # contract 0.3's admission (world `admission-policy`); earlier worlds have none
+    from wit_world.imports import admission_types as admission
+except ImportError:
+    admission = None
 
 
 def when(rule: types.QueueRule, *predicates: "Predicate") -> "QueueSpec":
@@ -162,3 +170,163 @@ def record_event(gvk: types.Gvk, meta: ObjectMeta, warning: bool, reason: str, m
 def controlled_by(meta: ObjectMeta, uid: str) -> bool:
     """Whether `uid` is the object's controlling owner."""
     return any(o.get("controller") and o["uid"] == uid for o in meta.get("ownerReferences", []))
+
+
+def has_synced(subscription: int) -> bool:
+    """Whether the subscription's cache has been filled by its first list: a policy answering
+    from a cache still filling would answer from a partial picture."""
+    try:
+        return cache.has_synced(subscription)
+    except Err as error:
+        raise CacheError(repr(error.value)) from None
+
+
+# Contract 0.3: admission policies (world `admission-policy`, wit/0.3).
+
+
+class ReviewError(Exception):
+    """A review the policy cannot answer (no object where it needs one, an object that is not a
+    JSON object): the exported call answers `err`, and the webhook's failure policy decides."""
+
+
+def _need_admission() -> None:
+    if admission is None:
+        raise RuntimeError("admission needs contract 0.3 (world `admission-policy`)")
+
+
+def _object(text: Optional[str], what: str) -> Optional[dict]:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise ReviewError(f"the {what} is not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ReviewError(f"the {what} is not a JSON object")
+    return value
+
+
+class Review:
+    """One AdmissionReview request with its objects parsed: `operation` is `"CREATE"`,
+    `"UPDATE"`, `"DELETE"` or `"CONNECT"`; `object` (None for a delete) and `old_object` (None
+    for a create) are dicts. Built from the host's `admission-request`, whose object texts are
+    the API server's and are checked here to be JSON objects."""
+
+    def __init__(self, request: "admission.AdmissionRequest"):
+        self.request = request
+        self.uid: str = request.uid
+        self.operation: str = request.operation.name
+        self.kind = request.kind
+        self.resource = request.resource
+        self.sub_resource: Optional[str] = request.sub_resource
+        self.namespace: Optional[str] = request.namespace
+        self.name: Optional[str] = request.name
+        self.dry_run: bool = request.dry_run
+        self.user = request.user_info
+        self.object = _object(request.object, "object")
+        self.old_object = _object(request.old_object, "old object")
+
+
+def allow(*warnings: str) -> "admission.Verdict":
+    """An allowed verdict, with warnings for the user (kubectl prints them)."""
+    _need_admission()
+    return admission.Verdict(allowed=True, code=0, message="", warnings=list(warnings))
+
+
+def deny(message: str, code: int = 403, warnings: Sequence[str] = ()) -> "admission.Verdict":
+    """A denial with the HTTP `code` it is reported with and `message` (kubectl shows it)."""
+    _need_admission()
+    return admission.Verdict(allowed=False, code=code, message=message, warnings=list(warnings))
+
+
+def mutated(obj: Optional[dict], *warnings: str) -> "admission.Mutation":
+    """A mutating policy's answer: allowed, stored as `obj` (None: unchanged)."""
+    _need_admission()
+    return admission.Mutation(
+        verdict=allow(*warnings), object=None if obj is None else json.dumps(obj)
+    )
+
+
+def rule(
+    resources: Sequence[str],
+    operations: Sequence[str] = ("CREATE", "UPDATE"),
+    groups: Sequence[str] = ("",),
+    versions: Sequence[str] = ("v1",),
+    scope: str = "namespaced",
+) -> "admission.Rule":
+    """Which requests a webhook is sent: `rule(["pods"])` is creates and updates of core v1
+    Pods; `scope` is `"namespaced"`, `"cluster"` or `"any"`."""
+    _need_admission()
+    return admission.Rule(
+        operations=[admission.Operation[op] for op in operations],
+        api_groups=list(groups),
+        api_versions=list(versions),
+        resources=list(resources),
+        scope=admission.Scope[scope.upper()],
+    )
+
+
+def not_in(key: str, *values: str) -> "admission.LabelSelector":
+    """A label selector matching objects (or namespaces) whose label `key` is none of `values`
+    (or absent)."""
+    _need_admission()
+    requirement = admission.SelectorRequirement(
+        key=key, operator=admission.SelectorOperator.NOT_IN, values=list(values)
+    )
+    return admission.LabelSelector(match_labels=[], match_expressions=[requirement])
+
+
+def webhook(
+    *rules: "admission.Rule",
+    fail: bool = True,
+    timeout_seconds: int = 10,
+    namespace_selector: Optional["admission.LabelSelector"] = None,
+    object_selector: Optional["admission.LabelSelector"] = None,
+) -> "admission.Webhook":
+    """A webhook declaration: its rules, failure policy (`fail=True`: a review the policy cannot
+    answer is denied; `False`: allowed), the API server's timeout, selectors. No side effects."""
+    _need_admission()
+    return admission.Webhook(
+        rules=list(rules),
+        failure_policy=admission.FailurePolicy.FAIL if fail else admission.FailurePolicy.IGNORE,
+        side_effects=admission.SideEffects.NONE,
+        timeout_seconds=timeout_seconds,
+        namespace_selector=namespace_selector,
+        object_selector=object_selector,
+    )
+
+
+def _answer(call, request):
+    try:
+        return call(Review(request))
+    except Err:
+        raise
+    except Exception as error:  # a failed review: the failure policy answers, the instance lives
+        raise Err(f"{type(error).__name__}: {error}") from None
+
+
+class Policy:
+    """The base of a policy's exported `Admission` class. A subclass sets `validating` and/or
+    `mutating` (a `webhook(...)`, read by `declare` after `init`, so `init` may set them) and
+    overrides `check(review) -> Verdict` and/or `change(review) -> Mutation`. Any exception they
+    raise answers `err` with its text: the webhook's failure policy decides, and the instance
+    keeps serving."""
+
+    validating: Optional["admission.Webhook"] = None
+    mutating: Optional["admission.Webhook"] = None
+
+    def declare(self) -> "admission.AdmissionInfo":
+        _need_admission()
+        return admission.AdmissionInfo(validating=self.validating, mutating=self.mutating)
+
+    def validate(self, request: "admission.AdmissionRequest") -> "admission.Verdict":
+        return _answer(self.check, request)
+
+    def mutate(self, request: "admission.AdmissionRequest") -> "admission.Mutation":
+        return _answer(self.change, request)
+
+    def check(self, review: Review) -> "admission.Verdict":
+        raise Err("this policy declares no validating webhook")
+
+    def change(self, review: Review) -> "admission.Mutation":
+        raise Err("this policy declares no mutating webhook")

@@ -20,9 +20,10 @@ use kubewasm::plugin::{HostOptions, PluginId, PluginPolicy};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::Ingress;
 
-use super::fixture::{DevRig, config_map, namespace, plugin_status};
+use super::fixture::{DevRig, config_map, namespace, plugin_status, replace_data};
 
 /// A dev server and plugin host, and the host's webhook endpoint on loopback.
 struct AdmissionRig {
@@ -50,6 +51,8 @@ impl AdmissionRig {
         let lookup = configs.clone();
         let rig = DevRig::start(HostOptions {
             admission: registry.clone(),
+            // The Python and JavaScript policies compile once for every test that loads them.
+            cache_dir: super::fixture::shared_compile_cache(),
             policy: Arc::new(move |path: &Path| PluginPolicy {
                 config: lookup
                     .lock()
@@ -102,6 +105,15 @@ impl AdmissionRig {
     /// informers synced, its replay handled), and stores the webhook configurations (once per
     /// rig).
     async fn load_guest(&self, package: &str, file: &str, config: serde_json::Value) -> PluginId {
+        let id = self.add_guest(package, file, config).await;
+        self.configure();
+        id
+    }
+
+    /// Loads the guest `package` as `file` with `config` and waits until the host is ready,
+    /// storing no webhook configuration: for reviews sent to the endpoint directly, or several
+    /// policies in one rig.
+    async fn add_guest(&self, package: &str, file: &str, config: serde_json::Value) -> PluginId {
         let path = self.dir.path().join(file);
         self.configs.lock().push((path.clone(), config.to_string()));
         let id = self
@@ -115,7 +127,6 @@ impl AdmissionRig {
             kubewasm_tests::wait_until(Duration::from_secs(30), || self.rig.host.ready()).await,
             "the policy's informers never sync"
         );
-        self.configure();
         id
     }
 
@@ -502,7 +513,6 @@ async fn an_ingress_host_is_unique_across_namespaces() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_pod_gets_the_requests_it_lacks_except_where_its_namespace_opts_out() {
-    use k8s_openapi::api::core::v1::Pod;
     let a = AdmissionRig::start().await;
     a.load_guest(
         "default-requests",
@@ -563,6 +573,380 @@ async fn a_new_pod_gets_the_requests_it_lacks_except_where_its_namespace_opts_ou
     );
 }
 
+/// A Pod named `name` with `containers` and `init` (name, image) pairs.
+fn pod(name: &str, containers: &[(&str, &str)], init: &[(&str, &str)]) -> Pod {
+    let list = |pairs: &[(&str, &str)]| -> Vec<serde_json::Value> {
+        pairs
+            .iter()
+            .map(|(name, image)| serde_json::json!({"name": name, "image": image}))
+            .collect()
+    };
+    let mut spec = serde_json::json!({"containers": list(containers)});
+    if !init.is_empty() {
+        spec["initContainers"] = list(init).into();
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .expect("a Pod")
+}
+
+/// What the API server answered creating `pod` in `namespace` (a dry run with `dry_run`).
+async fn create_pod(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &Pod,
+    dry_run: bool,
+) -> Result<Pod, (u16, String)> {
+    let params = PostParams {
+        dry_run,
+        ..PostParams::default()
+    };
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(&params, pod)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) => (s.code, s.message),
+            other => panic!("creating a Pod: {other}"),
+        })
+}
+
+/// How a denial of the allowed-registries policy starts.
+const REGISTRY_DENIAL: &str =
+    "admission webhook \"allowed-registries.kubewasm.dev\" denied the request: ";
+/// The policy's answer while its ConfigMap does not exist.
+const NO_REGISTRY_LIST: &str = "no allowed registries: ConfigMap kubewasm-system/allowed-registries with key 'registries' (one registry prefix per line) does not exist";
+
+/// Waits (with dry runs, which store nothing) until creating `pod` in `namespace` is allowed
+/// (`allowed`) or denied: the policy answers from the host's cache, which follows the
+/// ConfigMap by a watch.
+async fn until_answer(client: &kube::Client, namespace: &str, pod: &Pod, allowed: bool) -> bool {
+    super::fixture::eventually(Duration::from_secs(30), || async {
+        create_pod(client, namespace, pod, true).await.is_ok() == allowed
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_images_come_only_from_the_registries_a_config_map_lists() {
+    let a = AdmissionRig::start().await;
+    for ns in ["kubewasm-system", "apps"] {
+        a.rig.server.create(namespace(ns)).expect("namespace");
+    }
+    a.load_guest(
+        "allowed-registries",
+        "allowed-registries.wasm",
+        serde_json::json!({}),
+    )
+    .await;
+    let client = &a.rig.client;
+    let web = pod("web", &[("app", "nginx:1.27")], &[]);
+
+    // No list: every image is denied, saying why.
+    let (code, message) = create_pod(client, "apps", &web, false).await.unwrap_err();
+    assert_eq!(code, 403, "{message}");
+    assert_eq!(message, format!("{REGISTRY_DENIAL}{NO_REGISTRY_LIST}"));
+
+    let lists = Api::<ConfigMap>::namespaced(client.clone(), "kubewasm-system");
+    let list = config_map(
+        "allowed-registries",
+        &[],
+        &[(
+            "registries",
+            "# trusted\ndocker.io/library\nghcr.io/acme/\n",
+        )],
+    );
+    super::fixture::create(&lists, &list).await;
+    assert!(
+        until_answer(client, "apps", &web, true).await,
+        "the new list is never seen"
+    );
+    create_pod(client, "apps", &web, false)
+        .await
+        .expect("nginx is docker.io/library/nginx");
+
+    let mixed = pod(
+        "mixed",
+        &[("app", "ghcr.io/acme/app:v1")],
+        &[("setup", "quay.io/tools/setup:1")],
+    );
+    let (code, message) = create_pod(client, "apps", &mixed, false).await.unwrap_err();
+    assert_eq!(code, 403, "{message}");
+    assert_eq!(
+        message,
+        format!(
+            "{REGISTRY_DENIAL}not from an allowed registry: image 'quay.io/tools/setup:1' \
+             (container 'setup'); allowed: docker.io/library, ghcr.io/acme \
+             (ConfigMap kubewasm-system/allowed-registries)"
+        )
+    );
+    let lookalike = pod("lookalike", &[("app", "ghcr.io/acme-corp/app:v1")], &[]);
+    assert!(
+        create_pod(client, "apps", &lookalike, false).await.is_err(),
+        "a prefix admits at a `/` only"
+    );
+
+    // The list changes at runtime: the cache sees it, no restart or reload.
+    replace_data(
+        &lists,
+        "allowed-registries",
+        &[(
+            "registries",
+            "docker.io/library\nghcr.io/acme\nquay.io/tools",
+        )],
+    )
+    .await;
+    assert!(
+        until_answer(client, "apps", &mixed, true).await,
+        "the longer list is never seen"
+    );
+    create_pod(client, "apps", &mixed, false)
+        .await
+        .expect("quay.io/tools is listed now");
+
+    // Shrunk: new Pods from docker.io are denied, the running one still takes updates; an
+    // update bringing in a new image is checked.
+    replace_data(
+        &lists,
+        "allowed-registries",
+        &[("registries", "ghcr.io/acme")],
+    )
+    .await;
+    let web_2 = pod("web-2", &[("app", "nginx:1.27")], &[]);
+    assert!(
+        until_answer(client, "apps", &web_2, false).await,
+        "the shorter list is never seen"
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), "apps");
+    let mut running = pods.get("web").await.unwrap();
+    running
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("tier".into(), "web".into());
+    let running = pods
+        .replace("web", &PostParams::default(), &running)
+        .await
+        .expect("an image the Pod already had is not checked again");
+    let mut moved = running.clone();
+    moved.spec.as_mut().unwrap().containers[0].image = Some("bitnami/redis:7".into());
+    let Err(kube::Error::Api(status)) = pods.replace("web", &PostParams::default(), &moved).await
+    else {
+        panic!("a new image from an unlisted registry is allowed");
+    };
+    assert_eq!(
+        status.message,
+        format!(
+            "{REGISTRY_DENIAL}not from an allowed registry: image 'bitnami/redis:7' (container \
+             'app'); allowed: ghcr.io/acme (ConfigMap kubewasm-system/allowed-registries)"
+        )
+    );
+
+    // Deleted: back to denying everything.
+    lists
+        .delete("allowed-registries", &Default::default())
+        .await
+        .expect("deleted");
+    let ghcr = pod("ghcr", &[("app", "ghcr.io/acme/app:v2")], &[]);
+    assert!(
+        until_answer(client, "apps", &ghcr, false).await,
+        "the deletion is never seen"
+    );
+    let (_, message) = create_pod(client, "apps", &ghcr, false).await.unwrap_err();
+    assert_eq!(message, format!("{REGISTRY_DENIAL}{NO_REGISTRY_LIST}"));
+}
+
+/// The AdmissionReview of creating `pod` (JSON) in namespace `apps`.
+fn pod_review(uid: &str, pod: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "apps",
+            "name": pod["metadata"]["name"],
+            "operation": "CREATE",
+            "userInfo": {"username": "tester"},
+            "object": pod,
+        },
+    })
+}
+
+/// What a mutating policy made of `review`'s object: allowed, the warnings, and the object with
+/// the host's JSONPatch applied.
+async fn mutation(
+    client: &HttpsClient,
+    url: &str,
+    plugin: &str,
+    review: &serde_json::Value,
+) -> (bool, serde_json::Value, serde_json::Value) {
+    let request = http::Request::post(format!("{url}/mutate/{plugin}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(review.to_string())))
+        .unwrap();
+    let response = client.request(request).await.expect("answered");
+    assert_eq!(response.status().as_u16(), 200);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let response = &answer["response"];
+    let mut object = review["request"]["object"].clone();
+    if let Some(patch) = response["patch"].as_str() {
+        use base64::Engine as _;
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(patch)
+            .expect("base64");
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).expect("a JSONPatch");
+        json_patch::patch(&mut object, &patch).expect("the patch applies");
+    }
+    (
+        response["allowed"].as_bool().expect("allowed"),
+        response["warnings"].clone(),
+        object,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_javascript_default_requests_are_the_rust_ones() {
+    let a = AdmissionRig::start().await;
+    let config = serde_json::json!({"cpu": "250m", "memory": "64Mi"});
+    // Both in one host, each review sent to each policy's endpoint directly.
+    a.add_guest("default-requests", "default-requests.wasm", config.clone())
+        .await;
+    a.add_guest("default-requests-js", "default-requests-js.wasm", config)
+        .await;
+
+    let declarations: std::collections::BTreeMap<_, _> = a
+        .registry
+        .declarations()
+        .into_iter()
+        .map(|(name, d)| (name, serde_json::to_value(d).unwrap()))
+        .collect();
+    assert_eq!(
+        declarations["default-requests"], declarations["default-requests-js"],
+        "the same webhook: rules, Ignore, timeout, the opt-out namespace selector"
+    );
+
+    let container = |name: &str, resources: serde_json::Value| {
+        let mut c = serde_json::json!({"name": name, "image": "app:1"});
+        if !resources.is_null() {
+            c["resources"] = resources;
+        }
+        c
+    };
+    let raw_pod = |name: &str, containers: Vec<serde_json::Value>, init: Vec<serde_json::Value>| {
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "apps"},
+            "spec": {"containers": containers, "initContainers": init},
+        })
+    };
+    let null = serde_json::Value::Null;
+    let shapes = [
+        raw_pod("bare", vec![container("app", null.clone())], vec![]),
+        raw_pod(
+            "partial",
+            vec![
+                container("app", serde_json::json!({"limits": {"memory": "1Gi"}})),
+                container("sidecar", serde_json::json!({"requests": {"cpu": "10m"}})),
+            ],
+            vec![container("setup", null.clone())],
+        ),
+        raw_pod(
+            "complete",
+            vec![container(
+                "app",
+                serde_json::json!({"requests": {"cpu": "1", "memory": "1Gi"}}),
+            )],
+            vec![],
+        ),
+        raw_pod("no-containers", vec![], vec![]),
+        // Hostile shapes: not what a Pod may hold; both answer alike (an error is Ignored).
+        raw_pod(
+            "odd-resources",
+            vec![container("app", serde_json::json!("plenty"))],
+            vec![],
+        ),
+        raw_pod(
+            "odd-containers",
+            vec![serde_json::json!("app"), container("ok", null.clone())],
+            vec![],
+        ),
+    ];
+    let client = https_client(&a.ca);
+    let mut answers = Vec::new();
+    for (i, shape) in shapes.iter().enumerate() {
+        let review = pod_review(&format!("u-{i}"), shape.clone());
+        let rust = mutation(&client, &a.url, "default-requests", &review).await;
+        let js = mutation(&client, &a.url, "default-requests-js", &review).await;
+        let name = &shape["metadata"]["name"];
+        if name == "odd-resources" {
+            // The failure policy answered: each warning names its own plugin.
+            assert_eq!((rust.0, &rust.2), (js.0, &js.2), "{name}");
+        } else {
+            assert_eq!(rust, js, "{name}");
+        }
+        answers.push(rust);
+    }
+    let requests = |answer: &(bool, serde_json::Value, serde_json::Value), list: &str| {
+        answer.2["spec"][list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["resources"]["requests"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        requests(&answers[0], "containers"),
+        [serde_json::json!({"cpu": "250m", "memory": "64Mi"})]
+    );
+    assert_eq!(
+        answers[0].1,
+        serde_json::json!(["default requests set: app: cpu=250m, app: memory=64Mi"])
+    );
+    assert_eq!(
+        requests(&answers[1], "containers"),
+        [
+            serde_json::json!({"cpu": "250m", "memory": "64Mi"}),
+            serde_json::json!({"cpu": "10m", "memory": "64Mi"}),
+        ]
+    );
+    assert_eq!(answers[2].2, shapes[2], "nothing to default: unchanged");
+    assert_eq!(answers[2].1, serde_json::Value::Null, "and no warning");
+
+    // Through the dev server's admission chain, the JavaScript policy alone.
+    let a = AdmissionRig::start().await;
+    a.rig.server.create(namespace("apps")).expect("namespace");
+    a.load_guest(
+        "default-requests-js",
+        "default-requests-js.wasm",
+        serde_json::json!({"cpu": "250m", "memory": "64Mi"}),
+    )
+    .await;
+    let stored = create_pod(
+        &a.rig.client,
+        "apps",
+        &pod("web", &[("app", "app:1")], &[]),
+        false,
+    )
+    .await
+    .expect("created");
+    let resources = stored.spec.unwrap().containers[0]
+        .resources
+        .clone()
+        .unwrap();
+    let requests = resources.requests.unwrap();
+    assert_eq!(
+        (requests["cpu"].0.as_str(), requests["memory"].0.as_str()),
+        ("250m", "64Mi")
+    );
+}
+
 /// The same reviews on the dev server and on the real kube-apiserver of the test tier, each
 /// calling the host's webhook endpoint on loopback: the same answers.
 mod real {
@@ -572,16 +956,20 @@ mod real {
     use k8s_openapi::api::admissionregistration::v1::{
         MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
     };
-    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
     use kube::Api;
     use kube::api::PostParams;
     use kubewasm::admission::configuration::{self, Endpoint, Trust};
     use kubewasm::admission::tls::ReloadingCert;
     use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
-    use kubewasm::plugin::{HostOptions, PluginPolicy};
+    use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
+    use kubewasm_informer::SharedInformerFactory;
     use tokio_util::sync::CancellationToken;
 
-    use super::{AdmissionRig, create, label};
+    use super::{
+        AdmissionRig, NO_REGISTRY_LIST, REGISTRY_DENIAL, create, create_pod, label, pod,
+        until_answer,
+    };
 
     /// What each scenario's create answered: the `admitted-by` label, or the error.
     async fn answers(api: &Api<ConfigMap>) -> Vec<Result<Option<String>, (u16, String)>> {
@@ -592,22 +980,33 @@ mod real {
         out
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_real_api_server_gives_the_dev_servers_answers() {
-        let config = serde_json::json!({"name": "probe"});
-        let dev = AdmissionRig::start().await;
-        dev.load("probe.wasm", config.clone()).await;
-        let on_dev = answers(&dev.config_maps()).await;
+    /// A plugin host on a real API server, serving one policy's webhooks on loopback.
+    struct RealHost {
+        _factory: SharedInformerFactory,
+        _host: PluginHost,
+        _dir: tempfile::TempDir,
+        cancel: CancellationToken,
+    }
 
-        let server = kubewasm_tests::envtest::Envtest::start()
-            .await
-            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
-        let client = server.admin();
+    impl Drop for RealHost {
+        fn drop(&mut self) {
+            self.cancel.cancel();
+        }
+    }
+
+    /// Loads the guest `package` with `config` into a host on `client`, waits until its
+    /// informers have synced, serves its webhooks on loopback and stores their configurations.
+    async fn serve_policy(
+        client: &kube::Client,
+        package: &str,
+        config: &serde_json::Value,
+    ) -> RealHost {
         let registry = AdmissionRegistry::default();
-        let (_factory, host) = super::super::fixture::plugin_host(
-            &client,
+        let (factory, host) = super::super::fixture::plugin_host(
+            client,
             HostOptions {
                 admission: registry.clone(),
+                cache_dir: super::super::fixture::shared_compile_cache(),
                 policy: Arc::new(kubewasm::plugin::StaticPolicy(PluginPolicy {
                     config: config.to_string(),
                     ..PluginPolicy::default()
@@ -616,11 +1015,15 @@ mod real {
             },
         );
         host.load(
-            std::path::Path::new("probe.wasm"),
-            kubewasm_tests::guest_bytes("admission-probe"),
+            std::path::Path::new(&format!("{package}.wasm")),
+            kubewasm_tests::guest_bytes(package),
         )
         .await
         .expect("the policy loads");
+        assert!(
+            kubewasm_tests::wait_until(Duration::from_secs(30), || host.ready()).await,
+            "the policy's informers never sync"
+        );
         let dir = tempfile::tempdir().unwrap();
         let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
         let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
@@ -657,6 +1060,26 @@ mod real {
                     .expect("stored");
             }
         }
+        RealHost {
+            _factory: factory,
+            _host: host,
+            _dir: dir,
+            cancel,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_real_api_server_gives_the_dev_servers_answers() {
+        let config = serde_json::json!({"name": "probe"});
+        let dev = AdmissionRig::start().await;
+        dev.load("probe.wasm", config.clone()).await;
+        let on_dev = answers(&dev.config_maps()).await;
+
+        let server = kubewasm_tests::envtest::Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let client = server.admin();
+        let served = serve_policy(&client, "admission-probe", &config).await;
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
         // The API server picks its webhook configurations up from a watch: wait (with dry
         // runs, which store nothing) until it calls the policy.
@@ -672,9 +1095,98 @@ mod real {
         .await;
         assert!(called, "the real API server never called the webhook");
         let on_real = answers(&api).await;
-        cancel.cancel();
+        drop(served);
         assert_eq!(on_dev, on_real);
         assert_eq!(on_dev[0], Ok(Some("probe-v0".into())));
         assert!(matches!(&on_dev[1], Err((422, _))), "{:?}", on_dev[1]);
+    }
+
+    /// The allowed-registries policy's answers on the API server of `client`, its webhook
+    /// configured there: a Pod before the list exists, then Pods of listed, unlisted and
+    /// look-alike registries.
+    async fn registry_answers(client: &kube::Client) -> Vec<Result<(), (u16, String)>> {
+        for ns in ["kubewasm-system", "apps"] {
+            let namespace: Namespace =
+                serde_json::from_value(super::super::fixture::namespace(ns)).unwrap();
+            Api::<Namespace>::all(client.clone())
+                .create(&PostParams::default(), &namespace)
+                .await
+                .expect("namespace");
+        }
+        // A real API server (no controller manager here) refuses Pods without it.
+        let account: ServiceAccount = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"},
+        }))
+        .unwrap();
+        Api::<ServiceAccount>::namespaced(client.clone(), "apps")
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("service account");
+        let web = pod("web", &[("app", "nginx:1.27")], &[]);
+        // The API server picks its webhook configurations up from a watch.
+        assert!(
+            until_answer(client, "apps", &web, false).await,
+            "the API server never called the webhook"
+        );
+        let mut out = vec![create_pod(client, "apps", &web, false).await.map(drop)];
+        let list = super::config_map(
+            "allowed-registries",
+            &[],
+            &[("registries", "docker.io/library\nghcr.io/acme")],
+        );
+        super::super::fixture::create(&Api::namespaced(client.clone(), "kubewasm-system"), &list)
+            .await;
+        assert!(
+            until_answer(client, "apps", &web, true).await,
+            "the list is never seen"
+        );
+        for pod in [
+            web,
+            pod(
+                "mixed",
+                &[("app", "ghcr.io/acme/app:v1")],
+                &[("setup", "quay.io/tools/setup:1")],
+            ),
+            pod("lookalike", &[("app", "ghcr.io/acme-corp/app:v1")], &[]),
+            pod(
+                "pinned",
+                &[(
+                    "app",
+                    &format!("ghcr.io/acme/app@sha256:{}", "a".repeat(64)),
+                )],
+                &[],
+            ),
+            pod("hub", &[("app", "bitnami/redis:7")], &[]),
+        ] {
+            out.push(create_pod(client, "apps", &pod, false).await.map(drop));
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_real_api_server_gives_the_python_policys_answers() {
+        let dev = AdmissionRig::start().await;
+        dev.load_guest(
+            "allowed-registries",
+            "allowed-registries.wasm",
+            serde_json::json!({}),
+        )
+        .await;
+        let on_dev = registry_answers(&dev.rig.client).await;
+
+        let server = kubewasm_tests::envtest::Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let client = server.admin();
+        let served = serve_policy(&client, "allowed-registries", &serde_json::json!({})).await;
+        let on_real = registry_answers(&client).await;
+        drop(served);
+        assert_eq!(on_dev, on_real);
+        assert_eq!(
+            on_dev[0],
+            Err((403, format!("{REGISTRY_DENIAL}{NO_REGISTRY_LIST}")))
+        );
+        let allowed: Vec<bool> = on_dev.iter().map(Result::is_ok).collect();
+        assert_eq!(allowed, [false, true, false, false, true, false]);
     }
 }

@@ -1385,3 +1385,91 @@ fn webhooks_prints_a_configuration_per_declared_webhook() {
     assert_eq!(hook["rules"][0]["resources"][0], "ingresses");
     assert_eq!(hook["failurePolicy"], "Fail");
 }
+
+/// The Python and JavaScript admission examples are contract 0.3 policies to `check`, `webhooks`
+/// prints their webhooks, and `rbac` grants what allowed-registries reads: the ConfigMaps of
+/// its namespace (the only thing it subscribes to).
+#[test]
+fn the_python_and_javascript_policies_check_serve_webhooks_and_get_their_rbac() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = plugins_dir(dir.path(), &["allowed-registries", "default-requests-js"]);
+    // The big components compile once for every test that loads them.
+    let cache = crate::fixture::shared_cache_home();
+    for guest in ["allowed-registries", "default-requests-js"] {
+        let file = plugins.join(format!("{guest}.wasm"));
+        let out = run(&["check", file.to_str().expect("utf-8")], &cache);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(
+            text.contains("contract: kubewasm:controller@0.3.0, world admission-policy"),
+            "{text}"
+        );
+    }
+    let plugins = plugins.to_str().expect("utf-8");
+    let out = run(
+        &[
+            "webhooks",
+            "--plugins",
+            plugins,
+            "--url",
+            "https://127.0.0.1:8443",
+        ],
+        &cache,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let list: Value = serde_norway::from_str(&String::from_utf8_lossy(&out.stdout)).expect("YAML");
+    let hooks: Vec<(&str, &str, &str)> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .flat_map(|item| {
+            let kind = item["kind"].as_str().unwrap_or_default();
+            item["webhooks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |hook| {
+                    (
+                        kind,
+                        hook["name"].as_str().unwrap_or_default(),
+                        hook["failurePolicy"].as_str().unwrap_or_default(),
+                    )
+                })
+        })
+        .collect();
+    assert_eq!(
+        hooks,
+        [
+            (
+                "MutatingWebhookConfiguration",
+                "default-requests-js.kubewasm.dev",
+                "Ignore"
+            ),
+            (
+                "ValidatingWebhookConfiguration",
+                "allowed-registries.kubewasm.dev",
+                "Fail"
+            ),
+        ]
+    );
+    let out = run(
+        &["rbac", "--plugins", plugins, "--namespace", "ops"],
+        &cache,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let list: Value = serde_norway::from_str(&String::from_utf8_lossy(&out.stdout)).expect("YAML");
+    let role = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|i| i["kind"] == "Role" && i["metadata"]["namespace"] == "kubewasm-system")
+        .unwrap_or_else(|| panic!("no Role in kubewasm-system: {list:?}"));
+    assert_eq!(role["rules"][0]["resources"][0], "configmaps");
+    let verbs = &role["rules"][0]["verbs"];
+    assert!(
+        ["list", "watch"]
+            .iter()
+            .all(|v| verbs.as_array().unwrap().iter().any(|have| have == v)),
+        "{verbs:?}"
+    );
+}

@@ -12,9 +12,12 @@ pub const NAME: &str = "configmap-counter-js";
 /// The 0.2 example this module writes (`configmap-propagator-js.wasm`), from
 /// `examples-guests/js/propagator/`.
 pub const PROPAGATOR: &str = "configmap-propagator-js";
+/// The 0.3 mutating policy (`default-requests-js.wasm`), from `examples-guests/js/default-requests/`.
+pub const DEFAULT_REQUESTS: &str = "default-requests-js";
 
-/// Builds `examples-guests/js/controller.js` into `out_dir/configmap-counter-js.wasm` and
-/// `propagator/propagator.js` into `out_dir/configmap-propagator-js.wasm`.
+/// Builds `examples-guests/js/controller.js` into `out_dir/configmap-counter-js.wasm`,
+/// `propagator/propagator.js` into `out_dir/configmap-propagator-js.wasm` and
+/// `default-requests/default-requests.js` into `out_dir/default-requests-js.wasm`.
 pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     let source = ctx.root.join("examples-guests/js");
     Ok(vec![
@@ -25,11 +28,18 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
             PROPAGATOR,
             &source.join("propagator/propagator.js"),
         )?,
+        build_one(
+            ctx,
+            Contract::V0_3,
+            DEFAULT_REQUESTS,
+            &source.join("default-requests/default-requests.js"),
+        )?,
     ])
 }
 
 fn build_one(ctx: &Ctx, contract: Contract, name: &str, module: &Path) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
+    contract.prepare(ctx)?;
     let bytes = kubewasm_build::js::build(
         &toolchain::toolchains(ctx),
         &contract.target(ctx),
@@ -43,9 +53,10 @@ fn build_one(ctx: &Ctx, contract: Contract, name: &str, module: &Path) -> anyhow
 mod tests {
     use std::process::Command;
 
-    /// The propagator's queue-rule helpers (`examples-guests/js/propagator/rules.js`, which
-    /// `kube.js` re-exports) against `rules_test.js`, under node's test runner (the modules are
-    /// ES modules in a directory without a package.json).
+    /// The helpers `kube.js` re-exports, the queue rules (`rules.js`) and the admission records
+    /// and checked review (`admission.js`), against `rules_test.js` and `admission_test.js`,
+    /// under node's test runner (the modules are ES modules in a directory without a
+    /// package.json).
     #[test]
     fn the_js_queue_rule_helpers_pass_their_node_tests() {
         let dir = crate::workspace_root().join("examples-guests/js/propagator");
@@ -55,12 +66,13 @@ mod tests {
                 "--experimental-default-type=module",
                 "--test",
                 "rules_test.js",
+                "admission_test.js",
             ])
             .output()
             .unwrap_or_else(|e| panic!("running node (the JavaScript tests need it): {e}"));
         assert!(
             run.status.success(),
-            "rules_test.js failed:\n{}{}",
+            "rules_test.js or admission_test.js failed:\n{}{}",
             String::from_utf8_lossy(&run.stdout),
             String::from_utf8_lossy(&run.stderr)
         );

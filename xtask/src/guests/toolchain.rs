@@ -20,6 +20,9 @@ pub enum Contract {
     /// `kubewasm:controller@0.2.2` (`wit/0.2.2/`, on 0.2.0 and 0.2.1): world `reconciler`, the
     /// 0.2.0 imports and `reconcile` with a declaration whose queue rules carry predicates.
     V0_2_2,
+    /// `kubewasm:controller@0.3.0` (`wit/0.3/`, on 0.2.0 and 0.2.1): world `admission-policy`,
+    /// the 0.2.0 imports and `plugin`, and the `admission` export.
+    V0_3,
 }
 
 impl Contract {
@@ -29,11 +32,12 @@ impl Contract {
             Contract::V0_1 => ctx.wit_dir.clone(),
             Contract::V0_2 => ctx.wit_dir.join("0.2"),
             Contract::V0_2_2 => ctx.root.join("target/guests-build/wit/0.2.2"),
+            Contract::V0_3 => ctx.root.join("target/guests-build/wit/0.3"),
         }
     }
 
-    /// The world every example guest of the version builds: `controller`, or for 0.2.2 (which
-    /// has none) `reconciler`.
+    /// The world every example guest of the version builds: `controller`, for 0.2.2 (which has
+    /// none) `reconciler`, for 0.3 `admission-policy`.
     pub fn target(self, ctx: &Ctx) -> Target {
         let target = Target::controller(self.wit_dir(ctx));
         match self {
@@ -42,24 +46,36 @@ impl Contract {
                 world: "reconciler".to_owned(),
                 ..target
             },
+            Contract::V0_3 => Target {
+                world: "admission-policy".to_owned(),
+                ..target
+            },
         }
     }
 
-    /// Makes [`Contract::wit_dir`] hold the version's WIT. 0.2.2's package lives in `wit/0.2.2/`
-    /// and the packages it builds on beside it (`wit/0.2/`, `wit/0.2.1/`); the guest toolchains
-    /// (wit-parser, componentize-py) read one directory with the packages it uses under `deps/`,
-    /// the layout `kubewasm wit` writes, so 0.2.2's is assembled there from `wit/`.
+    /// Makes [`Contract::wit_dir`] hold the version's WIT. 0.2.2's and 0.3's packages live in
+    /// `wit/0.2.2/` and `wit/0.3/`, the packages they build on beside them (`wit/0.2/`,
+    /// `wit/0.2.1/`); the guest toolchains (wit-parser, componentize-py, componentize-js) read one
+    /// directory with the packages it uses under `deps/`, the layout `kubewasm wit` writes, so
+    /// theirs is assembled there from `wit/`.
     pub fn prepare(self, ctx: &Ctx) -> anyhow::Result<()> {
-        if self != Contract::V0_2_2 {
-            return Ok(());
+        match self {
+            Contract::V0_2_2 => assemble_v0_2_2(&ctx.wit_dir, &self.wit_dir(ctx)),
+            Contract::V0_3 => assemble(&ctx.wit_dir, &self.wit_dir(ctx), "0.3/admission.wit"),
+            Contract::V0_1 | Contract::V0_2 => Ok(()),
         }
-        assemble_v0_2_2(&ctx.wit_dir, &self.wit_dir(ctx))
     }
 }
 
 /// Writes 0.2.2's WIT into `dir` (emptied first) from the repository's `wit`: its package at the
 /// top, 0.2.0's and 0.2.1's under `deps/`.
 pub fn assemble_v0_2_2(wit: &Path, dir: &Path) -> anyhow::Result<()> {
+    assemble(wit, dir, "0.2.2/predicates.wit")
+}
+
+/// Writes the package in `wit/PACKAGE` into `dir` (emptied first), with 0.2.0's and 0.2.1's
+/// packages under `deps/`.
+fn assemble(wit: &Path, dir: &Path, package: &str) -> anyhow::Result<()> {
     let dir = kubewasm_build::toolchain::scratch_dir(dir)?;
     let copy = |from: &str, to: &str| -> anyhow::Result<()> {
         let to = dir.join(to);
@@ -69,7 +85,11 @@ pub fn assemble_v0_2_2(wit: &Path, dir: &Path) -> anyhow::Result<()> {
         std::fs::copy(wit.join(from), &to).with_context(|| format!("copying wit/{from}"))?;
         Ok(())
     };
-    copy("0.2.2/predicates.wit", "predicates.wit")?;
+    let top = Path::new(package)
+        .file_name()
+        .context("a package file name")?
+        .to_string_lossy();
+    copy(package, &top)?;
     copy(
         "0.2/controller.wit",
         "deps/kubewasm-controller-0.2.0/controller.wit",
