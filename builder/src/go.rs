@@ -95,7 +95,8 @@ pub fn build(
     add_sources: impl FnOnce(&Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<u8>> {
     let go = tools.go()?;
-    let scratch = toolchain::scratch_dir(scratch)?;
+    // Absolute: `go` runs inside it and is handed the output path.
+    let scratch = std::path::absolute(toolchain::scratch_dir(scratch)?)?;
     let (mut resolve, world) = target.resolve()?;
     let mut files = Files::default();
     let opts = wit_bindgen_go::Opts {
@@ -121,25 +122,31 @@ pub fn build(
     add_sources(&scratch)?;
 
     let module_path = scratch.join("module.wasm");
-    toolchain::run(
-        Command::new(&go)
-            .current_dir(&scratch)
-            .args([
-                "build",
-                "-buildmode=c-shared",
-                "-ldflags=-checklinkname=0 -s -w",
-                "-o",
-            ])
-            .arg(&module_path)
-            .arg(".")
-            .env("GOOS", "wasip1")
-            .env("GOARCH", "wasm")
-            .env("GOPROXY", "off")
-            .env("GOFLAGS", "-mod=mod")
-            .env("GOTOOLCHAIN", "local")
-            .env("GOCACHE", tools.dir.join("go-cache"))
-            .env("GOPATH", tools.dir.join("go-path")),
-    )?;
+    let mut command = Command::new(&go);
+    command
+        .current_dir(&scratch)
+        .args([
+            "build",
+            "-buildmode=c-shared",
+            "-ldflags=-checklinkname=0 -s -w",
+            "-o",
+        ])
+        .arg(&module_path)
+        .arg(".")
+        .env("GOOS", "wasip1")
+        .env("GOARCH", "wasm")
+        .env("GOPROXY", "off")
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOTOOLCHAIN", "local");
+    // The repository's build keeps Go's caches beside the Go it installed; an author's build
+    // uses their own (GOCACHE, else Go's default), shared with their other Go builds.
+    if tools.install {
+        let tools_dir = std::path::absolute(&tools.dir)?;
+        command
+            .env("GOCACHE", tools_dir.join("go-cache"))
+            .env("GOPATH", tools_dir.join("go-path"));
+    }
+    toolchain::run(&mut command)?;
     let mut module = std::fs::read(&module_path)?;
     component::embed_world(target, &mut module)?;
     component::componentize_reactor(&module)
