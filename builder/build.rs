@@ -57,20 +57,30 @@ fn fail(message: &str) -> ! {
 /// `src/pkg` of the wit-bindgen-go crate kubewasm-build depends on, as cargo resolved it.
 fn runtime_package(manifest_dir: &Path) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--offline",
-            "--format-version",
-            "1",
-            "--manifest-path",
-        ])
-        .arg(manifest_dir.join("Cargo.toml"))
-        .output()
-        .unwrap_or_else(|e| fail(&format!("running cargo metadata: {e}")));
+    let metadata = |offline: bool| {
+        let mut command = Command::new(&cargo);
+        command
+            .args(["metadata", "--format-version", "1", "--manifest-path"])
+            .arg(manifest_dir.join("Cargo.toml"))
+            // Only the platform this build is for: cargo metadata otherwise wants every
+            // platform's dependencies, which a build does not download.
+            .args(["--filter-platform", &env("TARGET")]);
+        if offline {
+            command.arg("--offline");
+        }
+        command
+            .output()
+            .unwrap_or_else(|e| fail(&format!("running cargo metadata: {e}")))
+    };
+    // Offline answers from what is downloaded; dev-dependencies a plain `cargo build` did not
+    // fetch make it fail, and then cargo metadata may fetch them.
+    let mut output = metadata(true);
+    if !output.status.success() {
+        output = metadata(false);
+    }
     if !output.status.success() {
         fail(&format!(
-            "cargo metadata --offline failed: {}",
+            "cargo metadata failed: {}",
             String::from_utf8_lossy(&output.stderr)
         ));
     }
