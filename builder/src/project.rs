@@ -356,6 +356,50 @@ mod tests {
     }
 
     #[test]
+    fn a_go_projects_packages_are_laid_over_the_bindings_without_replacing_them() {
+        let project = project_with(&[
+            ("go.mod", "module p\n"),
+            ("plugin/plugin.go", "package plugin"),
+            ("plugin/plugin_test.go", "package plugin"),
+            ("kube/asm.s", ""),
+            ("build/.work/stale.go", ""),
+            (".venv/lib/x.go", ""),
+            ("notes.md", ""),
+        ]);
+        let scratch = tempfile::tempdir().unwrap();
+        copy_go_sources(project.path(), scratch.path()).unwrap();
+        let mut copied = Vec::new();
+        let mut stack = vec![scratch.path().to_owned()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    copied.push(path.strip_prefix(scratch.path()).unwrap().to_owned());
+                }
+            }
+        }
+        copied.sort();
+        assert_eq!(
+            copied,
+            [
+                PathBuf::from("kube/asm.s"),
+                PathBuf::from("plugin/plugin.go")
+            ]
+        );
+        // A project file where the bindings have one is refused, the generated file kept.
+        let generated = project_with(&[("wit_exports.go", "package main // generated")]);
+        let clash = project_with(&[("go.mod", "module p\n"), ("wit_exports.go", "package main")]);
+        let err = copy_go_sources(clash.path(), generated.path()).unwrap_err();
+        assert!(err.to_string().contains("bindings generate"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(generated.path().join("wit_exports.go")).unwrap(),
+            "package main // generated"
+        );
+    }
+
+    #[test]
     fn a_directory_without_a_project_or_without_wit_says_so() {
         let empty = project_with(&[("notes.txt", "")]);
         let err = Project::detect(empty.path()).unwrap_err();

@@ -549,6 +549,33 @@ fn go_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
 }
 
 #[test]
+fn a_go_build_without_go_names_the_install_command_and_writes_nothing() {
+    let mut outside = Outside::new();
+    let without_go: Vec<PathBuf> = std::env::split_paths(&outside_path(&outside))
+        .filter(|dir| !dir.join("go").is_file())
+        .collect();
+    let joined = std::env::join_paths(without_go).expect("PATH joins");
+    outside.env.retain(|(k, _)| k != "PATH");
+    outside
+        .env
+        .push(("PATH".into(), joined.to_string_lossy().into_owned()));
+    must_pass(
+        &outside.kubewasm(".", &["new", "nogo", "--lang", "go"]),
+        "kubewasm new",
+    );
+    let build = outside.kubewasm("nogo", &["build"]);
+    let out = text(&build);
+    assert_eq!(build.status.code(), Some(1), "{out}");
+    let install = format!(
+        ".venv/bin/pip install {}",
+        kubewasm_build::toolchain::PYPI_GO
+    );
+    assert!(out.contains(&install), "{out}");
+    assert!(out.contains("https://go.dev/dl/"), "{out}");
+    assert!(!outside.path("nogo/build/nogo.wasm").exists());
+}
+
+#[test]
 fn new_refuses_a_bad_name() {
     let outside = Outside::new();
     let bad = outside.kubewasm(".", &["new", "Bad_Name", "--lang", "rust"]);
