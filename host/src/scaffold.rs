@@ -112,9 +112,10 @@ const GO_TOOLCHAIN: &str = "Needs Go {{go_version}} or newer on PATH or in the p
     carries, and runs `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared` with \
     `GOPROXY=off`: the standard library only, modules beyond it are not supported yet. It then \
     adapts the WASI preview1 module into a component (about 4.5 MB; it takes a second or two \
-    to compile once, and the host caches it). Go's garbage collector is off while the host \
-    copies data in; `kube.AfterCall` (which `kube.Done`, `kube.Handled` and \
-    `kube.Initialized` run) collects between calls: keep every export going through them.";
+    to compile once, and the host caches it). Go's automatic garbage collector is off (a \
+    collection inside `cabi_realloc`, while the host copies data in, traps the plugin); \
+    `kube.AfterCall` (which `kube.Done`, `kube.Handled` and `kube.Initialized` run) collects \
+    between calls: keep every export going through them.";
 
 /// Whether `name` can name a plugin, a package and a file.
 pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
