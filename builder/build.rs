@@ -1,7 +1,7 @@
 //! Embeds the Go runtime package `go.bytecodealliance.org/pkg` (the one wit-bindgen's Go
 //! bindings import) into the library, so `kubewasm build` can build Go plugins where neither the
 //! Go module proxy nor a cargo registry is reachable. Its source ships inside the locked
-//! `wit-bindgen-go` crate: `cargo metadata --offline` names that crate's directory, and the
+//! `wit-bindgen-go` crate: `cargo metadata` (offline first) names that crate's directory, and the
 //! generated table `include_bytes!`s its go.mod, LICENSE and Go sources (nothing is copied
 //! into this repository).
 
