@@ -11,6 +11,7 @@ pub mod health;
 pub mod inspect;
 pub mod leader;
 pub mod logging;
+pub mod manifest_yaml;
 pub mod metrics;
 pub mod oci;
 pub mod plugin;

@@ -381,7 +381,7 @@ pub fn manifests_with_accounts(
         "kind": "List",
         "items": objects_with_accounts(identity, needs, writes, plugins)?,
     });
-    Ok(serde_norway::to_string(&list)?)
+    Ok(crate::manifest_yaml::to_string(&list))
 }
 
 /// One rule per API group and set of verbs, naming every resource that needs exactly those: a

@@ -5,6 +5,7 @@
 //! This crate must not depend on `kubewasm` (the host's own tests use these helpers).
 
 pub mod envtest;
+pub mod journey;
 pub mod proxy;
 pub mod server;
 

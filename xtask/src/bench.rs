@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 8] = [
+const BENCHES: [(&str, &str); 9] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -36,6 +36,10 @@ const BENCHES: [(&str, &str); 8] = [
         "Controllers: the sample-controller in each language",
     ),
     ("admission", "Admission: reviews per second and latency"),
+    (
+        "journey",
+        "Plugin authors: from `kubewasm new` to a green test, per language",
+    ),
 ];
 
 /// Benches that load the example components of `target/plugins/` (built first).

@@ -82,6 +82,6 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
         "kind": "List",
         "items": configuration::manifests(&args.name, &plugins, &endpoint, trust),
     });
-    print!("{}", serde_norway::to_string(&list)?);
+    print!("{}", crate::manifest_yaml::to_string(&list));
     Ok(())
 }

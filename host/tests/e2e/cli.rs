@@ -1417,7 +1417,11 @@ fn the_python_and_javascript_policies_check_serve_webhooks_and_get_their_rbac() 
         &cache,
     );
     assert!(out.status.success(), "{out:?}");
-    let list: Value = serde_norway::from_str(&String::from_utf8_lossy(&out.stdout)).expect("YAML");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // kubectl reads YAML 1.1, where a plain `off` is the boolean false: the opt-out label's
+    // value must be quoted or the API server gets `values: [false]` and refuses the object.
+    assert!(text.contains("- \"off\"\n"), "{text}");
+    let list: Value = serde_norway::from_str(&text).expect("YAML");
     let hooks: Vec<(&str, &str, &str)> = list["items"]
         .as_array()
         .expect("items")
