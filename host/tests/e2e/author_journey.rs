@@ -208,8 +208,8 @@ fn rust_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
             edit(
                 project,
                 "src/lib.rs",
-                "mirror[\"data\"] = data;",
-                "mirror[\"data\"] = json!({\"broken\": \"yes\"});",
+                "mirror.data = Some(data);",
+                "mirror.data = Some([(\"broken\".to_owned(), \"yes\".to_owned())].into());",
             )
         },
         "v1 ConfigMap default/app-mirror",
