@@ -515,7 +515,7 @@ fn standalone_manifest(
     crate_manifest: &str,
     workspace_manifest: &str,
 ) -> Result<String, ScaffoldError> {
-    let bad = |what: String| ScaffoldError::Sdk(what);
+    let bad = ScaffoldError::Sdk;
     let parse = |text: &str, which: &str| {
         text.parse::<toml::Table>()
             .map_err(|e| bad(format!("{which} is not TOML: {e}")))
