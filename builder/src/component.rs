@@ -25,6 +25,22 @@ impl Target {
         }
     }
 
+    /// The world a project's `wit/` is built and checked against: `controller`, or for a package
+    /// without one that has `reconciler` (0.2.2, whose worlds are `reconciler` and
+    /// `batch-controller`), `reconciler`: the exports every 0.2.2 plugin has (the Rust SDK's
+    /// components, `batch-controller`, add `batch-handler` to them). WIT that does not parse
+    /// stays on `controller`, whose resolve then says what is wrong.
+    pub fn for_project(wit_dir: impl Into<PathBuf>) -> Target {
+        let mut target = Target::controller(wit_dir);
+        if let Ok((resolve, package)) = target.package() {
+            let worlds = &resolve.packages[package].worlds;
+            if !worlds.contains_key("controller") && worlds.contains_key("reconciler") {
+                target.world = "reconciler".to_owned();
+            }
+        }
+        target
+    }
+
     /// The parsed package and the world's id.
     pub fn resolve(&self) -> anyhow::Result<(Resolve, WorldId)> {
         let (resolve, package) = self.package()?;
@@ -180,6 +196,35 @@ pub(crate) mod tests {
         check(&component, &v0_2).expect("a 0.2 controller passes");
         let err = check(&component, &Target::controller(repo_wit(""))).expect_err("not 0.1");
         assert!(format!("{err:#}").contains("handler@0.1.0"), "{err:#}");
+    }
+
+    #[test]
+    fn a_project_on_0_2_2_is_checked_against_reconciler_and_one_on_0_2_against_controller() {
+        assert_eq!(Target::for_project(repo_wit("0.2")).world, "controller");
+        let dir = tempfile::tempdir().unwrap();
+        let wit = |path: &str| std::fs::read_to_string(repo_wit(path)).unwrap();
+        for (to, from) in [
+            ("predicates.wit", "0.2.2/predicates.wit"),
+            ("deps/v0-2-0/controller.wit", "0.2/controller.wit"),
+            ("deps/v0-2-1/batch.wit", "0.2.1/batch.wit"),
+        ] {
+            let path = dir.path().join(to);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, wit(from)).unwrap();
+        }
+        let target = Target::for_project(dir.path());
+        assert_eq!(target.world, "reconciler");
+        // A batch-controller (what the Rust SDK builds) passes; a 0.2.0 controller does not.
+        let batch = Target {
+            world: "batch-controller".to_owned(),
+            ..target.clone()
+        };
+        let (resolve, world) = batch.resolve().expect("batch-controller");
+        check(&component_for(&resolve, world), &target).expect("a batch-controller passes");
+        let v0_2 = Target::controller(repo_wit("0.2"));
+        let (resolve, world) = v0_2.resolve().unwrap();
+        let err = check(&component_for(&resolve, world), &target).expect_err("0.2.0 plugin");
+        assert!(format!("{err:#}").contains("plugin@0.2.2"), "{err:#}");
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub struct Project {
     pub language: Language,
     /// The component's file name without `.wasm`.
     pub name: String,
-    /// The project's `wit/` directory and the world it builds (`controller`).
+    /// The project's `wit/` directory and the world it builds ([`Target::for_project`]).
     pub target: Target,
 }
 
@@ -94,7 +94,7 @@ impl Project {
             dir: dir.to_owned(),
             language,
             name,
-            target: Target::controller(wit_dir),
+            target: Target::for_project(wit_dir),
         })
     }
 

@@ -39,6 +39,10 @@ pub enum ScaffoldError {
     NotEmpty(PathBuf),
     #[error("writing {0}: {1}")]
     Io(PathBuf, std::io::Error),
+    /// The Rust SDK this binary carries could not be made a standalone crate (a bug in the build
+    /// of this binary, not in the user's input).
+    #[error("the Rust SDK carried by this binary: {0}")]
+    Sdk(String),
 }
 
 /// One file of a project: its path inside the project and its text.
@@ -48,8 +52,11 @@ pub struct File {
     pub text: String,
 }
 
-/// The contract every template targets.
+/// The contract every template but Rust's targets.
 const CONTRACT: &str = "0.2";
+/// The contract of Rust projects: the one the Rust SDK builds against (world `batch-controller`
+/// of 0.2.2, which includes `reconciler`, the world `kubewasm build` checks it against).
+const RUST_CONTRACT: &str = "0.2.2";
 
 const README: &str = include_str!("../templates/common/README.md.tmpl");
 const CONTROLLER_SCENARIO: &str = include_str!("../templates/common/controller.scenario.yaml.tmpl");
@@ -59,6 +66,55 @@ const OBSERVER_CONFIG: &str = include_str!("../templates/common/observer.kubewas
 const RUST_CARGO: &str = include_str!("../templates/rust/Cargo.toml.tmpl");
 const RUST_CONTROLLER: &str = include_str!("../templates/rust/src/controller.rs.tmpl");
 const RUST_OBSERVER: &str = include_str!("../templates/rust/src/observer.rs.tmpl");
+/// The Rust SDK of contract 0.2 (`guest-sdk/v0.2`, crate `kubewasm-guest-v0-2`), written into
+/// each Rust project under [`SDK_DIR`]: its manifest (made standalone with the workspace's
+/// values, [`standalone_manifest`]) and its sources as they are.
+const SDK_MANIFEST: &str = include_str!("../../guest-sdk/v0.2/Cargo.toml");
+/// The workspace manifest the SDK's `workspace = true` entries refer to.
+const WORKSPACE_MANIFEST: &str = include_str!("../../Cargo.toml");
+const SDK_SOURCES: &[(&str, &str)] = &[
+    (
+        "src/lib.rs",
+        include_str!("../../guest-sdk/v0.2/src/lib.rs"),
+    ),
+    (
+        "src/bindings.rs",
+        include_str!("../../guest-sdk/v0.2/src/bindings.rs"),
+    ),
+    (
+        "src/cache.rs",
+        include_str!("../../guest-sdk/v0.2/src/cache.rs"),
+    ),
+    (
+        "src/client.rs",
+        include_str!("../../guest-sdk/v0.2/src/client.rs"),
+    ),
+    (
+        "src/error.rs",
+        include_str!("../../guest-sdk/v0.2/src/error.rs"),
+    ),
+    (
+        "src/log.rs",
+        include_str!("../../guest-sdk/v0.2/src/log.rs"),
+    ),
+    (
+        "src/runtime.rs",
+        include_str!("../../guest-sdk/v0.2/src/runtime.rs"),
+    ),
+];
+/// The SDK's WIT directories (`bindings.rs` generates from `wit/0.2`, `wit/0.2.1`, `wit/0.2.2`),
+/// each the top file of the contract of that version this binary carries.
+const SDK_WIT: &[(&str, &str)] = &[("0.2", "0.2"), ("0.2.1", "0.2.1"), ("0.2.2", "0.2.2")];
+/// Where a Rust project keeps its copy of the SDK.
+pub const SDK_DIR: &str = "vendor/kubewasm-guest-v0-2";
+/// The one item of the SDK's `lib.rs` that is not written: it compiles the repository's
+/// controller chapter as doc tests, a file that exists only in a checkout of this repository.
+const SDK_GUIDE_HOOK: &str = "\n/// The controller chapter of the guest guide (`docs/controllers.md`), its Rust examples compiled
+/// as doc tests so the chapter cannot drift from the SDK.
+#[cfg(doctest)]
+#[doc = include_str!(\"../../../docs/controllers.md\")]
+pub struct ControllerGuide;
+";
 const PYTHON_CONTROLLER: &str = include_str!("../templates/python/controller.py.tmpl");
 const PYTHON_OBSERVER: &str = include_str!("../templates/python/observer.py.tmpl");
 /// The Python helper of the examples, written into each Python project.
@@ -136,9 +192,20 @@ pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
 /// The files of a new `lang` project of `kind` called `name`.
 pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldError> {
     check_name(name)?;
+    let sdk = Sdk::carried()?;
+    let contract = contracts::find(if lang == Lang::Rust {
+        RUST_CONTRACT
+    } else {
+        CONTRACT
+    })
+    .map_err(|e| ScaffoldError::Sdk(e.to_string()))?;
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
+            .replace("{{sdk_version}}", &sdk.version)
+            .replace("{{sdk_rust_version}}", &sdk.rust_version)
+            .replace("{{contract_package}}", contract.package)
+            .replace("{{contract_version}}", contract.version)
             .replace("{{componentize_js}}", componentize_js_version())
             .replace("{{go_version}}", go_version())
             .replace("{{pypi_go}}", kubewasm_build::toolchain::PYPI_GO)
@@ -150,7 +217,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 (
                     "Cargo.toml",
                     RUST_CARGO,
-                    "the crate: wit-bindgen and serde_json from crates.io",
+                    "the crate: the Rust SDK `kubewasm-guest-v0-2` by version, from `vendor/`",
                 ),
                 (
                     "src/lib.rs",
@@ -162,10 +229,14 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 ),
                 (".gitignore", "/target\n/build\n", "what builds write"),
             ],
-            "Needs Rust with the `wasm32-wasip2` target (`rustup target add wasm32-wasip2`); \
-             `kubewasm build` runs `cargo build --target wasm32-wasip2 --release`. The bindings \
-             come from `wit-bindgen`'s `generate!` over `wit/` (the project uses the contract \
-             directly; the repository's Rust SDK crates are not on crates.io yet).",
+            "Needs Rust {{sdk_rust_version}} or newer with the `wasm32-wasip2` target (`rustup \
+             target add wasm32-wasip2`); `kubewasm build` runs `cargo build --target \
+             wasm32-wasip2 --release` (cargo fetches the SDK's dependencies, wit-bindgen, serde, \
+             serde_json and k8s-openapi, from crates.io). The SDK, `kubewasm-guest-v0-2` \
+             {{sdk_version}}, is the crate in `vendor/kubewasm-guest-v0-2/`, with the WIT it \
+             binds inside it; `Cargo.toml` depends on it by version with a `path` to that copy, \
+             because the crate is not on crates.io yet. Once it is, delete `path = ...` from the \
+             dependency and the `vendor/` directory: the same version then comes from crates.io.",
         ),
         Lang::Python => (
             vec![
@@ -309,6 +380,15 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         });
         table.push_str(&format!("| `{path}` | {what} |\n"));
     }
+    if lang == Lang::Rust {
+        // The SDK's own files, as they are (no placeholders filled in them).
+        files.extend(sdk.files);
+        table.push_str(&format!(
+            "| `{SDK_DIR}/` | the Rust SDK `kubewasm-guest-v0-2` {}: its sources, a standalone \
+             Cargo.toml and the WIT it binds (`wit/0.2`, `wit/0.2.1`, `wit/0.2.2`) |\n",
+            sdk.version
+        ));
+    }
     let (scenario, config, what) = match kind {
         Kind::Controller => (
             CONTROLLER_SCENARIO,
@@ -351,9 +431,6 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             .replace("{{files}}", &table)
             .replace("{{toolchain}}", &fill(toolchain)),
     });
-    let contract = contracts::find(CONTRACT).map_err(|e| {
-        ScaffoldError::Io(PathBuf::from("wit"), std::io::Error::other(e.to_string()))
-    })?;
     for wit in contract.files {
         files.push(File {
             path: format!("wit/{}", wit.path),
@@ -361,6 +438,174 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         });
     }
     Ok(files)
+}
+
+/// The Rust SDK as a Rust project carries it: its version, the Rust it needs, and its files
+/// below [`SDK_DIR`].
+struct Sdk {
+    version: String,
+    rust_version: String,
+    files: Vec<File>,
+}
+
+impl Sdk {
+    /// The SDK this binary carries, as a standalone crate.
+    fn carried() -> Result<Sdk, ScaffoldError> {
+        let manifest = standalone_manifest(SDK_MANIFEST, WORKSPACE_MANIFEST)?;
+        let table: toml::Table = manifest
+            .parse()
+            .map_err(|e| ScaffoldError::Sdk(format!("its standalone Cargo.toml: {e}")))?;
+        let field = |key: &str| {
+            table
+                .get("package")
+                .and_then(|p| p.get(key))
+                .and_then(toml::Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| ScaffoldError::Sdk(format!("its Cargo.toml has no package.{key}")))
+        };
+        let (version, rust_version) = (field("version")?, field("rust-version")?);
+        let lib = SDK_SOURCES
+            .iter()
+            .find(|(path, _)| *path == "src/lib.rs")
+            .map(|(_, text)| *text)
+            .unwrap_or_default();
+        if lib.matches(SDK_GUIDE_HOOK).count() != 1 {
+            return Err(ScaffoldError::Sdk(
+                "its lib.rs no longer has the doc-test item `kubewasm new` leaves out".into(),
+            ));
+        }
+        let mut files = vec![File {
+            path: format!("{SDK_DIR}/Cargo.toml"),
+            text: manifest,
+        }];
+        for (path, text) in SDK_SOURCES {
+            let text = if *path == "src/lib.rs" {
+                text.replacen(SDK_GUIDE_HOOK, "", 1)
+            } else {
+                (*text).to_owned()
+            };
+            files.push(File {
+                path: format!("{SDK_DIR}/{path}"),
+                text,
+            });
+        }
+        for (dir, version) in SDK_WIT {
+            let contract =
+                contracts::find(version).map_err(|e| ScaffoldError::Sdk(e.to_string()))?;
+            // A contract's own package is its first file; the others are its deps.
+            let own = &contract.files[0];
+            files.push(File {
+                path: format!("{SDK_DIR}/wit/{dir}/{}", own.path),
+                text: own.text.to_owned(),
+            });
+        }
+        Ok(Sdk {
+            version,
+            rust_version,
+            files,
+        })
+    }
+}
+
+/// `crate_manifest` with every `workspace = true` replaced by what `workspace_manifest` says:
+/// the `[package]` fields (version, edition, ...) and the dependencies (their versions and
+/// features, the crate's own features added). A dependency the workspace gives by `path` only
+/// has no version to give, and is an error.
+fn standalone_manifest(
+    crate_manifest: &str,
+    workspace_manifest: &str,
+) -> Result<String, ScaffoldError> {
+    let bad = ScaffoldError::Sdk;
+    let parse = |text: &str, which: &str| {
+        text.parse::<toml::Table>()
+            .map_err(|e| bad(format!("{which} is not TOML: {e}")))
+    };
+    let manifest = parse(crate_manifest, "its Cargo.toml")?;
+    let workspace = parse(workspace_manifest, "the workspace's Cargo.toml")?;
+    let section = |table: &toml::Table, path: &[&str]| -> toml::Table {
+        let mut at = Some(table);
+        for key in path {
+            at = at.and_then(|t| t.get(*key)).and_then(toml::Value::as_table);
+        }
+        at.cloned().unwrap_or_default()
+    };
+    let inherits =
+        |value: &toml::Value| value.get("workspace").and_then(toml::Value::as_bool) == Some(true);
+    let workspace_package = section(&workspace, &["workspace", "package"]);
+    let workspace_deps = section(&workspace, &["workspace", "dependencies"]);
+    for key in manifest.keys() {
+        if !["package", "dependencies", "lib", "features"].contains(&key.as_str()) {
+            return Err(bad(format!(
+                "its Cargo.toml has a [{key}] `kubewasm new` does not write"
+            )));
+        }
+    }
+    let mut out = String::from(
+        "# The Rust SDK of kubewasm contract 0.2, as `kubewasm new` writes it: the crate's own\n\
+         # manifest as it is published, every version and feature written out.\n\n[package]\n",
+    );
+    let package = section(&manifest, &["package"]);
+    // Name and version first, as cargo's own manifests have them.
+    let mut keys: Vec<&String> = package.keys().collect();
+    keys.sort_by_key(|k| (k.as_str() != "name", k.as_str() != "version"));
+    for key in keys {
+        let value = &package[key.as_str()];
+        let value = if inherits(value) {
+            workspace_package
+                .get(key.as_str())
+                .ok_or_else(|| bad(format!("the workspace has no package.{key}")))?
+        } else {
+            value
+        };
+        out.push_str(&format!("{key} = {value}\n"));
+    }
+    out.push_str("\n[dependencies]\n");
+    for (name, value) in &section(&manifest, &["dependencies"]) {
+        let value = if inherits(value) {
+            let mut merged = match workspace_deps.get(name.as_str()) {
+                Some(toml::Value::String(version)) => toml::Table::from_iter([(
+                    "version".to_owned(),
+                    toml::Value::from(version.as_str()),
+                )]),
+                Some(toml::Value::Table(table)) => table.clone(),
+                _ => return Err(bad(format!("the workspace has no dependency {name}"))),
+            };
+            if !merged.contains_key("version") || merged.contains_key("path") {
+                return Err(bad(format!(
+                    "the workspace gives {name} by path, not by a version crates.io has"
+                )));
+            }
+            for (key, extra) in value.as_table().into_iter().flatten() {
+                match (key.as_str(), extra) {
+                    ("workspace", _) => {}
+                    ("features", toml::Value::Array(more)) => {
+                        let features = merged
+                            .entry("features")
+                            .or_insert_with(|| toml::Value::Array(Vec::new()));
+                        if let toml::Value::Array(features) = features {
+                            features.extend(more.iter().cloned());
+                        }
+                    }
+                    _ => {
+                        merged.insert(key.clone(), extra.clone());
+                    }
+                }
+            }
+            toml::Value::Table(merged)
+        } else {
+            value.clone()
+        };
+        out.push_str(&format!("{name} = {value}\n"));
+    }
+    for key in ["lib", "features"] {
+        if let Some(table) = manifest.get(key).and_then(toml::Value::as_table) {
+            out.push_str(&format!("\n[{key}]\n"));
+            for (name, value) in table {
+                out.push_str(&format!("{name} = {value}\n"));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Writes `files` into `dir`, which must not exist or be empty; returns the paths written.
@@ -438,13 +683,13 @@ mod tests {
         {
             let files = files("my-plugin", lang, kind).unwrap();
             let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-            for want in [
-                source,
-                "scenario.yaml",
-                "kubewasm.toml",
-                "README.md",
-                "wit/controller.wit",
-            ] {
+            // Rust projects claim the SDK's contract, 0.2.2; the others 0.2.0.
+            let wit = if lang == Lang::Rust {
+                "wit/predicates.wit"
+            } else {
+                "wit/controller.wit"
+            };
+            for want in [source, "scenario.yaml", "kubewasm.toml", "README.md", wit] {
                 assert!(paths.contains(&want), "{want} missing from {paths:?}");
             }
             for file in &files {
@@ -554,6 +799,133 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The SDK's files in this checkout, by path below `guest-sdk/v0.2`: every source file
+    /// (so a file added to the crate and not to [`SDK_SOURCES`] fails) and `Cargo.toml`.
+    fn sdk_on_disk() -> Vec<(String, String)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/v0.2");
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(root.join("src")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            found.push((
+                format!("src/{name}"),
+                std::fs::read_to_string(&path).unwrap(),
+            ));
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn a_rust_project_carries_the_sdk_crate_as_it_is_with_a_standalone_manifest() {
+        for kind in [Kind::Controller, Kind::Observer] {
+            let files = files("my-plugin", Lang::Rust, kind).unwrap();
+            let text = |path: &str| {
+                files
+                    .iter()
+                    .find(|f| f.path == path)
+                    .map(|f| f.text.as_str())
+                    .unwrap_or_else(|| panic!("{path} missing"))
+            };
+            // Every source file of the crate, equal to the checkout's (lib.rs without the
+            // doc-test hook that includes a file of this repository), and nothing else.
+            let on_disk = sdk_on_disk();
+            for (path, want) in &on_disk {
+                let want = if path == "src/lib.rs" {
+                    assert!(want.contains(SDK_GUIDE_HOOK), "the hook left lib.rs");
+                    want.replacen(SDK_GUIDE_HOOK, "", 1)
+                } else {
+                    want.clone()
+                };
+                assert_eq!(text(&format!("{SDK_DIR}/{path}")), want, "{path} drifted");
+            }
+            let sources = files
+                .iter()
+                .filter(|f| f.path.starts_with(&format!("{SDK_DIR}/src/")))
+                .count();
+            assert_eq!(sources, on_disk.len());
+            // The WIT it generates from: the directories bindings.rs names, each with the
+            // repository's file.
+            let bindings = text(&format!("{SDK_DIR}/src/bindings.rs"));
+            for (dir, file) in [
+                ("0.2", "controller.wit"),
+                ("0.2.1", "batch.wit"),
+                ("0.2.2", "predicates.wit"),
+            ] {
+                assert!(bindings.contains(&format!("\"wit/{dir}\"")), "{dir}");
+                let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../wit")
+                    .join(dir)
+                    .join(file);
+                assert_eq!(
+                    text(&format!("{SDK_DIR}/wit/{dir}/{file}")),
+                    std::fs::read_to_string(repo).unwrap()
+                );
+            }
+            // The manifest: the crate's name and the workspace's version, concrete versions.
+            let manifest_text = text(&format!("{SDK_DIR}/Cargo.toml"));
+            assert!(!manifest_text.contains("workspace"), "{manifest_text}");
+            let manifest: toml::Table = manifest_text.parse().unwrap();
+            let package = manifest["package"].as_table().unwrap();
+            assert_eq!(package["name"].as_str(), Some("kubewasm-guest-v0-2"));
+            assert_eq!(package["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
+            assert_eq!(package["license"].as_str(), Some("Apache-2.0"));
+            assert!(package["description"].as_str().is_some());
+            let deps = manifest["dependencies"].as_table().unwrap();
+            let sdk: toml::Table = SDK_MANIFEST.parse().unwrap();
+            let wanted: Vec<&String> = sdk["dependencies"].as_table().unwrap().keys().collect();
+            assert_eq!(deps.keys().collect::<Vec<_>>(), wanted);
+            assert_eq!(deps["wit-bindgen"]["version"].as_str(), Some("0.63"));
+            let features = deps["k8s-openapi"]["features"].as_array().unwrap();
+            assert!(features.iter().any(|f| f.as_str() == Some("v1_35")));
+            // The project depends on it by exact version, through the copy.
+            let project: toml::Table = text("Cargo.toml").parse().unwrap();
+            let dep = &project["dependencies"]["kubewasm-guest-v0-2"];
+            assert_eq!(
+                dep["version"].as_str(),
+                Some(format!("={}", env!("CARGO_PKG_VERSION")).as_str())
+            );
+            assert_eq!(dep["path"].as_str(), Some(SDK_DIR));
+            // The project claims the contract the SDK binds.
+            assert!(text("wit/predicates.wit").contains("package kubewasm:controller@0.2.2;"));
+            assert!(text("README.md").contains("`kubewasm:controller@0.2.2`"));
+        }
+    }
+
+    #[test]
+    fn a_standalone_manifest_merges_features_and_refuses_path_only_dependencies() {
+        let workspace = "[workspace.package]\nversion = \"1.2.3\"\n\
+                         [workspace.dependencies]\nserde = { version = \"1\", features = [\"derive\"] }\n\
+                         local = { path = \"local\" }\n";
+        let krate = "[package]\nname = \"x\"\nversion.workspace = true\n\
+                     [dependencies]\nserde = { workspace = true, features = [\"rc\"], optional = true }\n";
+        let out: toml::Table = standalone_manifest(krate, workspace)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(out["package"]["version"].as_str(), Some("1.2.3"));
+        let serde = &out["dependencies"]["serde"];
+        assert_eq!(serde["version"].as_str(), Some("1"));
+        assert_eq!(serde["optional"].as_bool(), Some(true));
+        let features: Vec<&str> = serde["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(toml::Value::as_str)
+            .collect();
+        assert_eq!(features, ["derive", "rc"]);
+        let local = "[package]\nname = \"x\"\n[dependencies]\nlocal.workspace = true\n";
+        let err = standalone_manifest(local, workspace)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("local") && err.contains("path"), "{err}");
+        let missing = "[package]\nname = \"x\"\nedition.workspace = true\n";
+        let err = standalone_manifest(missing, workspace)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("package.edition"), "{err}");
     }
 
     #[test]

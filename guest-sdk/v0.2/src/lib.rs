@@ -38,8 +38,8 @@
 //!
 //! The handlers are exported as `batch-handler` (`kubewasm:controller@0.2.1`): the host hands
 //! over waiting events in one call and the SDK calls [`Controller::on_add`] and friends for
-//! each, in order. A component built with this crate is a `batch-controller` and needs a host
-//! that knows 0.2.1.
+//! each, in order. A component built with this crate is a `batch-controller` of 0.2.2 (its
+//! `plugin` is 0.2.2's, whose queue rules carry predicates) and needs a host that knows 0.2.2.
 //!
 //! This is a separate crate from `kubewasm-guest` (0.1) on purpose: a component carries the
 //! world of every binding it was built with, so one crate cannot serve both contracts.

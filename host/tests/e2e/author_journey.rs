@@ -126,8 +126,8 @@ fn rust_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
     let mut outside = outside();
     let broken = Broken {
         file: "src/lib.rs",
-        from: "mirror[\"data\"] = data;",
-        to: "mirror[\"data\"] = json!({\"broken\": \"yes\"});",
+        from: "mirror.data = Some(data);",
+        to: "mirror.data = Some([(\"broken\".to_owned(), \"yes\".to_owned())].into());",
         object: MIRROR,
     };
     if journey(&mut outside, "mirror", "rust", "controller", Some(broken)) {
