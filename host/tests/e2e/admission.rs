@@ -1050,17 +1050,23 @@ mod real {
         out
     }
 
-    /// Waits (with dry runs, which store nothing) until the API server calls the probe's
-    /// webhook: it picks its webhook configurations up from a watch.
+    /// Waits (with dry runs, which store nothing) until the API server calls both of the
+    /// probe's webhooks: it picks each webhook configuration up from its own watch.
     async fn until_probe_called(api: &Api<ConfigMap>) -> bool {
         let dry = PostParams {
             dry_run: true,
             ..PostParams::default()
         };
         super::super::fixture::eventually(Duration::from_secs(30), || async {
-            api.create(&dry, &super::config_map("deny-me", &[], &[]))
+            let validated = api
+                .create(&dry, &super::config_map("deny-me", &[], &[]))
                 .await
-                .is_err()
+                .is_err();
+            let mutated = api
+                .create(&dry, &super::config_map("probe-ready", &[], &[]))
+                .await
+                .is_ok_and(|cm| label(&cm, "admitted-by").is_some());
+            validated && mutated
         })
         .await
     }
