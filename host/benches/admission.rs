@@ -3,7 +3,11 @@
 //! second and p50 / p99 per review for a no-op policy (the admission-probe test guest, which
 //! parses the object's metadata and allows it) and for the unique-Ingress-host example against
 //! 10,000 Ingresses in the shared cache (each review looks its host up in the `host` index and
-//! reads the holder's JSON; every other review is a duplicate, denied).
+//! reads the holder's JSON; every other review is a duplicate, denied), and the RoleBinding
+//! lookup (the bound-service-account test guest) against 10,000 RoleBindings: 100 namespaces of
+//! 100 bindings, the account names `sa-0`..`sa-99` bound in every namespace, so a lookup by
+//! subject finds 100 candidates and reads them in namespace order until one is in the Pod's
+//! namespace. Every other review is a Pod in a namespace with no binding: denied after all 100.
 //!
 //! Two views: host-side (`AdmissionPolicy::review`, the guest call and the answer, no HTTP) and
 //! over the webhook endpoint (HTTPS on loopback with a kept-alive connection, as the API server
@@ -24,6 +28,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const INGRESSES: usize = 10_000;
+const BINDING_NAMESPACES: usize = 100;
+const ROLE_BINDINGS: usize = 10_000;
 const HOST_SIDE_REVIEWS: usize = 5_000;
 const HTTPS_REVIEWS: usize = 2_000;
 const CLIENTS: usize = 4;
@@ -58,8 +64,35 @@ fn ingress(namespace: &str, name: &str, host: &str) -> serde_json::Value {
     })
 }
 
-/// The reviews of each scenario: a no-op ConfigMap review, and Ingress reviews alternating a
-/// new host and one another Ingress holds.
+/// RoleBinding `i`: in namespace `ns-(i % 100)`, binding the service account `sa-(i / 100)`.
+fn role_binding(i: usize) -> serde_json::Value {
+    let namespace = format!("ns-{}", i % BINDING_NAMESPACES);
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": format!("rb-{i}"), "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "app"},
+        "subjects": [
+            {"kind": "ServiceAccount", "name": format!("sa-{}", i / BINDING_NAMESPACES),
+             "namespace": namespace},
+            {"kind": "User", "name": format!("user-{i}")},
+        ],
+    })
+}
+
+fn pod(namespace: &str, name: &str, account: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"serviceAccountName": account,
+                 "containers": [{"name": "app", "image": "registry.example/app:1"}]},
+    })
+}
+
+/// The reviews of each scenario: a no-op ConfigMap review, Ingress reviews alternating a new
+/// host and one another Ingress holds, and Pod reviews alternating a bound account and an
+/// account bound only in other namespaces.
 fn scenarios() -> Vec<(&'static str, &'static str, Vec<Vec<u8>>)> {
     let noop = vec![review_body(
         json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -79,12 +112,30 @@ fn scenarios() -> Vec<(&'static str, &'static str, Vec<Vec<u8>>)> {
             )
         })
         .collect();
+    let bound = (0..64)
+        .map(|i| {
+            let namespace = if i % 2 == 0 {
+                format!("ns-{}", (i * 7) % BINDING_NAMESPACES)
+            } else {
+                "incoming".into()
+            };
+            review_body(
+                pod(&namespace, &format!("pod-{i}"), &format!("sa-{i}")),
+                ("", "Pod", "pods"),
+            )
+        })
+        .collect();
     vec![
         ("no-op (admission-probe)", "probe", noop),
         (
             "unique Ingress host, 10,000 Ingresses",
             "unique-ingress-host",
             unique,
+        ),
+        (
+            "RoleBinding lookup, 10,000 RoleBindings",
+            "bound-service-account",
+            bound,
         ),
     ]
 }
@@ -159,6 +210,15 @@ async fn main() {
             ))
             .unwrap();
     }
+    for i in 0..BINDING_NAMESPACES {
+        server
+            .create(json!({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": format!("ns-{i}")}}))
+            .unwrap();
+    }
+    for i in 0..ROLE_BINDINGS {
+        server.create(role_binding(i)).unwrap();
+    }
     let registry = AdmissionRegistry::default();
     let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
     let host = PluginHost::new(
@@ -181,6 +241,7 @@ async fn main() {
     for (file, package) in [
         ("probe.wasm", "admission-probe"),
         ("unique.wasm", "unique-ingress-host"),
+        ("bound.wasm", "bound-service-account"),
     ] {
         host.load(Path::new(file), kubewasm_tests::guest_bytes(package))
             .await
@@ -205,7 +266,7 @@ async fn main() {
 
     println!("### Reviews\n");
     println!(
-        "{INGRESSES} Ingresses in the cache; \
+        "{INGRESSES} Ingresses and {ROLE_BINDINGS} RoleBindings in the cache; \
          host-side {HOST_SIDE_REVIEWS} reviews, over HTTPS {HTTPS_REVIEWS}; a policy runs at \
          most {} reviews at once.\n",
         kubewasm::plugin::ADMISSION_INSTANCES

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 9] = [
+const BENCHES: [(&str, &str); 10] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -37,13 +37,22 @@ const BENCHES: [(&str, &str); 9] = [
     ),
     ("admission", "Admission: reviews per second and latency"),
     (
+        "admission_apiserver",
+        "Admission: latency seen by kube-apiserver",
+    ),
+    (
         "journey",
         "Plugin authors: from `kubewasm new` to a green test, per language",
     ),
 ];
 
 /// Benches that load the example components of `target/plugins/` (built first).
-const NEEDS_EXAMPLES: [&str; 3] = ["propagator", "controller_languages", "admission"];
+const NEEDS_EXAMPLES: [&str; 4] = [
+    "propagator",
+    "controller_languages",
+    "admission",
+    "admission_apiserver",
+];
 
 /// Every benchmark is built and run with all bench packages selected, so shared dependencies
 /// get one feature set and are compiled once, not once per package.

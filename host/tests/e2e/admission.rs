@@ -947,6 +947,63 @@ async fn the_javascript_default_requests_are_the_rust_ones() {
     );
 }
 
+fn role_binding(namespace: &str, name: &str, account: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "app"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_service_account_must_be_bound_in_its_namespace() {
+    let a = AdmissionRig::start().await;
+    for ns in ["apps", "other"] {
+        a.rig.server.create(namespace(ns)).expect("namespace");
+    }
+    // The account is bound, but only in another namespace.
+    a.rig
+        .server
+        .create(role_binding("other", "builder", "builder"))
+        .expect("binding");
+    a.load_guest(
+        "bound-service-account",
+        "bound-service-account.wasm",
+        serde_json::json!({}),
+    )
+    .await;
+    let client = &a.rig.client;
+    let mut build = pod("build", &[("app", "builder:1")], &[]);
+    build.spec.as_mut().unwrap().service_account_name = Some("builder".into());
+    let (code, message) = create_pod(client, "apps", &build, false).await.unwrap_err();
+    assert_eq!(code, 403, "{message}");
+    assert_eq!(
+        message,
+        "admission webhook \"bound-service-account.kubewasm.dev\" denied the request: service account apps/builder is the subject of no RoleBinding in apps"
+    );
+    // A Pod without an account runs as `default`, bound nowhere either.
+    let plain = pod("plain", &[("app", "app:1")], &[]);
+    assert!(create_pod(client, "apps", &plain, false).await.is_err());
+    // Once bound in the Pod's namespace (the host's cache follows by a watch), it is allowed.
+    a.rig
+        .server
+        .create(role_binding("apps", "builder", "builder"))
+        .expect("binding");
+    assert!(
+        until_answer(client, "apps", &build, true).await,
+        "the new binding is never seen"
+    );
+    create_pod(client, "apps", &build, false)
+        .await
+        .expect("a bound account is allowed");
+    assert!(
+        create_pod(client, "apps", &plain, false).await.is_err(),
+        "default is still bound nowhere"
+    );
+}
+
 /// The same reviews on the dev server and on the real kube-apiserver of the test tier, each
 /// calling the host's webhook endpoint on loopback: the same answers.
 mod real {
@@ -962,28 +1019,85 @@ mod real {
     use kubewasm::admission::configuration::{self, Endpoint, Trust};
     use kubewasm::admission::tls::ReloadingCert;
     use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
-    use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
+    use kubewasm::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PolicyLookup};
     use kubewasm_informer::SharedInformerFactory;
     use tokio_util::sync::CancellationToken;
 
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::networking::v1::Ingress;
+    use kube::api::DeleteParams;
+
     use super::{
-        AdmissionRig, NO_REGISTRY_LIST, REGISTRY_DENIAL, create, create_pod, label, pod,
-        until_answer,
+        AdmissionRig, NO_REGISTRY_LIST, REGISTRY_DENIAL, create, create_ingress, create_pod,
+        ingress, label, pod, until_answer,
     };
 
     /// What each scenario's create answered: the `admitted-by` label, or the error.
     async fn answers(api: &Api<ConfigMap>) -> Vec<Result<Option<String>, (u16, String)>> {
+        answers_for(api, &["fine", "deny-me", "trap-1", "err-1", "garbage-1"]).await
+    }
+
+    /// What creating a ConfigMap of each of `names` answered: the `admitted-by` label, or the
+    /// error.
+    async fn answers_for(
+        api: &Api<ConfigMap>,
+        names: &[&str],
+    ) -> Vec<Result<Option<String>, (u16, String)>> {
         let mut out = Vec::new();
-        for name in ["fine", "deny-me", "trap-1", "err-1", "garbage-1"] {
+        for name in names {
             out.push(create(api, name).await.map(|cm| label(&cm, "admitted-by")));
         }
         out
     }
 
+    /// Waits (with dry runs, which store nothing) until the API server calls both of the
+    /// probe's webhooks: it picks each webhook configuration up from its own watch.
+    async fn until_probe_called(api: &Api<ConfigMap>) -> bool {
+        let dry = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        super::super::fixture::eventually(Duration::from_secs(30), || async {
+            let validated = api
+                .create(&dry, &super::config_map("deny-me", &[], &[]))
+                .await
+                .is_err();
+            let mutated = api
+                .create(&dry, &super::config_map("probe-ready", &[], &[]))
+                .await
+                .is_ok_and(|cm| label(&cm, "admitted-by").is_some());
+            validated && mutated
+        })
+        .await
+    }
+
+    /// Creates namespace `name` with `labels` (JSON object or null) and its `default`
+    /// ServiceAccount (a real API server without a controller manager refuses Pods without it).
+    async fn namespace_with_account(client: &kube::Client, name: &str, labels: serde_json::Value) {
+        let mut namespace = super::super::fixture::namespace(name);
+        namespace["metadata"]["labels"] = labels;
+        let namespace: Namespace = serde_json::from_value(namespace).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("namespace");
+        let account: ServiceAccount = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"},
+        }))
+        .unwrap();
+        Api::<ServiceAccount>::namespaced(client.clone(), name)
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("service account");
+    }
+
     /// A plugin host on a real API server, serving one policy's webhooks on loopback.
     struct RealHost {
         _factory: SharedInformerFactory,
-        _host: PluginHost,
+        host: PluginHost,
+        /// The policy's plugin, for a reload.
+        id: PluginId,
+        metrics: AdmissionMetrics,
         _dir: tempfile::TempDir,
         cancel: CancellationToken,
     }
@@ -1001,25 +1115,36 @@ mod real {
         package: &str,
         config: &serde_json::Value,
     ) -> RealHost {
+        let policy = kubewasm::plugin::StaticPolicy(PluginPolicy {
+            config: config.to_string(),
+            ..PluginPolicy::default()
+        });
+        serve_policy_with(client, package, Arc::new(policy)).await
+    }
+
+    /// [`serve_policy`] with the policy (and so the config string) looked up at every load.
+    async fn serve_policy_with(
+        client: &kube::Client,
+        package: &str,
+        policy: Arc<dyn PolicyLookup>,
+    ) -> RealHost {
         let registry = AdmissionRegistry::default();
         let (factory, host) = super::super::fixture::plugin_host(
             client,
             HostOptions {
                 admission: registry.clone(),
                 cache_dir: super::super::fixture::shared_compile_cache(),
-                policy: Arc::new(kubewasm::plugin::StaticPolicy(PluginPolicy {
-                    config: config.to_string(),
-                    ..PluginPolicy::default()
-                })),
+                policy,
                 ..HostOptions::default()
             },
         );
-        host.load(
-            std::path::Path::new(&format!("{package}.wasm")),
-            kubewasm_tests::guest_bytes(package),
-        )
-        .await
-        .expect("the policy loads");
+        let id = host
+            .load(
+                std::path::Path::new(&format!("{package}.wasm")),
+                kubewasm_tests::guest_bytes(package),
+            )
+            .await
+            .expect("the policy loads");
         assert!(
             kubewasm_tests::wait_until(Duration::from_secs(30), || host.ready()).await,
             "the policy's informers never sync"
@@ -1030,11 +1155,12 @@ mod real {
         std::fs::write(&cert, certified.cert.pem()).unwrap();
         std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
         let cancel = CancellationToken::new();
+        let metrics = AdmissionMetrics::default();
         let (addr, _) = kubewasm::admission::server::serve(
             "127.0.0.1:0".parse().unwrap(),
             Arc::new(ReloadingCert::new(&cert, &key).unwrap()),
             registry.clone(),
-            AdmissionMetrics::default(),
+            metrics.clone(),
             cancel.clone(),
         )
         .await
@@ -1062,7 +1188,9 @@ mod real {
         }
         RealHost {
             _factory: factory,
-            _host: host,
+            host,
+            id,
+            metrics,
             _dir: dir,
             cancel,
         }
@@ -1081,19 +1209,10 @@ mod real {
         let client = server.admin();
         let served = serve_policy(&client, "admission-probe", &config).await;
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-        // The API server picks its webhook configurations up from a watch: wait (with dry
-        // runs, which store nothing) until it calls the policy.
-        let dry = PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        };
-        let called = super::super::fixture::eventually(Duration::from_secs(30), || async {
-            api.create(&dry, &super::config_map("deny-me", &[], &[]))
-                .await
-                .is_err()
-        })
-        .await;
-        assert!(called, "the real API server never called the webhook");
+        assert!(
+            until_probe_called(&api).await,
+            "the real API server never called the webhook"
+        );
         let on_real = answers(&api).await;
         drop(served);
         assert_eq!(on_dev, on_real);
@@ -1188,5 +1307,258 @@ mod real {
         );
         let allowed: Vec<bool> = on_dev.iter().map(Result::is_ok).collect();
         assert_eq!(allowed, [false, true, false, false, true, false]);
+    }
+
+    /// The unique-ingress-host policy's answers on the API server of `client`, its webhook
+    /// configured there: the first claim of a host, the same host claimed from another
+    /// namespace, and that claim again once the first Ingress is deleted.
+    async fn ingress_answers(client: &kube::Client) -> Vec<Result<(), (u16, String)>> {
+        for ns in ["team-a", "team-b"] {
+            namespace_with_account(client, ns, serde_json::Value::Null).await;
+        }
+        let first = ingress("team-a", "shop", "shop.example.com");
+        let mut out = vec![create_ingress(client, &first, false).await.map(drop)];
+        // The policy answers from the host's cache (and the API server finds its webhook by a
+        // watch): wait, with dry runs, until the duplicate is refused.
+        let duplicate = ingress("team-b", "shop-copy", "shop.example.com");
+        let refused = super::super::fixture::eventually(Duration::from_secs(30), || async {
+            create_ingress(client, &duplicate, true).await.is_err()
+        })
+        .await;
+        assert!(refused, "the duplicate is never refused");
+        out.push(create_ingress(client, &duplicate, false).await.map(drop));
+        Api::<Ingress>::namespaced(client.clone(), "team-a")
+            .delete("shop", &DeleteParams::default())
+            .await
+            .expect("the holder is deleted");
+        let freed = super::super::fixture::eventually(Duration::from_secs(30), || async {
+            create_ingress(client, &duplicate, true).await.is_ok()
+        })
+        .await;
+        assert!(freed, "the freed host is never allowed");
+        out.push(create_ingress(client, &duplicate, false).await.map(drop));
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_real_api_server_gives_the_unique_host_policys_answers() {
+        let dev = AdmissionRig::start().await;
+        dev.load_guest(
+            "unique-ingress-host",
+            "unique-ingress-host.wasm",
+            serde_json::json!({}),
+        )
+        .await;
+        let on_dev = ingress_answers(&dev.rig.client).await;
+
+        let server = kubewasm_tests::envtest::Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let client = server.admin();
+        let served = serve_policy(&client, "unique-ingress-host", &serde_json::json!({})).await;
+        let on_real = ingress_answers(&client).await;
+        drop(served);
+        assert_eq!(on_dev, on_real);
+        assert_eq!(
+            on_dev,
+            [
+                Ok(()),
+                Err((
+                    409,
+                    "admission webhook \"unique-ingress-host.kubewasm.dev\" denied the request: host \"shop.example.com\" is already used by Ingress team-a/shop".into()
+                )),
+                Ok(()),
+            ]
+        );
+    }
+
+    /// Each container's (cpu, memory) requests.
+    type Requests = Vec<(Option<String>, Option<String>)>;
+
+    fn requests(pod: &Pod) -> Requests {
+        let spec = pod.spec.as_ref().expect("a Pod has a spec");
+        spec.containers
+            .iter()
+            .map(|c| {
+                let r = c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.clone())
+                    .unwrap_or_default();
+                (
+                    r.get("cpu").map(|q| q.0.clone()),
+                    r.get("memory").map(|q| q.0.clone()),
+                )
+            })
+            .collect()
+    }
+
+    /// The requests of the Pods stored on the API server of `client` with the default-requests
+    /// webhook configured there: one Pod in a namespace that takes the defaults, one in a
+    /// namespace that opts out.
+    async fn stored_requests(client: &kube::Client) -> Vec<Requests> {
+        namespace_with_account(client, "apps", serde_json::Value::Null).await;
+        namespace_with_account(
+            client,
+            "quiet",
+            serde_json::json!({"kubewasm.dev/default-requests": "off"}),
+        )
+        .await;
+        let web: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web"},
+            "spec": {"containers": [
+                {"name": "app", "image": "app:1"},
+                {"name": "sidecar", "image": "proxy:1", "resources": {"requests": {"cpu": "10m"}}},
+            ]},
+        }))
+        .unwrap();
+        // The API server finds its webhook by a watch: wait, with dry runs, until it mutates.
+        let mutated = super::super::fixture::eventually(Duration::from_secs(30), || async {
+            create_pod(client, "apps", &web, true)
+                .await
+                .is_ok_and(|p| requests(&p)[0].0.is_some())
+        })
+        .await;
+        assert!(mutated, "the API server never called the webhook");
+        let mut out = Vec::new();
+        for ns in ["apps", "quiet"] {
+            create_pod(client, ns, &web, false)
+                .await
+                .unwrap_or_else(|e| panic!("creating the Pod in {ns}: {e:?}"));
+            let stored = Api::<Pod>::namespaced(client.clone(), ns)
+                .get("web")
+                .await
+                .expect("stored");
+            out.push(requests(&stored));
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_real_api_server_stores_the_pods_the_mutating_policy_makes_on_the_dev_server() {
+        let config = serde_json::json!({"cpu": "250m", "memory": "64Mi"});
+        let dev = AdmissionRig::start().await;
+        dev.load_guest("default-requests", "default-requests.wasm", config.clone())
+            .await;
+        let on_dev = stored_requests(&dev.rig.client).await;
+
+        let server = kubewasm_tests::envtest::Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let client = server.admin();
+        let served = serve_policy(&client, "default-requests", &config).await;
+        let on_real = stored_requests(&client).await;
+        drop(served);
+        assert_eq!(on_dev, on_real);
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            on_dev,
+            [
+                vec![(some("250m"), some("64Mi")), (some("10m"), some("64Mi"))],
+                vec![(None, None), (some("10m"), None)],
+            ]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_trapping_policy_under_ignore_is_passed_by_both_servers() {
+        let config = serde_json::json!({"name": "lenient", "failurePolicy": "ignore"});
+        let names = ["trap-2", "err-2", "garbage-2", "fine"];
+        let dev = AdmissionRig::start().await;
+        dev.load("lenient.wasm", config.clone()).await;
+        let on_dev = answers_for(&dev.config_maps(), &names).await;
+
+        let server = kubewasm_tests::envtest::Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let client = server.admin();
+        let served = serve_policy(&client, "admission-probe", &config).await;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        assert!(
+            until_probe_called(&api).await,
+            "the real API server never called the webhook"
+        );
+        let on_real = answers_for(&api, &names).await;
+        let failures = super::encode(&served.metrics);
+        drop(served);
+        assert_eq!(on_dev, on_real);
+        assert_eq!(
+            on_dev,
+            [Ok(None), Ok(None), Ok(None), Ok(Some("lenient-v0".into()))],
+            "the faults are let through unmutated, the rest mutated"
+        );
+        assert!(
+            failures.contains("reason=\"trap\""),
+            "the host counted the real server's trap: {failures}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reload_under_a_stream_of_reviews_through_the_real_api_server_refuses_none() {
+        let server = kubewasm_tests::envtest::Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let client = server.admin();
+        let config = Arc::new(parking_lot::Mutex::new(
+            serde_json::json!({"name": "reloaded", "version": "v1"}).to_string(),
+        ));
+        let lookup = config.clone();
+        let served = serve_policy_with(
+            &client,
+            "admission-probe",
+            Arc::new(move |_: &std::path::Path| PluginPolicy {
+                config: lookup.lock().clone(),
+                ..PluginPolicy::default()
+            }),
+        )
+        .await;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        assert!(
+            until_probe_called(&api).await,
+            "the real API server never called the webhook"
+        );
+        // The writer goes on until 20 reviews have had the last version (bounded).
+        let writer = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let mut versions: Vec<String> = Vec::new();
+                for i in 0..5000 {
+                    let stored = create(&api, &format!("stream-{i}"))
+                        .await
+                        .unwrap_or_else(|e| panic!("review {i} refused: {e:?}"));
+                    versions.push(label(&stored, "admitted-by").expect("mutated"));
+                    if versions.iter().filter(|v| *v == "reloaded-v3").count() >= 20 {
+                        break;
+                    }
+                }
+                versions
+            })
+        };
+        // Reload while the writer runs (after its first answers), twice.
+        assert!(
+            kubewasm_tests::wait_until(Duration::from_secs(30), || {
+                super::encode(&served.metrics).contains("result=\"allowed\"")
+            })
+            .await
+        );
+        for version in ["v2", "v3"] {
+            *config.lock() =
+                serde_json::json!({"name": "reloaded", "version": version}).to_string();
+            served
+                .host
+                .replace(served.id, kubewasm_tests::guest_bytes("admission-probe"))
+                .await
+                .expect("replaced");
+        }
+        let versions = writer.await.expect("every review answered");
+        assert_eq!(versions.first().map(String::as_str), Some("reloaded-v1"));
+        assert_eq!(versions.last().map(String::as_str), Some("reloaded-v3"));
+        assert!(
+            versions.windows(2).all(|w| w[0] <= w[1]),
+            "no review went back to an older version: {versions:?}"
+        );
+        assert!(!super::encode(&served.metrics).contains("result=\"failed\""));
     }
 }
