@@ -246,9 +246,11 @@ impl AuthorDir {
                     .into(),
             );
         }
+        // npm reports on stdout: to stderr with the rest of the journey's tool output.
         let installed = self
             .command("npm", name)
             .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .stdout(std::io::stderr())
             .status()
             .is_ok_and(|s| s.success())
             && self
