@@ -1108,6 +1108,35 @@ mod real {
         }
     }
 
+    /// A real kube-apiserver (with etcd) of the test's own.
+    async fn real_server() -> kubewasm_tests::envtest::Envtest {
+        kubewasm_tests::envtest::Envtest::start()
+            .await
+            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"))
+    }
+
+    /// `answers` taken on the dev server with the example policy `package` loaded, then on a
+    /// real API server calling the same policy: (dev, real), for the caller to compare.
+    async fn on_both<T, F>(
+        package: &str,
+        config: serde_json::Value,
+        answers: impl Fn(kube::Client) -> F,
+    ) -> (T, T)
+    where
+        F: std::future::Future<Output = T>,
+    {
+        let dev = AdmissionRig::start().await;
+        dev.load_guest(package, &format!("{package}.wasm"), config.clone())
+            .await;
+        let on_dev = answers(dev.rig.client.clone()).await;
+        let server = real_server().await;
+        let client = server.admin();
+        let served = serve_policy(&client, package, &config).await;
+        let on_real = answers(client).await;
+        drop(served);
+        (on_dev, on_real)
+    }
+
     /// Loads the guest `package` with `config` into a host on `client`, waits until its
     /// informers have synced, serves its webhooks on loopback and stores their configurations.
     async fn serve_policy(
@@ -1203,9 +1232,7 @@ mod real {
         dev.load("probe.wasm", config.clone()).await;
         let on_dev = answers(&dev.config_maps()).await;
 
-        let server = kubewasm_tests::envtest::Envtest::start()
-            .await
-            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let server = real_server().await;
         let client = server.admin();
         let served = serve_policy(&client, "admission-probe", &config).await;
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -1284,22 +1311,12 @@ mod real {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_real_api_server_gives_the_python_policys_answers() {
-        let dev = AdmissionRig::start().await;
-        dev.load_guest(
+        let (on_dev, on_real) = on_both(
             "allowed-registries",
-            "allowed-registries.wasm",
             serde_json::json!({}),
+            |c| async move { registry_answers(&c).await },
         )
         .await;
-        let on_dev = registry_answers(&dev.rig.client).await;
-
-        let server = kubewasm_tests::envtest::Envtest::start()
-            .await
-            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
-        let client = server.admin();
-        let served = serve_policy(&client, "allowed-registries", &serde_json::json!({})).await;
-        let on_real = registry_answers(&client).await;
-        drop(served);
         assert_eq!(on_dev, on_real);
         assert_eq!(
             on_dev[0],
@@ -1342,22 +1359,12 @@ mod real {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_real_api_server_gives_the_unique_host_policys_answers() {
-        let dev = AdmissionRig::start().await;
-        dev.load_guest(
+        let (on_dev, on_real) = on_both(
             "unique-ingress-host",
-            "unique-ingress-host.wasm",
             serde_json::json!({}),
+            |c| async move { ingress_answers(&c).await },
         )
         .await;
-        let on_dev = ingress_answers(&dev.rig.client).await;
-
-        let server = kubewasm_tests::envtest::Envtest::start()
-            .await
-            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
-        let client = server.admin();
-        let served = serve_policy(&client, "unique-ingress-host", &serde_json::json!({})).await;
-        let on_real = ingress_answers(&client).await;
-        drop(served);
         assert_eq!(on_dev, on_real);
         assert_eq!(
             on_dev,
@@ -1439,18 +1446,10 @@ mod real {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_real_api_server_stores_the_pods_the_mutating_policy_makes_on_the_dev_server() {
         let config = serde_json::json!({"cpu": "250m", "memory": "64Mi"});
-        let dev = AdmissionRig::start().await;
-        dev.load_guest("default-requests", "default-requests.wasm", config.clone())
-            .await;
-        let on_dev = stored_requests(&dev.rig.client).await;
-
-        let server = kubewasm_tests::envtest::Envtest::start()
-            .await
-            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
-        let client = server.admin();
-        let served = serve_policy(&client, "default-requests", &config).await;
-        let on_real = stored_requests(&client).await;
-        drop(served);
+        let (on_dev, on_real) = on_both("default-requests", config, |c| async move {
+            stored_requests(&c).await
+        })
+        .await;
         assert_eq!(on_dev, on_real);
         let some = |s: &str| Some(s.to_owned());
         assert_eq!(
@@ -1470,9 +1469,7 @@ mod real {
         dev.load("lenient.wasm", config.clone()).await;
         let on_dev = answers_for(&dev.config_maps(), &names).await;
 
-        let server = kubewasm_tests::envtest::Envtest::start()
-            .await
-            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let server = real_server().await;
         let client = server.admin();
         let served = serve_policy(&client, "admission-probe", &config).await;
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -1497,9 +1494,7 @@ mod real {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reload_under_a_stream_of_reviews_through_the_real_api_server_refuses_none() {
-        let server = kubewasm_tests::envtest::Envtest::start()
-            .await
-            .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
+        let server = real_server().await;
         let client = server.admin();
         let config = Arc::new(parking_lot::Mutex::new(
             serde_json::json!({"name": "reloaded", "version": "v1"}).to_string(),
