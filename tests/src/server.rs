@@ -233,7 +233,11 @@ impl TestServer {
                 .audit_events()
                 .unwrap_or_else(|e| panic!("reading the audit log: {e}"))
                 .iter()
-                .filter(|e| e.resource == resource && e.namespace.as_deref() == Some(namespace))
+                .filter(|e| {
+                    ["list", "watch"].contains(&e.verb.as_str())
+                        && e.resource == resource
+                        && e.namespace.as_deref() == Some(namespace)
+                })
                 .count(),
         }
     }
