@@ -2,7 +2,7 @@
 //! or `KUBEBUILDER_ASSETS=... cargo bench -p kubewasm-devserver -p kubewasm-informer -p kubewasm
 //! --bench admission_apiserver`): a real kube-apiserver and etcd from the envtest assets, the
 //! unique-Ingress-host example served by a plugin host on loopback (its
-//! ValidatingWebhookConfiguration stored there, as `kubewasm webhooks` prints it), and Ingress
+//! ValidatingWebhookConfiguration stored there, as `kubewasm test` and `kubewasm dev` store it), and Ingress
 //! creates through the API server, every other one a duplicate host (denied).
 //!
 //! Three views of the same reviews: the API server's own histogram
@@ -20,13 +20,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use kube::api::PostParams;
-use kubewasm::admission::configuration::{self, Endpoint, Trust};
-use kubewasm::admission::tls::ReloadingCert;
+use kubewasm::admission::loopback::LoopbackWebhooks;
 use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
 use kubewasm::plugin::{HostOptions, PluginHost, StaticPolicy};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
@@ -143,7 +141,6 @@ fn host_metrics(metrics: &AdmissionMetrics) -> String {
 /// and stores its configuration there.
 async fn serve(
     client: &kube::Client,
-    dir: &Path,
     cancel: &CancellationToken,
 ) -> (PluginHost, AdmissionMetrics) {
     let registry = AdmissionRegistry::default();
@@ -164,33 +161,20 @@ async fn serve(
     )
     .await
     .expect("the policy loads");
-    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
-    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&cert, certified.cert.pem()).unwrap();
-    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    // Served and configured as `kubewasm test` and `kubewasm dev` do for their API server.
     let metrics = AdmissionMetrics::default();
-    let (addr, _) = kubewasm::admission::server::serve(
-        "127.0.0.1:0".parse().unwrap(),
-        Arc::new(ReloadingCert::new(&cert, &key).unwrap()),
+    let webhooks = LoopbackWebhooks::start(
         registry.clone(),
         metrics.clone(),
+        client.clone(),
         cancel.clone(),
     )
     .await
-    .unwrap();
-    let ca = certified.cert.pem();
-    for manifest in configuration::manifests(
-        "kubewasm",
-        &registry.declarations(),
-        &Endpoint::Url(format!("https://{addr}")),
-        Trust::Bundle(ca.as_bytes()),
-    ) {
-        let v: ValidatingWebhookConfiguration = serde_json::from_value(manifest).unwrap();
-        Api::all(client.clone())
-            .create(&PostParams::default(), &v)
-            .await
-            .expect("stored");
-    }
+    .expect("the webhook endpoint starts");
+    webhooks
+        .sync(&registry.declarations())
+        .await
+        .expect("the webhook configuration is stored");
     (host, metrics)
 }
 
@@ -228,9 +212,8 @@ async fn main() {
             .expect("holder");
     }
     eprintln!("admission_apiserver: {HOLDERS} Ingresses stored");
-    let dir = tempfile::tempdir().unwrap();
     let cancel = CancellationToken::new();
-    let (host, metrics) = serve(&client, dir.path(), &cancel).await;
+    let (host, metrics) = serve(&client, &cancel).await;
     let incoming: Api<Ingress> = Api::namespaced(client.clone(), "team-b");
     // Wait until the API server calls the webhook (it finds its configuration by a watch) and
     // the host's cache holds the Ingresses (a duplicate is denied), then warm up.

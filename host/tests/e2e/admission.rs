@@ -1010,14 +1010,9 @@ mod real {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use k8s_openapi::api::admissionregistration::v1::{
-        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-    };
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
     use kube::Api;
     use kube::api::PostParams;
-    use kubewasm::admission::configuration::{self, Endpoint, Trust};
-    use kubewasm::admission::tls::ReloadingCert;
     use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
     use kubewasm::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PolicyLookup};
     use kubewasm_informer::SharedInformerFactory;
@@ -1098,7 +1093,6 @@ mod real {
         /// The policy's plugin, for a reload.
         id: PluginId,
         metrics: AdmissionMetrics,
-        _dir: tempfile::TempDir,
         cancel: CancellationToken,
     }
 
@@ -1178,49 +1172,26 @@ mod real {
             kubewasm_tests::wait_until(Duration::from_secs(30), || host.ready()).await,
             "the policy's informers never sync"
         );
-        let dir = tempfile::tempdir().unwrap();
-        let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
-        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-        std::fs::write(&cert, certified.cert.pem()).unwrap();
-        std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+        // Served and configured as `kubewasm test` and `kubewasm dev` do for their API server.
         let cancel = CancellationToken::new();
         let metrics = AdmissionMetrics::default();
-        let (addr, _) = kubewasm::admission::server::serve(
-            "127.0.0.1:0".parse().unwrap(),
-            Arc::new(ReloadingCert::new(&cert, &key).unwrap()),
+        let webhooks = kubewasm::admission::loopback::LoopbackWebhooks::start(
             registry.clone(),
             metrics.clone(),
+            client.clone(),
             cancel.clone(),
         )
         .await
-        .unwrap();
-        let ca = certified.cert.pem();
-        for manifest in configuration::manifests(
-            "kubewasm",
-            &registry.declarations(),
-            &Endpoint::Url(format!("https://{addr}")),
-            Trust::Bundle(ca.as_bytes()),
-        ) {
-            if manifest["kind"] == "MutatingWebhookConfiguration" {
-                let m: MutatingWebhookConfiguration = serde_json::from_value(manifest).unwrap();
-                Api::all(client.clone())
-                    .create(&PostParams::default(), &m)
-                    .await
-                    .expect("stored");
-            } else {
-                let v: ValidatingWebhookConfiguration = serde_json::from_value(manifest).unwrap();
-                Api::all(client.clone())
-                    .create(&PostParams::default(), &v)
-                    .await
-                    .expect("stored");
-            }
-        }
+        .expect("the webhook endpoint starts");
+        webhooks
+            .sync(&registry.declarations())
+            .await
+            .expect("the webhook configurations are stored");
         RealHost {
             _factory: factory,
             host,
             id,
             metrics,
-            _dir: dir,
             cancel,
         }
     }
