@@ -14,7 +14,14 @@
 //!   PING after [`ConnectionOptions::http2_read_idle`] without a frame and the connection
 //!   closed if the answer takes longer than [`ConnectionOptions::http2_ping_timeout`]:
 //!   client-go's health check (30 s and 15 s), which finds a connection that is open at both
-//!   ends but carries nothing. Plain-HTTP servers (the dev server) are spoken to in HTTP/1.1.
+//!   ends but carries nothing. Plain-HTTP servers (the dev server) are spoken to in HTTP/1.1;
+//! - a bound on each connect, TLS handshake included ([`ConnectionOptions::connect_timeout`]),
+//!   so a path that silently drops new connections fails a connect within it instead of
+//!   kube's 30 s, and the request is retried sooner.
+//!
+//! A watch whose connection dies under it (the PING above, a reset) is counted by its
+//! informer as a dead connection and makes the host unready until the watch is open again
+//! (see [`crate::health`]).
 //!
 //! Every request says who sent it: `kubewasm/VERSION` unless it already names a sender
 //! ([`plugin_user_agent`] for the writes made for a plugin), so an audit log attributes each
@@ -48,6 +55,9 @@ pub struct ConnectionOptions {
     /// Data left unacknowledged for this long closes the connection (`TCP_USER_TIMEOUT`,
     /// Linux); this also bounds the keepalive probes.
     pub tcp_user_timeout: Duration,
+    /// A connect, TCP and TLS handshake together, that takes longer than this fails (kube's
+    /// own: 30 s, which a path that drops new connections silently costs every reconnect).
+    pub connect_timeout: Duration,
 }
 
 impl Default for ConnectionOptions {
@@ -58,6 +68,7 @@ impl Default for ConnectionOptions {
             http2_ping_timeout: Duration::from_secs(15),
             tcp_keepalive: Duration::from_secs(15),
             tcp_user_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -70,6 +81,7 @@ impl ConnectionOptions {
             ("http2-ping-timeout-seconds", self.http2_ping_timeout),
             ("tcp-keepalive-seconds", self.tcp_keepalive),
             ("tcp-user-timeout-seconds", self.tcp_user_timeout),
+            ("connect-timeout-seconds", self.connect_timeout),
         ];
         match durations.iter().find(|(_, d)| d.is_zero()) {
             Some((key, _)) => Err(format!("[connection] {key} must be > 0")),
@@ -94,7 +106,8 @@ pub enum ClientError {
 
 /// Builds a client for `config` with `options`' connections (see the module docs).
 ///
-/// Differs from `kube::Client::try_from(config)` in its connections and User-Agent only, and
+/// Differs from `kube::Client::try_from(config)` in its connections (the config's
+/// `connect_timeout` gives way to `options`') and User-Agent only, and
 /// in two things the host does not use: it opens no tracing span per request, and it does not
 /// record an exec credential's expiry (`Client::valid_until`). Like kube's, it logs each 5xx
 /// attempt at ERROR under kube's target (see [`crate::logging`]); a transport failure is
@@ -133,7 +146,7 @@ pub fn build(
         tls.enable_http1().wrap_connector(tcp)
     };
     let mut connector = hyper_timeout::TimeoutConnector::new(https);
-    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_connect_timeout(Some(options.connect_timeout));
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
     connector.set_reset_reader_on_write(config.reset_reader_on_write);

@@ -22,6 +22,7 @@
 //! http2-ping-timeout-seconds = 15  # ...and closed if the PING is unanswered this long
 //! tcp-keepalive-seconds = 15   # TCP keepalive probes on an idle connection after this
 //! tcp-user-timeout-seconds = 30    # unacknowledged data this long closes a connection
+//! connect-timeout-seconds = 10     # a connect (TCP and TLS handshake) taking longer fails
 //! [limits]                     # host-wide; the defaults shown
 //! max-name-bytes = 253         # what `init` may declare
 //! max-subscriptions = 64
@@ -251,6 +252,7 @@ pub struct ConnectionConfig {
     pub http2_ping_timeout_seconds: u64,
     pub tcp_keepalive_seconds: u64,
     pub tcp_user_timeout_seconds: u64,
+    pub connect_timeout_seconds: u64,
 }
 
 impl Default for ConnectionConfig {
@@ -262,6 +264,7 @@ impl Default for ConnectionConfig {
             http2_ping_timeout_seconds: defaults.http2_ping_timeout.as_secs(),
             tcp_keepalive_seconds: defaults.tcp_keepalive.as_secs(),
             tcp_user_timeout_seconds: defaults.tcp_user_timeout.as_secs(),
+            connect_timeout_seconds: defaults.connect_timeout.as_secs(),
         }
     }
 }
@@ -275,6 +278,7 @@ impl ConnectionConfig {
             http2_ping_timeout: Duration::from_secs(self.http2_ping_timeout_seconds),
             tcp_keepalive: Duration::from_secs(self.tcp_keepalive_seconds),
             tcp_user_timeout: Duration::from_secs(self.tcp_user_timeout_seconds),
+            connect_timeout: Duration::from_secs(self.connect_timeout_seconds),
         }
     }
 }
@@ -1025,6 +1029,23 @@ mod tests {
         assert!(parse("[plugins.x]\nmemory-mib = 0\n").is_err());
         assert!(parse("[defaults]\ngrants = [\"a/b/c\"]\n").is_err());
         assert!(parse("[defaults]\nmemory-mib = \"lots\"\n").is_err());
+    }
+
+    #[test]
+    fn the_connect_timeout_defaults_to_10_s_and_must_be_positive() {
+        assert_eq!(
+            parse("").unwrap().connection.options().connect_timeout,
+            Duration::from_secs(10)
+        );
+        let config = parse("[connection]\nconnect-timeout-seconds = 3\n").unwrap();
+        assert_eq!(
+            config.connection.options().connect_timeout,
+            Duration::from_secs(3)
+        );
+        let err = parse("[connection]\nconnect-timeout-seconds = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("connect-timeout-seconds"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! short ones), so the Lease alone does not show it. [`ApiHealth`] watches the informers'
 //! failure streaks and calls the replica unhealthy when
 //! - an informer found a connection dead (a watch or LIST silent past its idle limit: this
-//!   replica has been blind for that long already), or
+//!   replica has been blind for that long already; or its connection gone under it, as when
+//!   an HTTP/2 PING goes unanswered), until its watch opens again, or
 //! - an informer has failed without reaching the server (transport errors, 5xx) for longer
 //!   than [`HealthOptions::tolerance`] (a passing blip, a server restart, is tolerated);
 //!
@@ -147,25 +148,32 @@ impl Judge {
                 let died = stats.dead_connections > *seen;
                 *seen = stats.dead_connections;
                 let failing = stats.failing.filter(|f| f.unreachable);
-                let long = failing
-                    .as_ref()
-                    .is_some_and(|f| now.duration_since(f.since) >= self.options.tolerance);
-                if bad.is_none() && (died || long) {
+                let down = failing.as_ref().is_some_and(|f| {
+                    f.dead || now.duration_since(f.since) >= self.options.tolerance
+                });
+                if died || down {
                     let what = failing.map_or_else(
                         || "found its watch connection dead".to_owned(),
                         |f| {
+                            let dead = if f.dead {
+                                "found its connection dead, "
+                            } else {
+                                ""
+                            };
                             format!(
-                                "failing for {:.1} s: {}",
+                                "{dead}failing for {:.1} s: {}",
                                 now.duration_since(f.since).as_secs_f64(),
                                 f.error
                             )
                         },
                     );
-                    bad = Some(format!("informer {}: {what}", describe(&key)));
+                    bad.get_or_insert_with(Vec::new)
+                        .push(format!("informer {}: {what}", describe(&key)));
                 }
             }
         }
-        if let Some(reason) = bad {
+        if let Some(reasons) = bad {
+            let reason = summarize(&reasons);
             self.last_bad = Some((now, reason.clone()));
             return Err(reason);
         }
@@ -178,6 +186,18 @@ impl Judge {
             _ => Ok(()),
         }
     }
+}
+
+/// The informers that do not reach the API server, as `/readyz` and the log say it: the first
+/// two in full and how many more, so a connection that carried every watch does not make a
+/// reason of hundreds of lines.
+fn summarize(reasons: &[String]) -> String {
+    const SHOWN: usize = 2;
+    let mut text = reasons[..reasons.len().min(SHOWN)].join("; ");
+    if reasons.len() > SHOWN {
+        text.push_str(&format!("; and {} more informers", reasons.len() - SHOWN));
+    }
+    text
 }
 
 /// An informer as logs and `/readyz` name it: `apps/v1 deployments in team-a (app=web)`.

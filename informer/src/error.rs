@@ -52,6 +52,19 @@ pub enum Error {
     /// is presumed dead and the LIST is retried.
     #[error("the LIST sent nothing for {0:?}; presumed dead")]
     ListIdle(std::time::Duration),
+    /// The connection under a watch or LIST died while its response was read: an HTTP/2 PING
+    /// went unanswered (the client closed the connection), or the peer reset it, closed it
+    /// mid-response or stopped acknowledging. The request is made again on a new connection.
+    #[error("the connection died while the {what} was read: {cause}")]
+    ConnectionDied {
+        /// What was being read: `watch stream` or `LIST body`.
+        what: &'static str,
+        /// The transport's own words, from under the wrappers (`source` has them all).
+        cause: String,
+        /// The transport's failure, as kube's client reports it.
+        #[source]
+        source: std::io::Error,
+    },
     /// A response body could not be read or parsed.
     #[error("malformed response from the API server: {0}")]
     Response(String),

@@ -18,6 +18,10 @@ pub struct Failing {
     /// idle limit, a transport error, or a 5xx (see [`Error::is_unreachable`]). A refusal
     /// (403, 404, ...) is an answer: the server is reached, the request is wrong.
     pub unreachable: bool,
+    /// Whether a failure of the streak found a connection dead (see
+    /// [`Error::is_dead_connection`]): the informer's watch is down until a new one opens,
+    /// which ends the streak.
+    pub dead: bool,
     /// The latest failure, as text.
     pub error: String,
 }
@@ -52,18 +56,27 @@ impl Error {
     /// 503, 504 or the server failing).
     pub fn is_unreachable(&self) -> bool {
         match self {
-            Error::WatchIdle(_) | Error::BookmarksStopped(_) | Error::ListIdle(_) => true,
+            Error::WatchIdle(_)
+            | Error::BookmarksStopped(_)
+            | Error::ListIdle(_)
+            | Error::ConnectionDied { .. } => true,
             Error::Client(_) => true,
             Error::Api { code, .. } => *code >= 500,
             _ => false,
         }
     }
 
-    /// Whether the failure found a connection dead: open, but silent past its idle limit.
+    /// Whether the failure found a connection dead: open, but silent past its idle limit; or
+    /// gone under the request or its response (an unanswered HTTP/2 PING, a reset, a close
+    /// mid-response). A connect that failed is not one: no connection was up.
     pub fn is_dead_connection(&self) -> bool {
-        matches!(
-            self,
-            Error::WatchIdle(_) | Error::BookmarksStopped(_) | Error::ListIdle(_)
-        )
+        match self {
+            Error::WatchIdle(_)
+            | Error::BookmarksStopped(_)
+            | Error::ListIdle(_)
+            | Error::ConnectionDied { .. } => true,
+            Error::Client(err) => crate::transport::connection_died(err),
+            _ => false,
+        }
     }
 }

@@ -41,6 +41,7 @@ mod shared_informer;
 mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod transport;
 mod typed;
 
 pub use backoff::BackoffOptions;

@@ -198,7 +198,7 @@ impl KubeListerWatcher {
             let chunk = tokio::time::timeout(limit, reader.fill_buf())
                 .await
                 .map_err(idle)?
-                .map_err(|e| Error::Response(format!("reading LIST body: {e}")))?;
+                .map_err(|e| body_error("LIST body", e))?;
             if chunk.is_empty() {
                 return body.finish();
             }
@@ -244,7 +244,7 @@ impl KubeListerWatcher {
                         Ok(0) => return None,
                         Ok(_) => {}
                         Err(e) => {
-                            let err = Error::Response(format!("reading watch stream: {e}"));
+                            let err = body_error("watch stream", e);
                             return Some((Err(err), (reader, line, parse, true)));
                         }
                     }
@@ -288,6 +288,20 @@ impl ListerWatcher for KubeListerWatcher {
         timeout: Duration,
     ) -> BoxFuture<'_, Result<WatchStream>> {
         Box::pin(self.open_watch(resource_version, send_initial_events, timeout))
+    }
+}
+
+/// A failure reading a response body (`what`): [`Error::ConnectionDied`] when the connection
+/// died under it, so the reflector counts a dead connection, else [`Error::Response`].
+fn body_error(what: &'static str, err: std::io::Error) -> Error {
+    if crate::transport::connection_died(&err) {
+        Error::ConnectionDied {
+            what,
+            cause: crate::transport::root_cause(&err),
+            source: err,
+        }
+    } else {
+        Error::Response(format!("reading {what}: {err}"))
     }
 }
 

@@ -143,7 +143,8 @@ pub(crate) struct ReflectorStatus {
     pub(crate) streaming_unsupported: AtomicBool,
     /// The failure streak since the last successful list or watch, if one is going on.
     pub(crate) failing: Mutex<Option<Failing>>,
-    /// Watches and LISTs found dead (silent past their idle limit).
+    /// Watches and LISTs found dead: silent past their idle limit, or their connection gone
+    /// under them (see [`Error::is_dead_connection`]).
     pub(crate) dead_connections: AtomicU64,
     /// Told when a streak starts or ends, or a connection is found dead.
     pub(crate) signal: Option<HealthSignal>,
@@ -163,6 +164,7 @@ impl ReflectorStatus {
                 Some(f) => {
                     let became_unreachable = !f.unreachable && err.is_unreachable();
                     f.unreachable |= err.is_unreachable();
+                    f.dead |= dead;
                     f.error = err.to_string();
                     became_unreachable
                 }
@@ -170,6 +172,7 @@ impl ReflectorStatus {
                     *failing = Some(Failing {
                         since: Instant::now(),
                         unreachable: err.is_unreachable(),
+                        dead,
                         error: err.to_string(),
                     });
                     true
@@ -892,6 +895,62 @@ mod tests {
             .expect("the signal lives");
         assert_eq!(snapshot(), (None, 1), "the watch after the 403 opened");
         assert_eq!(lw.calls.lock().len(), 5);
+        cancel.cancel();
+    }
+
+    /// A watch whose connection dies under it (kube's client reports the transport's failure
+    /// while the stream is read) counts as a dead connection, and the streak says so until a
+    /// watch opens again, through failed attempts to open one.
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_whose_connection_dies_is_a_dead_connection_until_a_watch_opens() {
+        let signal = HealthSignal::default();
+        let mut changes = signal.subscribe();
+        let status = Arc::new(ReflectorStatus {
+            signal: Some(signal),
+            ..ReflectorStatus::default()
+        });
+        let died = Error::ConnectionDied {
+            what: "watch stream",
+            cause: "stream closed because of a broken pipe".into(),
+            source: std::io::Error::other(kube::Error::Service(Box::new(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "stream closed because of a broken pipe",
+            )))),
+        };
+        let (lw, _store, cancel) = run_reporting(
+            ListStrategy::Paginated,
+            Duration::from_secs(90),
+            vec![
+                events(vec![Err(died)]),
+                Err(server_error(503)),
+                Err(server_error(503)),
+            ],
+            status.clone(),
+        );
+        let snapshot = || {
+            let failing = status.failing.lock().clone();
+            (
+                failing.as_ref().map(|f| (f.unreachable, f.dead)),
+                status.dead_connections.load(Ordering::Relaxed),
+            )
+        };
+        tokio::time::timeout(Duration::from_secs(120), changes.changed())
+            .await
+            .expect("a health change")
+            .expect("the signal lives");
+        assert_eq!(snapshot(), (Some((true, true)), 1), "dead at once");
+        wait_for_calls(&lw, 3).await;
+        assert_eq!(
+            snapshot(),
+            (Some((true, true)), 1),
+            "still dead while watches fail to open"
+        );
+        tokio::time::timeout(Duration::from_secs(120), changes.changed())
+            .await
+            .expect("the streak ends")
+            .expect("the signal lives");
+        assert_eq!(snapshot(), (None, 1), "a watch opened");
+        assert_eq!(lw.calls.lock().len(), 4);
         cancel.cancel();
     }
 

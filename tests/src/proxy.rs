@@ -4,7 +4,9 @@
 //! proxy or NAT that dropped its flows without telling either end. Connections opened later
 //! work, so a client that finds its connection dead and opens another gets through, unless
 //! [`SilencingProxy::refuse_new`] cut the rest of the path as well (then each new connection
-//! is closed as soon as it is accepted).
+//! is closed as soon as it is accepted), or [`SilencingProxy::black_hole_new`] made it drop
+//! packets silently (then each new connection is accepted and never answered: a TLS client's
+//! handshake hangs, as its connect would on a path that drops packets).
 
 use std::net::SocketAddr;
 
@@ -23,6 +25,8 @@ pub struct SilencingProxy {
     silence: watch::Sender<u64>,
     /// New connections are closed at once.
     refusing: Arc<AtomicBool>,
+    /// New connections are held open and never answered.
+    black_holing: Arc<AtomicBool>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -35,14 +39,22 @@ impl SilencingProxy {
         let switch = silence.clone();
         let refusing = Arc::new(AtomicBool::new(false));
         let refuse = refusing.clone();
+        let black_holing = Arc::new(AtomicBool::new(false));
+        let black_hole = black_holing.clone();
         let accept = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
             loop {
                 tokio::select! {
                     accepted = listener.accept() => {
-                        if let Ok((client, _)) = accepted
-                            && !refuse.load(Ordering::SeqCst)
-                        {
+                        let Ok((client, _)) = accepted else { continue };
+                        if refuse.load(Ordering::SeqCst) {
+                            drop(client);
+                        } else if black_hole.load(Ordering::SeqCst) {
+                            connections.spawn(async move {
+                                let _held = client;
+                                std::future::pending::<()>().await;
+                            });
+                        } else {
                             connections.spawn(forward(client, upstream, switch.subscribe()));
                         }
                     }
@@ -54,6 +66,7 @@ impl SilencingProxy {
             addr,
             silence,
             refusing,
+            black_holing,
             accept,
         })
     }
@@ -72,6 +85,12 @@ impl SilencingProxy {
     /// are left as they are: [`SilencingProxy::silence`] them too for a full partition).
     pub fn refuse_new(&self) {
         self.refusing.store(true, Ordering::SeqCst);
+    }
+
+    /// From now on every new connection is accepted and then neither forwarded nor closed:
+    /// nothing it sends is answered (the open ones are left as they are).
+    pub fn black_hole_new(&self) {
+        self.black_holing.store(true, Ordering::SeqCst);
     }
 }
 
@@ -174,6 +193,33 @@ mod tests {
         assert!(
             closed.is_err(),
             "the silenced connection is held open: {closed:?}"
+        );
+    }
+
+    /// A black-holed path: new connections are accepted and never answered nor closed, while
+    /// the one already open keeps working.
+    #[tokio::test]
+    async fn black_holed_new_connections_are_held_open_and_unanswered() {
+        let proxy = SilencingProxy::start(echo().await).await.unwrap();
+        let mut old = TcpStream::connect(proxy.addr()).await.unwrap();
+        let patience = Duration::from_secs(10);
+        assert_eq!(
+            round_trip(&mut old, patience).await.as_deref(),
+            Some(&b"ping"[..])
+        );
+        proxy.black_hole_new();
+        let mut new = TcpStream::connect(proxy.addr()).await.unwrap();
+        // A bounded wait for an answer that must never come.
+        assert_eq!(round_trip(&mut new, Duration::from_millis(500)).await, None);
+        let mut byte = [0u8; 1];
+        let closed = tokio::time::timeout(Duration::from_millis(200), new.read(&mut byte)).await;
+        assert!(
+            closed.is_err(),
+            "the new connection is held open: {closed:?}"
+        );
+        assert_eq!(
+            round_trip(&mut old, patience).await.as_deref(),
+            Some(&b"ping"[..])
         );
     }
 }

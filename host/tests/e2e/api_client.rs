@@ -10,6 +10,7 @@ mod real {
     use kubewasm::api_client::{self, ConnectionOptions, USER_AGENT_VALUE};
     use kubewasm_informer::{InformerKey, SharedInformerFactory};
     use kubewasm_tests::envtest::{Envtest, User};
+    use kubewasm_tests::proxy::SilencingProxy;
     use kubewasm_tests::wait_until;
 
     async fn admin_config(server: &Envtest) -> kube::Config {
@@ -91,5 +92,53 @@ mod real {
             "every request names kubewasm: {audited:?}"
         );
         factory.shutdown().await;
+    }
+
+    /// A path that silently drops new connections (the proxy accepts them and answers nothing,
+    /// so the TLS handshake hangs): a connect fails within the connect timeout, where kube's
+    /// own (30 s) held every reconnect for 31 s.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connect_on_a_path_that_drops_packets_fails_within_its_timeout() {
+        let server = Envtest::start().await.expect("the real API server starts");
+        let upstream: std::net::SocketAddr = server
+            .url()
+            .trim_start_matches("https://")
+            .parse()
+            .expect("address");
+        let proxy = SilencingProxy::start(upstream).await.expect("the proxy");
+        let timeout = Duration::from_secs(2);
+        let client = || async {
+            let mut config = admin_config(&server).await;
+            config.cluster_url = format!("https://{}", proxy.addr()).parse().expect("url");
+            let options = ConnectionOptions {
+                connect_timeout: timeout,
+                ..ConnectionOptions::default()
+            };
+            api_client::build(config, &options).expect("client")
+        };
+        client()
+            .await
+            .apiserver_version()
+            .await
+            .expect("the server answers through the proxy");
+
+        proxy.black_hole_new();
+        // A new client: no connection to reuse, the request must connect.
+        let client = client().await;
+        let started = std::time::Instant::now();
+        let failed = tokio::time::timeout(Duration::from_secs(60), client.apiserver_version())
+            .await
+            .expect("the request ends");
+        let took = started.elapsed();
+        eprintln!("a black-holed connect failed after {took:?}: {failed:?}");
+        let err = failed.expect_err("nothing answers on the black-holed path");
+        assert!(
+            format!("{err:?}").contains("TimedOut"),
+            "the connect timed out: {err:?}"
+        );
+        assert!(
+            (timeout..timeout + Duration::from_secs(3)).contains(&took),
+            "failed after {took:?}, not at the connect timeout ({timeout:?})"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! `/readyz`, `/metrics` and `/plugins` end to end: the whole host (`app::run`, as `kubewasm dev`
-//! runs it) on the dev API server with a plugins directory, probed over HTTP. Kept apart from the
-//! reload tests, whose memory measurements the extra hosts here would disturb.
+//! runs it) on the dev API server with a plugins directory, probed over HTTP; and (`real::`) on
+//! a real kube-apiserver behind a proxy that cuts its connections. Kept apart from the reload
+//! tests, whose memory measurements the extra hosts here would disturb.
 
 use std::path::Path;
 use std::time::Duration;
@@ -25,14 +26,25 @@ struct App {
     port: u16,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
-    _server: DevServer,
+    /// What the host's API server needs kept alive (the dev server).
+    _server: Box<dyn std::any::Any + Send>,
     _cache: tempfile::TempDir,
 }
 
 impl App {
     async fn start(server: DevServer, plugins: &Path, config: &str) -> App {
-        guest_logs();
         let client = server.client();
+        App::start_with(client, Box::new(server), plugins, config)
+    }
+
+    /// The host on `client`'s API server; `server` is kept until the host is dropped.
+    fn start_with(
+        client: kube::Client,
+        server: Box<dyn std::any::Any + Send>,
+        plugins: &Path,
+        config: &str,
+    ) -> App {
+        guest_logs();
         let config =
             kubewasm::config::Config::parse(config, Path::new("test.toml")).expect("config");
         let port = kubewasm_tests::free_port();
@@ -413,4 +425,111 @@ async fn a_standby_shows_its_waiting_keys_and_the_oldest_ones_age() {
         "{text}"
     );
     app.stop().await;
+}
+
+/// The host on a real kube-apiserver over TLS and HTTP/2, reached through a proxy that makes its
+/// connections go silent: readiness follows what the HTTP/2 PING finds.
+mod real {
+    use std::time::{Duration, Instant};
+
+    use kubewasm::api_client::{self, ConnectionOptions};
+    use kubewasm_tests::envtest::{Envtest, User};
+    use kubewasm_tests::proxy::SilencingProxy;
+    use kubewasm_tests::{guest_bytes, write_settled};
+    use serde_json::json;
+
+    use super::{App, probe_config, probe_entry};
+
+    /// Bounds every wait on the real server; the bounds that are the point are asserted apart.
+    const PATIENCE: Duration = Duration::from_secs(90);
+
+    /// The sum of `kubewasm_informer_dead_connections_total` over its series.
+    fn dead_connections(metrics: &str) -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("kubewasm_informer_dead_connections_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Polls `/readyz` until its code is `code`; the body then, or `None` past `PATIENCE`.
+    async fn readyz_until(app: &App, code: u16) -> Option<String> {
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            if let Some((got, body)) = app.get("/readyz").await
+                && got == code
+            {
+                return Some(body);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
+    /// Every connection the host has goes silent (open, carrying nothing) while new ones pass:
+    /// the HTTP/2 PING (1 s read-idle, 1 s timeout) finds the connection dead within about
+    /// 2 s; the watches that died with it are counted as dead connections, `/readyz` answers
+    /// 503 naming the informer within 10 s of that, and 200 again once the watches are back
+    /// (after the 15 s hold). Before, the watch streams' failure was not seen as a dead
+    /// connection at all: `/readyz` stayed 200 and the counter 0.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_its_ping_finds_dead_makes_readyz_fail_until_the_watches_are_back() {
+        let server = Envtest::start().await.expect("the real API server starts");
+        let upstream: std::net::SocketAddr = server
+            .url()
+            .trim_start_matches("https://")
+            .parse()
+            .expect("address");
+        let proxy = SilencingProxy::start(upstream).await.expect("the proxy");
+        let kubeconfig = kube::config::Kubeconfig::read_from(server.kubeconfig(User::Admin))
+            .expect("kubeconfig");
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        config.cluster_url = format!("https://{}", proxy.addr()).parse().expect("url");
+        let options = ConnectionOptions {
+            http2_read_idle: Duration::from_secs(1),
+            http2_ping_timeout: Duration::from_secs(1),
+            ..ConnectionOptions::default()
+        };
+        let client = api_client::build(config, &options).expect("client");
+
+        let dir = tempfile::tempdir().expect("plugins dir");
+        write_settled(&dir.path().join("probe.wasm"), &guest_bytes("probe"));
+        let host_config = probe_entry("probe", probe_config("ready-ping", json!({})));
+        let app = App::start_with(client, Box::new(server), dir.path(), &host_config);
+        assert!(readyz_until(&app, 200).await.is_some(), "never ready");
+        let before = dead_connections(&app.metrics().await);
+
+        proxy.silence();
+        let silenced = Instant::now();
+        let why = readyz_until(&app, 503).await;
+        let unready_after = silenced.elapsed();
+        let why = why.expect("/readyz kept answering 200 with the connection dead");
+        eprintln!("/readyz 503 {unready_after:?} after the silence: {why}");
+        assert!(
+            why.contains("informer v1 configmaps in default") && why.contains("dead"),
+            "/readyz says which informer and why: {why}"
+        );
+        // The PING fails within read-idle plus timeout (2 s) of the silence.
+        assert!(
+            unready_after <= Duration::from_secs(12),
+            "503 only {unready_after:?} after the silence"
+        );
+        let (counted, metrics) = app
+            .metrics_until(|text| dead_connections(text) > before)
+            .await;
+        assert!(counted, "no dead connection counted:\n{metrics}");
+
+        // New connections pass: the watches are made again and the host is ready after its
+        // hold.
+        let ready = readyz_until(&app, 200).await;
+        eprintln!(
+            "/readyz 200 again {:?} after the silence",
+            silenced.elapsed()
+        );
+        assert!(ready.is_some(), "never ready again after the re-watch");
+        app.stop().await;
+        drop(proxy);
+    }
 }

@@ -834,12 +834,13 @@ mod real {
     }
 
     /// Leader A's connections go silent (open, carrying nothing) while new ones work: A's
-    /// HTTP/2 PING finds its connection dead (read-idle and ping timeout 1 s each) and Foos
-    /// created after the silence converge (over HTTP/2 everything A sends shares the one
-    /// silenced connection, so unlike the dev server's HTTP/1.1 watches, nothing stays dead
-    /// once A reconnects). Then the whole path is cut (new connections refused too): A's
-    /// `/readyz` answers 503 and says why, B takes the Lease, and the Foos created after the
-    /// cut converge.
+    /// HTTP/2 PING finds its connection dead (read-idle and ping timeout 1 s each); its watches
+    /// died with it (A was blind for the PING's 2 s), so A's `/readyz` answers 503 saying so,
+    /// A steps down and B leads, and the Foos created after the silence converge (over HTTP/2
+    /// everything A sends shares the one silenced connection, so unlike the dev server's
+    /// HTTP/1.1 watches, nothing stays dead once A reconnects). Then the whole path is cut
+    /// (new connections refused too): A's `/readyz` answers 503 and says why, B keeps leading,
+    /// and the Foos created after the cut converge.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_leader_whose_connections_go_silent_recovers_and_one_cut_off_hands_over_on_the_real_api_server()
      {
@@ -912,14 +913,32 @@ mod real {
         );
         assert!(a.is_leader() && !b.is_leader());
 
-        // Silent connections, new ones working: A's PING finds its connection dead and A
-        // reconnects through the proxy; nothing needs B.
+        // Silent connections, new ones working: A's PING finds its connection dead, A steps
+        // down (its watches died with the connection) and reconnects through the proxy.
         proxy.silence();
         let silenced = Instant::now();
         for ns in &namespaces {
             create_foo(&client, ns, "late", 2).await;
             all.push((ns.clone(), "late".to_owned()));
         }
+        let mut why = String::new();
+        let unready = wait_until(PATIENCE, || {
+            let (code, body) = get(&format!("http://{}/readyz", a.addr));
+            why = body;
+            code == 503
+        })
+        .await;
+        assert!(
+            unready && why.contains("dead"),
+            "A's /readyz did not say its connection died: {why}"
+        );
+        let handed = wait_until(PATIENCE, || b.is_leader() && !a.is_leader()).await;
+        assert!(
+            handed,
+            "A kept leading with its watches dead: A {:?}, B {:?}",
+            a.leads(),
+            b.leads()
+        );
         assert!(
             wait_converged(&client, &all).await,
             "the Foos never converged after the silence"
@@ -931,9 +950,14 @@ mod real {
             b.leads()
         );
 
-        // The whole path cut (open connections silent, new ones refused): A's informers fail
-        // past the renew deadline, its /readyz says why, it cannot renew, and B takes over.
-        assert!(a.is_leader() && !b.is_leader(), "A leads before the cut");
+        // A is ready again once its watches are back and its hold is over, as a standby.
+        assert!(
+            wait_until(PATIENCE, || a.ready()).await,
+            "A never got ready again after the silence"
+        );
+
+        // The whole path cut (open connections silent, new ones refused): A's PING finds its
+        // new connection dead, its /readyz says why, and B keeps leading.
         proxy.refuse_new();
         proxy.silence();
         let cut = Instant::now();
@@ -957,7 +981,7 @@ mod real {
         let handed = wait_until(PATIENCE, || b.is_leader() && !a.is_leader()).await;
         assert!(
             handed,
-            "B never took over: A {:?}, B {:?}",
+            "B does not lead: A {:?}, B {:?}",
             a.leads(),
             b.leads()
         );
