@@ -127,6 +127,7 @@ pub(crate) async fn declare_v0_1(
         });
     };
     validate(&file, &info, policy, &options.declarations)?;
+    instance.log_gate().set_declared_name(&info.name);
     Ok((instance, info))
 }
 
@@ -170,6 +171,7 @@ pub(crate) async fn declare_v0_2(
     validate(&file, &info, policy, &options.declarations)?;
     let rules = resolve_rules(&declared.subscriptions).map_err(invalid)?;
     let events = declared.subscriptions.iter().map(|s| s.events).collect();
+    instance.log_gate().set_declared_name(&info.name);
     Ok(Declared {
         info,
         rules,
@@ -350,10 +352,7 @@ pub(crate) fn validate(
         return Err(invalid(file, "name: it is empty".into()));
     }
     if info.name.chars().any(char::is_control) {
-        return Err(invalid(
-            file,
-            "name: it holds control characters".into(),
-        ));
+        return Err(invalid(file, "name: it holds control characters".into()));
     }
     for (i, sub) in info.subscriptions.iter().enumerate() {
         checked_scope(sub).map_err(|e| invalid(file, format!("subscription {i}: {e}")))?;

@@ -495,7 +495,10 @@ impl PluginHost {
                 controller.context.queue.shut_down();
             }
             tracing::info!(plugin = %entry.key, name = %entry.name, id = id.0, "plugin unloaded");
-            self.inner.options.observer.plugin_removed(entry.key.as_str());
+            self.inner
+                .options
+                .observer
+                .plugin_removed(entry.key.as_str());
             self.inner.leases.release(&entry.keys, &entry.indexes).await;
         }
     }
@@ -658,8 +661,8 @@ impl PluginHost {
     ) -> Result<(Arc<Access>, Vec<EventSource>), PluginError> {
         let mut informers: Vec<SharedIndexInformer> = Vec::new();
         for (i, sub) in info.subscriptions.iter().enumerate() {
-            let namespace = checked_scope(sub)
-                .map_err(|e| invalid(file, format!("subscription {i}: {e}")))?;
+            let namespace =
+                checked_scope(sub).map_err(|e| invalid(file, format!("subscription {i}: {e}")))?;
             let gvk = GroupVersionKind::gvk(&sub.gvk.group, &sub.gvk.version, &sub.gvk.kind);
             let (resource, namespaced) = kubewasm_informer::resolve(&self.inner.client, &gvk)
                 .await
