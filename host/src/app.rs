@@ -655,6 +655,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "replay_done": p.replay_done,
         "last_error": p.last_error,
         "admission": p.admission,
+        "grants": {"reads": p.reads, "writes": p.writes},
     })
 }
 

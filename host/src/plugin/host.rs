@@ -139,6 +139,14 @@ pub struct PluginStatus {
     pub workqueue: Option<QueueStats>,
     /// The webhooks a plugin of contract 0.3 serves.
     pub admission: Option<crate::admission::Declaration>,
+    /// What its policy lets it read (its subscriptions, cache queries, indexes, Events and
+    /// validating webhooks are checked against these), as [`Grants::describe`] prints them.
+    ///
+    /// [`Grants::describe`]: super::Grants::describe
+    pub reads: Vec<String>,
+    /// What it may write (writes and mutating webhooks), as
+    /// [`WriteGrants::describe`](super::WriteGrants::describe) prints them.
+    pub writes: Vec<String>,
     /// The linear memory its live instances hold now, in bytes (the handler instance and each
     /// reconcile worker's); what the host keeps for it, such as the cache, is not in it.
     pub memory_bytes: usize,
@@ -183,6 +191,8 @@ impl PluginStatus {
             last_error: None,
             workqueue: None,
             admission: None,
+            reads: Vec::new(),
+            writes: Vec::new(),
             memory_bytes: 0,
         }
     }
@@ -208,6 +218,9 @@ struct Entry {
     replace_error: Option<String>,
     /// The linear memory its instances hold.
     memory: MemoryUse,
+    /// Its effective grants, described (see [`PluginStatus::reads`]).
+    reads: Vec<String>,
+    writes: Vec<String>,
 }
 
 impl Entry {
@@ -220,10 +233,13 @@ impl Entry {
         info: &PluginInfo,
         claims: Claims,
         limits: Limits,
+        policy: &PluginPolicy,
         memory: MemoryUse,
     ) -> Self {
         Entry {
             memory,
+            reads: policy.grants.describe(),
+            writes: policy.writes.describe(),
             key,
             source: source.to_owned(),
             name: info.name.clone(),
@@ -302,6 +318,8 @@ impl Entry {
                 .and_then(|c| c.admission.as_ref())
                 .map(|r| r.policy().declaration().clone()),
             memory_bytes: self.memory.bytes(),
+            reads: self.reads.clone(),
+            writes: self.writes.clone(),
             ..PluginStatus::new(
                 id,
                 &self.key,
@@ -593,7 +611,7 @@ impl PluginHost {
             recipe: Recipe {
                 compiled: compiled.clone(),
                 name: name.clone(),
-                config: policy.config,
+                config: policy.config.clone(),
                 limits,
                 access,
                 log_gate,
@@ -613,6 +631,7 @@ impl PluginHost {
                 &info,
                 claims,
                 limits,
+                &policy,
                 config.recipe.memory.clone(),
             ),
             actor: Some((config, instance)),

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The longest key, in bytes: it is a field manager (at most 128 bytes), part of a User-Agent
-/// and, through [`PluginKey::webhook_label`], of a DNS name.
+/// and of a webhook's DNS name.
 pub const MAX_KEY_BYTES: usize = 100;
 
 /// A plugin's identity: its file's stem, checked.
@@ -71,42 +71,6 @@ impl PluginKey {
     pub fn to_arc(&self) -> Arc<str> {
         self.0.clone()
     }
-
-    /// A DNS label (lowercase letters, digits and `-`, at most 63 bytes) that no other key
-    /// maps to: the key itself when it is one, otherwise its letters and digits lowercased
-    /// with every other character as `-`, and a hash of the key appended (`a_b` and `a-b`
-    /// get different labels).
-    pub fn webhook_label(&self) -> String {
-        let key = self.as_str();
-        let is_label = key.len() <= 63
-            && key
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !key.ends_with('-');
-        if is_label {
-            return key.to_owned();
-        }
-        let mut label: String = key
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_lowercase()
-                } else {
-                    '-'
-                }
-            })
-            .take(54)
-            .collect();
-        let digest = {
-            use sha2::Digest as _;
-            sha2::Sha256::digest(key.as_bytes())
-        };
-        label.push('-');
-        for byte in &digest[..4] {
-            label.push_str(&format!("{byte:02x}"));
-        }
-        label
-    }
 }
 
 impl fmt::Display for PluginKey {
@@ -123,7 +87,6 @@ mod tests {
     fn the_key_is_the_file_stem() {
         let key = PluginKey::of(Path::new("/plugins/sample-controller.wasm")).unwrap();
         assert_eq!(key.as_str(), "sample-controller");
-        assert_eq!(key.webhook_label(), "sample-controller");
     }
 
     #[test]
@@ -140,27 +103,5 @@ mod tests {
         }
         let long = format!("/p/{}.wasm", "a".repeat(MAX_KEY_BYTES + 1));
         assert!(PluginKey::of(Path::new(&long)).is_err());
-    }
-
-    #[test]
-    fn webhook_labels_are_dns_labels_and_never_shared() {
-        let labels: Vec<String> = ["a_b", "a-b", "A-b", "a.b", &"x".repeat(MAX_KEY_BYTES)]
-            .iter()
-            .map(|k| PluginKey::new(k).unwrap().webhook_label())
-            .collect();
-        for label in &labels {
-            assert!(label.len() <= 63, "{label}");
-            assert!(
-                label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
-                "{label}"
-            );
-        }
-        let mut unique = labels.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), labels.len(), "{labels:?}");
-        assert_eq!(labels[1], "a-b");
     }
 }
