@@ -224,11 +224,10 @@ struct Entry {
 }
 
 impl Entry {
-    /// The entry of a plugin loaded from `source` that declared `info` and holds `claims`,
+    /// The entry of a plugin loaded from `compiled` that declared `info` and holds `claims`,
     /// with nothing started yet.
     fn new(
         key: PluginKey,
-        source: &Path,
         compiled: &CompiledPlugin,
         info: &PluginInfo,
         claims: Claims,
@@ -241,7 +240,7 @@ impl Entry {
             reads: policy.grants.describe(),
             writes: policy.writes.describe(),
             key,
-            source: source.to_owned(),
+            source: compiled.file.clone(),
             name: info.name.clone(),
             hash: compiled.hash.clone(),
             subscriptions: info
@@ -626,7 +625,6 @@ impl PluginHost {
         Ok(Prepared {
             entry: Entry::new(
                 key,
-                source,
                 &compiled,
                 &info,
                 claims,

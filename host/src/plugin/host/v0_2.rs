@@ -230,9 +230,7 @@ impl PluginHost {
             };
             workers = spawn_workers(workers_recipe, policy.reconcile.max_concurrent_reconciles);
         }
-        let mut entry = Entry::new(
-            key, source, &compiled, &info, claims, limits, &policy, memory,
-        );
+        let mut entry = Entry::new(key, &compiled, &info, claims, limits, &policy, memory);
         entry.controller = Some(Controller {
             context,
             registrations,
