@@ -588,7 +588,7 @@ pub fn plugin_source(plugins: PluginHost) -> PluginSource {
             .plugins()
             .into_iter()
             .map(|p| PluginSample {
-                plugin: p.name,
+                plugin: p.key.to_string(),
                 queue_depth: p.queue_depth as u64,
                 failed: p.failed,
                 workqueue: p.workqueue,
@@ -627,6 +627,7 @@ fn leader_json(gate: &LeaderGate, balance: Option<&Balance>) -> serde_json::Valu
 fn status_json(p: &PluginStatus) -> serde_json::Value {
     serde_json::json!({
         "id": p.id.0,
+        "plugin": p.key.as_str(),
         "name": p.name,
         "source": p.source,
         "content_hash": p.content_hash,
@@ -654,6 +655,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "replay_done": p.replay_done,
         "last_error": p.last_error,
         "admission": p.admission,
+        "grants": {"reads": p.reads, "writes": p.writes},
     })
 }
 
@@ -661,12 +663,13 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
 pub struct HostLoader(pub PluginHost);
 
 impl HostLoader {
+    /// The plugin's key, as reload events and their metrics name it.
     fn name_of(&self, id: &PluginId) -> String {
         self.0
             .plugins()
             .into_iter()
             .find(|p| &p.id == id)
-            .map(|p| p.name)
+            .map(|p| p.key.to_string())
             .unwrap_or_default()
     }
 }

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use crate::app::{default_cache_dir, policy_lookup};
 use crate::config::Config;
 use crate::plugin::{
-    CheckOptions, Checked, Delivery, EngineOptions, IndexSource, Namespace, PluginEngine,
+    CheckOptions, Checked, Delivery, EngineOptions, Grants, IndexSource, Namespace, PluginEngine,
     PluginPolicy, WriteGrants,
 };
 use crate::rbac::{Access, Need};
@@ -52,9 +52,25 @@ impl Checker {
 /// the config's grants: its contract and world, its subscriptions and indexes, and the writes
 /// it is granted with the RBAC verbs they need.
 pub async fn inspect_file(path: &Path, config: &Config) -> anyhow::Result<String> {
+    let key = crate::plugin::PluginKey::of(path)?;
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let (checked, policy) = Checker::new(config)?.check(path, bytes).await?;
-    Ok(describe(path, &checked, &policy.writes))
+    Ok(describe(
+        path,
+        &key,
+        &checked,
+        &policy.grants,
+        &policy.writes,
+    ))
+}
+
+/// Grants as one line: `none` when empty.
+fn describe_list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none granted".to_owned()
+    } else {
+        items.join(", ")
+    }
 }
 
 /// The write grants, one line per RBAC rule they need.
@@ -93,12 +109,20 @@ pub async fn identify(path: &Path, bytes: &[u8]) -> anyhow::Result<(String, &'st
     Ok((checked.info.name, checked.contract.package()))
 }
 
-fn describe(path: &Path, checked: &Checked, writes: &WriteGrants) -> String {
+fn describe(
+    path: &Path,
+    key: &crate::plugin::PluginKey,
+    checked: &Checked,
+    reads: &Grants,
+    writes: &WriteGrants,
+) -> String {
     let info = &checked.info;
     let mut out = String::new();
     let _ = writeln!(out, "{}: ok", path.display());
     let _ = writeln!(out, "  contract: {}", checked.contract);
-    let _ = writeln!(out, "  name:    {}", info.name);
+    let _ = writeln!(out, "  plugin:  {key} (its config is [plugins.{key}])");
+    let _ = writeln!(out, "  name:    {} (declared by init, a label)", info.name);
+    let _ = writeln!(out, "  reads:   {}", describe_list(&reads.describe()));
     let _ = writeln!(out, "  grants:  every subscription granted");
     describe_writes(&mut out, writes);
     for s in &info.subscriptions {

@@ -219,7 +219,10 @@ pub async fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> b
 /// emitted it under the `kubewasm::guest` tracing target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestLine {
+    /// The plugin's key (its file's name without `.wasm`).
     pub plugin: String,
+    /// The name its `init` declared, which guest lines carry beside the key.
+    pub name: Option<String>,
     pub message: String,
 }
 
@@ -232,12 +235,13 @@ pub struct GuestLogs {
 }
 
 impl GuestLogs {
-    /// The messages `plugin` logged, oldest first.
+    /// The messages logged by the plugin whose key, or declared name, is `plugin`, oldest
+    /// first (tests that load versions of one file tell them apart by the name each declares).
     pub fn lines(&self, plugin: &str) -> Vec<String> {
         let lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
         lines
             .iter()
-            .filter(|l| l.plugin == plugin)
+            .filter(|l| l.plugin == plugin || l.name.as_deref() == Some(plugin))
             .map(|l| l.message.clone())
             .collect()
     }
@@ -250,7 +254,7 @@ impl GuestLogs {
             .collect()
     }
 
-    /// The host's warnings and errors about `plugin`, oldest first.
+    /// The host's warnings and errors about the plugin whose key is `plugin`, oldest first.
     pub fn host_lines(&self, plugin: &str) -> Vec<String> {
         let lines = self.host.lock().unwrap_or_else(|e| e.into_inner());
         lines
@@ -289,6 +293,7 @@ struct Capture(Arc<GuestLogs>);
 #[derive(Default)]
 struct Fields {
     plugin: Option<String>,
+    name: Option<String>,
     message: String,
 }
 
@@ -296,6 +301,7 @@ impl tracing::field::Visit for Fields {
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
         match field.name() {
             "plugin" => self.plugin = Some(value.to_owned()),
+            "name" => self.name = Some(value.to_owned()),
             "message" => self.message = value.to_owned(),
             _ => {}
         }
@@ -304,6 +310,7 @@ impl tracing::field::Visit for Fields {
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
         match field.name() {
             "plugin" => self.plugin = Some(format!("{value:?}").trim_matches('"').to_owned()),
+            "name" => self.name = Some(format!("{value:?}").trim_matches('"').to_owned()),
             "message" => self.message = format!("{value:?}"),
             _ => {}
         }
@@ -328,6 +335,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
         };
         let line = GuestLine {
             plugin,
+            name: fields.name.filter(|n| !n.is_empty()),
             message: fields.message,
         };
         let target = if guest { &self.0.lines } else { &self.0.host };

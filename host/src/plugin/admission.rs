@@ -324,7 +324,7 @@ async fn start_instance(
     Ok((instance, declared))
 }
 
-/// What the component `compiled` declares (its name and webhooks), from a throw-away instance
+/// What the component `compiled` declares (its webhooks, under the plugin's key), from a throw-away instance
 /// that is not connected to any cluster: `None` if it is no admission policy. For `kubewasm
 /// webhooks`, which needs no cluster.
 pub async fn declared_webhooks(
@@ -346,7 +346,7 @@ pub async fn declared_webhooks(
     );
     let invalid = |what: String| PluginError::InvalidDeclaration {
         file: compiled.file.clone(),
-        plugin: String::new(),
+        plugin: super::declare::label_of(&compiled.file).to_string(),
         what,
     };
     let (_, info, declared) =
@@ -356,7 +356,9 @@ pub async fn declared_webhooks(
     let declaration = declaration(declared)
         .validate()
         .map_err(|e| invalid(format!("admission declaration of {}: {e}", info.name)))?;
-    Ok(Some((info.name, declaration)))
+    let key = super::PluginKey::of(&compiled.file)?;
+    tracing::debug!(plugin = %key, name = %info.name, "declared webhooks read");
+    Ok(Some((key.to_string(), declaration)))
 }
 
 /// Instantiates the component in `store`, calls `init` with `config` and `declare`.

@@ -127,7 +127,7 @@ pub(crate) async fn declare_v0_1(
         });
     };
     validate(&file, &info, policy, &options.declarations)?;
-    instance.set_label(info.name.as_str().into());
+    instance.log_gate().set_declared_name(&info.name);
     Ok((instance, info))
 }
 
@@ -162,7 +162,7 @@ pub(crate) async fn declare_v0_2(
     };
     let invalid = |what: String| PluginError::InvalidDeclaration {
         file: file.clone(),
-        plugin: declared.name.clone(),
+        plugin: label_of(&file).to_string(),
         what,
     };
     let world = pre.world();
@@ -171,7 +171,7 @@ pub(crate) async fn declare_v0_2(
     validate(&file, &info, policy, &options.declarations)?;
     let rules = resolve_rules(&declared.subscriptions).map_err(invalid)?;
     let events = declared.subscriptions.iter().map(|s| s.events).collect();
-    instance.set_label(info.name.as_str().into());
+    instance.log_gate().set_declared_name(&info.name);
     Ok(Declared {
         info,
         rules,
@@ -292,10 +292,12 @@ pub(crate) fn v0_2_pre(compiled: &CompiledPlugin) -> Result<&PluginPre, PluginEr
     }
 }
 
-pub(crate) fn invalid(file: &Path, info: &PluginInfo, what: String) -> PluginError {
+/// `init` declared something invalid: named by the plugin's key (its file), since the name it
+/// declared may be what is wrong.
+pub(crate) fn invalid(file: &Path, what: String) -> PluginError {
     PluginError::InvalidDeclaration {
         file: file.to_owned(),
-        plugin: info.name.clone(),
+        plugin: label_of(file).to_string(),
         what,
     }
 }
@@ -347,21 +349,17 @@ pub(crate) fn validate(
         });
     }
     if info.name.trim().is_empty() {
-        return Err(invalid(file, info, "name: it is empty".into()));
+        return Err(invalid(file, "name: it is empty".into()));
     }
     if info.name.chars().any(char::is_control) {
-        return Err(invalid(
-            file,
-            info,
-            "name: it holds control characters".into(),
-        ));
+        return Err(invalid(file, "name: it holds control characters".into()));
     }
     for (i, sub) in info.subscriptions.iter().enumerate() {
-        checked_scope(sub).map_err(|e| invalid(file, info, format!("subscription {i}: {e}")))?;
+        checked_scope(sub).map_err(|e| invalid(file, format!("subscription {i}: {e}")))?;
         if !policy.grants.allows(&sub.gvk) {
             return Err(PluginError::NotGranted {
                 file: file.to_owned(),
-                plugin: info.name.clone(),
+                plugin: label_of(file).to_string(),
                 what: describe(&sub.gvk),
             });
         }
@@ -371,7 +369,6 @@ pub(crate) fn validate(
         {
             return Err(invalid(
                 file,
-                info,
                 format!("subscription: {} twice", describe(&sub.gvk)),
             ));
         }
@@ -384,7 +381,6 @@ pub(crate) fn validate(
         {
             return Err(invalid(
                 file,
-                info,
                 format!(
                     "index {}: {} is not subscribed",
                     decl.name,
@@ -399,7 +395,6 @@ pub(crate) fn validate(
         if clash {
             return Err(invalid(
                 file,
-                info,
                 format!("index {}: the name is already taken", decl.name),
             ));
         }
@@ -420,7 +415,8 @@ pub(crate) fn checked_scope(sub: &Subscription) -> Result<Option<Namespace>, Inv
     sub.namespace.as_deref().map(Namespace::new).transpose()
 }
 
-/// A plugin's short label before its `init` names it: the file name without `.wasm`.
+/// A plugin's label in logs and messages: its key, the file name without `.wasm` (or the
+/// whole path where that makes no key, for messages about such a file).
 pub(crate) fn label_of(file: &Path) -> Arc<str> {
     file.file_stem()
         .map(|s| s.to_string_lossy().into_owned())

@@ -36,8 +36,12 @@ pub enum PluginError {
     /// The guest's `init` trapped, ran out of time or memory.
     #[error("{file}: init trapped: {reason}")]
     InitTrapped { file: PathBuf, reason: String },
-    /// `init` asked for something the host's config does not allow.
-    #[error("{file}: plugin `{plugin}` is not granted {what}")]
+    /// `init` asked for something the host's config does not allow. `plugin` is the plugin's
+    /// key (its file's stem), the config section the author writes the grant in.
+    #[error(
+        "{file}: plugin `{plugin}` is not granted {what}: add it to `grants` in \
+         `[plugins.{plugin}]` of the config"
+    )]
     NotGranted {
         file: PathBuf,
         plugin: String,
@@ -71,6 +75,20 @@ pub enum PluginError {
         plugin: String,
         resource: String,
         reason: String,
+    },
+    /// The file's name makes no plugin key.
+    #[error(transparent)]
+    InvalidKey(#[from] super::InvalidKey),
+    /// Another loaded file has the same key (the same name in another plugins directory, or
+    /// a registry source of that name).
+    #[error(
+        "{file}: plugin `{key}` is already loaded from {other}: a plugin is known by its file \
+         name, so only one of them can load; rename or remove one"
+    )]
+    DuplicateKey {
+        file: PathBuf,
+        key: String,
+        other: PathBuf,
     },
     /// No plugin with that id is loaded.
     #[error("no plugin with id {0}")]

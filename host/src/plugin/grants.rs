@@ -121,6 +121,26 @@ impl Grants {
     }
 }
 
+impl ResourcePattern {
+    /// `group/Kind` (`core/Pod` for the core group), as `check` and `/plugins` print it.
+    pub fn describe(&self) -> String {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        format!("{group}/{}", self.kind)
+    }
+}
+
+impl Grants {
+    /// What the plugin may read, one entry per pattern (`*/*` and the like never include
+    /// Secrets; `core/Secret` is shown when it is granted by name).
+    pub fn describe(&self) -> Vec<String> {
+        self.allow.iter().map(ResourcePattern::describe).collect()
+    }
+}
+
 impl Default for Grants {
     fn default() -> Self {
         Grants::all_but_secrets()

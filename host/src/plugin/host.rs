@@ -20,6 +20,7 @@ use super::declare::{CheckOptions, checked_scope, declare_v0_1, invalid};
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
 use super::grants::{DeclarationLimits, Limits, describe, same_type};
+use super::identity::PluginKey;
 use super::informers::{EventSource, InformerCache, InformerSubscriber};
 use super::instance::{Instance, Recipe};
 use super::leases::{Claims, Leases};
@@ -97,9 +98,12 @@ impl Default for HostOptions {
 #[derive(Debug, Clone)]
 pub struct PluginStatus {
     pub id: PluginId,
+    /// Who the plugin is: its file's stem, also its key in the config. Metrics, logs and
+    /// webhooks name it by this.
+    pub key: PluginKey,
     /// The file it was loaded from.
     pub source: PathBuf,
-    /// The name its `init` returned.
+    /// The name its `init` returned: a label for people, never a key.
     pub name: String,
     /// SHA-256 of the component running now.
     pub content_hash: String,
@@ -135,6 +139,14 @@ pub struct PluginStatus {
     pub workqueue: Option<QueueStats>,
     /// The webhooks a plugin of contract 0.3 serves.
     pub admission: Option<crate::admission::Declaration>,
+    /// What its policy lets it read (its subscriptions, cache queries, indexes, Events and
+    /// validating webhooks are checked against these), as [`Grants::describe`] prints them.
+    ///
+    /// [`Grants::describe`]: super::Grants::describe
+    pub reads: Vec<String>,
+    /// What it may write (writes and mutating webhooks), as
+    /// [`WriteGrants::describe`](super::WriteGrants::describe) prints them.
+    pub writes: Vec<String>,
     /// The linear memory its live instances hold now, in bytes (the handler instance and each
     /// reconcile worker's); what the host keeps for it, such as the cache, is not in it.
     pub memory_bytes: usize,
@@ -145,6 +157,7 @@ impl PluginStatus {
     /// as for a plugin running with nothing queued, dropped or failed.
     fn new(
         id: PluginId,
+        key: &PluginKey,
         source: &Path,
         name: &str,
         hash: &str,
@@ -154,6 +167,7 @@ impl PluginStatus {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         PluginStatus {
             id,
+            key: key.clone(),
             source: source.to_owned(),
             name: name.to_owned(),
             content_hash: hash.to_owned(),
@@ -177,6 +191,8 @@ impl PluginStatus {
             last_error: None,
             workqueue: None,
             admission: None,
+            reads: Vec::new(),
+            writes: Vec::new(),
             memory_bytes: 0,
         }
     }
@@ -184,7 +200,9 @@ impl PluginStatus {
 
 /// A loaded plugin, whatever its contract version.
 struct Entry {
+    key: PluginKey,
     source: PathBuf,
+    /// The name its `init` declared (a label).
     name: String,
     hash: String,
     subscriptions: Vec<String>,
@@ -200,22 +218,29 @@ struct Entry {
     replace_error: Option<String>,
     /// The linear memory its instances hold.
     memory: MemoryUse,
+    /// Its effective grants, described (see [`PluginStatus::reads`]).
+    reads: Vec<String>,
+    writes: Vec<String>,
 }
 
 impl Entry {
-    /// The entry of a plugin loaded from `source` that declared `info` and holds `claims`,
+    /// The entry of a plugin loaded from `compiled` that declared `info` and holds `claims`,
     /// with nothing started yet.
     fn new(
-        source: &Path,
+        key: PluginKey,
         compiled: &CompiledPlugin,
         info: &PluginInfo,
         claims: Claims,
         limits: Limits,
+        policy: &PluginPolicy,
         memory: MemoryUse,
     ) -> Self {
         Entry {
             memory,
-            source: source.to_owned(),
+            reads: policy.grants.describe(),
+            writes: policy.writes.describe(),
+            key,
+            source: compiled.file.clone(),
             name: info.name.clone(),
             hash: compiled.hash.clone(),
             subscriptions: info
@@ -292,8 +317,11 @@ impl Entry {
                 .and_then(|c| c.admission.as_ref())
                 .map(|r| r.policy().declaration().clone()),
             memory_bytes: self.memory.bytes(),
+            reads: self.reads.clone(),
+            writes: self.writes.clone(),
             ..PluginStatus::new(
                 id,
+                &self.key,
                 &self.source,
                 &self.name,
                 &self.hash,
@@ -328,6 +356,8 @@ struct HostInner {
     options: HostOptions,
     /// Every loaded plugin, of any contract version.
     plugins: Mutex<BTreeMap<PluginId, Entry>>,
+    /// The keys of plugins being loaded, with their file (locked after `plugins`).
+    reserved: Mutex<HashMap<PluginKey, (PluginId, PathBuf)>>,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
 }
@@ -351,6 +381,7 @@ impl PluginHost {
                 client,
                 options,
                 plugins: Mutex::new(BTreeMap::new()),
+                reserved: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
                 shutting_down: AtomicBool::new(false),
             }),
@@ -366,15 +397,52 @@ impl PluginHost {
     /// plugin's grants, creates or shares its informers and indexes, and starts it: the
     /// plugin is replayed the cache, then receives live events. `source` names the plugin in
     /// errors and selects its policy.
+    ///
+    /// The plugin is known by its file's stem ([`PluginKey`]): a file whose stem a loaded
+    /// plugin already has is refused, naming both files.
     pub async fn load(&self, source: &Path, bytes: Vec<u8>) -> Result<PluginId, PluginError> {
         self.check_running()?;
-        let compiled = self.inner.engine.compile(source, bytes).await?;
-        let prepared = self.prepare(source, compiled, None).await?;
+        let key = PluginKey::of(source)?;
         let id = PluginId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        self.reserve(&key, source, id)?;
+        let loaded = async {
+            let compiled = self.inner.engine.compile(source, bytes).await?;
+            self.prepare(source, compiled, None).await
+        };
+        let prepared = match loaded.await {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                self.inner.reserved.lock().remove(&key);
+                return Err(e);
+            }
+        };
         let entry = self.start(prepared);
-        tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), "plugin loaded");
-        self.inner.plugins.lock().insert(id, entry);
+        tracing::info!(plugin = %key, name = %entry.name, id = id.0, file = %source.display(), "plugin loaded");
+        let mut plugins = self.inner.plugins.lock();
+        plugins.insert(id, entry);
+        self.inner.reserved.lock().remove(&key);
         Ok(id)
+    }
+
+    /// Holds `key` for the plugin `id` being loaded from `source`; refused when a loaded
+    /// plugin, or one being loaded, has it.
+    fn reserve(&self, key: &PluginKey, source: &Path, id: PluginId) -> Result<(), PluginError> {
+        let plugins = self.inner.plugins.lock();
+        let mut reserved = self.inner.reserved.lock();
+        let other = plugins
+            .values()
+            .find(|e| &e.key == key)
+            .map(|e| e.source.clone())
+            .or_else(|| reserved.get(key).map(|(_, s)| s.clone()));
+        if let Some(other) = other {
+            return Err(PluginError::DuplicateKey {
+                file: source.to_owned(),
+                key: key.to_string(),
+                other,
+            });
+        }
+        reserved.insert(key.clone(), (id, source.to_owned()));
+        Ok(())
     }
 
     /// Compiles, instantiates and initialises the new version first; only if that succeeds
@@ -428,9 +496,8 @@ impl PluginHost {
         {
             controller.context.queue.shut_down();
         }
-        tracing::info!(plugin = %entry.name, id = id.0, file = %source.display(), queue_kept, "plugin replaced");
+        tracing::info!(plugin = %entry.key, name = %entry.name, id = id.0, file = %source.display(), queue_kept, "plugin replaced");
         self.inner.plugins.lock().insert(id, entry);
-        self.forget_name(&old.name);
         self.inner.leases.release(&old.keys, &old.indexes).await;
         Ok(())
     }
@@ -444,17 +511,12 @@ impl PluginHost {
             if let Some(controller) = &entry.controller {
                 controller.context.queue.shut_down();
             }
-            tracing::info!(plugin = %entry.name, id = id.0, "plugin unloaded");
-            self.forget_name(&entry.name);
+            tracing::info!(plugin = %entry.key, name = %entry.name, id = id.0, "plugin unloaded");
+            self.inner
+                .options
+                .observer
+                .plugin_removed(entry.key.as_str());
             self.inner.leases.release(&entry.keys, &entry.indexes).await;
-        }
-    }
-
-    /// Tells the observer a plugin name is gone, unless a loaded plugin still has it.
-    fn forget_name(&self, name: &str) {
-        let in_use = self.inner.plugins.lock().values().any(|e| e.name == name);
-        if !in_use {
-            self.inner.options.observer.plugin_removed(name);
         }
     }
 
@@ -534,20 +596,21 @@ impl PluginHost {
         if matches!(*compiled.pre, Linked::V0_2(_)) {
             return self.prepare_v0_2(source, compiled, context).await;
         }
+        let key = PluginKey::of(source)?;
         let policy = self.inner.options.policy.policy(&compiled.file);
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
         let (mut instance, info) = declare_v0_1(&compiled, &policy, &self.check_options()).await?;
         let (claims, access, sources) = self.lease(&compiled.file, &info, &policy).await?;
         instance.set_access(access.clone());
-        let observer = self.observer(&info);
+        let observer = self.observer(&key, &info);
         let log_gate = instance.log_gate();
         log_gate.set_observer(observer.clone());
-        let name: Arc<str> = info.name.as_str().into();
+        let name = key.to_arc();
         let config = ActorConfig {
             recipe: Recipe {
                 compiled: compiled.clone(),
                 name: name.clone(),
-                config: policy.config,
+                config: policy.config.clone(),
                 limits,
                 access,
                 log_gate,
@@ -561,25 +624,26 @@ impl PluginHost {
         };
         Ok(Prepared {
             entry: Entry::new(
-                source,
+                key,
                 &compiled,
                 &info,
                 claims,
                 limits,
+                &policy,
                 config.recipe.memory.clone(),
             ),
             actor: Some((config, instance)),
         })
     }
 
-    /// The measurement handles of the plugin `info` declares.
-    fn observer(&self, info: &PluginInfo) -> Arc<dyn PluginObserver> {
+    /// The measurement handles of the plugin `key`, which declared `info`.
+    fn observer(&self, key: &PluginKey, info: &PluginInfo) -> Arc<dyn PluginObserver> {
         let kinds: Vec<String> = info
             .subscriptions
             .iter()
             .map(|s| s.gvk.kind.clone())
             .collect();
-        self.inner.options.observer.plugin(&info.name, &kinds)
+        self.inner.options.observer.plugin(key.as_str(), &kinds)
     }
 
     /// Leases the plugin's informers and indexes ([`wire`](Self::wire)); on failure what it
@@ -614,21 +678,20 @@ impl PluginHost {
     ) -> Result<(Arc<Access>, Vec<EventSource>), PluginError> {
         let mut informers: Vec<SharedIndexInformer> = Vec::new();
         for (i, sub) in info.subscriptions.iter().enumerate() {
-            let namespace = checked_scope(sub)
-                .map_err(|e| invalid(file, info, format!("subscription {i}: {e}")))?;
+            let namespace =
+                checked_scope(sub).map_err(|e| invalid(file, format!("subscription {i}: {e}")))?;
             let gvk = GroupVersionKind::gvk(&sub.gvk.group, &sub.gvk.version, &sub.gvk.kind);
             let (resource, namespaced) = kubewasm_informer::resolve(&self.inner.client, &gvk)
                 .await
                 .map_err(|e| PluginError::UnknownResource {
                     file: file.to_owned(),
-                    plugin: info.name.clone(),
+                    plugin: super::declare::label_of(file).to_string(),
                     resource: describe(&sub.gvk),
                     reason: e.to_string(),
                 })?;
             if !namespaced && namespace.is_some() {
                 return Err(invalid(
                     file,
-                    info,
                     format!(
                         "subscription: {} is cluster-scoped but a namespace was given",
                         describe(&sub.gvk)
@@ -654,7 +717,7 @@ impl PluginHost {
                     .inner
                     .leases
                     .index(&key, informer, &decl.source, claims)
-                    .map_err(|e| invalid(file, info, format!("index {}: {e}", decl.name)))?;
+                    .map_err(|e| invalid(file, format!("index {}: {e}", decl.name)))?;
                 indexes.insert(decl.name.clone(), shared);
             }
             resources.push(ResourceAccess {

@@ -246,11 +246,6 @@ impl Instance {
         self.store.data().limiter.usage()
     }
 
-    /// Renames the instance in its log lines.
-    pub(crate) fn set_label(&mut self, label: Arc<str>) {
-        self.store.data_mut().plugin = label;
-    }
-
     /// The resource type of each subscription its `init` declared, by handle.
     pub(crate) fn resources(&self) -> &[Gvk] {
         &self.resources

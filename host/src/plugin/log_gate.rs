@@ -46,14 +46,14 @@ pub(crate) struct LogGate {
     limits: LogLimits,
     bucket: Mutex<Bucket>,
     observer: OnceLock<Arc<dyn PluginObserver>>,
+    declared: OnceLock<Arc<str>>,
     tap: Option<LogTap>,
 }
 
 /// One line a plugin logged (through the `log` import, stdout or stderr), as admitted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoggedLine {
-    /// The plugin's name; a line its `init` logged carries its file's name without `.wasm`
-    /// (the name is known only once `init` returned).
+    /// The plugin's key (its file's name without `.wasm`).
     pub plugin: Arc<str>,
     pub line: String,
 }
@@ -139,6 +139,7 @@ impl LogGate {
                 noticed: Instant::now(),
             }),
             observer: OnceLock::new(),
+            declared: OnceLock::new(),
             tap: None,
         }
     }
@@ -149,6 +150,17 @@ impl LogGate {
             tap,
             ..LogGate::new(limits)
         }
+    }
+
+    /// The name the plugin's `init` declared (checked: no control characters, bounded), which
+    /// its guest lines carry as `name` beside the key they are logged under.
+    pub(crate) fn set_declared_name(&self, name: &str) {
+        let _ = self.declared.set(name.into());
+    }
+
+    /// The declared name, empty before `init` returned.
+    pub(crate) fn declared_name(&self) -> &str {
+        self.declared.get().map_or("", |n| n)
     }
 
     /// Where drops are counted from now on (the plugin's metric handles, made once its name

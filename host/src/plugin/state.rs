@@ -300,7 +300,7 @@ impl LineLogger {
         let line = String::from_utf8_lossy(&self.buf[..end]);
         let line = line.trim_end_matches(['\n', '\r']);
         if let Some(line) = self.gate.admit(&self.plugin, line) {
-            tracing::info!(target: "kubewasm::guest", plugin = %self.plugin, stream = self.stream, "{line}");
+            tracing::info!(target: "kubewasm::guest", plugin = %self.plugin, name = self.gate.declared_name(), stream = self.stream, "{line}");
         }
         self.buf.drain(..end);
     }
@@ -338,27 +338,28 @@ impl AsyncWrite for LineLogger {
 
 impl HostState {
     /// One line the guest logged through the `log` import (of either contract), through the
-    /// plugin's log cap, tagged with the plugin's name.
+    /// plugin's log cap, tagged with the plugin's key and declared name.
     pub(crate) fn guest_log(&self, level: tracing::Level, message: &str) {
         let plugin = &*self.plugin;
+        let name = self.log_gate.declared_name();
         let Some(message) = self.log_gate.admit(plugin, message) else {
             return;
         };
         match level {
             tracing::Level::TRACE => {
-                tracing::trace!(target: "kubewasm::guest", plugin, "{message}")
+                tracing::trace!(target: "kubewasm::guest", plugin, name, "{message}")
             }
             tracing::Level::DEBUG => {
-                tracing::debug!(target: "kubewasm::guest", plugin, "{message}")
+                tracing::debug!(target: "kubewasm::guest", plugin, name, "{message}")
             }
             tracing::Level::INFO => {
-                tracing::info!(target: "kubewasm::guest", plugin, "{message}")
+                tracing::info!(target: "kubewasm::guest", plugin, name, "{message}")
             }
             tracing::Level::WARN => {
-                tracing::warn!(target: "kubewasm::guest", plugin, "{message}")
+                tracing::warn!(target: "kubewasm::guest", plugin, name, "{message}")
             }
             tracing::Level::ERROR => {
-                tracing::error!(target: "kubewasm::guest", plugin, "{message}")
+                tracing::error!(target: "kubewasm::guest", plugin, name, "{message}")
             }
         }
     }

@@ -180,7 +180,8 @@ pub struct Assert {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteCount {
-    /// The plugin's name (as its `init` gives it).
+    /// The plugin: its key, the file's name without `.wasm` (the name its `init` declares
+    /// matches too).
     pub plugin: String,
     #[serde(default)]
     pub exactly: Option<u64>,
@@ -194,7 +195,8 @@ pub struct WriteCount {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoggedLineAssert {
-    /// The plugin's name (as its `init` gives it; the file's name without `.wasm` matches too).
+    /// The plugin: its key, the file's name without `.wasm` (the name its `init` declares
+    /// matches too).
     pub plugin: String,
     /// Text the line contains (part of it, case-sensitive).
     pub contains: String,

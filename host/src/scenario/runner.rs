@@ -485,7 +485,7 @@ impl Rig<'_> {
         if !assert.logged.is_empty() {
             let lines = self.tap.since(line_start);
             for expected in &assert.logged {
-                let labels = self.labels_of(&expected.plugin);
+                let labels = self.keys_of(&expected.plugin);
                 let mine: Vec<&LoggedLine> = lines
                     .iter()
                     .filter(|l| labels.iter().any(|name| **name == *l.plugin))
@@ -502,7 +502,11 @@ impl Rig<'_> {
         }
         let log = self.server.requests();
         for bound in &assert.writes {
-            let writes = plugin_writes(&log[log_start.min(log.len())..], &bound.plugin);
+            let writes: Vec<&RequestRecord> = self
+                .keys_of(&bound.plugin)
+                .iter()
+                .flat_map(|key| plugin_writes(&log[log_start.min(log.len())..], key))
+                .collect();
             let n = writes.len() as u64;
             let ok = bound.exactly.is_none_or(|e| n == e)
                 && bound.min.is_none_or(|m| n >= m)
@@ -590,7 +594,7 @@ impl Rig<'_> {
             format!("converged: after the reload the plugins never went quiet: {e:#}")
         })?;
         let log = self.server.requests();
-        let names = self.plugin_names();
+        let names = self.plugin_keys();
         let writes: Vec<&RequestRecord> = names
             .iter()
             .flat_map(|name| plugin_writes(&log[before.min(log.len())..], name))
@@ -607,23 +611,25 @@ impl Rig<'_> {
         }
     }
 
-    /// What the lines of the plugin called `name` are tagged with: its name, and the file
-    /// name its `init` logged under.
-    fn labels_of(&self, name: &str) -> Vec<String> {
-        let mut labels = vec![name.to_owned()];
-        for status in self.host.plugins().iter().filter(|s| s.name == name) {
-            if let Some(stem) = status.source.file_stem() {
-                labels.push(stem.to_string_lossy().into_owned());
-            }
+    /// The keys (file names without `.wasm`, which its lines and writes carry) of the plugin a
+    /// scenario names `plugin`: its key, or, for scenarios written before keys, the name its
+    /// `init` declares.
+    fn keys_of(&self, plugin: &str) -> Vec<String> {
+        let mut keys = vec![plugin.to_owned()];
+        for status in self.host.plugins().iter().filter(|s| s.name == plugin) {
+            keys.push(status.key.to_string());
         }
-        labels
+        keys.sort();
+        keys.dedup();
+        keys
     }
 
-    fn plugin_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.host.plugins().into_iter().map(|s| s.name).collect();
-        names.sort();
-        names.dedup();
-        names
+    fn plugin_keys(&self) -> Vec<String> {
+        self.host
+            .plugins()
+            .into_iter()
+            .map(|s| s.key.to_string())
+            .collect()
     }
 
     async fn wait_ready(&self, patience: Duration) -> anyhow::Result<()> {
@@ -863,9 +869,9 @@ fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
         .unwrap_or("")
 }
 
-/// The writes (create, update, patch, delete) in `log` sent for the plugin `name`.
-fn plugin_writes<'a>(log: &'a [RequestRecord], name: &str) -> Vec<&'a RequestRecord> {
-    let agent = crate::api_client::plugin_user_agent(name);
+/// The writes (create, update, patch, delete) in `log` sent for the plugin whose key is `key`.
+fn plugin_writes<'a>(log: &'a [RequestRecord], key: &str) -> Vec<&'a RequestRecord> {
+    let agent = crate::api_client::plugin_user_agent(key);
     let agent = agent.to_str().unwrap_or_default();
     log.iter()
         .filter(|r| {

@@ -102,7 +102,7 @@ async fn a_batch_observer_gets_every_event_once_in_order_and_failures_per_event(
     assert!(env.wait_delivered(id, names.len() as u64).await);
     assert!(wait_until(PATIENCE, || env.host.ready()).await);
 
-    let replay = logged("batched");
+    let replay = logged("batch");
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (kind, name, _, _) in &replay {
         assert_eq!(kind, "ADD", "{replay:?}");
@@ -140,7 +140,7 @@ async fn a_batch_observer_gets_every_event_once_in_order_and_failures_per_event(
         .await
         .expect("delete");
     assert!(env.wait_delivered(id, names.len() as u64 + 3).await);
-    let late: Vec<String> = logged("batched")
+    let late: Vec<String> = logged("batch")
         .into_iter()
         .filter(|(_, name, _, _)| name == "late")
         .map(|(kind, _, _, _)| kind)
@@ -183,7 +183,7 @@ async fn a_fault_in_a_batch_restarts_the_instance_with_the_replay_and_quarantine
 
     // Every healthy object reached a fresh instance again, one per call, flagged as the
     // replay: the guest's state is rebuilt from the whole cache, not just the lost batch.
-    let seen = logged("poisoned");
+    let seen = logged("batch");
     for name in &healthy {
         assert!(
             seen.iter()
@@ -196,7 +196,7 @@ async fn a_fault_in_a_batch_restarts_the_instance_with_the_replay_and_quarantine
     // Live events go on, in batches again once the replay is done.
     env.create("after").await;
     assert!(
-        wait_until(PATIENCE, || logged("poisoned")
+        wait_until(PATIENCE, || logged("batch")
             .iter()
             .any(|(kind, n, _, flag)| kind == "ADD" && n == "after" && !flag))
         .await

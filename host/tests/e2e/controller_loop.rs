@@ -217,7 +217,7 @@ async fn a_key_of_a_shard_led_elsewhere_is_parked_in_the_queue_and_freed_on_unlo
     assert!(
         wait_until(PATIENCE, || {
             rig.logs
-                .lines("parking")
+                .lines("mirror")
                 .iter()
                 .any(|l| l.contains(&reconciled))
         })
@@ -238,7 +238,7 @@ async fn a_key_of_a_shard_led_elsewhere_is_parked_in_the_queue_and_freed_on_unlo
     assert!(status.queue_depth >= parked(), "{status:?}");
     let depth = |text: &str| {
         text.lines()
-            .find(|l| l.starts_with("workqueue_depth{name=\"parking\"}"))
+            .find(|l| l.starts_with("workqueue_depth{name=\"mirror\"}"))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse::<f64>().ok())
     };
@@ -249,7 +249,7 @@ async fn a_key_of_a_shard_led_elsewhere_is_parked_in_the_queue_and_freed_on_unlo
     );
     let other = format!("RECONCILED {other_ns}/settings");
     assert!(
-        !rig.logs.lines("parking").iter().any(|l| l.contains(&other)),
+        !rig.logs.lines("mirror").iter().any(|l| l.contains(&other)),
         "a key of a shard led elsewhere is not reconciled here"
     );
 

@@ -86,7 +86,7 @@ async fn a_0_2_handler_that_traps_gets_the_replay_and_its_poison_is_quarantined(
     }
     assert!(
         rig.logs
-            .host_lines("rebuilt")
+            .host_lines("observer")
             .iter()
             .any(|l| l.contains("made the plugin fail twice"))
     );

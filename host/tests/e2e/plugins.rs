@@ -445,7 +445,8 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
         ("iso-sleep", FailureKind::Timeout),
         ("iso-alloc", FailureKind::Memory),
     ] {
-        let logged = guest_logs().host_lines(name);
+        // The host's lines name the plugin by its key, the file `trap.wasm` for `iso-trap`.
+        let logged = guest_logs().host_lines(name.trim_start_matches("iso-"));
         assert!(
             logged
                 .iter()
@@ -833,19 +834,105 @@ async fn a_stuck_plugin_shows_its_queue_live_and_an_unloaded_one_leaves_no_serie
         env.create(&format!("later-{i}"), &[], json!({})).await;
     }
     // The guest is asleep in its call: nothing is dequeued, yet the depth shows.
-    let depth = r#"kubewasm_plugin_queue_depth{plugin="live-q"} 3"#;
+    let depth = r#"kubewasm_plugin_queue_depth{plugin="stuck"} 3"#;
     assert!(
         wait_until(PATIENCE, || metrics.encode().contains(depth)).await,
         "{}",
         metrics.encode()
     );
     assert!(wait_until(PATIENCE, || env.status("live-q").timeouts == 1).await);
-    let handled =
-        r#"kubewasm_plugin_events_total{plugin="live-q",resource="ConfigMap",event="add""#;
+    let handled = r#"kubewasm_plugin_events_total{plugin="stuck",resource="ConfigMap",event="add""#;
     assert!(metrics.encode().contains(handled));
     env.host.unload(id).await;
     let text = metrics.encode();
-    assert!(!text.contains(r#"plugin="live-q""#), "{text}");
+    assert!(!text.contains(r#"plugin="stuck""#), "{text}");
+    env.host.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A plugin is its file: one declaring another's name gets its own metric series, log lines and
+/// status identity, and a second file with a loaded plugin's file name (from another directory)
+/// is refused, naming both files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_is_its_file_and_a_declared_name_takes_nothing() {
+    let metrics = Arc::new(kubewasm::metrics::Metrics::new(Arc::new(Vec::new)));
+    let env = Env::with_observer(
+        |path: &Path| {
+            let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+            // Both declare the name `victim`; only the thief refuses its events.
+            match stem.as_ref() {
+                "thief" => probe("victim", json!({"mode": "error", "trigger": "bad"})),
+                _ => probe("victim", json!({})),
+            }
+        },
+        metrics.clone(),
+    )
+    .await;
+    metrics.set_plugin_source(kubewasm::app::plugin_source(env.host.clone()));
+    env.load("victim.wasm").await;
+    env.load("thief.wasm").await;
+    env.create("bad-1", &[], json!({})).await;
+    let thief_errors = r#"kubewasm_plugin_events_total{plugin="thief",resource="ConfigMap",event="add",outcome="error"} 1"#;
+    assert!(
+        wait_until(PATIENCE, || metrics.encode().contains(thief_errors)).await,
+        "{}",
+        metrics.encode()
+    );
+    assert!(
+        metrics.encode().contains(
+            r#"kubewasm_plugin_events_total{plugin="victim",resource="ConfigMap",event="add",outcome="error"} 0"#
+        ),
+        "the thief's errors went on the victim's series:\n{}",
+        metrics.encode()
+    );
+    // Its guest lines and the host's warning about its error carry its own key.
+    assert!(
+        wait_until(PATIENCE, || events("thief")
+            .iter()
+            .any(|e| e.contains("bad-1")))
+        .await
+    );
+    assert!(
+        guest_logs()
+            .host_lines("thief")
+            .iter()
+            .any(|l| l.contains("probe refuses bad-1")),
+        "{:?}",
+        guest_logs().host_lines("thief")
+    );
+    assert!(
+        guest_logs()
+            .host_lines("victim")
+            .iter()
+            .all(|l| !l.contains("probe refuses")),
+        "{:?}",
+        guest_logs().host_lines("victim")
+    );
+    let keys: Vec<(String, String)> = env
+        .host
+        .plugins()
+        .into_iter()
+        .map(|p| (p.key.to_string(), p.name))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("victim".to_owned(), "victim".to_owned()),
+            ("thief".to_owned(), "victim".to_owned())
+        ]
+    );
+    // The same file name in another directory cannot load beside it.
+    let err = env
+        .host
+        .load(Path::new("elsewhere/victim.wasm"), guest_bytes("probe"))
+        .await
+        .expect_err("a second victim.wasm is refused");
+    assert!(matches!(err, PluginError::DuplicateKey { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("elsewhere/victim.wasm") && message.contains("from victim.wasm"),
+        "{message}"
+    );
+    assert_eq!(env.host.plugins().len(), 2);
     env.host.shutdown(Duration::from_secs(5)).await;
 }
 

@@ -272,7 +272,7 @@ async fn metrics_show_a_0_2_plugins_workqueue_writes_and_refusals_until_it_is_un
     let started = tokio::time::Instant::now();
     mirrored(&client, "wq").await;
     let refused =
-        r#"kubewasm_plugin_writes_refused_total{plugin="wq-mirror-ro",reason="not-granted"}"#;
+        r#"kubewasm_plugin_writes_refused_total{plugin="mirror-ro",reason="not-granted"}"#;
     let (ok, text) = app
         .metrics_until(|t| sample(t, refused).is_some_and(|n| n >= 10.0))
         .await;
@@ -281,7 +281,7 @@ async fn metrics_show_a_0_2_plugins_workqueue_writes_and_refusals_until_it_is_un
     // The refusals are counted, but the host's log has at most one line of them a second.
     let refusals = sample(&text, refused).unwrap_or_default();
     let logged = guest_logs()
-        .host_lines("wq-mirror-ro")
+        .host_lines("mirror-ro")
         .iter()
         .filter(|l| l.starts_with("write refused"))
         .count();
@@ -290,10 +290,10 @@ async fn metrics_show_a_0_2_plugins_workqueue_writes_and_refusals_until_it_is_un
         "{logged} refusal lines logged for {refusals} refusals in {elapsed:?}"
     );
     for (series, least) in [
-        (r#"workqueue_retries_total{name="wq-mirror-ro"}"#, 10.0),
+        (r#"workqueue_retries_total{name="mirror-ro"}"#, 10.0),
         // A write that is not granted is counted under the kind `other`: the guest names it.
         (
-            r#"kubewasm_plugin_write_calls_total{plugin="wq-mirror-ro",verb="create",resource="other",code="not-granted"}"#,
+            r#"kubewasm_plugin_write_calls_total{plugin="mirror-ro",verb="create",resource="other",code="not-granted"}"#,
             10.0,
         ),
     ] {
@@ -304,26 +304,23 @@ async fn metrics_show_a_0_2_plugins_workqueue_writes_and_refusals_until_it_is_un
     }
 
     write_settled(&dir.path().join("mirror.wasm"), &guest_bytes("mirror-v0-2"));
-    let created = r#"kubewasm_plugin_write_calls_total{plugin="wq-mirror",verb="create",resource="ConfigMap",code="2xx"}"#;
+    let created = r#"kubewasm_plugin_write_calls_total{plugin="mirror",verb="create",resource="ConfigMap",code="2xx"}"#;
     let (ok, text) = app.metrics_until(|t| sample(t, created) == Some(1.0)).await;
     assert!(ok, "the mirror's create not counted:\n{text}");
     for (series, least) in [
-        (r#"workqueue_adds_total{name="wq-mirror"}"#, 1.0),
+        (r#"workqueue_adds_total{name="mirror"}"#, 1.0),
         (
-            r#"workqueue_queue_duration_seconds_count{name="wq-mirror"}"#,
+            r#"workqueue_queue_duration_seconds_count{name="mirror"}"#,
             1.0,
         ),
         (
-            r#"workqueue_work_duration_seconds_count{name="wq-mirror"}"#,
+            r#"workqueue_work_duration_seconds_count{name="mirror"}"#,
             1.0,
         ),
-        (r#"workqueue_depth{name="wq-mirror"}"#, 0.0),
+        (r#"workqueue_depth{name="mirror"}"#, 0.0),
+        (r#"workqueue_unfinished_work_seconds{name="mirror"}"#, 0.0),
         (
-            r#"workqueue_unfinished_work_seconds{name="wq-mirror"}"#,
-            0.0,
-        ),
-        (
-            r#"workqueue_longest_running_processor_seconds{name="wq-mirror"}"#,
+            r#"workqueue_longest_running_processor_seconds{name="mirror"}"#,
             0.0,
         ),
     ] {
@@ -337,7 +334,10 @@ async fn metrics_show_a_0_2_plugins_workqueue_writes_and_refusals_until_it_is_un
     let listing = app.plugins().await;
     let mirror = listing["plugins"]
         .as_array()
-        .and_then(|p| p.iter().find(|p| p["name"] == "wq-mirror"))
+        .and_then(|p| {
+            p.iter()
+                .find(|p| p["plugin"] == "mirror" && p["name"] == "wq-mirror")
+        })
         .cloned()
         .unwrap_or_else(|| panic!("wq-mirror not listed: {listing}"));
     assert!(mirror["workqueue"]["depth"].is_u64(), "{listing}");
@@ -345,9 +345,7 @@ async fn metrics_show_a_0_2_plugins_workqueue_writes_and_refusals_until_it_is_un
 
     // Unloading the read-only mirror removes its series; the other's stay.
     std::fs::remove_file(dir.path().join("mirror-ro.wasm")).expect("remove plugin file");
-    let (gone, text) = app
-        .metrics_until(|t| !t.contains(r#""wq-mirror-ro""#))
-        .await;
+    let (gone, text) = app.metrics_until(|t| !t.contains(r#""mirror-ro""#)).await;
     assert!(gone, "series of the unloaded plugin left:\n{text}");
     assert!(sample(&text, created) == Some(1.0), "{text}");
     app.stop().await;
@@ -412,14 +410,14 @@ async fn a_standby_shows_its_waiting_keys_and_the_oldest_ones_age() {
     assert_eq!(queue["processing"], 0, "{queue}");
     let text = app.metrics().await;
     assert_eq!(
-        sample(&text, r#"workqueue_depth{name="wq-standby"}"#),
+        sample(&text, r#"workqueue_depth{name="mirror"}"#),
         Some(1.0),
         "{text}"
     );
     assert_eq!(
         sample(
             &text,
-            r#"workqueue_work_duration_seconds_count{name="wq-standby"}"#
+            r#"workqueue_work_duration_seconds_count{name="mirror"}"#
         ),
         Some(0.0),
         "{text}"

@@ -337,7 +337,9 @@ fn admission_denials_are_asserted_and_an_allowed_write_fails_an_expected_denial(
     );
     assert!(
         out.contains(
-            r#"admission webhook "admission-probe.kubewasm.dev" denied the request: denied deny-two"#
+            // The webhook is named for the plugin's file (`probe.wasm`), not the name the
+            // guest declares (`admission-probe`).
+            r#"admission webhook "probe.kubewasm.dev" denied the request: denied deny-two"#
         ),
         "{out}"
     );

@@ -120,6 +120,18 @@ impl WriteGrants {
             .any(|g| g.pattern.group == resource.group && g.pattern.kind == resource.kind)
     }
 
+    /// What the plugin may write, one entry per grant: `group/Kind: verbs` (`*` for every
+    /// verb).
+    pub fn describe(&self) -> Vec<String> {
+        self.grants
+            .iter()
+            .map(|g| {
+                let verbs = g.verbs.as_ref().map_or("*".to_owned(), |v| v.join(","));
+                format!("{}: {verbs}", g.pattern.describe())
+            })
+            .collect()
+    }
+
     /// Whether no write at all is granted.
     pub fn is_empty(&self) -> bool {
         self.grants.is_empty()

@@ -667,9 +667,11 @@ impl WriteClient {
             return Err(WriteError::refused(
                 Refusal::NotGranted,
                 format!(
-                    "plugin {} may not {verb} {}: add it to `writes` in the plugin's config",
+                    "plugin {} may not {verb} {}: add it to `writes` in `[plugins.{}]` of the \
+                     config",
                     self.plugin,
-                    describe(gvk)
+                    describe(gvk),
+                    self.plugin
                 ),
             ));
         }

@@ -19,6 +19,7 @@ use super::super::component::CompiledPlugin;
 use super::super::context::Context;
 use super::super::declare::{Declared, declare_v0_2, v0_2_pre};
 use super::super::events::{EventRecorder, RecorderOptions};
+use super::super::identity::PluginKey;
 use super::super::informers::InformerSubscriber;
 use super::super::instance::Recipe;
 use super::super::keys::{ObjectKey, QueueRule, keys_for};
@@ -130,6 +131,7 @@ impl PluginHost {
         compiled: CompiledPlugin,
         context: Option<Arc<Context>>,
     ) -> Result<Prepared, PluginError> {
+        let key = PluginKey::of(source)?;
         let policy = self.inner.options.policy.policy(&compiled.file);
         let limits = policy.limits.unwrap_or(self.inner.options.limits);
         let Declared {
@@ -141,7 +143,7 @@ impl PluginHost {
             mut instance,
         } = declare_v0_2(&compiled, &policy, &self.check_options()).await?;
         let (claims, access, mut sources) = self.lease(&compiled.file, &info, &policy).await?;
-        let name: Arc<str> = info.name.as_str().into();
+        let name = key.to_arc();
         let context = context.unwrap_or_else(|| self.new_context(&name, &policy));
         let informers = self.inner.factory.informers();
         let mut registrations = Vec::new();
@@ -195,7 +197,7 @@ impl PluginHost {
         let actor = if sources.is_empty() {
             None
         } else {
-            let observer = self.observer(&info);
+            let observer = self.observer(&key, &info);
             log_gate.set_observer(observer.clone());
             let config = ActorConfig {
                 recipe: recipe.clone(),
@@ -228,7 +230,7 @@ impl PluginHost {
             };
             workers = spawn_workers(workers_recipe, policy.reconcile.max_concurrent_reconciles);
         }
-        let mut entry = Entry::new(source, &compiled, &info, claims, limits, memory);
+        let mut entry = Entry::new(key, &compiled, &info, claims, limits, &policy, memory);
         entry.controller = Some(Controller {
             context,
             registrations,
