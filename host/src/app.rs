@@ -375,7 +375,7 @@ pub async fn run_host(
         ready: {
             let (factory, plugins) = (factory.clone(), plugins.clone());
             let (files, initial) = (files.clone(), initial.clone());
-            let health = health.clone();
+            let (health, admission) = (health.clone(), admission.clone());
             Arc::new(move || {
                 if !initial
                     .get()
@@ -392,6 +392,7 @@ pub async fn run_host(
                 if !plugins.ready() {
                     return Err("a plugin has not handled its initial replay yet".into());
                 }
+                admission.readiness()?;
                 health.verdict()
             })
         },
@@ -654,6 +655,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "replay_done": p.replay_done,
         "last_error": p.last_error,
         "admission": p.admission,
+        "admission_unconfigured": p.admission_unconfigured,
     })
 }
 

@@ -120,6 +120,11 @@ impl WriteGrants {
             .any(|g| g.pattern.group == resource.group && g.pattern.kind == resource.kind)
     }
 
+    /// The resources of every grant, whatever their verbs.
+    pub fn patterns(&self) -> impl Iterator<Item = &ResourcePattern> {
+        self.grants.iter().map(|g| &g.pattern)
+    }
+
     /// Whether no write at all is granted.
     pub fn is_empty(&self) -> bool {
         self.grants.is_empty()
