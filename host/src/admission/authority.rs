@@ -268,7 +268,10 @@ fn check_rule(
             let verbs: &[(WriteVerb, &str)] = match sub {
                 None => &[(WriteVerb::Patch, "patch")],
                 Some("status") => &[(WriteVerb::PatchStatus, "status")],
-                Some("*") => &[(WriteVerb::Patch, "patch"), (WriteVerb::PatchStatus, "status")],
+                Some("*") => &[
+                    (WriteVerb::Patch, "patch"),
+                    (WriteVerb::PatchStatus, "status"),
+                ],
                 Some(_) => &[(WriteVerb::Patch, "patch")],
             };
             let verb_text = verbs.iter().map(|(_, v)| *v).collect::<Vec<_>>().join(",");
@@ -326,9 +329,8 @@ fn check_rule(
             for (g, k) in &covered {
                 let target = gvk(g, k);
                 let read = (!grants.allows(&target)).then(|| grant_text(g, k));
-                let write = (mutating
-                    && !verbs.iter().all(|(v, _)| writes.allows(&target, *v)))
-                .then(|| format!("{}:{verb_text}", grant_text(g, k)));
+                let write = (mutating && !verbs.iter().all(|(v, _)| writes.allows(&target, *v)))
+                    .then(|| format!("{}:{verb_text}", grant_text(g, k)));
                 if read.is_some() || write.is_some() {
                     return Err(Need {
                         what: what.clone(),
@@ -421,7 +423,10 @@ mod tests {
         assert_eq!(builtin_kind("", "configmaps"), Some("ConfigMap"));
         assert_eq!(builtin_kind("", "secrets"), Some("Secret"));
         assert_eq!(builtin_kind("apps", "deployments"), Some("Deployment"));
-        assert_eq!(builtin_kind("networking.k8s.io", "ingresses"), Some("Ingress"));
+        assert_eq!(
+            builtin_kind("networking.k8s.io", "ingresses"),
+            Some("Ingress")
+        );
         assert_eq!(
             builtin_kind("apiextensions.k8s.io", "customresourcedefinitions"),
             Some("CustomResourceDefinition")
@@ -461,10 +466,19 @@ mod tests {
         assert!(e.contains("grants = [..., \"ConfigMap\"]"), "{e}");
         // A status subresource takes the `status` verb.
         let d = declaration(WebhookKind::Mutating, &[""], &["pods/status"]);
-        let e = run(&d, &Grants::all_but_secrets(), &writes(&[("", "Pod", &["patch"])]))
-            .unwrap_err();
+        let e = run(
+            &d,
+            &Grants::all_but_secrets(),
+            &writes(&[("", "Pod", &["patch"])]),
+        )
+        .unwrap_err();
         assert!(e.contains("\"Pod:status\""), "{e}");
-        run(&d, &Grants::all_but_secrets(), &writes(&[("", "Pod", &["status"])])).unwrap();
+        run(
+            &d,
+            &Grants::all_but_secrets(),
+            &writes(&[("", "Pod", &["status"])]),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -473,12 +487,22 @@ mod tests {
         let e = run(&any, &Grants::all_but_secrets(), &WriteGrants::none()).unwrap_err();
         assert!(e.contains("every API group, which includes Secrets"), "{e}");
         assert!(e.contains("grants = [..., \"Secret\"]"), "{e}");
-        run(&any, &reads(&[("*", "*"), ("", "Secret")]), &WriteGrants::none()).unwrap();
+        run(
+            &any,
+            &reads(&[("*", "*"), ("", "Secret")]),
+            &WriteGrants::none(),
+        )
+        .unwrap();
         let core = declaration(WebhookKind::Validating, &[""], &["*"]);
         assert!(run(&core, &Grants::all_but_secrets(), &WriteGrants::none()).is_err());
         let apps = declaration(WebhookKind::Validating, &["apps"], &["*"]);
         run(&apps, &reads(&[("apps", "*")]), &WriteGrants::none()).unwrap();
-        let e = run(&apps, &reads(&[("apps", "Deployment")]), &WriteGrants::none()).unwrap_err();
+        let e = run(
+            &apps,
+            &reads(&[("apps", "Deployment")]),
+            &WriteGrants::none(),
+        )
+        .unwrap_err();
         assert!(e.contains("grants = [..., \"apps/*\"]"), "{e}");
         // `*` groups with a named resource: every group's kind must be readable.
         let cms = declaration(WebhookKind::Validating, &["*"], &["configmaps"]);
@@ -489,14 +513,28 @@ mod tests {
     #[test]
     fn a_custom_resource_is_resolved_by_discovery_the_grants_or_its_whole_group() {
         let d = declaration(WebhookKind::Validating, &["example.com"], &["backups"]);
-        assert_eq!(unresolved(&d), [("example.com".to_owned(), "backups".to_owned())]);
+        assert_eq!(
+            unresolved(&d),
+            [("example.com".to_owned(), "backups".to_owned())]
+        );
         let e = run(&d, &reads(&[("", "ConfigMap")]), &WriteGrants::none()).unwrap_err();
         assert!(e.contains("names no kind the host knows"), "{e}");
-        run(&d, &reads(&[("example.com", "Backup")]), &WriteGrants::none()).unwrap();
+        run(
+            &d,
+            &reads(&[("example.com", "Backup")]),
+            &WriteGrants::none(),
+        )
+        .unwrap();
         run(&d, &reads(&[("example.com", "*")]), &WriteGrants::none()).unwrap();
         let found: Discovered = [(("example.com".into(), "backups".into()), "Snap".into())].into();
-        let e = check(&d, &reads(&[("example.com", "Backup")]), &WriteGrants::none(), &found, "k")
-            .unwrap_err();
+        let e = check(
+            &d,
+            &reads(&[("example.com", "Backup")]),
+            &WriteGrants::none(),
+            &found,
+            "k",
+        )
+        .unwrap_err();
         assert!(e.contains("\"example.com/Snap\""), "{e}");
     }
 }

@@ -159,15 +159,15 @@ pub fn plugin_manifests(
                 namespace,
                 name: service,
                 ..
-            } => json!({"service": {"namespace": namespace, "name": service, "path": path, "port": 443}}),
+            } => {
+                json!({"service": {"namespace": namespace, "name": service, "path": path, "port": 443}})
+            }
             Endpoint::Url(base) => {
                 json!({"url": format!("{}{path}", base.trim_end_matches('/'))})
             }
         };
         if let Trust::Bundle(ca) = trust {
-            client["caBundle"] = base64::engine::general_purpose::STANDARD
-                .encode(ca)
-                .into();
+            client["caBundle"] = base64::engine::general_purpose::STANDARD.encode(ca).into();
         }
         let mut webhook = json!({
             "name": webhook_name(plugin),
@@ -246,10 +246,7 @@ mod tests {
         let hook = &out[1]["webhooks"][0];
         assert_eq!(out[1]["kind"], "ValidatingWebhookConfiguration");
         assert!(
-            hook["name"]
-                .as_str()
-                .unwrap()
-                .starts_with("unique-host--"),
+            hook["name"].as_str().unwrap().starts_with("unique-host--"),
             "{hook}"
         );
         assert!(
@@ -324,7 +321,10 @@ mod tests {
                 ("ValidatingWebhookConfiguration", "kubewasm-b"),
             ]
         );
-        assert!(out.iter().all(|m| m["webhooks"].as_array().unwrap().len() == 1));
+        assert!(
+            out.iter()
+                .all(|m| m["webhooks"].as_array().unwrap().len() == 1)
+        );
         assert_eq!(out[2]["metadata"]["labels"][PLUGIN_LABEL], "b");
     }
 
@@ -332,7 +332,16 @@ mod tests {
     fn webhook_labels_are_unique_per_plugin_name() {
         assert_eq!(webhook_label("unique-ingress-host"), "unique-ingress-host");
         let names = [
-            "a_b", "a-b", "A-b", "a--b", "a.b", "", "-", "_", &"x".repeat(41), &"x".repeat(42),
+            "a_b",
+            "a-b",
+            "A-b",
+            "a--b",
+            "a.b",
+            "",
+            "-",
+            "_",
+            &"x".repeat(41),
+            &"x".repeat(42),
         ];
         let labels: std::collections::BTreeSet<String> =
             names.iter().map(|n| webhook_label(n)).collect();

@@ -106,7 +106,11 @@ impl LoopbackWebhooks {
                 .collect();
             anyhow::bail!(
                 "the webhook configurations of {} could not be stored: {}",
-                if failed.len() == 1 { "a policy" } else { "policies" },
+                if failed.len() == 1 {
+                    "a policy"
+                } else {
+                    "policies"
+                },
                 failed.join("; ")
             );
         }
@@ -257,13 +261,14 @@ where
         + std::fmt::Debug,
 {
     let name = manifest["metadata"]["name"].as_str().unwrap_or_default();
+    let kind = manifest["kind"].as_str().unwrap_or_default();
     api.patch(
         name,
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(manifest),
     )
     .await
-    .with_context(|| format!("applying the {} {name}", manifest["kind"]))?;
+    .with_context(|| format!("applying the {kind} {name}"))?;
     Ok(())
 }
 

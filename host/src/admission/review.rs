@@ -335,7 +335,11 @@ pub fn patch_between(original: &str, mutated: &str) -> Result<Option<json_patch:
     }
     for (parent, field) in IDENTITY_FIELDS {
         let get = |v: &serde_json::Value| {
-            let v = if parent.is_empty() { Some(v) } else { v.get(parent) };
+            let v = if parent.is_empty() {
+                Some(v)
+            } else {
+                v.get(parent)
+            };
             v.and_then(|v| v.get(field)).cloned()
         };
         if get(&before) != get(&after) {
@@ -472,7 +476,10 @@ mod tests {
         };
         for (metadata, field) in [
             (r#"{"name":"b","namespace":"n","uid":"u"}"#, "metadata.name"),
-            (r#"{"name":"a","namespace":"m","uid":"u"}"#, "metadata.namespace"),
+            (
+                r#"{"name":"a","namespace":"m","uid":"u"}"#,
+                "metadata.namespace",
+            ),
             (r#"{"name":"a","uid":"u"}"#, "metadata.namespace"),
             (r#"{"name":"a","namespace":"n","uid":"v"}"#, "metadata.uid"),
         ] {
