@@ -22,7 +22,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use kubewasm::admission::tls::ReloadingCert;
 use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry, WebhookKind, review};
-use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
+use kubewasm::plugin::{
+    HostOptions, PluginHost, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
+};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -232,6 +234,14 @@ async fn main() {
                 } else {
                     String::new()
                 },
+                // The probe's mutating webhook on ConfigMaps needs the grant to patch them.
+                writes: WriteGrants::only(vec![
+                    WriteGrant::new(
+                        ResourcePattern::new("", "ConfigMap"),
+                        Some(vec!["patch".into()]),
+                    )
+                    .expect("a write grant"),
+                ]),
                 ..PluginPolicy::default()
             }),
             ..HostOptions::default()

@@ -375,7 +375,7 @@ pub async fn run_host(
         ready: {
             let (factory, plugins) = (factory.clone(), plugins.clone());
             let (files, initial) = (files.clone(), initial.clone());
-            let health = health.clone();
+            let (health, admission) = (health.clone(), admission.clone());
             Arc::new(move || {
                 if !initial
                     .get()
@@ -392,6 +392,7 @@ pub async fn run_host(
                 if !plugins.ready() {
                     return Err("a plugin has not handled its initial replay yet".into());
                 }
+                admission.readiness()?;
                 health.verdict()
             })
         },
@@ -656,6 +657,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "last_error": p.last_error,
         "admission": p.admission,
         "grants": {"reads": p.reads, "writes": p.writes},
+        "admission_unconfigured": p.admission_unconfigured,
     })
 }
 

@@ -156,10 +156,19 @@ impl Declaration {
     /// Checks what a guest declared: at least one webhook; each with 1 to [`MAX_RULES`] rules,
     /// each rule naming at least one operation, group, version and resource of sane text; a
     /// timeout of 1 to 30 seconds (0 is read as the API server's default, 10); selector keys
-    /// and values of sane text. The message says what is wrong.
+    /// and values of sane text; all of it at most [`MAX_DECLARATION_BYTES`] as JSON. The
+    /// message says what is wrong.
     pub fn validate(mut self) -> Result<Self, String> {
         if self.validating.is_none() && self.mutating.is_none() {
             return Err("it declares neither a validating nor a mutating webhook".into());
+        }
+        let size = self.size();
+        if size > MAX_DECLARATION_BYTES {
+            return Err(format!(
+                "it is {size} bytes as JSON, more than {} KiB: its webhook configuration \
+                 would be too large for the API server to store",
+                MAX_DECLARATION_BYTES >> 10
+            ));
         }
         for (kind, hook) in [
             (WebhookKind::Validating, self.validating.as_mut()),
@@ -172,6 +181,21 @@ impl Declaration {
         Ok(self)
     }
 }
+
+impl Declaration {
+    /// Its size as JSON, the bulk of the webhook configurations it becomes.
+    pub fn size(&self) -> usize {
+        serde_json::to_vec(self).map_or(usize::MAX, |v| v.len())
+    }
+}
+
+/// The most one plugin's declaration may weigh as JSON (rules, lists and selectors, both
+/// webhooks together). Each plugin's declaration becomes configurations of its own, which
+/// the API server stores in etcd (at most 1.5 MiB an object) after reading a request of at
+/// most 3 MiB: 64 KiB keeps them far below both, with the client config and CA bundle
+/// (a few KiB) added, and is hundreds of times what a real policy declares (a few hundred
+/// bytes).
+pub const MAX_DECLARATION_BYTES: usize = 64 << 10;
 
 /// The most rules one webhook may declare.
 pub const MAX_RULES: usize = 64;
@@ -358,6 +382,25 @@ mod tests {
             "take none",
         );
         assert!(Declaration::default().validate().is_err());
+    }
+
+    #[test]
+    fn a_declaration_past_the_size_limit_is_refused_with_its_size() {
+        let wide = Rule {
+            resources: (0..64).map(|i| format!("{i:0>300}")).collect(),
+            ..rule()
+        };
+        let e = Declaration {
+            validating: Some(Webhook {
+                rules: vec![wide; 4],
+                ..hook()
+            }),
+            mutating: None,
+        }
+        .validate()
+        .unwrap_err();
+        assert!(e.contains("more than 64 KiB"), "{e}");
+        assert!(e.contains(" bytes as JSON"), "{e}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! webhooks (`admission.k8s.io/v1`) from the same shared cache the controllers read.
 //!
 //! [`declaration`] is what a policy declares (rules, failure policy, selectors, timeout),
+//! [`authority`] whether its rules stay inside its plugin's grants,
 //! [`review`] the AdmissionReview request and response, [`registry`] the policies being
 //! served, [`server`] the HTTPS endpoint (`--webhook-addr`), [`tls`] its certificate, re-read
 //! when its files change, and [`configuration`] the webhook configurations `kubewasm webhooks`
@@ -9,6 +10,7 @@
 //! [`loopback`] such an endpoint with its configurations kept in an API server on the same
 //! machine (`kubewasm test`, and `kubewasm dev` without `--webhook-cert`).
 
+pub mod authority;
 pub mod configuration;
 pub mod declaration;
 pub mod loopback;

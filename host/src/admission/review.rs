@@ -297,9 +297,35 @@ impl Answer {
     }
 }
 
+/// How much larger than the request's object a mutated object may be: room for the labels,
+/// annotations, defaults and sidecars a mutation adds, and a bound on the answer the host
+/// computes and sends (a 11 MB mutation would otherwise be diffed and sent whole).
+pub const MAX_MUTATION_GROWTH: usize = 256 << 10;
+
+/// The fields a mutation may not change: they say which object the review is about (the API
+/// server stores the patched object under the request's name and namespace), and the uid is
+/// the server's.
+const IDENTITY_FIELDS: [(&str, &str); 5] = [
+    ("", "apiVersion"),
+    ("", "kind"),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+    ("metadata", "uid"),
+];
+
 /// The patch from `original` to `mutated` (`None` when nothing changed); an error when
-/// `mutated` is not a JSON object or changes the object's apiVersion or kind.
+/// `mutated` is not a JSON object, is more than [`MAX_MUTATION_GROWTH`] larger than
+/// `original`, or changes the object's apiVersion, kind, name, namespace or uid.
 pub fn patch_between(original: &str, mutated: &str) -> Result<Option<json_patch::Patch>, String> {
+    let limit = original.len().saturating_add(MAX_MUTATION_GROWTH);
+    if mutated.len() > limit {
+        return Err(format!(
+            "the mutated object is {} bytes, more than the request's object ({} bytes) plus {} KiB",
+            mutated.len(),
+            original.len(),
+            MAX_MUTATION_GROWTH >> 10
+        ));
+    }
     let before: serde_json::Value =
         serde_json::from_str(original).map_err(|e| format!("the request's object: {e}"))?;
     let after: serde_json::Value = serde_json::from_str(mutated)
@@ -307,9 +333,22 @@ pub fn patch_between(original: &str, mutated: &str) -> Result<Option<json_patch:
     if !after.is_object() {
         return Err("the mutated object is not a JSON object".into());
     }
-    for field in ["apiVersion", "kind"] {
-        if before.get(field) != after.get(field) {
-            return Err(format!("the mutated object changes {field}"));
+    for (parent, field) in IDENTITY_FIELDS {
+        let get = |v: &serde_json::Value| {
+            let v = if parent.is_empty() {
+                Some(v)
+            } else {
+                v.get(parent)
+            };
+            v.and_then(|v| v.get(field)).cloned()
+        };
+        if get(&before) != get(&after) {
+            let path = if parent.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{parent}.{field}")
+            };
+            return Err(format!("the mutated object changes {path}"));
         }
     }
     let patch = json_patch::diff(&before, &after);
@@ -427,6 +466,34 @@ mod tests {
         assert!(patch_between(original, "[1]").is_err());
         assert!(patch_between(original, r#"{"apiVersion":"v1","kind":"Secret"}"#).is_err());
         assert!(patch_between(original, "{").is_err());
+    }
+
+    #[test]
+    fn a_mutation_may_not_rename_the_object_nor_grow_it_past_the_margin() {
+        let original = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","uid":"u"}}"#;
+        let with = |metadata: &str| {
+            format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{metadata}}}"#)
+        };
+        for (metadata, field) in [
+            (r#"{"name":"b","namespace":"n","uid":"u"}"#, "metadata.name"),
+            (
+                r#"{"name":"a","namespace":"m","uid":"u"}"#,
+                "metadata.namespace",
+            ),
+            (r#"{"name":"a","uid":"u"}"#, "metadata.namespace"),
+            (r#"{"name":"a","namespace":"n","uid":"v"}"#, "metadata.uid"),
+        ] {
+            let e = patch_between(original, &with(metadata)).unwrap_err();
+            assert_eq!(e, format!("the mutated object changes {field}"));
+        }
+        let labelled = with(r#"{"name":"a","namespace":"n","uid":"u","labels":{"x":"y"}}"#);
+        assert!(patch_between(original, &labelled).unwrap().is_some());
+        let huge = with(&format!(
+            r#"{{"name":"a","namespace":"n","uid":"u","labels":{{"x":"{}"}}}}"#,
+            "y".repeat(MAX_MUTATION_GROWTH)
+        ));
+        let e = patch_between(original, &huge).unwrap_err();
+        assert!(e.contains("plus 256 KiB"), "{e}");
     }
 
     #[test]

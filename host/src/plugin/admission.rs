@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use wasmtime::Store;
 
+use crate::admission::authority::{self, Discovered};
 use crate::admission::declaration::{
     Declaration, FailurePolicy, LabelSelector, Operation, Rule, Scope, SelectorOperator,
     SelectorRequirement, SideEffects, Webhook, WebhookKind,
@@ -20,6 +21,7 @@ use crate::admission::declaration::{
 use crate::admission::review::{Answer, Request, patch_between};
 
 use super::calls::Outcome;
+use super::client::WriteGrants;
 use super::context::InstanceImports;
 use super::error::PluginError;
 use super::instance::{Recipe, guarded, new_store, subscribed};
@@ -108,12 +110,25 @@ impl std::fmt::Debug for AdmissionPolicy {
     }
 }
 
+/// What a policy's webhooks are checked against when it loads (see
+/// [`authority`](crate::admission::authority)).
+pub(crate) struct Authority<'a> {
+    /// The plugin's config key (its file's stem), which refusals tell the author to edit.
+    pub(crate) key: &'a str,
+    /// What it may write; its reads are the recipe's grants.
+    pub(crate) writes: &'a WriteGrants,
+    /// Resolves the plural of a resource that is not built in (`None`: no cluster to ask).
+    pub(crate) discovery: Option<&'a kube::Client>,
+}
+
 impl AdmissionPolicy {
-    /// Starts the first instance and reads its declaration, checked: an error (the plugin does
-    /// not load, or a reload keeps the old version) if it fails or declares nonsense.
+    /// Starts the first instance and reads its declaration, checked (its sanity, its size,
+    /// and its rules against the plugin's grants): an error (the plugin does not load, or a
+    /// reload keeps the old version) if it fails or declares nonsense or more than granted.
     pub(crate) async fn start(
         recipe: Recipe,
         indices: AdmissionIndices,
+        authority: Authority<'_>,
     ) -> Result<AdmissionPolicy, PluginError> {
         let invalid = |what: String| PluginError::InvalidDeclaration {
             file: recipe.compiled.file.clone(),
@@ -126,6 +141,22 @@ impl AdmissionPolicy {
         let declaration = declaration(declared)
             .validate()
             .map_err(|e| invalid(format!("admission declaration: {e}")))?;
+        let discovered = match authority.discovery {
+            Some(client) => discover(client, &authority::unresolved(&declaration)).await,
+            None => Discovered::new(),
+        };
+        authority::check(
+            &declaration,
+            &recipe.access.grants,
+            authority.writes,
+            &discovered,
+            authority.key,
+        )
+        .map_err(|what| PluginError::NotGranted {
+            file: recipe.compiled.file.clone(),
+            plugin: recipe.name.to_string(),
+            what: format!("what its admission webhooks match: {what}"),
+        })?;
         Ok(AdmissionPolicy {
             name: recipe.name.clone(),
             recipe,
@@ -293,6 +324,42 @@ fn answer(
     Ok(answer)
 }
 
+/// The most API groups one load asks discovery about; the resources of any further ones stay
+/// unresolved (refused unless a grant of their whole group covers them).
+const MAX_DISCOVERED_GROUPS: usize = 8;
+
+/// The kinds of `resources` (`(group, plural)`) by the discovery of `client`'s API server;
+/// what is not found (or cannot be asked) is left out.
+async fn discover(client: &kube::Client, resources: &[(String, String)]) -> Discovered {
+    let mut found = Discovered::new();
+    let mut groups: Vec<&str> = resources.iter().map(|(g, _)| g.as_str()).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    for group in groups.into_iter().take(MAX_DISCOVERED_GROUPS) {
+        let api = match kube::discovery::oneshot::group(client, group).await {
+            Ok(api) => api,
+            Err(err) => {
+                tracing::debug!(group, error = %err, "no discovery of an admission rule's group");
+                continue;
+            }
+        };
+        let versions: Vec<String> = api.versions().map(str::to_owned).collect();
+        for version in versions {
+            for (resource, _) in api.versioned_resources(&version) {
+                if resources
+                    .iter()
+                    .any(|(g, p)| g == group && *p == resource.plural)
+                {
+                    found
+                        .entry((group.to_owned(), resource.plural.clone()))
+                        .or_insert(resource.kind.clone());
+                }
+            }
+        }
+    }
+    found
+}
+
 /// A fresh instance, initialised, connected and asked for its declaration.
 async fn start_instance(
     recipe: &Recipe,
@@ -325,8 +392,10 @@ async fn start_instance(
 }
 
 /// What the component `compiled` declares (its webhooks, under the plugin's key), from a throw-away instance
-/// that is not connected to any cluster: `None` if it is no admission policy. For `kubewasm
-/// webhooks`, which needs no cluster.
+/// that is not connected to any cluster, checked against `policy`'s grants as a load is
+/// (a resource that is not built in is resolved through the grants' kinds, without
+/// discovery): `None` if it is no admission policy. For `kubewasm webhooks`, which needs no
+/// cluster.
 pub async fn declared_webhooks(
     compiled: &super::CompiledPlugin,
     policy: &super::PluginPolicy,
@@ -357,6 +426,18 @@ pub async fn declared_webhooks(
         .validate()
         .map_err(|e| invalid(format!("admission declaration of {}: {e}", info.name)))?;
     let key = super::PluginKey::of(&compiled.file)?;
+    authority::check(
+        &declaration,
+        &policy.grants,
+        &policy.writes,
+        &Discovered::new(),
+        key.as_str(),
+    )
+    .map_err(|what| PluginError::NotGranted {
+        file: compiled.file.clone(),
+        plugin: key.to_string(),
+        what: format!("what its admission webhooks match: {what}"),
+    })?;
     tracing::debug!(plugin = %key, name = %info.name, "declared webhooks read");
     Ok(Some((key.to_string(), declaration)))
 }

@@ -112,6 +112,11 @@ impl Grants {
         Grants { allow }
     }
 
+    /// The patterns granted.
+    pub fn patterns(&self) -> &[ResourcePattern] {
+        &self.allow
+    }
+
     /// Whether the plugin may subscribe to and query `resource`.
     pub fn allows(&self, resource: &Gvk) -> bool {
         let is_secret = resource.group.is_empty() && resource.kind == "Secret";

@@ -147,6 +147,9 @@ pub struct PluginStatus {
     /// What it may write (writes and mutating webhooks), as
     /// [`WriteGrants::describe`](super::WriteGrants::describe) prints them.
     pub writes: Vec<String>,
+    /// Why its webhook configurations could not be stored in the API server the host
+    /// configures (`kubewasm dev`, `kubewasm test`); `None` when stored or not configured here.
+    pub admission_unconfigured: Option<String>,
     /// The linear memory its live instances hold now, in bytes (the handler instance and each
     /// reconcile worker's); what the host keeps for it, such as the cache, is not in it.
     pub memory_bytes: usize,
@@ -193,6 +196,7 @@ impl PluginStatus {
             admission: None,
             reads: Vec::new(),
             writes: Vec::new(),
+            admission_unconfigured: None,
             memory_bytes: 0,
         }
     }
@@ -523,7 +527,17 @@ impl PluginHost {
     /// Every loaded plugin's status, by id.
     pub fn plugins(&self) -> Vec<PluginStatus> {
         let plugins = self.inner.plugins.lock();
-        plugins.iter().map(|(id, e)| e.status(*id)).collect()
+        let admission = &self.inner.options.admission;
+        plugins
+            .iter()
+            .map(|(id, e)| {
+                let mut status = e.status(*id);
+                if status.admission.is_some() {
+                    status.admission_unconfigured = admission.unconfigured(&status.name);
+                }
+                status
+            })
+            .collect()
     }
 
     /// Whether every plugin is running with its replay of the cache handled, or has failed

@@ -16,7 +16,9 @@ use kube::api::PostParams;
 use kubewasm::admission::configuration::{self, Endpoint};
 use kubewasm::admission::tls::ReloadingCert;
 use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
-use kubewasm::plugin::{HostOptions, PluginId, PluginPolicy};
+use kubewasm::plugin::{
+    Grants, HostOptions, PluginId, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
+};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -34,6 +36,8 @@ struct AdmissionRig {
     ca: String,
     /// Each plugin file's config string, read at every load (a reload takes the new one).
     configs: Arc<Mutex<Vec<(PathBuf, String)>>>,
+    /// Each plugin file's grants and writes, when not [`test_policy`]'s.
+    grants: Arc<Mutex<Vec<(PathBuf, PluginPolicy)>>>,
     dir: tempfile::TempDir,
     cancel: CancellationToken,
 }
@@ -48,7 +52,9 @@ impl AdmissionRig {
     async fn start() -> AdmissionRig {
         let registry = AdmissionRegistry::default();
         let configs: Arc<Mutex<Vec<(PathBuf, String)>>> = Arc::default();
+        let grants: Arc<Mutex<Vec<(PathBuf, PluginPolicy)>>> = Arc::default();
         let lookup = configs.clone();
+        let granted = grants.clone();
         let rig = DevRig::start(HostOptions {
             admission: registry.clone(),
             // The Python and JavaScript policies compile once for every test that loads them.
@@ -60,7 +66,11 @@ impl AdmissionRig {
                     .find(|(p, _)| p == path)
                     .map(|(_, c)| c.clone())
                     .unwrap_or_default(),
-                ..PluginPolicy::default()
+                ..granted
+                    .lock()
+                    .iter()
+                    .find(|(p, _)| p == path)
+                    .map_or_else(test_policy, |(_, g)| g.clone())
             }),
             ..HostOptions::default()
         })
@@ -90,6 +100,7 @@ impl AdmissionRig {
             url: format!("https://{addr}"),
             ca: certified.cert.pem(),
             configs,
+            grants,
             dir,
             cancel,
         }
@@ -130,6 +141,24 @@ impl AdmissionRig {
         id
     }
 
+    /// Tries to load the guest `package` as `file` with `config` under `policy`'s grants and
+    /// writes: what the host answered.
+    async fn try_add_guest(
+        &self,
+        package: &str,
+        file: &str,
+        config: serde_json::Value,
+        policy: PluginPolicy,
+    ) -> Result<PluginId, kubewasm::plugin::PluginError> {
+        let path = self.dir.path().join(file);
+        self.configs.lock().push((path.clone(), config.to_string()));
+        self.grants.lock().push((path.clone(), policy));
+        self.rig
+            .host
+            .load(&path, kubewasm_tests::guest_bytes(package))
+            .await
+    }
+
     /// Stores the webhook configurations of the registered policies (once per rig).
     fn configure(&self) {
         for manifest in configuration::manifests(
@@ -147,6 +176,24 @@ impl AdmissionRig {
 
     fn config_maps(&self) -> Api<ConfigMap> {
         self.rig.config_maps()
+    }
+}
+
+/// The grants the test policies load with: the default reads, and `patch` on the kinds they
+/// mutate (ConfigMaps for admission-probe, Pods for default-requests), as a mutating webhook
+/// needs.
+fn test_policy() -> PluginPolicy {
+    PluginPolicy {
+        writes: WriteGrants::only(
+            ["ConfigMap", "Pod"]
+                .into_iter()
+                .map(|kind| {
+                    WriteGrant::new(ResourcePattern::new("", kind), Some(vec!["patch".into()]))
+                        .expect("a write grant")
+                })
+                .collect(),
+        ),
+        ..PluginPolicy::default()
     }
 }
 
@@ -237,6 +284,236 @@ async fn a_failing_policy_follows_its_failure_policy() {
             "kubewasm_admission_policy_failures_total{plugin=\"lenient\",webhook=\"mutating\",reason=\"trap\"}"
         ),
         "{text}"
+    );
+}
+
+/// A policy whose webhooks match more than its plugin is granted does not load, and the
+/// refusal names the rule, the resource and the line of the host's config that would grant
+/// it: a validating webhook on Secrets with the default grants (no Secret), a mutating one on
+/// ConfigMaps without a write grant, a `*` of the core group (which holds Secrets). Granted,
+/// each loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_matching_more_than_its_grants_is_refused_at_load_naming_the_grant() {
+    let a = AdmissionRig::start().await;
+    let probe = "admission-probe";
+    let secrets = serde_json::json!({"webhooks": ["validating"], "resources": ["secrets"]});
+    let err = a
+        .try_add_guest(
+            probe,
+            "secret-reader.wasm",
+            secrets.clone(),
+            PluginPolicy::default(),
+        )
+        .await
+        .expect_err("Secrets are not granted")
+        .to_string();
+    assert!(
+        err.contains(
+            "the validating webhook's rule 0 matches `secrets` (Secret); it needs \
+             grants = [..., \"Secret\"] in [plugins.secret-reader]"
+        ),
+        "{err}"
+    );
+    let mutator = serde_json::json!({"name": "cm-mutator", "webhooks": ["mutating"]});
+    let err = a
+        .try_add_guest(
+            probe,
+            "cm-mutator.wasm",
+            mutator.clone(),
+            PluginPolicy::default(),
+        )
+        .await
+        .expect_err("ConfigMaps are not writable")
+        .to_string();
+    assert!(
+        err.contains(
+            "the mutating webhook's rule 0 matches `configmaps` (ConfigMap); it needs \
+             writes = [..., \"ConfigMap:patch\"] in [plugins.cm-mutator]"
+        ),
+        "{err}"
+    );
+    let everything = serde_json::json!({"webhooks": ["validating"], "resources": ["*"]});
+    let err = a
+        .try_add_guest(
+            probe,
+            "everything.wasm",
+            everything,
+            PluginPolicy::default(),
+        )
+        .await
+        .expect_err("`*` in the core group matches Secrets")
+        .to_string();
+    assert!(err.contains("which includes Secrets"), "{err}");
+    assert!(
+        a.registry.declarations().is_empty(),
+        "no refused policy is served"
+    );
+
+    let reads_secrets = PluginPolicy {
+        grants: Grants::only(vec![
+            ResourcePattern::new("*", "*"),
+            ResourcePattern::new("", "Secret"),
+        ]),
+        ..PluginPolicy::default()
+    };
+    a.try_add_guest(probe, "secret-reader-granted.wasm", secrets, reads_secrets)
+        .await
+        .expect("granted Secrets, it loads");
+    a.try_add_guest(probe, "cm-mutator-granted.wasm", mutator, test_policy())
+        .await
+        .expect("granted patch on ConfigMaps, it loads");
+    assert_eq!(a.registry.declarations().len(), 2);
+}
+
+/// `kubewasm dev`'s configurator on the dev server: each policy gets configurations of its
+/// own (the shared one of earlier versions is deleted); a declaration past the size limit is
+/// refused at load, saying its size, while the policy already loaded keeps denying and
+/// mutating; an unloaded policy's configurations are deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_declaration_is_refused_and_the_other_policies_keep_working() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let a = AdmissionRig::start().await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(a.rig.client.clone());
+    // The shared configuration an earlier version stored.
+    a.rig
+        .server
+        .create(serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "kubewasm"},
+            "webhooks": [],
+        }))
+        .expect("the legacy configuration");
+    let webhooks = kubewasm::admission::loopback::LoopbackWebhooks::start(
+        a.registry.clone(),
+        a.metrics.clone(),
+        a.rig.client.clone(),
+        a.cancel.clone(),
+    )
+    .await
+    .expect("the loopback endpoint");
+    tokio::spawn(webhooks.follow(a.registry.clone(), a.cancel.clone()));
+    let probe = a
+        .add_guest(
+            "admission-probe",
+            "probe.wasm",
+            serde_json::json!({"name": "probe"}),
+        )
+        .await;
+    let api = a.config_maps();
+    let names = || async {
+        let list = validating.list(&Default::default()).await.expect("list");
+        list.items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        super::fixture::eventually(Duration::from_secs(30), || async {
+            names().await == ["kubewasm-probe"] && create(&api, "deny-early").await.is_err()
+        })
+        .await,
+        "the probe's own configuration replaces the shared one: {:?}",
+        names().await
+    );
+
+    let err = a
+        .try_add_guest(
+            "admission-probe",
+            "huge.wasm",
+            serde_json::json!({"name": "huge", "padRules": 4}),
+            test_policy(),
+        )
+        .await
+        .expect_err("a declaration of ~77 KiB")
+        .to_string();
+    assert!(err.contains("bytes as JSON, more than 64 KiB"), "{err}");
+
+    let (code, message) = create(&api, "deny-me").await.unwrap_err();
+    assert_eq!(code, 422, "{message}");
+    let stored = create(&api, "fine").await.expect("allowed");
+    assert_eq!(label(&stored, "admitted-by").as_deref(), Some("probe-v0"));
+    let status = plugin_status(&a.rig.host, "probe");
+    assert_eq!(status.admission_unconfigured, None);
+    assert_eq!(names().await, ["kubewasm-probe"]);
+
+    a.rig.host.unload(probe).await;
+    assert!(
+        super::fixture::eventually(Duration::from_secs(30), || async {
+            names().await.is_empty()
+        })
+        .await,
+        "an unloaded policy's configuration is deleted: {:?}",
+        names().await
+    );
+    create(&api, "deny-after-unload")
+        .await
+        .expect("nothing reviews it any more");
+}
+
+/// A mutation that renames the object is garbage: under `Fail` the write is refused with
+/// the failure policy's 500, stored under neither name; under `Ignore` (answered by the
+/// endpoint directly) it is allowed unmutated, with the warning saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutation_renaming_the_object_is_refused_and_its_failure_policy_answers() {
+    let a = AdmissionRig::start().await;
+    a.load(
+        "renamer.wasm",
+        serde_json::json!({"name": "renamer", "rename": true}),
+    )
+    .await;
+    let api = a.config_maps();
+    let (code, message) = create(&api, "victim").await.unwrap_err();
+    assert_eq!(code, 500, "{message}");
+    assert!(
+        message.contains("admission policy \\\"renamer\\\" failed (garbage)")
+            || message.contains("admission policy \"renamer\" failed (garbage)"),
+        "{message}"
+    );
+    for name in ["victim", "victim-renamed"] {
+        assert!(api.get_opt(name).await.unwrap().is_none(), "{name} stored");
+    }
+    let text = encode(&a.metrics);
+    assert!(
+        text.contains(
+            "kubewasm_admission_policy_failures_total{plugin=\"renamer\",webhook=\"mutating\",reason=\"garbage\"}"
+        ),
+        "{text}"
+    );
+
+    a.add_guest(
+        "admission-probe",
+        "lenient-renamer.wasm",
+        serde_json::json!({"name": "lenient-renamer", "rename": true, "failurePolicy": "ignore"}),
+    )
+    .await;
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-rename",
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "namespace": "default",
+            "name": "victim",
+            "operation": "CREATE",
+            "userInfo": {"username": "admin"},
+            "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "victim", "namespace": "default"}},
+        },
+    });
+    let (allowed, warnings, object) =
+        mutation(&https_client(&a.ca), &a.url, "lenient-renamer", &review).await;
+    assert!(allowed, "{warnings}");
+    assert_eq!(
+        object, review["request"]["object"],
+        "not renamed, not mutated"
+    );
+    assert!(
+        warnings[0]
+            .as_str()
+            .is_some_and(|w| w.contains("failed (garbage)")),
+        "{warnings}"
     );
 }
 
@@ -1140,7 +1417,7 @@ mod real {
     ) -> RealHost {
         let policy = kubewasm::plugin::StaticPolicy(PluginPolicy {
             config: config.to_string(),
-            ..PluginPolicy::default()
+            ..super::test_policy()
         });
         serve_policy_with(client, package, Arc::new(policy)).await
     }
@@ -1476,7 +1753,7 @@ mod real {
             "admission-probe",
             Arc::new(move |_: &std::path::Path| PluginPolicy {
                 config: lookup.lock().clone(),
-                ..PluginPolicy::default()
+                ..super::test_policy()
             }),
         )
         .await;
@@ -1526,5 +1803,126 @@ mod real {
             "no review went back to an older version: {versions:?}"
         );
         assert!(!super::encode(&served.metrics).contains("result=\"failed\""));
+    }
+
+    /// On a real kube-apiserver: a policy matching Secrets without the grant does not load,
+    /// so nothing configures it there (a Secret is created unreviewed); of two policies
+    /// loaded, the one whose configuration kube-apiserver refuses (its rule names `*` beside
+    /// another resource, which it finds invalid) is the only one not configured: the
+    /// registry says why (`/plugins`) and readiness names it (its failure policy is Fail),
+    /// and the other policy denies and mutates.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_the_real_api_server_a_refused_policy_is_not_configured_and_the_others_work() {
+        use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+        use k8s_openapi::api::core::v1::Secret;
+        let server = real_server().await;
+        let client = server.admin();
+        let registry = AdmissionRegistry::default();
+        let configs = [
+            (
+                "secret-reader.wasm",
+                serde_json::json!({"webhooks": ["validating"], "resources": ["secrets"]}),
+            ),
+            ("probe.wasm", serde_json::json!({"name": "probe"})),
+            (
+                "invalid.wasm",
+                serde_json::json!({"name": "invalid", "webhooks": ["validating"],
+                                   "groups": ["apps"], "resources": ["*", "deployments"]}),
+            ),
+        ];
+        let lookup = move |path: &std::path::Path| PluginPolicy {
+            config: configs
+                .iter()
+                .find(|(f, _)| path.ends_with(f))
+                .map(|(_, c)| c.to_string())
+                .unwrap_or_default(),
+            ..super::test_policy()
+        };
+        let (_factory, host) = super::super::fixture::plugin_host(
+            &client,
+            HostOptions {
+                admission: registry.clone(),
+                cache_dir: super::super::fixture::shared_compile_cache(),
+                policy: Arc::new(lookup),
+                ..HostOptions::default()
+            },
+        );
+        let load = |file: &'static str| {
+            host.load(
+                std::path::Path::new(file),
+                kubewasm_tests::guest_bytes("admission-probe"),
+            )
+        };
+        let err = load("secret-reader.wasm")
+            .await
+            .expect_err("Secrets are not granted")
+            .to_string();
+        assert!(
+            err.contains("grants = [..., \"Secret\"] in [plugins.secret-reader]"),
+            "{err}"
+        );
+        load("probe.wasm").await.expect("the probe loads");
+        load("invalid.wasm")
+            .await
+            .expect("its rule is within its grants");
+        assert!(
+            kubewasm_tests::wait_until(Duration::from_secs(30), || host.ready()).await,
+            "the policies' informers never sync"
+        );
+        let cancel = CancellationToken::new();
+        let _stop = cancel.clone().drop_guard();
+        let webhooks = kubewasm::admission::loopback::LoopbackWebhooks::start(
+            registry.clone(),
+            AdmissionMetrics::default(),
+            client.clone(),
+            cancel.clone(),
+        )
+        .await
+        .expect("the webhook endpoint starts");
+        tokio::spawn(webhooks.follow(registry.clone(), cancel.clone()));
+
+        assert!(
+            kubewasm_tests::wait_until(Duration::from_secs(30), || {
+                registry.unconfigured("invalid").is_some()
+            })
+            .await,
+            "kube-apiserver refuses the invalid rule"
+        );
+        let why = registry.unconfigured("invalid").unwrap();
+        assert!(
+            why.contains("ValidatingWebhookConfiguration kubewasm-invalid"),
+            "{why}"
+        );
+        assert_eq!(registry.unconfigured("probe"), None);
+        let not_ready = registry.readiness().unwrap_err();
+        assert!(not_ready.contains("\"invalid\""), "{not_ready}");
+        assert!(!not_ready.contains("\"probe\""), "{not_ready}");
+        let status = super::super::fixture::plugin_status(&host, "invalid");
+        assert_eq!(status.admission_unconfigured.as_deref(), Some(why.as_str()));
+
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        assert!(until_probe_called(&api).await, "the probe is configured");
+        let (code, message) = create(&api, "deny-me").await.unwrap_err();
+        assert_eq!(code, 422, "{message}");
+        let stored = create(&api, "fine").await.expect("allowed");
+        assert_eq!(label(&stored, "admitted-by").as_deref(), Some("probe-v0"));
+
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "deny-me"},
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(client.clone(), "default")
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("no policy reviews Secrets");
+        let stored: Vec<String> = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        assert_eq!(stored, ["kubewasm-probe"]);
     }
 }

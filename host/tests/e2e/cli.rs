@@ -180,12 +180,21 @@ async fn dev_serves_an_admission_policy_on_loopback_with_no_setup() {
     let dir = tempfile::tempdir().expect("tempdir");
     let plugins = plugins_dir(dir.path(), &["admission-probe"]);
     let kubeconfig = dir.path().join("dev.kubeconfig");
+    // Its mutating webhook on ConfigMaps needs the grant to patch them.
+    let config = dir.path().join("kubewasm.toml");
+    std::fs::write(
+        &config,
+        "[plugins.admission-probe]\nwrites = [\"ConfigMap:patch\"]\n",
+    )
+    .expect("config");
     let cwd = dir.path().to_path_buf();
     let host = Host::spawn(
         &[
             "dev",
             "--plugins",
             plugins.to_str().expect("utf-8 path"),
+            "--config",
+            config.to_str().expect("utf-8 path"),
             "--kubeconfig-out",
             kubeconfig.to_str().expect("utf-8 path"),
         ],
@@ -248,8 +257,16 @@ async fn dev_serves_an_admission_policy_on_loopback_with_no_setup() {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
         let remaining = (
-            validating.get_opt("kubewasm").await.expect("get").is_some(),
-            mutating.get_opt("kubewasm").await.expect("get").is_some(),
+            validating
+                .get_opt("kubewasm-admission-probe")
+                .await
+                .expect("get")
+                .is_some(),
+            mutating
+                .get_opt("kubewasm-admission-probe")
+                .await
+                .expect("get")
+                .is_some(),
         );
         if remaining == (false, false) {
             break;
@@ -1326,11 +1343,16 @@ mod real {
 }
 
 /// `kubewasm webhooks` prints the configurations of the admission policies in a directory (a
-/// controller there serves none, a broken file is reported) with the Service and the caBundle.
+/// controller there serves none, a broken file is reported, a policy matching more than its
+/// grants is skipped naming the grant it needs) with the Service and the caBundle, each
+/// policy's configuration its own.
 #[test]
 fn webhooks_prints_a_configuration_per_declared_webhook() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let plugins = plugins_dir(dir.path(), &["unique-ingress-host", "pod-diff"]);
+    let plugins = plugins_dir(
+        dir.path(),
+        &["unique-ingress-host", "pod-diff", "admission-probe"],
+    );
     std::fs::write(plugins.join("broken.wasm"), b"not a component").expect("bad file");
     let ca = dir.path().join("ca.crt");
     std::fs::write(
@@ -1356,6 +1378,14 @@ fn webhooks_prints_a_configuration_per_declared_webhook() {
     );
     assert!(out.status.success(), "{text}{errors}");
     assert!(errors.contains("broken.wasm: skipped"), "{errors}");
+    assert!(
+        errors.contains("admission-probe.wasm: skipped")
+            && errors.contains(
+                "the mutating webhook's rule 0 matches `configmaps` (ConfigMap); it needs \
+                 writes = [..., \"ConfigMap:patch\"] in [plugins.admission-probe]"
+            ),
+        "{errors}"
+    );
     let list: Value = serde_norway::from_str(&text).expect("the output is YAML");
     let items = list["items"].as_array().expect("items");
     let kinds: Vec<&str> = items.iter().filter_map(|i| i["kind"].as_str()).collect();
@@ -1370,6 +1400,7 @@ fn webhooks_prints_a_configuration_per_declared_webhook() {
         1,
         "only the admission policy serves one: {text}"
     );
+    assert_eq!(items[1]["metadata"]["name"], "kubewasm-unique-ingress-host");
     let hook = &hooks[0];
     assert_eq!(hook["name"], "unique-ingress-host.kubewasm.dev");
     assert_eq!(
@@ -1406,11 +1437,20 @@ fn the_python_and_javascript_policies_check_serve_webhooks_and_get_their_rbac() 
         );
     }
     let plugins = plugins.to_str().expect("utf-8");
+    // The mutating policy needs the grant to patch Pods.
+    let config = dir.path().join("kubewasm.toml");
+    std::fs::write(
+        &config,
+        "[plugins.default-requests-js]\nwrites = [\"Pod:patch\"]\n",
+    )
+    .expect("config");
     let out = run(
         &[
             "webhooks",
             "--plugins",
             plugins,
+            "--config",
+            config.to_str().expect("utf-8"),
             "--url",
             "https://127.0.0.1:8443",
         ],
@@ -1445,14 +1485,14 @@ fn the_python_and_javascript_policies_check_serve_webhooks_and_get_their_rbac() 
         hooks,
         [
             (
-                "MutatingWebhookConfiguration",
-                "default-requests-js.kubewasm.dev",
-                "Ignore"
-            ),
-            (
                 "ValidatingWebhookConfiguration",
                 "allowed-registries.kubewasm.dev",
                 "Fail"
+            ),
+            (
+                "MutatingWebhookConfiguration",
+                "default-requests-js.kubewasm.dev",
+                "Ignore"
             ),
         ]
     );

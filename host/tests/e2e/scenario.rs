@@ -302,9 +302,22 @@ fn admission_denials_are_asserted_and_an_allowed_write_fails_an_expected_denial(
         .expect("copying the guest");
     std::fs::write(dir.path().join("a.yaml"), ADMISSION).unwrap();
     std::fs::write(dir.path().join("b.yaml"), UNEXPECTED_DENIAL).unwrap();
+    // Its mutating webhook on ConfigMaps needs the grant to patch them.
+    std::fs::write(
+        dir.path().join("kubewasm.toml"),
+        "[plugins.probe]\nwrites = [\"ConfigMap:patch\"]\n",
+    )
+    .unwrap();
     let output = Command::new(BIN)
         .current_dir(dir.path())
-        .args(["--log", "warn", "test", "probe.wasm"])
+        .args([
+            "--log",
+            "warn",
+            "test",
+            "probe.wasm",
+            "--config",
+            "kubewasm.toml",
+        ])
         .args(["--scenario", "a.yaml", "--scenario", "b.yaml"])
         .env("XDG_CACHE_HOME", crate::fixture::shared_cache_home())
         .output()

@@ -132,6 +132,11 @@ impl WriteGrants {
             .collect()
     }
 
+    /// The resources of every grant, whatever their verbs.
+    pub fn patterns(&self) -> impl Iterator<Item = &ResourcePattern> {
+        self.grants.iter().map(|g| &g.pattern)
+    }
+
     /// Whether no write at all is granted.
     pub fn is_empty(&self) -> bool {
         self.grants.is_empty()

@@ -13,7 +13,7 @@ use kubewasm_informer::{
 use tokio::task::JoinHandle;
 
 use super::super::actor::ActorConfig;
-use super::super::admission::AdmissionPolicy;
+use super::super::admission::{AdmissionPolicy, Authority};
 use super::super::client::{Resources, WriteClient};
 use super::super::component::CompiledPlugin;
 use super::super::context::Context;
@@ -210,7 +210,13 @@ impl PluginHost {
         };
         let admission = match v0_2_pre(&compiled)?.admission_indices() {
             Some(indices) => {
-                let policy = AdmissionPolicy::start(recipe.clone(), indices.clone()).await?;
+                let authority = Authority {
+                    key: key.as_str(),
+                    writes: &policy.writes,
+                    discovery: Some(&self.inner.client),
+                };
+                let policy =
+                    AdmissionPolicy::start(recipe.clone(), indices.clone(), authority).await?;
                 Some(self.inner.options.admission.register(Arc::new(policy)))
             }
             None => None,

@@ -9,6 +9,12 @@
 //! allowed ConfigMap is denied when the cache holds another ConfigMap, in any namespace, whose
 //! label `owner` has the same value (an index query in the review, the shape of the
 //! unique-host policy).
+//!
+//! Hostile declarations and answers, for the tests of the host's bounds: `"webhooks":
+//! ["validating"]` declares only those kinds (default both); `"groups"` and `"resources"`
+//! replace the rule's `[""]` and `["configmaps"]`; `"padRules": N` adds N rules of 64
+//! resource names of 300 bytes each (about 19 KiB a rule); `"rename": true` has `mutate`
+//! answer the object renamed (`NAME-renamed`).
 
 wit_bindgen::generate!({
     path: ["../../../wit/0.2", "../../../wit/0.2.1", "../../../wit/0.3"],
@@ -37,6 +43,11 @@ struct Config {
     timeout_seconds: Option<u32>,
     version: Option<String>,
     lookup: bool,
+    webhooks: Option<Vec<String>>,
+    groups: Option<Vec<String>>,
+    resources: Option<Vec<String>>,
+    pad_rules: u32,
+    rename: bool,
 }
 
 thread_local! {
@@ -93,14 +104,27 @@ impl plugin::Guest for Guest {
 
 fn webhook() -> Webhook {
     let c = config();
-    Webhook {
-        rules: vec![Rule {
-            operations: vec![Operation::Create, Operation::Update],
+    let mut rules = vec![Rule {
+        operations: vec![Operation::Create, Operation::Update],
+        api_groups: c.groups.clone().unwrap_or_else(|| vec![String::new()]),
+        api_versions: vec!["v1".into()],
+        resources: c
+            .resources
+            .clone()
+            .unwrap_or_else(|| vec!["configmaps".into()]),
+        scope: Scope::Namespaced,
+    }];
+    for i in 0..c.pad_rules {
+        rules.push(Rule {
+            operations: vec![Operation::Create],
             api_groups: vec![String::new()],
             api_versions: vec!["v1".into()],
-            resources: vec!["configmaps".into()],
+            resources: (0..64).map(|j| format!("{i}-{j}-{}", "p".repeat(290))).collect(),
             scope: Scope::Namespaced,
-        }],
+        });
+    }
+    Webhook {
+        rules,
         failure_policy: if c.failure_policy.as_deref() == Some("ignore") {
             FailurePolicy::Ignore
         } else {
@@ -111,6 +135,13 @@ fn webhook() -> Webhook {
         namespace_selector: None,
         object_selector: None,
     }
+}
+
+/// Whether the config asks for the webhook of `kind` (both when it names none).
+fn declares(kind: &str) -> bool {
+    config()
+        .webhooks
+        .is_none_or(|kinds| kinds.iter().any(|k| k == kind))
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -209,8 +240,8 @@ fn allowed() -> Verdict {
 impl admission::Guest for Guest {
     fn declare() -> Result<AdmissionInfo, String> {
         Ok(AdmissionInfo {
-            validating: Some(webhook()),
-            mutating: Some(webhook()),
+            validating: declares("validating").then(webhook),
+            mutating: declares("mutating").then(webhook),
         })
     }
 
@@ -241,6 +272,9 @@ impl admission::Guest for Guest {
             .ok_or("no object")?;
         let version = config().version.unwrap_or_else(|| "v0".into());
         object["metadata"]["labels"]["admitted-by"] = format!("{}-{version}", name()).into();
+        if config().rename {
+            object["metadata"]["name"] = format!("{}-renamed", m.name).into();
+        }
         Ok(Mutation {
             verdict: allowed(),
             object: Some(object.to_string()),
