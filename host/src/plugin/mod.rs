@@ -20,6 +20,7 @@ mod context;
 mod declare;
 mod engine;
 mod error;
+mod escape;
 mod events;
 mod grants;
 mod host;
