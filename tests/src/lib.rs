@@ -221,6 +221,9 @@ pub async fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> b
 pub struct GuestLine {
     pub plugin: String,
     pub message: String,
+    /// The record's other fields, ` name=value` each, as the host's log formatter writes them
+    /// (a `%` field's value as it is, a string field's quoted).
+    pub fields: String,
 }
 
 /// Every guest line logged in this process, plus host warnings and errors that name a plugin
@@ -247,6 +250,19 @@ impl GuestLogs {
         self.lines(plugin)
             .into_iter()
             .filter(|l| l.starts_with(prefix))
+            .collect()
+    }
+
+    /// Every record about `plugin`, the guest's and the host's warnings and errors, as the
+    /// log shows it: its message followed by its other fields.
+    pub fn records(&self, plugin: &str) -> Vec<String> {
+        let guest = self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let host = self.host.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        guest
+            .into_iter()
+            .chain(host)
+            .filter(|l| l.plugin == plugin)
+            .map(|l| format!("{}{}", l.message, l.fields))
             .collect()
     }
 
@@ -290,6 +306,7 @@ struct Capture(Arc<GuestLogs>);
 struct Fields {
     plugin: Option<String>,
     message: String,
+    rest: String,
 }
 
 impl tracing::field::Visit for Fields {
@@ -297,7 +314,7 @@ impl tracing::field::Visit for Fields {
         match field.name() {
             "plugin" => self.plugin = Some(value.to_owned()),
             "message" => self.message = value.to_owned(),
-            _ => {}
+            name => self.rest.push_str(&format!(" {name}={value:?}")),
         }
     }
 
@@ -305,7 +322,7 @@ impl tracing::field::Visit for Fields {
         match field.name() {
             "plugin" => self.plugin = Some(format!("{value:?}").trim_matches('"').to_owned()),
             "message" => self.message = format!("{value:?}"),
-            _ => {}
+            name => self.rest.push_str(&format!(" {name}={value:?}")),
         }
     }
 }
@@ -329,6 +346,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
         let line = GuestLine {
             plugin,
             message: fields.message,
+            fields: fields.rest,
         };
         let target = if guest { &self.0.lines } else { &self.0.host };
         target.lock().unwrap_or_else(|e| e.into_inner()).push(line);

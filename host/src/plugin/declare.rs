@@ -428,7 +428,15 @@ pub(crate) fn validate(
 /// made of dot-separated segments of letters, digits, `-`, `_`, `$`, `@` and `/` (no empty
 /// segment). A refusal quotes the string cut short and escaped.
 pub(crate) fn checked_index(decl: &IndexDecl, limits: &DeclarationLimits) -> Result<(), String> {
-    let shown = |s: &str| names::InvalidName::new("", s, "").value;
+    // The string quoted (escaped) and cut to 80 characters: a refusal repeats no 290 KB path.
+    let shown = |s: &str| {
+        let cut: String = s.chars().take(80).collect();
+        if cut.len() < s.len() {
+            format!("{cut:?}...")
+        } else {
+            format!("{cut:?}")
+        }
+    };
     let name = decl.name.as_bytes();
     let name_ok = !name.is_empty()
         && name

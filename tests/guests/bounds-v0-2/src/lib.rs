@@ -21,7 +21,8 @@
 //! - `"events": true` (with `"resyncSeconds": S`) asks for events; every handler then answers
 //!   `err` with a reason holding a newline (an error flood, with a short resync);
 //! - `"indexPaths": N, "indexPathBytes": B` declares `N` field-path indexes on the ConfigMaps,
-//!   of paths of about `B` bytes each (distinct dotted paths into `data`).
+//!   of paths of at most `B` bytes each (distinct dotted paths into `data`, segments of 30
+//!   letters).
 
 wit_bindgen::generate!({
     path: "../../../wit/0.2",
@@ -115,11 +116,13 @@ impl plugin::Guest for Guest {
     }
 }
 
-/// A dotted path into `data` of about `bytes` bytes, distinct for each `i`.
+/// A dotted path into `data` of at most `bytes` bytes (at least its first segments), distinct
+/// for each `i`, of segments of 31 bytes.
 fn path(i: u32, bytes: usize) -> String {
+    const SEGMENT: &str = ".kkkkkkkkkkkkkkkkkkkkkkkkkkkkkk";
     let mut path = format!("data.p{i}");
-    while path.len() + 2 <= bytes {
-        path.push_str(".k");
+    while path.len() + SEGMENT.len() <= bytes {
+        path.push_str(SEGMENT);
     }
     path
 }
