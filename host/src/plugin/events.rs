@@ -322,7 +322,7 @@ async fn write_loop(
             }
         };
         if let Err(error) = result {
-            tracing::warn!(plugin = %client.plugin(), %error, "could not write an event");
+            tracing::warn!(plugin = %client.plugin(), error = %super::escape::Escaped(&error.to_string()), "could not write an event");
         }
     }
 }

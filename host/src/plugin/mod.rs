@@ -62,6 +62,7 @@ pub use component::{CompiledPlugin, Origin};
 pub use declare::{CheckOptions, Checked, Contract, check};
 pub use engine::{EngineOptions, PluginEngine};
 pub use error::PluginError;
+pub(crate) use escape::escaped;
 pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};
 pub use grants::{DeclarationLimits, Grants, Limits, ResourcePattern};
 pub use host::{HostOptions, PluginHost, PluginId, PluginStatus};

@@ -610,11 +610,12 @@ impl WriteClient {
                 | WriteError::Forbidden(_)),
             ) => tracing::warn!(
                 plugin = %self.plugin, %verb, resource = %describe(gvk),
-                namespace = object.0.unwrap_or(""), name = object.1, %error,
+                namespace = object.0.unwrap_or(""), name = object.1,
+                error = %Escaped(&error.to_string()),
                 "write failed"
             ),
             Err(error) => {
-                tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), %error, "write failed")
+                tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), error = %Escaped(&error.to_string()), "write failed")
             }
             Ok(_) => {}
         }
