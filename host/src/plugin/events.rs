@@ -95,7 +95,7 @@ pub struct EventRecord {
     pub regarding: ObjectRef,
     /// Its metadata.uid, so `kubectl describe` finds the event: at most [`MAX_UID`] bytes of
     /// ASCII letters, digits and `-` (an RFC 4122 UUID, as every API server makes them, has
-    /// 36). The correlator keeps it in its keys, so its size is bounded.
+    /// 36), or empty for unknown. The correlator keeps it in its keys, so its size is bounded.
     pub uid: Option<String>,
     pub event_type: EventType,
     /// UpperCamelCase, e.g. `ErrResourceExists`; at most 128 characters.
@@ -160,7 +160,7 @@ impl EventRecorder {
     /// without a write grant for `Event` (create and patch), `Invalid` for a bad reason or a
     /// `uid` not of UID shape (counted as an invalid refusal),
     /// `TooManyRequests` when the object's event budget is spent (the event is dropped).
-    pub fn record(&self, event: EventRecord) -> Result<(), WriteError> {
+    pub fn record(&self, mut event: EventRecord) -> Result<(), WriteError> {
         let gvk = event_gvk();
         if !(self.client.may(&gvk, WriteVerb::Create) && self.client.may(&gvk, WriteVerb::Patch)) {
             return Err(WriteError::NotGranted(format!(
@@ -176,6 +176,10 @@ impl EventRecorder {
                 "event reason {:?} must be 1 to {MAX_REASON} letters and digits (UpperCamelCase)",
                 event.reason
             )));
+        }
+        // An empty uid is an unknown one (SDKs pass the object's `uid` or `""`).
+        if event.uid.as_deref() == Some("") {
+            event.uid = None;
         }
         if let Some(uid) = event.uid.as_deref().filter(|uid| !is_uid(uid)) {
             let shown = super::names::InvalidName::new(
