@@ -27,6 +27,12 @@
 //! max-name-bytes = 253         # what `init` may declare
 //! max-subscriptions = 64
 //! max-indexes = 128
+//! max-field-indexes = 16       # of those, field paths (each reads the object's JSON per event)
+//! max-index-name-bytes = 63
+//! max-field-path-bytes = 256   # label and annotation keys: qualified names (<= 253 + 1 + 63)
+//! max-field-path-depth = 16    # segments of a field path
+//! max-index-values = 64        # values one object is filed under in one index; more left out
+//! max-index-value-bytes = 1024 # an object is not filed under a longer value
 //! log-lines-per-second = 1000  # per plugin, once its burst is used; the rest dropped, counted
 //! log-burst-lines = 10000
 //! log-line-bytes = 8192        # longer guest log lines are cut
@@ -300,6 +306,18 @@ pub struct LimitsConfig {
     pub max_subscriptions: usize,
     /// Most indexes one plugin may declare.
     pub max_indexes: usize,
+    /// Most field-path indexes one plugin may declare.
+    pub max_field_indexes: usize,
+    /// Longest index name, in bytes.
+    pub max_index_name_bytes: usize,
+    /// Longest field path of an index, in bytes.
+    pub max_field_path_bytes: usize,
+    /// Most segments of a field path of an index.
+    pub max_field_path_depth: usize,
+    /// Most values one object is filed under in one index.
+    pub max_index_values: usize,
+    /// Longest value kept as an index key, in bytes.
+    pub max_index_value_bytes: usize,
     /// Guest log lines (log import, stdout, stderr) one plugin may emit per second once its
     /// burst is used up; more are dropped and counted.
     pub log_lines_per_second: u32,
@@ -322,6 +340,12 @@ impl Default for LimitsConfig {
             max_name_bytes: declarations.max_name_bytes,
             max_subscriptions: declarations.max_subscriptions,
             max_indexes: declarations.max_indexes,
+            max_field_indexes: declarations.max_field_indexes,
+            max_index_name_bytes: declarations.max_index_name_bytes,
+            max_field_path_bytes: declarations.max_field_path_bytes,
+            max_field_path_depth: declarations.max_field_path_depth,
+            max_index_values: declarations.max_index_values,
+            max_index_value_bytes: declarations.max_index_value_bytes,
             log_lines_per_second: logs.lines_per_second,
             log_burst_lines: logs.burst_lines,
             log_line_bytes: logs.line_bytes,
@@ -337,6 +361,12 @@ impl LimitsConfig {
             max_name_bytes: self.max_name_bytes,
             max_subscriptions: self.max_subscriptions,
             max_indexes: self.max_indexes,
+            max_field_indexes: self.max_field_indexes,
+            max_index_name_bytes: self.max_index_name_bytes,
+            max_field_path_bytes: self.max_field_path_bytes,
+            max_field_path_depth: self.max_field_path_depth,
+            max_index_values: self.max_index_values,
+            max_index_value_bytes: self.max_index_value_bytes,
         }
     }
 
@@ -664,6 +694,11 @@ impl Config {
         let l = &self.limits;
         let zero = [
             ("max-name-bytes", l.max_name_bytes == 0),
+            ("max-index-name-bytes", l.max_index_name_bytes == 0),
+            ("max-field-path-bytes", l.max_field_path_bytes == 0),
+            ("max-field-path-depth", l.max_field_path_depth == 0),
+            ("max-index-values", l.max_index_values == 0),
+            ("max-index-value-bytes", l.max_index_value_bytes == 0),
             ("log-lines-per-second", l.log_lines_per_second == 0),
             ("log-line-bytes", l.log_line_bytes == 0),
             ("restarts-before-failed", l.restarts_before_failed == 0),
@@ -1017,6 +1052,12 @@ mod tests {
                 .unwrap();
         assert_eq!(config.limits.declarations().max_indexes, 3);
         assert_eq!(config.limits.declarations().max_subscriptions, 64);
+        assert_eq!(config.limits.declarations().max_field_path_bytes, 256);
+        let indexing = parse("[limits]\nmax-field-path-depth = 4\nmax-index-value-bytes = 9\n")
+            .expect("index limits");
+        assert_eq!(indexing.limits.declarations().max_field_path_depth, 4);
+        assert_eq!(indexing.limits.declarations().max_index_value_bytes, 9);
+        assert!(parse("[limits]\nmax-index-values = 0\n").is_err());
         assert_eq!(config.limits.logs().line_bytes, 100);
         assert_eq!(config.limits.restart().failed_retry, Duration::from_secs(9));
         assert!(parse("[limits]\nlog-lines-per-second = 0\n").is_err());

@@ -152,6 +152,7 @@ pub struct Metrics {
     failures: Family<FailureLabels, Counter>,
     dropped: Family<DropLabels, Counter>,
     log_dropped: Family<PluginLabels, Counter>,
+    errors_unlogged: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     reload_seconds: Histogram,
     /// Registry checks of plugins configured by `source = "oci://..."`.
@@ -287,6 +288,7 @@ pub struct PluginMetrics {
     failures: [Counter; 3],
     dropped: [Counter; DropReason::ALL.len()],
     log_dropped: Counter,
+    errors_unlogged: Counter,
 }
 
 impl PluginObserver for PluginMetrics {
@@ -310,6 +312,10 @@ impl PluginObserver for PluginMetrics {
 
     fn log_dropped(&self, n: u64) {
         self.log_dropped.inc_by(n);
+    }
+
+    fn errors_unlogged(&self, n: u64) {
+        self.errors_unlogged.inc_by(n);
     }
 }
 
@@ -358,6 +364,14 @@ impl Metrics {
             "plugin_log_lines_dropped",
             "Guest log lines dropped over the plugin's rate limit or cut at the length limit",
             log_dropped.clone(),
+        );
+        let errors_unlogged = Family::<PluginLabels, Counter>::default();
+        registry.register(
+            "plugin_error_lines_suppressed",
+            "Handler and reconcile error lines of a plugin kept out of the log (one a second is \
+             logged, with how many were not); every error is still counted and the last one \
+             shown in the plugin's status",
+            errors_unlogged.clone(),
         );
         let reloads = Family::<ReloadLabels, Counter>::default();
         registry.register(
@@ -447,6 +461,7 @@ impl Metrics {
             failures,
             dropped,
             log_dropped,
+            errors_unlogged,
             reloads,
             reload_seconds,
             oci_pulls,
@@ -571,6 +586,9 @@ impl Metrics {
             log_dropped: self.log_dropped.get_or_create_owned(&PluginLabels {
                 plugin: plugin.to_owned(),
             }),
+            errors_unlogged: self.errors_unlogged.get_or_create_owned(&PluginLabels {
+                plugin: plugin.to_owned(),
+            }),
         }
     }
 
@@ -584,6 +602,7 @@ impl Metrics {
         };
         self.handler_seconds.remove(&p);
         self.log_dropped.remove(&p);
+        self.errors_unlogged.remove(&p);
         self.writes.events_dropped.remove(&p);
         for labels in self.writes.series.lock().remove(plugin).unwrap_or_default() {
             self.writes.calls.remove(&labels);
@@ -793,8 +812,8 @@ impl prometheus_client::collector::Collector for WorkqueueCollector {
 
 struct PluginCollector(Arc<OnceLock<PluginSource>>);
 
-/// A gauge read from each plugin sample: name, help, value.
-type GaugeColumn = (&'static str, &'static str, fn(&PluginSample) -> i64);
+/// A gauge read from each plugin sample: name, help, value (`None`: no series for this plugin).
+type GaugeColumn = (&'static str, &'static str, fn(&PluginSample) -> Option<i64>);
 
 impl std::fmt::Debug for PluginCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -805,31 +824,43 @@ impl std::fmt::Debug for PluginCollector {
 impl prometheus_client::collector::Collector for PluginCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let samples = self.0.get().map(|source| source()).unwrap_or_default();
-        let gauges: [GaugeColumn; 3] = [
+        let gauges: [GaugeColumn; 4] = [
             (
                 "plugin_queue_depth",
                 "Events waiting in a plugin's queue, read when scraped",
-                |s| i64::try_from(s.queue_depth).unwrap_or(i64::MAX),
+                |s| Some(i64::try_from(s.queue_depth).unwrap_or(i64::MAX)),
+            ),
+            (
+                "plugin_workqueue_waiting",
+                "Keys in a 0.2 plugin's workqueue waiting for a delay (requeue-after, add-after or \
+                 retry backoff) to pass, read when scraped; they are not in workqueue_depth, \
+                 which counts the keys ready to be handed out, as client-go's does",
+                |s| {
+                    s.workqueue
+                        .as_ref()
+                        .map(|q| i64::try_from(q.waiting).unwrap_or(i64::MAX))
+                },
             ),
             (
                 "plugin_failed",
                 "1 while a plugin is in the failed state (restarts kept failing; retried rarely)",
-                |s| i64::from(s.failed),
+                |s| Some(i64::from(s.failed)),
             ),
             (
                 "plugin_memory_bytes",
                 "Linear memory a plugin's live instances hold (handler and reconcile workers), \
                  read when scraped; host-side memory such as the cache is not in it",
-                |s| i64::try_from(s.memory_bytes).unwrap_or(i64::MAX),
+                |s| Some(i64::try_from(s.memory_bytes).unwrap_or(i64::MAX)),
             ),
         ];
         for (name, help, value) in gauges {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for s in &samples {
+                let Some(value) = value(s) else { continue };
                 let labels = PluginLabels {
                     plugin: s.plugin.clone(),
                 };
-                ConstGauge::new(value(s)).encode(family.encode_family(&labels)?)?;
+                ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
             }
         }
         Ok(())
@@ -964,6 +995,7 @@ mod tests {
             plugin: "ctl".into(),
             workqueue: Some(QueueStats {
                 processing: 1,
+                waiting: 100_000,
                 unfinished_work: Duration::from_millis(1500),
                 longest_running: Duration::from_millis(1500),
                 ..QueueStats::default()
@@ -1000,6 +1032,7 @@ mod tests {
             r#"workqueue_work_duration_seconds_bucket{le="0.01",name="ctl"} 1"#,
             r#"workqueue_unfinished_work_seconds{name="ctl"} 1.5"#,
             r#"workqueue_longest_running_processor_seconds{name="ctl"} 1.5"#,
+            r#"kubewasm_plugin_workqueue_waiting{plugin="ctl"} 100000"#,
             r#"kubewasm_plugin_write_calls_total{plugin="ctl",verb="create",resource="Deployment",code="2xx"} 2"#,
             r#"kubewasm_plugin_write_calls_total{plugin="ctl",verb="patch",resource="Foo",code="409"} 1"#,
             r#"kubewasm_plugin_queue_adds_refused_total{plugin="ctl",reason="full"} 2"#,

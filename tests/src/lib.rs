@@ -224,6 +224,9 @@ pub struct GuestLine {
     /// The name its `init` declared, which guest lines carry beside the key.
     pub name: Option<String>,
     pub message: String,
+    /// The record's other fields, ` name=value` each, as the host's log formatter writes them
+    /// (a `%` field's value as it is, a string field's quoted).
+    pub fields: String,
 }
 
 /// Every guest line logged in this process, plus host warnings and errors that name a plugin
@@ -251,6 +254,19 @@ impl GuestLogs {
         self.lines(plugin)
             .into_iter()
             .filter(|l| l.starts_with(prefix))
+            .collect()
+    }
+
+    /// Every record about `plugin`, the guest's and the host's warnings and errors, as the
+    /// log shows it: its message followed by its other fields.
+    pub fn records(&self, plugin: &str) -> Vec<String> {
+        let guest = self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let host = self.host.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        guest
+            .into_iter()
+            .chain(host)
+            .filter(|l| l.plugin == plugin)
+            .map(|l| format!("{}{}", l.message, l.fields))
             .collect()
     }
 
@@ -295,6 +311,7 @@ struct Fields {
     plugin: Option<String>,
     name: Option<String>,
     message: String,
+    rest: String,
 }
 
 impl tracing::field::Visit for Fields {
@@ -303,7 +320,7 @@ impl tracing::field::Visit for Fields {
             "plugin" => self.plugin = Some(value.to_owned()),
             "name" => self.name = Some(value.to_owned()),
             "message" => self.message = value.to_owned(),
-            _ => {}
+            name => self.rest.push_str(&format!(" {name}={value:?}")),
         }
     }
 
@@ -312,7 +329,7 @@ impl tracing::field::Visit for Fields {
             "plugin" => self.plugin = Some(format!("{value:?}").trim_matches('"').to_owned()),
             "name" => self.name = Some(format!("{value:?}").trim_matches('"').to_owned()),
             "message" => self.message = format!("{value:?}"),
-            _ => {}
+            name => self.rest.push_str(&format!(" {name}={value:?}")),
         }
     }
 }
@@ -337,6 +354,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
             plugin,
             name: fields.name.filter(|n| !n.is_empty()),
             message: fields.message,
+            fields: fields.rest,
         };
         let target = if guest { &self.0.lines } else { &self.0.host };
         target.lock().unwrap_or_else(|e| e.into_inner()).push(line);

@@ -254,7 +254,7 @@ async fn answer(
                 reason = failure.reason.as_str(),
                 uid = %request.uid,
                 "admission policy failed, its failure policy answers: {}",
-                review::cut(&failure.message, 512)
+                crate::plugin::escaped(review::cut(&failure.message, 512))
             );
             (
                 failed(policy.name(), failure_policy, failure.reason),

@@ -18,7 +18,7 @@ use super::batch::BatchSizer;
 use super::calls::{CallCounters, Outcome};
 use super::grants::describe;
 use super::inbox::{Event, EventSink, Inbox, Queued, Subscribed, Subscriber};
-use super::instance::{Instance, Recipe, cut};
+use super::instance::{Instance, Recipe, shown};
 use super::observer::{DropReason, FailureKind, PluginObserver};
 
 /// Where a plugin is in its life.
@@ -345,12 +345,16 @@ impl Actor {
             // A batch answers a list, never one error: the host could not lower it.
             Outcome::GuestError(reason) => {
                 self.shared.calls.returned_events(n, n);
-                tracing::warn!(
-                    plugin = &*self.config.recipe.name,
-                    "handler call refused: {reason}"
-                );
+                let reason = shown(&reason);
+                if let Some(unlogged) = self.config.recipe.log_gate.admit_error() {
+                    tracing::warn!(
+                        plugin = &*self.config.recipe.name,
+                        unlogged,
+                        "handler call refused: {reason}"
+                    );
+                }
                 self.shared
-                    .record_error(format!("a batch of {n} events: {}", cut(&reason)));
+                    .record_error(format!("a batch of {n} events: {reason}"));
                 for q in &chunk {
                     self.config
                         .observer
@@ -358,7 +362,7 @@ impl Actor {
                 }
             }
             Outcome::Failed(failure, reason) => {
-                let message = format!("a batch of {n} events: {}", cut(&reason));
+                let message = format!("a batch of {n} events: {}", shown(&reason));
                 let newly_failed = self.drop_instance();
                 for q in &chunk {
                     self.config
@@ -381,7 +385,9 @@ impl Actor {
         self.note_progress();
     }
 
-    /// Logs and records an event the guest answered with an error.
+    /// Records an event the guest answered with an error, and logs it unless one of the
+    /// plugin's error lines was logged within the last second (a handler failing every event
+    /// of a resync cannot flood the log).
     fn guest_error(&self, queued: &Queued, reason: &str) {
         let kind = queued.event.kind();
         let resource = self
@@ -389,13 +395,16 @@ impl Actor {
             .resources
             .get(queued.subscription)
             .map_or_else(|| "?".to_owned(), describe);
-        let reason = cut(reason);
-        tracing::warn!(
-            plugin = &*self.config.recipe.name,
-            resource = %resource,
-            event = kind.as_str(),
-            "handler returned an error: {reason}"
-        );
+        let reason = shown(reason);
+        if let Some(unlogged) = self.config.recipe.log_gate.admit_error() {
+            tracing::warn!(
+                plugin = &*self.config.recipe.name,
+                resource = %resource,
+                event = kind.as_str(),
+                unlogged,
+                "handler returned an error: {reason}"
+            );
+        }
         self.shared
             .record_error(format!("{} {resource}: {reason}", kind.as_str()));
     }
@@ -477,7 +486,7 @@ impl Actor {
                     kind.as_str(),
                     describe(resource),
                     queued.event.object().key(),
-                    cut(&reason)
+                    shown(&reason)
                 );
                 // The status first: whoever sees the fault counted sees the instance replaced.
                 let newly_failed = self.drop_instance();
@@ -544,7 +553,8 @@ impl Actor {
     /// sees it sees the status, the log record and the last error of the fault.
     fn count_fault(&self, failure: FailureKind, message: String) {
         let name = self.config.recipe.name.clone();
-        // One record whose first line names the plugin; a backtrace follows on later lines.
+        // One record naming the plugin; the guest's part of the message is escaped, so a
+        // backtrace shows as `\n`-separated frames on the same line.
         tracing::error!(
             plugin = &*name,
             failure = failure.as_str(),

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use super::Gvk;
 use super::calls::CallCounters;
 use super::client::{Refusal, WriteClient, WriteError};
+use super::escape::escaped;
 use super::events::EventRecorder;
 use super::keys::ObjectKey;
 use super::notices::Notices;
@@ -38,8 +39,6 @@ pub(crate) struct Context {
     pub(crate) last_error: Arc<Mutex<Option<String>>>,
     /// Which refused queue adds reach the log.
     pub(crate) queue_notices: Notices,
-    /// Which failed reconciles reach the log.
-    pub(crate) error_notices: Notices,
 }
 
 impl Context {
@@ -64,7 +63,6 @@ impl Context {
             restarts: Arc::default(),
             last_error: Arc::default(),
             queue_notices: Notices::default(),
-            error_notices: Notices::default(),
         }
     }
 
@@ -74,7 +72,7 @@ impl Context {
     }
 
     /// The error a guest's refused queue add answers (the queue has counted it), logged at
-    /// most once a second.
+    /// most once a second. `key` names the key (for an invalid key: why it is invalid).
     pub(crate) fn queue_refused(&self, reason: QueueRefusal, key: &str) -> String {
         let message = match reason {
             QueueRefusal::Full => format!(
@@ -89,13 +87,15 @@ impl Context {
                 "the delay is longer than {:?}: {key} not queued",
                 self.queue.options().max_add_after
             ),
+            QueueRefusal::InvalidKey => format!("the key is invalid: {key}: not queued"),
         };
         if let Some(unlogged) = self.queue_notices.admit(tokio::time::Instant::now()) {
             tracing::warn!(
                 plugin = self.client.plugin(),
                 reason = reason.as_str(),
                 unlogged,
-                "queue add refused: {message}"
+                "queue add refused: {}",
+                escaped(&message)
             );
         }
         message

@@ -14,7 +14,7 @@ use super::component::{CompiledPlugin, Linked};
 use super::engine::PluginEngine;
 use super::error::PluginError;
 use super::grants::{DeclarationLimits, Limits, describe, same_type};
-use super::instance::{Declaration, Instance};
+use super::instance::{Declaration, Instance, shown};
 use super::keys::QueueRule;
 use super::log_gate::{LogGate, LogLimits, LogTap};
 use super::names::{self, InvalidName, Kind, Namespace};
@@ -340,6 +340,19 @@ pub(crate) fn validate(
             "max-indexes",
         ));
     }
+    let fields = info
+        .indexes
+        .iter()
+        .filter(|d| matches!(d.source, IndexSource::Field(_)))
+        .count();
+    if fields > limits.max_field_indexes {
+        return Err(too_many(
+            "field-path indexes",
+            fields,
+            limits.max_field_indexes,
+            "max-field-indexes",
+        ));
+    }
     if !policy.writes.is_empty()
         && let Some(Err(reason)) = &policy.impersonate
     {
@@ -374,6 +387,7 @@ pub(crate) fn validate(
         }
     }
     for (i, decl) in info.indexes.iter().enumerate() {
+        checked_index(decl, limits).map_err(|what| invalid(file, format!("index {i}: {what}")))?;
         if !info
             .subscriptions
             .iter()
@@ -402,6 +416,86 @@ pub(crate) fn validate(
     Ok(())
 }
 
+/// An index's name and source checked within `limits`: the name short, of letters, digits, `-`,
+/// `_`, `.` and `:`; a label or annotation key a qualified name; a field path short, shallow and
+/// made of dot-separated segments of letters, digits, `-`, `_`, `$`, `@` and `/` (no empty
+/// segment). A refusal quotes the string cut short and escaped.
+pub(crate) fn checked_index(decl: &IndexDecl, limits: &DeclarationLimits) -> Result<(), String> {
+    // The string quoted (escaped) and cut to 80 characters: a refusal repeats no 290 KB path.
+    let shown = |s: &str| {
+        let cut: String = s.chars().take(80).collect();
+        if cut.len() < s.len() {
+            format!("{cut:?}...")
+        } else {
+            format!("{cut:?}")
+        }
+    };
+    let name = decl.name.as_bytes();
+    let name_ok = !name.is_empty()
+        && name
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b':'));
+    if name.len() > limits.max_index_name_bytes {
+        return Err(format!(
+            "name {}: {} bytes, more than the limit of {} (`max-index-name-bytes` in the \
+             config's [limits])",
+            shown(&decl.name),
+            name.len(),
+            limits.max_index_name_bytes
+        ));
+    }
+    if !name_ok {
+        return Err(format!(
+            "name {}: must be letters, digits, '-', '_', '.' and ':'",
+            shown(&decl.name)
+        ));
+    }
+    match &decl.source {
+        IndexSource::Label(key) => names::qualified_name("label key", key)
+            .map(drop)
+            .map_err(|e| e.to_string()),
+        IndexSource::Annotation(key) => names::qualified_name("annotation key", key)
+            .map(drop)
+            .map_err(|e| e.to_string()),
+        IndexSource::Field(path) => {
+            if path.len() > limits.max_field_path_bytes {
+                return Err(format!(
+                    "field path {}: {} bytes, more than the limit of {} (`max-field-path-bytes` \
+                     in the config's [limits])",
+                    shown(path),
+                    path.len(),
+                    limits.max_field_path_bytes
+                ));
+            }
+            let depth = path.split('.').count();
+            if depth > limits.max_field_path_depth {
+                return Err(format!(
+                    "field path {}: {depth} segments, more than the limit of {} \
+                     (`max-field-path-depth` in the config's [limits])",
+                    shown(path),
+                    limits.max_field_path_depth
+                ));
+            }
+            let segment_ok = |s: &str| {
+                !s.is_empty()
+                    && s.bytes().all(|c| {
+                        c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'$' | b'@' | b'/')
+                    })
+            };
+            if path.split('.').all(segment_ok) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "field path {}: must be dot-separated segments of letters, digits, '-', '_', \
+                     '$', '@' and '/' (`spec.nodeName`)",
+                    shown(path)
+                ))
+            }
+        }
+        IndexSource::OwnerUid => Ok(()),
+    }
+}
+
 /// A subscription's resource type, namespace and selectors checked by the API server's rules,
 /// as `run`, `check` and `rbac` all check them: its namespace, checked.
 pub(crate) fn checked_scope(sub: &Subscription) -> Result<Option<Namespace>, InvalidName> {
@@ -428,10 +522,13 @@ pub(crate) fn label_of(file: &Path) -> Arc<str> {
 pub(crate) fn init_outcome<T>(file: PathBuf, outcome: Outcome<T>) -> Result<T, PluginError> {
     match outcome {
         Outcome::Ok(info) => Ok(info),
-        Outcome::GuestError(reason) => Err(PluginError::InitFailed { file, reason }),
+        Outcome::GuestError(reason) => Err(PluginError::InitFailed {
+            file,
+            reason: shown(&reason).into_owned(),
+        }),
         Outcome::Failed(kind, reason) => Err(PluginError::InitTrapped {
             file,
-            reason: format!("{}: {reason}", kind.as_str()),
+            reason: format!("{}: {}", kind.as_str(), shown(&reason)),
         }),
     }
 }
@@ -596,6 +693,7 @@ mod tests {
             max_name_bytes: 10,
             max_subscriptions: 2,
             max_indexes: 1,
+            ..DeclarationLimits::default()
         };
         let policy = PluginPolicy::default();
         let run = |info: &PluginInfo| validate(Path::new("p.wasm"), info, &policy, &limits);
@@ -631,6 +729,104 @@ mod tests {
         let mut control = info(vec![sub("Pod")], vec![]);
         control.name = "a\nb".into();
         assert!(run(&control).is_err());
+    }
+
+    fn index(name: &str, source: IndexSource) -> IndexDecl {
+        IndexDecl {
+            name: name.into(),
+            gvk: gvk("ConfigMap"),
+            source,
+        }
+    }
+
+    /// The declaration of the issue: 128 field paths of ~290 KB each, with read grants only.
+    #[test]
+    fn huge_field_paths_are_refused_short_of_the_informer() {
+        let path = format!("data.{}", "k.".repeat(145_000)) + "k";
+        let huge: Vec<IndexDecl> = (0..128)
+            .map(|i| index(&format!("i{i}"), IndexSource::Field(path.clone())))
+            .collect();
+        let err = check(&info(vec![sub("ConfigMap")], huge), Grants::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("128 field-path indexes") && msg.contains("max-field-indexes"),
+            "{msg}"
+        );
+        let one = vec![index("i", IndexSource::Field(path.clone()))];
+        let msg = check(&info(vec![sub("ConfigMap")], one), Grants::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("index 0: field path") && msg.contains("max-field-path-bytes"),
+            "{msg}"
+        );
+        assert!(msg.len() < 500, "the refusal does not repeat the path");
+    }
+
+    #[test]
+    fn index_sources_are_checked_by_their_syntax_and_limits() {
+        let ok = [
+            index("by-app", IndexSource::Label("app".into())),
+            index(
+                "by_team.v1:x",
+                IndexSource::Annotation("example.com/team".into()),
+            ),
+            index("by-node", IndexSource::Field("spec.nodeName".into())),
+            index(
+                "by-image",
+                IndexSource::Field("spec.containers.image".into()),
+            ),
+            index("by-owner", IndexSource::OwnerUid),
+        ];
+        for decl in &ok {
+            checked_index(decl, &DeclarationLimits::default()).expect("a sane index");
+        }
+        let deep = (0..17).map(|_| "a").collect::<Vec<_>>().join(".");
+        let bad = [
+            index("", IndexSource::OwnerUid),
+            index("a b", IndexSource::OwnerUid),
+            index("a\nb", IndexSource::OwnerUid),
+            index(&"n".repeat(64), IndexSource::OwnerUid),
+            index("l", IndexSource::Label("".into())),
+            index("l", IndexSource::Label("a/b/c".into())),
+            index("l", IndexSource::Label("app\n".into())),
+            index("l", IndexSource::Label("x".repeat(64))),
+            index(
+                "a",
+                IndexSource::Annotation(format!("{}/x", "p".repeat(254))),
+            ),
+            index("f", IndexSource::Field("".into())),
+            index("f", IndexSource::Field("spec..x".into())),
+            index("f", IndexSource::Field("spec.x.".into())),
+            index("f", IndexSource::Field("spec.x y".into())),
+            index("f", IndexSource::Field("spec.\u{1b}[2J".into())),
+            index("f", IndexSource::Field(deep)),
+            index("f", IndexSource::Field("a".repeat(257))),
+        ];
+        for decl in &bad {
+            let err = checked_index(decl, &DeclarationLimits::default()).unwrap_err();
+            assert!(!err.contains('\n') && !err.contains('\u{1b}'), "{err}");
+        }
+        let err = check(
+            &info(vec![sub("ConfigMap")], vec![bad[2].clone()]),
+            Grants::default(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, PluginError::InvalidDeclaration { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn control_characters_in_a_name_are_refused_and_shown_escaped() {
+        let mut named = info(vec![sub("Pod")], vec![]);
+        named.name = "p\nWARN forged".into();
+        let msg = check(&named, Grants::default()).unwrap_err().to_string();
+        assert!(
+            msg.contains(r"p\nWARN forged") && !msg.contains('\n'),
+            "{msg}"
+        );
     }
 
     #[test]

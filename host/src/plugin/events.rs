@@ -93,7 +93,9 @@ impl EventType {
 pub struct EventRecord {
     /// The object the event is about.
     pub regarding: ObjectRef,
-    /// Its metadata.uid, so `kubectl describe` finds the event.
+    /// Its metadata.uid, so `kubectl describe` finds the event: at most [`MAX_UID`] bytes of
+    /// ASCII letters, digits and `-` (an RFC 4122 UUID, as every API server makes them, has
+    /// 36), or empty for unknown. The correlator keeps it in its keys, so its size is bounded.
     pub uid: Option<String>,
     pub event_type: EventType,
     /// UpperCamelCase, e.g. `ErrResourceExists`; at most 128 characters.
@@ -108,6 +110,17 @@ const COMBINED: &str = "(combined from similar events)";
 /// The most characters of a reason, and of a message (longer messages are cut).
 const MAX_REASON: usize = 128;
 const MAX_MESSAGE: usize = 1024;
+
+/// The longest `uid` an event may carry, in bytes.
+pub const MAX_UID: usize = 128;
+
+/// Whether `uid` has the shape of an object's UID: 1 to [`MAX_UID`] ASCII letters, digits and
+/// `-`.
+pub(crate) fn is_uid(uid: &str) -> bool {
+    !uid.is_empty()
+        && uid.len() <= MAX_UID
+        && uid.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+}
 
 /// The Event kind every recorded event is written as.
 fn event_gvk() -> Gvk {
@@ -144,9 +157,10 @@ impl EventRecorder {
     }
 
     /// Accepts an event for writing in the background, or refuses it at once: `NotGranted`
-    /// without a write grant for `Event` (create and patch), `Invalid` for a bad reason,
+    /// without a write grant for `Event` (create and patch), `Invalid` for a bad reason or a
+    /// `uid` not of UID shape (counted as an invalid refusal),
     /// `TooManyRequests` when the object's event budget is spent (the event is dropped).
-    pub fn record(&self, event: EventRecord) -> Result<(), WriteError> {
+    pub fn record(&self, mut event: EventRecord) -> Result<(), WriteError> {
         let gvk = event_gvk();
         if !(self.client.may(&gvk, WriteVerb::Create) && self.client.may(&gvk, WriteVerb::Patch)) {
             return Err(WriteError::NotGranted(format!(
@@ -162,6 +176,21 @@ impl EventRecorder {
                 "event reason {:?} must be 1 to {MAX_REASON} letters and digits (UpperCamelCase)",
                 event.reason
             )));
+        }
+        // An empty uid is an unknown one (SDKs pass the object's `uid` or `""`).
+        if event.uid.as_deref() == Some("") {
+            event.uid = None;
+        }
+        if let Some(uid) = event.uid.as_deref().filter(|uid| !is_uid(uid)) {
+            let shown = super::names::InvalidName::new(
+                "uid",
+                uid,
+                "must be 1 to 128 bytes of ASCII letters, digits and '-' (an object's UID)",
+            );
+            return Err(self.client.invalid(
+                WriteVerb::Create,
+                WriteError::invalid(format!("event {shown}")),
+            ));
         }
         let decision = self.correlator.lock().correlate(&event, Instant::now());
         let job = match decision {
@@ -297,7 +326,7 @@ async fn write_loop(
             }
         };
         if let Err(error) = result {
-            tracing::warn!(plugin = %client.plugin(), %error, "could not write an event");
+            tracing::warn!(plugin = %client.plugin(), error = %super::escape::Escaped(&error.to_string()), "could not write an event");
         }
     }
 }

@@ -35,15 +35,37 @@ impl Limits {
     }
 }
 
-/// How much a plugin's `init` may declare. The defaults are far above what a sane plugin
-/// declares; they stop a broken or hostile one from making every `/metrics` scrape huge (a
-/// 10 MB name) or every event of an informer slow (100,000 indexes).
+/// How much a plugin's `init` may declare, and how much indexing what it declares may cost.
+/// The defaults are far above what a sane plugin declares; they stop a broken or hostile one
+/// from making every `/metrics` scrape huge (a 10 MB name) or every event of a shared informer
+/// slow for every plugin on it (100,000 indexes, or 128 field paths of 290 KB each).
+///
+/// Label and annotation keys are checked as Kubernetes qualified names (a DNS-1123 subdomain
+/// prefix of at most 253 bytes, `/`, a name of at most 63), so their size is bounded by syntax;
+/// field paths by [`max_field_path_bytes`](Self::max_field_path_bytes) and
+/// [`max_field_path_depth`](Self::max_field_path_depth).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeclarationLimits {
     /// Longest plugin name, in bytes.
     pub max_name_bytes: usize,
     pub max_subscriptions: usize,
+    /// Most indexes, of every source together.
     pub max_indexes: usize,
+    /// Most field-path indexes. Each one reads the object's JSON again on every add and update
+    /// of its informer (label, annotation and owner indexes read parsed metadata only).
+    pub max_field_indexes: usize,
+    /// Longest index name, in bytes (names are letters, digits, `-`, `_`, `.` and `:`).
+    pub max_index_name_bytes: usize,
+    /// Longest field path, in bytes.
+    pub max_field_path_bytes: usize,
+    /// Most segments of a field path (`spec.containers.image` has 3).
+    pub max_field_path_depth: usize,
+    /// Most values one object is filed under in one index (a field path crossing lists yields
+    /// one per element); the values past it are not indexed.
+    pub max_index_values: usize,
+    /// Longest value kept as an index key, in bytes; an object is not filed under a longer
+    /// value (an annotation may hold 256 KB; the index would keep each as a key).
+    pub max_index_value_bytes: usize,
 }
 
 impl Default for DeclarationLimits {
@@ -52,6 +74,12 @@ impl Default for DeclarationLimits {
             max_name_bytes: 253,
             max_subscriptions: 64,
             max_indexes: 128,
+            max_field_indexes: 16,
+            max_index_name_bytes: 63,
+            max_field_path_bytes: 256,
+            max_field_path_depth: 16,
+            max_index_values: 64,
+            max_index_value_bytes: 1024,
         }
     }
 }

@@ -730,7 +730,13 @@ impl PluginHost {
                 let shared = self
                     .inner
                     .leases
-                    .index(&key, informer, &decl.source, claims)
+                    .index(
+                        &key,
+                        informer,
+                        &decl.source,
+                        &self.inner.options.declarations,
+                        claims,
+                    )
                     .map_err(|e| invalid(file, format!("index {}: {e}", decl.name)))?;
                 indexes.insert(decl.name.clone(), shared);
             }

@@ -21,13 +21,16 @@ use super::client::{
 };
 use super::context::InstanceImports;
 use super::events::{EventRecord, EventType};
+use super::grants::describe;
 use super::keys::ObjectKey;
 use super::names::{self, InvalidName, Namespace, ObjectName};
 use super::paging::{PageError, PageLimits, page};
 use super::state::HostState;
 use super::workqueue::QueueRefusal;
 
-/// The key a guest names, checked against the queue's key limit and its subscriptions.
+/// The key a guest names, checked against the queue's key limit, its subscriptions and the
+/// API server's rules for a namespace and a name of the subscription's resource (so no key
+/// the guest makes up carries a control character into the queue, the log or `reconcile`).
 fn queued_key(imports: &InstanceImports, key: &types::Key) -> Result<ObjectKey, String> {
     let bytes = key.namespace.as_ref().map_or(0, String::len) + key.name.len();
     if bytes > imports.plugin.queue.options().max_key_bytes {
@@ -41,6 +44,18 @@ fn queued_key(imports: &InstanceImports, key: &types::Key) -> Result<ObjectKey, 
             imports.subscriptions.len()
         )
     })?;
+    let checked = key
+        .namespace
+        .as_deref()
+        .map(Namespace::new)
+        .transpose()
+        .and_then(|_| ObjectName::new(&gvk.group, &key.name));
+    if let Err(invalid) = checked {
+        imports.plugin.queue.count_refusal(QueueRefusal::InvalidKey);
+        return Err(imports
+            .plugin
+            .queue_refused(QueueRefusal::InvalidKey, &invalid.to_string()));
+    }
     Ok(ObjectKey {
         group: gvk.group.clone(),
         kind: gvk.kind.clone(),
@@ -335,10 +350,26 @@ impl client::Host for HostState {
         })
     }
 
+    /// Records an Event about an object the plugin may read (its read grants: an Event is
+    /// about something the plugin watches, not about any object of any kind), with a `uid` of
+    /// UID shape (checked by the recorder).
     async fn record_event(&mut self, event: client::Event) -> Result<(), types::ApiError> {
         let i = self.connected()?;
+        let regarding = object_ref(i.client(), WriteVerb::Create, event.regarding)?;
+        if !self.access.grants.allows(regarding.gvk()) {
+            let gvk = regarding.gvk();
+            let message = format!(
+                "an Event may only be about an object the plugin may read, and it may not read \
+                 {}: add it to `grants` in the plugin's config",
+                describe(gvk)
+            );
+            return Err(i
+                .client()
+                .not_readable(WriteVerb::Create, gvk, message)
+                .into());
+        }
         let record = EventRecord {
-            regarding: object_ref(i.client(), WriteVerb::Create, event.regarding)?,
+            regarding,
             uid: event.uid,
             event_type: match event.event_type {
                 client::EventType::Normal => EventType::Normal,

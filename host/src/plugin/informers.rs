@@ -11,6 +11,7 @@ use kubewasm_labels::Selector;
 
 use super::IndexSource;
 use super::access::{NAMESPACE_INDEX, ResourceCache};
+use super::grants::DeclarationLimits;
 use super::inbox::{Event, EventSink, Subscribed, Subscriber};
 
 /// A handler registered inline: every callback becomes one queued event, nothing else.
@@ -141,9 +142,12 @@ impl ResourceCache for InformerCache {
 }
 
 /// The informer index computing `source`, named after it so that plugins declaring the same
-/// index on the same informer share one.
-pub(crate) fn shared_index(source: &IndexSource) -> (String, IndexFunc) {
-    match source {
+/// index on the same informer share one, its cost per object bounded by `limits` ([`bounded`]).
+pub(crate) fn shared_index(
+    source: &IndexSource,
+    limits: &DeclarationLimits,
+) -> (String, IndexFunc) {
+    let (name, func) = match source {
         IndexSource::Label(key) => (format!("label:{key}"), index_funcs::label(key.clone())),
         IndexSource::Annotation(key) => (
             format!("annotation:{key}"),
@@ -154,20 +158,67 @@ pub(crate) fn shared_index(source: &IndexSource) -> (String, IndexFunc) {
             index_funcs::field_path(path.clone()),
         ),
         IndexSource::OwnerUid => ("owner-uid".to_owned(), index_funcs::owner_uid()),
-    }
+    };
+    let bounded = bounded(func, limits.max_index_values, limits.max_index_value_bytes);
+    (name, bounded)
+}
+
+/// `func` filing each object under at most `values` of its values, none longer than `bytes`:
+/// what one object costs the index it is in (the keys the index keeps, the entries it
+/// updates on each add and update, under the store's write lock) is bounded whatever the
+/// object holds. A longer value is left out, not cut (a cut value would file the object under
+/// a value it does not have); the values past `values` are left out in the order found.
+pub(crate) fn bounded(func: IndexFunc, values: usize, bytes: usize) -> IndexFunc {
+    Arc::new(move |object| {
+        let mut found = func(object);
+        found.retain(|v| v.len() <= bytes);
+        found.truncate(values);
+        found
+    })
 }
 
 /// Adds the index to the informer unless an identical one (same name) is already there.
 pub(crate) fn ensure_index(
     informer: &SharedIndexInformer,
     source: &IndexSource,
+    limits: &DeclarationLimits,
 ) -> Result<String, kubewasm_informer::Error> {
-    let (name, func) = shared_index(source);
+    let (name, func) = shared_index(source, limits);
     if informer.indexer().has_index(&name) {
         return Ok(name);
     }
     match informer.add_indexers(vec![(name.clone(), func)]) {
         Ok(()) | Err(kubewasm_informer::Error::IndexExists(_)) => Ok(name),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kubewasm_informer::Object;
+
+    use super::*;
+
+    #[test]
+    fn an_object_is_filed_under_few_short_values_only() {
+        let limits = DeclarationLimits {
+            max_index_values: 3,
+            max_index_value_bytes: 8,
+            ..DeclarationLimits::default()
+        };
+        let long = "v".repeat(256 << 10);
+        let object = Object::from_json(
+            &serde_json::json!({
+                "metadata": {"name": "c", "namespace": "ns", "annotations": {"big": long}},
+                "spec": {"items": ["a", "b", &long, "c", "d", "e"]},
+            })
+            .to_string(),
+        )
+        .expect("an object");
+        let (name, field) = shared_index(&IndexSource::Field("spec.items".into()), &limits);
+        assert_eq!(name, "field:spec.items");
+        assert_eq!(field(&object), ["a", "b", "c"]);
+        let (_, annotation) = shared_index(&IndexSource::Annotation("big".into()), &limits);
+        assert!(annotation(&object).is_empty(), "256 KiB is no index key");
     }
 }

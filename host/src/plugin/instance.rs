@@ -488,6 +488,12 @@ pub(crate) struct Recipe {
 /// The most of a guest's error message kept in the log and the plugin's status.
 const MAX_REASON: usize = 1024;
 
+/// A guest's error reason as the log and the plugin's status show it: cut to [`MAX_REASON`]
+/// bytes and [`escaped`](super::escape::escaped), so it stays one line of the log.
+pub(crate) fn shown(reason: &str) -> std::borrow::Cow<'_, str> {
+    super::escape::escaped(cut(reason))
+}
+
 /// `reason` cut to [`MAX_REASON`] bytes (at a character boundary).
 pub(crate) fn cut(reason: &str) -> &str {
     if reason.len() <= MAX_REASON {

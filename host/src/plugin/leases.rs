@@ -14,6 +14,7 @@ use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory}
 use parking_lot::Mutex;
 
 use super::IndexSource;
+use super::grants::DeclarationLimits;
 use super::informers::ensure_index;
 
 /// What one load took from the shared informers, to commit or give back.
@@ -78,17 +79,19 @@ impl Leases {
         informer
     }
 
-    /// Adds the shared index computing `source` to the informer of `key` if needed and counts
-    /// one more plugin using it (recorded in `claims`): its name in the cache.
+    /// Adds the shared index computing `source` to the informer of `key` if needed (its cost
+    /// per object bounded by `limits`) and counts one more plugin using it (recorded in
+    /// `claims`): its name in the cache.
     pub(crate) fn index(
         &self,
         key: &InformerKey,
         informer: &SharedIndexInformer,
         source: &IndexSource,
+        limits: &DeclarationLimits,
         claims: &mut Claims,
     ) -> Result<String, kubewasm_informer::Error> {
         let mut users = self.inner.indexes.lock();
-        let name = ensure_index(informer, source)?;
+        let name = ensure_index(informer, source, limits)?;
         *users.entry((key.clone(), name.clone())).or_default() += 1;
         claims.indexes.push((key.clone(), name.clone()));
         Ok(name)

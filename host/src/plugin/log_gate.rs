@@ -1,6 +1,8 @@
 //! The per-plugin cap on guest log output: lines per second (a token bucket shared by all of
 //! a plugin's instances, so a restart does not refill it) and bytes per line, with what was
-//! dropped or cut counted and reported.
+//! dropped or cut counted and reported; every admitted line escaped (one record is one line).
+//! Also the per-plugin limit on the host's own lines about the guest's errors (handler and
+//! reconcile errors, whose number the guest decides): one a second, the rest counted.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -9,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::escape::escaped;
+use super::notices::Notices;
 use super::observer::PluginObserver;
 
 /// How much a plugin may log: with the defaults, a plugin that logs a line per event keeps
@@ -48,6 +52,8 @@ pub(crate) struct LogGate {
     observer: OnceLock<Arc<dyn PluginObserver>>,
     declared: OnceLock<Arc<str>>,
     tap: Option<LogTap>,
+    /// Which of the plugin's handler and reconcile errors reach the log.
+    errors: Notices,
 }
 
 /// One line a plugin logged (through the `log` import, stdout or stderr), as admitted.
@@ -141,6 +147,7 @@ impl LogGate {
             observer: OnceLock::new(),
             declared: OnceLock::new(),
             tap: None,
+            errors: Notices::default(),
         }
     }
 
@@ -175,7 +182,23 @@ impl LogGate {
         }
     }
 
-    /// The line to log (cut to the length limit), or `None` when the plugin is over its rate.
+    /// Whether the host logs a line about a guest error (a handler or reconcile error) now:
+    /// `Some(n)`, `n` the error lines kept out of the log since the last one logged, at most
+    /// once a second for all of the plugin's handlers and reconcile workers together; `None`
+    /// when it stays out (counted as `kubewasm_plugin_error_lines_suppressed_total`). The
+    /// error itself is counted and recorded in the status by the caller either way.
+    pub(crate) fn admit_error(&self) -> Option<u64> {
+        let admitted = self.errors.admit(tokio::time::Instant::now());
+        if admitted.is_none()
+            && let Some(o) = self.observer.get()
+        {
+            o.errors_unlogged(1);
+        }
+        admitted
+    }
+
+    /// The line to log (cut to the length limit and [`escaped`]), or `None` when the plugin is
+    /// over its rate.
     /// `plugin` names it in the notice that lines were dropped, logged at most once a second.
     pub(crate) fn admit<'a>(&self, plugin: &str, line: &'a str) -> Option<Cow<'a, str>> {
         {
@@ -204,7 +227,7 @@ impl LogGate {
             }
         }
         let admitted = if line.len() <= self.limits.line_bytes {
-            Cow::Borrowed(line)
+            escaped(line)
         } else {
             self.count(1);
             let mut end = self.limits.line_bytes;
@@ -213,7 +236,7 @@ impl LogGate {
             }
             Cow::Owned(format!(
                 "{}… [cut: {} bytes, over `log-line-bytes`]",
-                &line[..end],
+                escaped(&line[..end]),
                 line.len()
             ))
         };
@@ -230,12 +253,17 @@ mod tests {
 
     use super::*;
 
+    /// Counts dropped log lines, and error lines kept out of the log.
     #[derive(Default)]
-    struct Counted(AtomicU64);
+    struct Counted(AtomicU64, AtomicU64);
 
     impl PluginObserver for Counted {
         fn log_dropped(&self, n: u64) {
             self.0.fetch_add(n, Ordering::Relaxed);
+        }
+
+        fn errors_unlogged(&self, n: u64) {
+            self.1.fetch_add(n, Ordering::Relaxed);
         }
     }
 
@@ -257,6 +285,41 @@ mod tests {
         assert!(cut.starts_with("hél…"), "{cut}");
         assert!(cut.contains("cut: 12 bytes"), "{cut}");
         assert_eq!(counted.0.load(Ordering::Relaxed), dropped + 1);
+    }
+
+    #[test]
+    fn admitted_lines_are_escaped_cut_ones_too() {
+        let gate = LogGate::new(LogLimits {
+            lines_per_second: 100,
+            burst_lines: 100,
+            line_bytes: 8,
+        });
+        assert_eq!(gate.admit("p", "a\nINFO b").as_deref(), Some(r"a\nINFO b"));
+        let cut = gate.admit("p", "a\r\u{1b}[2Jbcdefgh").expect("admitted");
+        assert!(cut.starts_with(r"a\r\u{1b}[2Jbc…"), "{cut}");
+        assert_eq!(gate.admit("p", "plain").as_deref(), Some("plain"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn error_lines_are_one_a_second_and_the_rest_counted() {
+        let gate = LogGate::new(LogLimits::default());
+        let counted = Arc::new(Counted::default());
+        gate.set_observer(counted.clone());
+        assert_eq!(gate.admit_error(), Some(0));
+        let logged = (0..14_352).filter(|_| gate.admit_error().is_some()).count();
+        assert_eq!(logged, 0);
+        assert_eq!(counted.1.load(Ordering::Relaxed), 14_352);
+        assert_eq!(
+            counted.0.load(Ordering::Relaxed),
+            0,
+            "no guest line dropped"
+        );
+        tokio::time::advance(super::super::notices::EVERY).await;
+        assert_eq!(gate.admit_error(), Some(14_352));
+        assert!(
+            gate.admit("p", "guest lines keep their own budget")
+                .is_some()
+        );
     }
 
     #[test]

@@ -37,11 +37,14 @@ pub struct Subscription {
 /// What a declared index computes from each object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexSource {
-    /// The value of this label.
+    /// The value of this label (the key a qualified name: `app`, `example.com/tier`).
     Label(String),
-    /// The value of this annotation.
+    /// The value of this annotation (the key a qualified name).
     Annotation(String),
-    /// The value at this field path.
+    /// The values at this dotted field path (`spec.nodeName`). The path crosses lists: where
+    /// it reaches a list it goes on into each element, so `spec.containers.image` yields each
+    /// container's image, and a list of scalars at its end yields each element. Strings,
+    /// numbers and bools index as their text; objects and nulls not at all.
     Field(String),
     /// The UID of each owner reference.
     OwnerUid,

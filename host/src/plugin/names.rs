@@ -169,6 +169,36 @@ impl Kind {
     }
 }
 
+const QUALIFIED_NAME: &str = "must be a qualified name: an optional DNS-1123 subdomain prefix of at \
+                              most 253 bytes and '/', then at most 63 letters, digits, '-', '_' \
+                              and '.', starting and ending with a letter or digit";
+
+/// The name part of a qualified name: 1 to 63 letters, digits, `-`, `_` and `.`, starting and
+/// ending with a letter or digit.
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Checks a label or annotation key by the API server's rule (`IsQualifiedName`): `name` or
+/// `prefix/name`, the prefix a DNS-1123 subdomain. `what` names the field in the refusal.
+pub fn qualified_name<'a>(what: &'static str, key: &'a str) -> Result<&'a str, InvalidName> {
+    let ok = match key.split_once('/') {
+        Some((prefix, name)) => is_dns_subdomain(prefix) && is_qualified_name_part(name),
+        None => is_qualified_name_part(key),
+    };
+    if ok {
+        Ok(key)
+    } else {
+        Err(InvalidName::new(what, key, QUALIFIED_NAME))
+    }
+}
+
 /// Checks a label selector by the API server's syntax; answers it as given.
 pub fn label_selector(selector: &str) -> Result<&str, InvalidName> {
     if selector.len() > MAX_SELECTOR {
@@ -278,6 +308,39 @@ mod tests {
             ("", "", "X"),
         ] {
             assert!(Kind::new(&gvk(g, v, k)).is_err(), "{g:?} {v:?} {k:?}");
+        }
+    }
+
+    #[test]
+    fn label_and_annotation_keys_are_qualified_names() {
+        for ok in [
+            "app",
+            "app.kubernetes.io/name",
+            "example.com/Tier_1",
+            "a",
+            &"a".repeat(63),
+            &format!("{}/x", "p".repeat(253)),
+        ] {
+            assert_eq!(qualified_name("label", ok), Ok(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "/",
+            "a/",
+            "/a",
+            "a/b/c",
+            "-a",
+            "a-",
+            "Example.com/a",
+            "a b",
+            "a\nb",
+            "a\u{1b}",
+            &"a".repeat(64),
+            &format!("{}/x", "p".repeat(254)),
+            &"a.".repeat(150_000),
+        ] {
+            let err = qualified_name("label", bad).unwrap_err();
+            assert!(err.to_string().len() < 400, "{err}");
         }
     }
 

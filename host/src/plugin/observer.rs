@@ -118,6 +118,8 @@ pub trait PluginObserver: Send + Sync {
     fn events_dropped(&self, _reason: DropReason, _n: u64) {}
     /// `n` lines the guest logged were dropped (over its rate) or cut (too long).
     fn log_dropped(&self, _n: u64) {}
+    /// `n` handler or reconcile error lines were kept out of the log (over one a second).
+    fn errors_unlogged(&self, _n: u64) {}
 }
 
 /// An observer that ignores everything.

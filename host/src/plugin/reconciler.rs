@@ -20,7 +20,8 @@ use super::bindings::v0_2::kubewasm::controller::types as wit;
 use super::calls::Outcome;
 use super::client::Refusal;
 use super::context::Context;
-use super::instance::{Instance, cut};
+use super::escape::escaped;
+use super::instance::{Instance, shown};
 use super::keys::ObjectKey;
 use super::workqueue::{Completion, ReconcileResult};
 
@@ -127,12 +128,14 @@ async fn unpark_on_leadership(recipe: Recipe) {
     }
 }
 
-/// `namespace/name` (or `name`) of a key, for messages.
+/// `namespace/name` (or `name`) of a key, for messages: escaped (a key the guest queued is
+/// checked, but the log takes no chances).
 fn key_name(key: &ObjectKey) -> String {
-    match &key.namespace {
+    let name = match &key.namespace {
         Some(ns) => format!("{ns}/{}", key.name),
         None => key.name.clone(),
-    }
+    };
+    escaped(&name).into_owned()
 }
 
 /// Faults of a worker's instances with no reconcile returning in between: the next instance
@@ -222,7 +225,7 @@ async fn work(recipe: Recipe) {
             continue;
         }
         let Some(key) = wit_key(subscriptions, item.key()) else {
-            tracing::warn!(plugin = %recipe.name, key = ?item.key(), "a queued key of a resource this version does not subscribe to: dropped");
+            tracing::warn!(plugin = %recipe.name, key = %key_name(item.key()), "a queued key of a resource this version does not subscribe to: dropped");
             item.complete(Completion::Done);
             continue;
         };
@@ -242,9 +245,9 @@ async fn work(recipe: Recipe) {
                 item.complete(Completion::RequeueAfter(delay))
             }
             Outcome::GuestError(reason) => {
-                let (key, reason) = (key_name(item.key()), cut(&reason));
+                let (key, reason) = (key_name(item.key()), shown(&reason));
                 queue.reconcile_failed();
-                if let Some(unlogged) = recipe.plugin.error_notices.admit(Instant::now()) {
+                if let Some(unlogged) = recipe.instance.log_gate.admit_error() {
                     tracing::warn!(plugin = %recipe.name, %key, unlogged, "reconcile of {key} failed, retried with backoff: {reason}");
                 }
                 recipe
@@ -253,7 +256,7 @@ async fn work(recipe: Recipe) {
                 item.complete(Completion::Retry);
             }
             Outcome::Failed(kind, reason) => {
-                let (key, reason) = (key_name(item.key()), cut(&reason));
+                let (key, reason) = (key_name(item.key()), shown(&reason));
                 tracing::warn!(plugin = %recipe.name, %key, "reconcile {}, a fresh instance takes over: {reason}", kind.as_str());
                 recipe
                     .plugin

@@ -190,7 +190,12 @@ pub(crate) async fn spawn_probe_with(
         .iter()
         .filter(|d| same_type(&d.gvk, &config_map_gvk()))
     {
-        let shared = ensure_index(&feed.informer, &decl.source).expect("index");
+        let shared = ensure_index(
+            &feed.informer,
+            &decl.source,
+            &super::grants::DeclarationLimits::default(),
+        )
+        .expect("index");
         indexes.insert(decl.name.clone(), shared);
     }
     let access = Arc::new(Access {

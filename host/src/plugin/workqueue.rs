@@ -72,14 +72,18 @@ pub enum QueueRefusal {
     KeyTooLong,
     /// The delay is longer than [`QueueOptions::max_add_after`].
     DelayTooLong,
+    /// The key's namespace is not a DNS-1123 label, or its name not a name of its resource
+    /// (the API server's rules, as for the writes).
+    InvalidKey,
 }
 
 impl QueueRefusal {
     /// Every refusal, for making metric series up front.
-    pub const ALL: [QueueRefusal; 3] = [
+    pub const ALL: [QueueRefusal; 4] = [
         QueueRefusal::Full,
         QueueRefusal::KeyTooLong,
         QueueRefusal::DelayTooLong,
+        QueueRefusal::InvalidKey,
     ];
 
     /// A lowercase label for logs and metrics.
@@ -88,6 +92,7 @@ impl QueueRefusal {
             QueueRefusal::Full => "full",
             QueueRefusal::KeyTooLong => "key-too-long",
             QueueRefusal::DelayTooLong => "delay-too-long",
+            QueueRefusal::InvalidKey => "invalid-key",
         }
     }
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use kubewasm::metrics::Metrics;
 use kubewasm::plugin::{
-    Grants, HostOptions, Limits, PluginId, PluginPolicy, PluginStatus, ReconcileSettings,
-    ResourcePattern, WriteGrant, WriteGrants,
+    Grants, HostOptions, Limits, PluginError, PluginId, PluginPolicy, PluginStatus,
+    ReconcileSettings, ResourcePattern, WriteGrant, WriteGrants,
 };
 use kubewasm_tests::{guest_bytes, guest_logs, wait_until};
 
@@ -51,11 +51,16 @@ impl Env {
     }
 
     async fn load(&self, stem: &str, guest: &str) -> PluginId {
+        self.try_load(stem, guest)
+            .await
+            .unwrap_or_else(|e| panic!("loading {stem}: {e}"))
+    }
+
+    async fn try_load(&self, stem: &str, guest: &str) -> Result<PluginId, PluginError> {
         self.rig
             .host
             .load(Path::new(&format!("{stem}.wasm")), guest_bytes(guest))
             .await
-            .unwrap_or_else(|e| panic!("loading {stem}: {e}"))
     }
 
     /// Creates ConfigMap `namespace/name` in-process (no HTTP: no injected latency).
@@ -345,4 +350,234 @@ async fn a_hanging_api_call_ends_at_its_own_timeout_not_at_the_wall_limit() {
         "{status:?}"
     );
     assert!(status.reconciles >= 1, "{status:?}");
+}
+
+/// The declaration of issue 32: 128 field-path indexes of ~290 KB each, with read grants only
+/// (it took the host from 72 to 401 MiB and stalled a neighbour's events). It is refused at
+/// load, as are fewer such paths, while the most the limits allow loads; the plugin beside them
+/// hears every event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_index_paths_are_refused_at_load_and_a_neighbour_hears_every_event() {
+    let indexer = |paths: u32, bytes: usize| {
+        policy(
+            json!({"name": "indexer", "namespace": "idx", "indexPaths": paths, "indexPathBytes": bytes}),
+            ReconcileSettings::default(),
+        )
+    };
+    let env = Env::new(move |stem| match stem {
+        "huge" => indexer(128, 290_000),
+        "long" => indexer(16, 290_000),
+        "most" => indexer(16, 256),
+        _ => watcher(),
+    })
+    .await;
+    let watcher = env.load("watcher", "observer-v0-2").await;
+    let refused = env
+        .try_load("huge", "bounds-v0-2")
+        .await
+        .expect_err("128 field paths of 290 KB are refused");
+    let message = refused.to_string();
+    assert!(
+        message.starts_with("huge.wasm: ")
+            && message.contains("128 field-path indexes")
+            && message.contains("max-field-indexes"),
+        "{message}"
+    );
+    assert!(message.len() < 400, "the refusal repeats no path");
+    let message = env
+        .try_load("long", "bounds-v0-2")
+        .await
+        .expect_err("a field path of 290 KB is refused")
+        .to_string();
+    assert!(
+        message.contains("field path") && message.contains("max-field-path-bytes"),
+        "{message}"
+    );
+    assert!(message.len() < 600, "{message}");
+    let most = env.load("most", "bounds-v0-2").await;
+    for i in 0..20 {
+        env.config_map("calm", &format!("c{i}"));
+        env.config_map("idx", &format!("i{i}"));
+    }
+    assert!(wait_until(PATIENCE, || env.status(watcher).events_delivered == 20).await);
+    assert!(wait_until(PATIENCE, || env.status(most).reconciles >= 20).await);
+    let loaded: Vec<String> = env.rig.host.plugins().into_iter().map(|p| p.name).collect();
+    assert!(
+        !loaded.iter().any(|n| n == "huge" || n == "long"),
+        "{loaded:?}"
+    );
+}
+
+/// An Event's `uid` of 32 KiB (distinct ones took the host from 110 to 821 MiB in the
+/// recorder's correlation maps) is refused, as is an Event about an object the plugin may not
+/// read; both are typed errors the guest sees, counted; a UUID about a readable object is
+/// accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_uids_of_32_kib_and_events_about_unreadable_objects_are_refused_and_counted() {
+    let recorder = |name: &str, uid_bytes: usize| PluginPolicy {
+        writes: WriteGrants::only(vec![
+            WriteGrant::new(ResourcePattern::new("", "Event"), None).expect("grant"),
+        ]),
+        ..policy(
+            json!({"name": name, "namespace": name, "mode": "event", "uidBytes": uid_bytes}),
+            ReconcileSettings::default(),
+        )
+    };
+    let env = Env::new(move |stem| match stem {
+        "huge-uid" => recorder("huge-uid", 32 << 10),
+        _ => recorder("uuid", 0),
+    })
+    .await;
+    env.load("huge-uid", "bounds-v0-2").await;
+    env.load("uuid", "bounds-v0-2").await;
+    env.config_map("huge-uid", "target");
+    env.config_map("uuid", "target");
+    for plugin in ["huge-uid", "uuid"] {
+        assert!(
+            wait_until(PATIENCE, || logged(plugin, "SECRET-EVENT").is_some()).await,
+            "{plugin} never recorded: {:?}",
+            guest_logs().lines(plugin)
+        );
+    }
+    let huge = logged("huge-uid", "EVENT").unwrap_or_default();
+    assert!(
+        huge.starts_with("EVENT err Invalid: event uid \"uuu") && huge.contains("32768 bytes"),
+        "{huge}"
+    );
+    assert!(
+        huge.len() < 400,
+        "the refusal repeats no uid: {} bytes",
+        huge.len()
+    );
+    assert_eq!(
+        logged("uuid", "EVENT").as_deref(),
+        Some("EVENT ok"),
+        "a UUID about a readable object is accepted"
+    );
+    for plugin in ["huge-uid", "uuid"] {
+        let secret = logged(plugin, "SECRET-EVENT").unwrap_or_default();
+        assert!(
+            secret.starts_with("SECRET-EVENT err NotGranted: an Event may only be about an object the plugin may read")
+                && secret.contains("v1/Secret"),
+            "{secret}"
+        );
+    }
+    for (plugin, reason) in [
+        ("huge-uid", "invalid"),
+        ("huge-uid", "not-granted"),
+        ("uuid", "not-granted"),
+    ] {
+        let series = format!(
+            r#"kubewasm_plugin_writes_refused_total{{plugin="{plugin}",reason="{reason}"}}"#
+        );
+        assert_eq!(env.metric(&series), Some(1.0), "{series}");
+    }
+}
+
+/// Characters that end a log line or drive a terminal, in every string the guest hands the
+/// host (its log lines, a handler's error, a reconcile's error, a key it queues), come out
+/// escaped: no record about the plugin holds a raw newline, carriage return or ESC, and the
+/// forged text is there, visibly escaped. The key is refused as invalid, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newlines_and_escapes_in_every_guest_string_come_out_escaped() {
+    let env = Env::new(|_| {
+        policy(
+            json!({"name": "forger", "namespace": "forge", "mode": "forge", "events": true}),
+            ReconcileSettings::default(),
+        )
+    })
+    .await;
+    env.config_map("forge", "bait");
+    let id = env.load("forger", "bounds-v0-2").await;
+    const FORGED: &str = r"\n2025-01-01T00:00:00Z  INFO kubewasm: forged line \u{1b}[2J";
+    let has = |prefix: &str| {
+        guest_logs()
+            .records("forger")
+            .iter()
+            .any(|r| r.starts_with(prefix) && r.contains(FORGED))
+    };
+    for prefix in [
+        "FORGE",
+        "reconcile of forge/bait failed",
+        "handler returned an error",
+    ] {
+        assert!(
+            wait_until(PATIENCE, || has(prefix)).await,
+            "no escaped {prefix:?} record: {:#?}",
+            guest_logs().records("forger")
+        );
+    }
+    assert!(wait_until(PATIENCE, || logged("forger", "FORGED-KEY").is_some()).await);
+    let key = logged("forger", "FORGED-KEY").unwrap_or_default();
+    assert!(
+        key.starts_with(r#"FORGED-KEY err the key is invalid: name "k\n2025"#),
+        "{key}"
+    );
+    assert!(
+        guest_logs()
+            .host_lines("forger")
+            .iter()
+            .any(|l| l.starts_with("queue add refused: the key is invalid")),
+        "{:#?}",
+        guest_logs().host_lines("forger")
+    );
+    for record in guest_logs().records("forger") {
+        assert!(
+            !record.contains(['\n', '\r', '\u{1b}']),
+            "a raw control character reached the log: {record:?}"
+        );
+    }
+    let status = env.status(id);
+    let last = status.last_error.unwrap_or_default();
+    assert!(!last.contains(['\n', '\u{1b}']), "{last:?}");
+    let series =
+        r#"kubewasm_plugin_queue_adds_refused_total{plugin="forger",reason="invalid-key"}"#;
+    assert!(env.metric(series).unwrap_or_default() >= 1.0, "{series}");
+}
+
+/// A handler that fails every event of a 1 s resync (issue 32: 14,352 WARN lines in 40 s) and
+/// a reconcile that fails every key are logged at most once a second together; every error is
+/// still counted, the lines kept out are counted, and the last error is in the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_flood_is_logged_once_a_second_and_counted() {
+    let env = Env::new(|_| {
+        policy(
+            json!({"name": "flooder", "namespace": "errs", "mode": "fail", "events": true, "resyncSeconds": 1}),
+            ReconcileSettings::default(),
+        )
+    })
+    .await;
+    for i in 0..100 {
+        env.config_map("errs", &format!("e{i}"));
+    }
+    let started = Instant::now();
+    let id = env.load("flooder", "bounds-v0-2").await;
+    assert!(wait_until(PATIENCE, || env.status(id).errors >= 300).await);
+    let status = env.status(id);
+    let lines = guest_logs()
+        .host_lines("flooder")
+        .iter()
+        .filter(|l| {
+            l.starts_with("handler returned an error") || l.starts_with("reconcile of errs/")
+        })
+        .count();
+    let bound = 2 + started.elapsed().as_secs() as usize;
+    assert!(
+        (1..=bound).contains(&lines),
+        "{lines} error lines for {} handler and {} reconcile errors",
+        status.errors,
+        status.reconcile_errors
+    );
+    let suppressed = env
+        .metric(r#"kubewasm_plugin_error_lines_suppressed_total{plugin="flooder"}"#)
+        .unwrap_or_default();
+    let errors = (status.errors + status.reconcile_errors) as f64;
+    assert!(
+        // An error is counted before it is offered to the log: one per path (the handler
+        // task, the reconcile worker) may be counted and not yet suppressed.
+        suppressed >= errors - lines as f64 - 2.0,
+        "{suppressed} suppressed of {errors} errors, {lines} logged"
+    );
+    let last = status.last_error.unwrap_or_default();
+    assert!(last.contains("failing"), "{last}");
 }

@@ -47,6 +47,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::Gvk;
+use super::escape::Escaped;
 use super::grants::describe;
 use super::impersonation::{IMPERSONATE_USER, PluginAccount};
 use super::names::{InvalidName, Kind, Namespace, ObjectName, path_segment};
@@ -556,9 +557,21 @@ impl WriteClient {
             .write_call(&self.plugin, verb, OTHER_KIND, Refusal::Invalid.as_str());
         self.observer.refused(&self.plugin, Refusal::Invalid);
         if let Some(unlogged) = self.refusals.admit(Refusal::Invalid, Instant::now()) {
-            tracing::warn!(plugin = %self.plugin, %verb, %error, unlogged, "write refused: invalid");
+            let error = error.to_string();
+            tracing::warn!(plugin = %self.plugin, %verb, error = %Escaped(&error), unlogged, "write refused: invalid");
         }
         error
+    }
+
+    /// Refuses a call about `gvk` that the plugin's read grants do not cover (an Event about
+    /// an object it may not read): counted as a call with code `not-granted` and as a
+    /// `not-granted` refusal, logged at most once a second per plugin. Answers the refusal,
+    /// saying `message`, for the guest.
+    pub(crate) fn not_readable(&self, verb: WriteVerb, gvk: &Gvk, message: String) -> WriteError {
+        self.observer
+            .write_call(&self.plugin, verb, OTHER_KIND, Refusal::NotGranted.as_str());
+        self.refused(Refusal::NotGranted, verb, gvk);
+        WriteError::refused(Refusal::NotGranted, message)
     }
 
     fn post_params(&self) -> PostParams {
@@ -597,11 +610,12 @@ impl WriteClient {
                 | WriteError::Forbidden(_)),
             ) => tracing::warn!(
                 plugin = %self.plugin, %verb, resource = %describe(gvk),
-                namespace = object.0.unwrap_or(""), name = object.1, %error,
+                namespace = object.0.unwrap_or(""), name = object.1,
+                error = %Escaped(&error.to_string()),
                 "write failed"
             ),
             Err(error) => {
-                tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), %error, "write failed")
+                tracing::debug!(plugin = %self.plugin, %verb, resource = %describe(gvk), error = %Escaped(&error.to_string()), "write failed")
             }
             Ok(_) => {}
         }

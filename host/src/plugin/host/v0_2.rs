@@ -194,11 +194,12 @@ impl PluginHost {
         // Subscriptions with queue rules only feed the queue: the event loop takes the ones
         // that asked for events.
         sources.retain(|s| events.get(s.subscription).copied().unwrap_or(false));
+        // The log gate counts what it drops and suppresses for reconcile-only plugins too.
+        let observer = self.observer(&key, &info);
+        log_gate.set_observer(observer.clone());
         let actor = if sources.is_empty() {
             None
         } else {
-            let observer = self.observer(&key, &info);
-            log_gate.set_observer(observer.clone());
             let config = ActorConfig {
                 recipe: recipe.clone(),
                 resources: info.subscriptions.iter().map(|s| s.gvk.clone()).collect(),

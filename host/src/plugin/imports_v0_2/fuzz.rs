@@ -3,7 +3,9 @@
 //! the names of other resources) go in through the host functions a guest's calls reach, and
 //! whatever they are, no request leaves the host for a resource, namespace, name or verb other
 //! than the granted one the guest named (checked on the dev server's request log), and the
-//! host does not panic.
+//! host does not panic. Likewise for the other strings a guest hands the host (issue 32):
+//! queue keys, Event uids, index sources and log lines are checked or escaped, whatever they
+//! hold (line breaks, ESC, huge strings).
 //!
 //! Each target runs [`cases`] cases (`KUBEWASM_FUZZ_CASES`, 200 by default) from the seed
 //! `KUBEWASM_FUZZ_SEED` (random by default; a failure names it, to replay it):
@@ -29,9 +31,16 @@ use crate::plugin::bindings::kubewasm::controller::cache as cache_v0_1;
 use crate::plugin::bindings::v0_2::kubewasm::controller::client::Host as _;
 use crate::plugin::client::tests::Recorded;
 use crate::plugin::client::{ClientOptions, Resources, WriteGrant, WriteGrants};
-use crate::plugin::declare::checked_scope;
+use crate::plugin::declare::{checked_index, checked_scope};
+use crate::plugin::escape::escaped;
+use crate::plugin::events::is_uid;
+use crate::plugin::grants::DeclarationLimits;
 use crate::plugin::grants::ResourcePattern;
+use crate::plugin::informers::shared_index;
+use crate::plugin::log_gate::{LogGate, LogLimits};
+use crate::plugin::names::{Namespace, ObjectName};
 use crate::plugin::{Delivery, Subscription};
+use crate::plugin::{IndexDecl, IndexSource};
 
 /// How many cases each target runs.
 fn cases() -> usize {
@@ -68,6 +77,10 @@ const PIECES: &[&str] = &[
     "-",
     "\0",
     "\n",
+    "\r\n",
+    "\u{1b}[2J",
+    "\u{2028}",
+    "\u{202e}",
     " ",
     "#",
     "Secret",
@@ -511,5 +524,192 @@ fn fuzz_subscriptions() {
                 "{context}"
             );
         }
+    }
+}
+
+/// Whether `s` holds a character that could end a log line or drive a terminal.
+fn unescaped(s: &str) -> bool {
+    s.chars()
+        .any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202e}'))
+}
+
+/// A queue key the guest makes up is queued only with a namespace and a name of the API
+/// server's syntax; any other is refused as a value.
+#[tokio::test]
+async fn fuzz_queue_keys() {
+    let mut guest = Guest::new(&[], Arc::new(Recorded::default())).await;
+    let mut fuzz = Fuzz::new();
+    for case in 0..cases() {
+        let key = types::Key {
+            subscription: if fuzz.one_in(10) { 7 } else { 0 },
+            namespace: fuzz.namespace(),
+            name: fuzz.name(),
+        };
+        let context = format!("seed {} case {case}: {key:?}", fuzz.seed);
+        let added = if fuzz.one_in(2) {
+            queue::Host::add(&mut guest.state, key.clone())
+        } else {
+            queue::Host::add_after(&mut guest.state, key.clone(), 10)
+        };
+        match added {
+            Ok(()) => {
+                assert_eq!(key.subscription, 0, "{context}");
+                assert!(
+                    key.namespace
+                        .as_deref()
+                        .is_none_or(|ns| Namespace::new(ns).is_ok()),
+                    "{context}"
+                );
+                assert!(ObjectName::new("", &key.name).is_ok(), "{context}");
+            }
+            Err(message) => assert!(message.len() < 1024, "{context}: {message}"),
+        }
+    }
+    guest.server.shutdown().await;
+}
+
+/// An Event is accepted only with a `uid` of UID shape (or none); one of any other shape is an
+/// `invalid` error value.
+#[tokio::test]
+async fn fuzz_event_uids() {
+    let mut guest = Guest::new(&["Event"], Arc::new(Recorded::default())).await;
+    let mut fuzz = Fuzz::new();
+    for case in 0..cases() {
+        let uid = if fuzz.one_in(4) {
+            Some("0f8e2a52-3b9f-4c2e-9a59-0d6f3e0f1a2b".to_owned())
+        } else if fuzz.one_in(10) {
+            Some("u".repeat(fuzz.rng.random_range(100..40_000)))
+        } else {
+            fuzz.option(&["u1", "a-b-c"])
+        };
+        let event = client::Event {
+            regarding: target("ConfigMap", Some("default"), &format!("c{case}")),
+            uid: uid.clone(),
+            event_type: client::EventType::Normal,
+            reason: "Synced".into(),
+            message: fuzz.string(),
+        };
+        let context = format!("seed {} case {case}: {uid:?}", fuzz.seed);
+        let answer = guest.state.record_event(event).await;
+        let shaped = uid.as_deref().is_none_or(|u| u.is_empty() || is_uid(u));
+        match answer {
+            Err(types::ApiError::Invalid(details)) => {
+                assert!(!shaped, "{context}: {}", details.message);
+                assert!(details.message.len() < 512, "{context}");
+            }
+            other => assert!(shaped, "{context}: {other:?}"),
+        }
+    }
+    // Not flushed: the accepted events are written at the recorder's pace (5 a second).
+    guest.server.shutdown().await;
+}
+
+/// An index declaration passes only with a short name, a qualified key or a short, shallow
+/// field path of plain segments; a refusal holds no raw control character and no huge string;
+/// and whatever an object holds, an index files it under few, short values.
+#[test]
+fn fuzz_index_sources() {
+    let mut fuzz = Fuzz::new();
+    let limits = DeclarationLimits::default();
+    for case in 0..cases() * 10 {
+        let text = |fuzz: &mut Fuzz, choices: &[&str]| {
+            if fuzz.one_in(20) {
+                format!("data.{}", "k.".repeat(fuzz.rng.random_range(10..20_000))) + "k"
+            } else {
+                fuzz.pick(choices)
+            }
+        };
+        let source = match fuzz.rng.random_range(0..4) {
+            0 => IndexSource::Label(text(&mut fuzz, &["app", "app.kubernetes.io/name"])),
+            1 => IndexSource::Annotation(text(&mut fuzz, &["team", "example.com/team"])),
+            2 => IndexSource::Field(text(&mut fuzz, &["spec.nodeName", "data.a", "spec.x.y"])),
+            _ => IndexSource::OwnerUid,
+        };
+        let decl = IndexDecl {
+            name: fuzz.pick(&["by-app", "by_node.v1:x"]),
+            gvk: Gvk {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+            },
+            source,
+        };
+        let context = format!("seed {} case {case}: {:.300?}", fuzz.seed, decl);
+        match checked_index(&decl, &limits) {
+            Err(message) => {
+                assert!(!unescaped(&message), "{context}: {message:?}");
+                assert!(message.len() < 1024, "{context}: {} bytes", message.len());
+            }
+            Ok(()) => {
+                assert!(
+                    !decl.name.is_empty() && decl.name.len() <= limits.max_index_name_bytes,
+                    "{context}"
+                );
+                let (key, path) = match &decl.source {
+                    IndexSource::Label(k) | IndexSource::Annotation(k) => (Some(k), None),
+                    IndexSource::Field(p) => (None, Some(p)),
+                    IndexSource::OwnerUid => (None, None),
+                };
+                if let Some(key) = key {
+                    assert!(key.len() <= 253 + 1 + 63 && !unescaped(key), "{context}");
+                }
+                if let Some(path) = path {
+                    assert!(path.len() <= limits.max_field_path_bytes, "{context}");
+                    assert!(
+                        path.split('.').count() <= limits.max_field_path_depth
+                            && path.split('.').all(|s| !s.is_empty()),
+                        "{context}"
+                    );
+                }
+            }
+        }
+        let values: Vec<Value> = (0..fuzz.rng.random_range(0..200))
+            .map(|_| Value::String(fuzz.string()))
+            .collect();
+        let object = kubewasm_informer::Object::from_json(
+            &json!({
+                "metadata": {"name": "c", "namespace": "ns",
+                             "labels": {"app": fuzz.string()},
+                             "annotations": {"team": "t".repeat(fuzz.rng.random_range(0..5000))}},
+                "data": {"a": values, "k": {"k": fuzz.string()}},
+            })
+            .to_string(),
+        )
+        .expect("an object");
+        let (_, index) = shared_index(&decl.source, &limits);
+        let filed = index(&object);
+        assert!(filed.len() <= limits.max_index_values, "{context}");
+        assert!(
+            filed
+                .iter()
+                .all(|v| v.len() <= limits.max_index_value_bytes),
+            "{context}"
+        );
+    }
+}
+
+/// Whatever a guest logs, the line the log gate admits holds no raw control character, line
+/// or paragraph separator or bidi override, and a line without any is kept as it is.
+#[test]
+fn fuzz_log_escaping() {
+    let mut fuzz = Fuzz::new();
+    let gate = LogGate::new(LogLimits {
+        lines_per_second: u32::MAX,
+        burst_lines: u32::MAX,
+        line_bytes: 256,
+    });
+    for case in 0..cases() * 10 {
+        let line: String = (0..fuzz.rng.random_range(1..4))
+            .map(|_| fuzz.string())
+            .collect::<Vec<_>>()
+            .join(if fuzz.one_in(2) { "\n" } else { "\u{1b}" });
+        let context = format!("seed {} case {case}: {line:?}", fuzz.seed);
+        let shown = escaped(&line);
+        assert!(!unescaped(&shown), "{context}: {shown:?}");
+        if !unescaped(&line) {
+            assert_eq!(shown, line, "{context}");
+        }
+        let admitted = gate.admit("fuzzed", &line).expect("within the rate");
+        assert!(!unescaped(&admitted), "{context}: {admitted:?}");
     }
 }

@@ -119,7 +119,9 @@ fn webhook() -> Webhook {
             operations: vec![Operation::Create],
             api_groups: vec![String::new()],
             api_versions: vec!["v1".into()],
-            resources: (0..64).map(|j| format!("{i}-{j}-{}", "p".repeat(290))).collect(),
+            resources: (0..64)
+                .map(|j| format!("{i}-{j}-{}", "p".repeat(290)))
+                .collect(),
             scope: Scope::Namespaced,
         });
     }
