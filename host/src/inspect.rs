@@ -35,16 +35,33 @@ impl Checker {
         policy_lookup(self.config.clone())(path)
     }
 
-    async fn check(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<(Checked, PluginPolicy)> {
-        let policy = self.policy(path);
-        let options = CheckOptions {
+    fn options(&self) -> CheckOptions {
+        CheckOptions {
             limits: Default::default(),
             declarations: self.config.limits.declarations(),
             logs: self.config.limits.logs(),
             log_tap: None,
-        };
-        let checked = crate::plugin::check(&self.engine, path, bytes, &policy, &options).await?;
+        }
+    }
+
+    async fn check(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<(Checked, PluginPolicy)> {
+        let policy = self.policy(path);
+        let checked =
+            crate::plugin::check(&self.engine, path, bytes, &policy, &self.options()).await?;
         Ok((checked, policy))
+    }
+
+    /// The webhooks a contract 0.3 policy declares, checked against its grants as a load
+    /// checks them (`None` for a plugin that serves none).
+    async fn webhooks(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        policy: &PluginPolicy,
+    ) -> anyhow::Result<Option<crate::admission::Declaration>> {
+        let compiled = self.engine.compile(path, bytes).await?;
+        let declared = crate::plugin::declared_webhooks(&compiled, policy, &self.options()).await?;
+        Ok(declared.map(|(_, declaration)| declaration))
     }
 }
 
@@ -54,14 +71,42 @@ impl Checker {
 pub async fn inspect_file(path: &Path, config: &Config) -> anyhow::Result<String> {
     let key = crate::plugin::PluginKey::of(path)?;
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let (checked, policy) = Checker::new(config)?.check(path, bytes).await?;
-    Ok(describe(
-        path,
-        &key,
-        &checked,
-        &policy.grants,
-        &policy.writes,
-    ))
+    let checker = Checker::new(config)?;
+    let (checked, policy) = checker.check(path, bytes.clone()).await?;
+    let webhooks = match checked.contract {
+        crate::plugin::Contract::V0_2(_) => checker.webhooks(path, bytes, &policy).await?,
+        crate::plugin::Contract::V0_1 => None,
+    };
+    let mut report = describe(path, &key, &checked, &policy.grants, &policy.writes);
+    // The report ends with a blank line: the webhooks go before it.
+    report.pop();
+    if let Some(declaration) = webhooks {
+        for kind in [
+            crate::admission::WebhookKind::Validating,
+            crate::admission::WebhookKind::Mutating,
+        ] {
+            let Some(hook) = declaration.webhook(kind) else {
+                continue;
+            };
+            for rule in &hook.rules {
+                let groups: Vec<&str> = rule
+                    .api_groups
+                    .iter()
+                    .map(|g| if g.is_empty() { "core" } else { g.as_str() })
+                    .collect();
+                let _ = writeln!(
+                    report,
+                    "  webhook: {} {} {} ({:?}), within the grants",
+                    kind.as_str(),
+                    groups.join(","),
+                    rule.resources.join(","),
+                    hook.failure_policy
+                );
+            }
+        }
+    }
+    report.push('\n');
+    Ok(report)
 }
 
 /// Grants as one line: `none` when empty.

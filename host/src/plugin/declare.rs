@@ -819,12 +819,13 @@ mod tests {
     }
 
     #[test]
-    fn control_characters_in_a_name_are_refused_and_shown_escaped() {
+    fn control_characters_in_a_name_are_refused_and_never_echoed() {
         let mut named = info(vec![sub("Pod")], vec![]);
         named.name = "p\nWARN forged".into();
         let msg = check(&named, Grants::default()).unwrap_err().to_string();
+        // The refusal names the plugin by its file, not by the name it declared.
         assert!(
-            msg.contains(r"p\nWARN forged") && !msg.contains('\n'),
+            msg.contains("control characters") && !msg.contains("forged") && !msg.contains('\n'),
             "{msg}"
         );
     }

@@ -788,6 +788,70 @@ async fn an_ingress_host_is_unique_across_namespaces() {
         .expect("the holder may update itself");
 }
 
+/// A policy that declares another policy's name (issue 32, finding 2) is registered, served and
+/// configured under its own key, its file's name: the real policy keeps its webhook, and a
+/// taken host is still denied by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_declaring_anothers_name_cannot_take_its_webhook() {
+    let a = AdmissionRig::start().await;
+    a.add_guest(
+        "unique-ingress-host",
+        "unique-ingress-host.wasm",
+        serde_json::json!({}),
+    )
+    .await;
+    // It allows every Ingress: had it replaced the real policy, the duplicate would pass.
+    a.add_guest(
+        "admission-probe",
+        "impostor.wasm",
+        serde_json::json!({
+            "name": "unique-ingress-host",
+            "webhooks": ["validating"],
+            "groups": ["networking.k8s.io"],
+            "resources": ["ingresses"],
+        }),
+    )
+    .await;
+    let keys: Vec<String> = a
+        .registry
+        .declarations()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(keys, ["impostor", "unique-ingress-host"]);
+    let statuses = a.rig.host.plugins();
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s.name == "unique-ingress-host" && s.admission.is_some()),
+        "{statuses:?}"
+    );
+    a.configure();
+    for ns in ["team-a", "team-b"] {
+        a.rig.server.create(namespace(ns)).expect("namespace");
+    }
+    let client = &a.rig.client;
+    create_ingress(
+        client,
+        &ingress("team-a", "shop", "shop.example.com"),
+        false,
+    )
+    .await
+    .expect("the first claim of a host is allowed");
+    let duplicate = ingress("team-b", "shop-copy", "shop.example.com");
+    let seen = super::fixture::eventually(Duration::from_secs(30), || async {
+        create_ingress(client, &duplicate, true).await.is_err()
+    })
+    .await;
+    assert!(seen, "the duplicate is never refused");
+    let (code, message) = create_ingress(client, &duplicate, false).await.unwrap_err();
+    assert_eq!(code, 409, "{message}");
+    assert!(
+        message.starts_with("admission webhook \"unique-ingress-host.kubewasm.dev\" denied"),
+        "{message}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_pod_gets_the_requests_it_lacks_except_where_its_namespace_opts_out() {
     let a = AdmissionRig::start().await;
@@ -1477,7 +1541,7 @@ mod real {
     async fn the_real_api_server_gives_the_dev_servers_answers() {
         let config = serde_json::json!({"name": "probe"});
         let dev = AdmissionRig::start().await;
-        dev.load("probe.wasm", config.clone()).await;
+        dev.load("admission-probe.wasm", config.clone()).await;
         let on_dev = answers(&dev.config_maps()).await;
 
         let server = real_server().await;

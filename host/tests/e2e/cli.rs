@@ -544,6 +544,46 @@ fn check_accepts_a_plugin_and_names_what_is_wrong_with_a_bad_one() {
     assert!(text.contains("Pod"), "{text}");
 }
 
+/// `check` shows a plugin's key, its effective grants and a policy's webhooks, checked against
+/// its grants as a load checks them: a mutating webhook without a write grant fails the check
+/// naming the line to add.
+#[test]
+fn check_shows_the_key_the_grants_and_a_policys_webhooks_within_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("cm-policy.wasm");
+    std::fs::copy(guest_path("admission-probe"), &policy).expect("copy guest");
+    let policy = policy.to_str().expect("utf-8");
+    let out = run(&["check", policy], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("writes = [..., \"ConfigMap:patch\"] in [plugins.cm-policy]"),
+        "{text}"
+    );
+
+    let config = dir.path().join("granted.toml");
+    std::fs::write(
+        &config,
+        "[plugins.cm-policy]\nwrites = [\"ConfigMap:patch\"]\n",
+    )
+    .expect("config");
+    let out = run(
+        &["check", "--config", config.to_str().expect("utf-8"), policy],
+        dir.path(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for line in [
+        "plugin:  cm-policy (its config is [plugins.cm-policy])",
+        "name:    admission-probe (declared by init, a label)",
+        "reads:   */*",
+        "webhook: validating core configmaps (Fail), within the grants",
+        "webhook: mutating core configmaps (Fail), within the grants",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+}
+
 /// `check` names the contract and world of 0.1 and 0.2 components (each 0.2 world loads), the
 /// writes granted with the RBAC verbs they need, and refuses a declaration its world cannot
 /// honour.
