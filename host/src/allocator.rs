@@ -1,0 +1,31 @@
+//! The memory allocator of each build, and handing the memory a compile freed back to the
+//! system.
+//!
+//! Compiling a component allocates hundreds of MiB for a few seconds; a long-running host must
+//! not keep that as resident memory after the compile. glibc (the development and test builds)
+//! keeps freed memory in its arenas until `malloc_trim` is called. musl's allocator (the static
+//! image) cannot be told to return it, so the musl build uses mimalloc, which returns freed
+//! pages to the system on its own and on `mi_collect`.
+
+/// mimalloc in the static (musl) build: musl's own allocator never hands freed memory back,
+/// which left the image's host at its compile peak for good (BENCHMARKS.md, "Compile memory").
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Hands the memory freed since the last call back to the system, as far as the allocator
+/// can: called after each compile.
+pub fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's own; it takes no
+    // pointers and is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    #[cfg(target_env = "musl")]
+    // SAFETY: mi_collect only frees the allocator's own unused memory; it takes no pointers
+    // and is thread-safe.
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
+}
