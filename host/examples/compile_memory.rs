@@ -103,6 +103,10 @@ fn memory_kib() -> anyhow::Result<(u64, u64)> {
 /// The child: compiles `file` with `setting`, prints `before_kib peak_kib millis`.
 fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    // As the host's engine does when it starts (`before` is the host before issue 33).
+    if setting != "before" {
+        kubewasm::allocator::limit_retained_memory();
+    }
     let mut config = configure(setting)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if setting == "host" && CompileWork::of(file, &bytes)?.plan(threads).single_pass {
@@ -117,6 +121,15 @@ fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
     let millis = started.elapsed().as_millis();
     let (peak, _) = memory_kib()?;
     drop(compiled);
+    kubewasm::allocator::return_freed_memory();
+    let (_, retained) = memory_kib()?;
+    drop(engine);
+    kubewasm::allocator::return_freed_memory();
+    let (_, without_engine) = memory_kib()?;
+    eprintln!(
+        "resident before {before} KiB, peak {peak} KiB; after the compile and the allocator's \
+         return {retained} KiB, and without the engine {without_engine} KiB"
+    );
     println!("{before} {peak} {millis}");
     Ok(())
 }

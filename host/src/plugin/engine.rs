@@ -75,11 +75,6 @@ struct Inner {
     /// Components in use, by content hash: loading the same bytes again (another copy, a
     /// restart of the file) shares the compiled code instead of mapping it once more.
     loaded: Mutex<HashMap<String, Weak<Linked>>>,
-    /// Compiles components with a function of very many locals and blocks
-    /// ([`CompilePlan::single_pass`]): the engine's settings with regalloc2's single-pass
-    /// allocator. Its output loads into `engine` (wasmtime ignores the allocator when it checks
-    /// compiled code against an engine). It never runs code.
-    single_pass_compiler: Engine,
     /// Threads that compile one component's functions at once (rayon's, one per core).
     compile_threads: usize,
     /// What every compile reserves its estimated memory from.
@@ -108,11 +103,7 @@ impl PluginEngine {
         let engine =
             Engine::new(&engine_config()).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
 
-        let mut single_pass = engine_config();
-        single_pass.cranelift_regalloc_algorithm(RegallocAlgorithm::SinglePass);
-        let single_pass_compiler = Engine::new(&single_pass)
-            .map_err(|e| PluginError::Engine(format!("the single-pass compiler: {e:#}")))?;
-
+        crate::allocator::limit_retained_memory();
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PluginError::Engine(format!("linking WASI: {e:#}")))?;
@@ -150,7 +141,6 @@ impl PluginEngine {
                 fingerprint,
                 ticker_stop,
                 loaded: Mutex::new(HashMap::new()),
-                single_pass_compiler,
                 compile_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 budget: CompileBudget::new(COMPILE_BUDGET_MIB),
             }),
@@ -277,12 +267,19 @@ impl PluginEngine {
             file: file.to_owned(),
             reason: format!("{e:#}"),
         };
-        let compiler = if plan.single_pass {
-            &self.inner.single_pass_compiler
-        } else {
-            engine
-        };
-        let compiled = compiler.precompile_component(bytes).map_err(invalid)?;
+        // A compiler of its own for each compile, dropped right after it: wasmtime keeps
+        // Cranelift's per-function contexts for reuse, at the size of the largest function
+        // compiled (300 MiB kept after a serial compile of the Rust sample-controller). Its
+        // output loads into `engine`: the settings differ at most in the register allocator,
+        // which wasmtime ignores when it checks compiled code against an engine.
+        let mut config = engine_config();
+        if plan.single_pass {
+            config.cranelift_regalloc_algorithm(RegallocAlgorithm::SinglePass);
+        }
+        let compiler = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let compiled = compiler.precompile_component(bytes).map_err(invalid);
+        drop(compiler);
+        let compiled = compiled?;
         if let Some(dir) = &self.inner.cache_dir {
             let cached = self.cache_entry(dir, hash);
             // The cache only saves later compiles: a plugin whose entry cannot be written (a
@@ -307,8 +304,8 @@ impl PluginEngine {
                 ),
             }
         }
-        // SAFETY: `compiled` was produced just now by this engine or its single-pass compiler,
-        // whose settings differ only in the register allocator.
+        // SAFETY: `compiled` was produced just now by a compiler whose settings differ from
+        // this engine's at most in the register allocator.
         unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)
     }
 }
