@@ -69,11 +69,7 @@ fn loaded_hash(port: u16, file_name: &str) -> Option<String> {
     listing["plugins"]
         .as_array()?
         .iter()
-        .find(|p| {
-            p["source"]
-                .as_str()
-                .is_some_and(|s| s.ends_with(file_name))
-        })
+        .find(|p| p["source"].as_str().is_some_and(|s| s.ends_with(file_name)))
         .and_then(|p| p["content_hash"].as_str().map(str::to_owned))
 }
 
