@@ -54,40 +54,41 @@ impl CompileWork {
     }
 }
 
-/// From this [`CompileWork::largest_locals_by_blocks`] on, a component compiles with regalloc2's
-/// single-pass allocator instead of the backtracking one. The Rust sample-controller (700,920)
-/// peaked at 741 MiB with the backtracking allocator and 151 MiB with this one; the largest
-/// product among the other examples is 194,228 (the JavaScript ones, whose compile the
-/// allocator barely changes). The single-pass allocator's code spills more, and wasmtime calls
-/// it less proven than the default: it is kept to the components that need it.
-pub const SINGLE_PASS_LOCALS_BY_BLOCKS: u64 = 250_000;
+/// From this [`CompileWork::largest_locals_by_blocks`] on, a component compiles its functions
+/// one at a time instead of one per core: such a function's compile alone takes hundreds of
+/// MiB (the Rust sample-controller, 700,920: 741 MiB with two at once, 536 MiB one at a time).
+/// The largest product among the other examples is 194,228 (the JavaScript ones, whose peak
+/// comes from their volume, not one function). regalloc2's single-pass allocator would bring
+/// the sample-controller to 151 MiB, but its code for that function needs a stack frame larger
+/// than wasmtime allows (every reconcile trapped with "call stack exhausted"), so it is not used.
+pub const SERIAL_LOCALS_BY_BLOCKS: u64 = 250_000;
 
 /// How a component will be compiled, and the memory that is expected to take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompilePlan {
-    /// Compile with regalloc2's single-pass allocator ([`SINGLE_PASS_LOCALS_BY_BLOCKS`]).
-    pub single_pass: bool,
+    /// Compile one function at a time ([`SERIAL_LOCALS_BY_BLOCKS`]).
+    pub serial: bool,
     /// The compile's expected peak, MiB: what it reserves of the [`CompileBudget`].
     pub estimate_mib: u32,
 }
 
 impl CompileWork {
-    /// The plan for compiling this work with `threads` compiling functions in parallel.
+    /// The plan for compiling this work with up to `threads` compiling functions in parallel.
     ///
     /// The estimate is fitted to the example plugins (BENCHMARKS.md, "Compile memory"), on
     /// the side of too much: a fixed 16 MiB, 48 MiB per MiB of function bodies (the compiled
     /// code, its metadata and the artefact, each held at once: the Python examples' 6.3 MiB of
-    /// bodies make a 46 MiB artefact and peak at about 300 MiB), and per thread the largest
-    /// function's transient, 400 bytes per unit of locals x blocks with the backtracking
-    /// allocator and 128 with the single-pass one.
+    /// bodies make a 46 MiB artefact and peak at about 300 MiB), and per compiling thread the
+    /// largest function's transient, 800 bytes per unit of locals x blocks (regalloc2's
+    /// backtracking allocator: 530 MiB for the sample-controller's 700,920).
     pub fn plan(&self, threads: usize) -> CompilePlan {
         const MIB: f64 = 1024.0 * 1024.0;
-        let single_pass = self.largest_locals_by_blocks >= SINGLE_PASS_LOCALS_BY_BLOCKS;
-        let per_unit = if single_pass { 128.0 } else { 400.0 };
-        let transient = self.largest_locals_by_blocks as f64 * per_unit / MIB;
+        let serial = self.largest_locals_by_blocks >= SERIAL_LOCALS_BY_BLOCKS;
+        let threads = if serial { 1 } else { threads.max(1) };
+        let transient = self.largest_locals_by_blocks as f64 * 800.0 / MIB;
         let estimate = 16.0 + 48.0 * self.body_bytes as f64 / MIB + threads as f64 * transient;
         CompilePlan {
-            single_pass,
+            serial,
             estimate_mib: estimate.ceil().min(f64::from(u32::MAX)) as u32,
         }
     }
@@ -160,7 +161,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_function_of_many_locals_and_blocks_gets_the_single_pass_allocator() {
+    fn only_a_function_of_many_locals_and_blocks_compiles_one_function_at_a_time() {
         let small = CompileWork {
             functions: 300,
             body_bytes: 100_000,
@@ -171,10 +172,15 @@ mod tests {
             largest_locals_by_blocks: 700_920,
             ..small
         };
-        assert!(!small.plan(2).single_pass);
-        assert!(huge.plan(2).single_pass);
+        assert!(!small.plan(2).serial);
+        assert!(huge.plan(2).serial);
         assert!(huge.plan(2).estimate_mib > small.plan(2).estimate_mib);
-        assert!(huge.plan(2).estimate_mib > huge.plan(1).estimate_mib);
+        assert_eq!(
+            huge.plan(2),
+            huge.plan(1),
+            "serial: the cores do not matter"
+        );
+        assert!(small.plan(2).estimate_mib > small.plan(1).estimate_mib);
     }
 
     #[tokio::test]

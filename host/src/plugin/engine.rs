@@ -11,7 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, RegallocAlgorithm};
+use wasmtime::{Config, Engine};
 
 use super::bindings::{Controller, v0_2};
 use super::compile_work::{CompileBudget, CompilePlan, CompileWork};
@@ -190,7 +190,7 @@ impl PluginEngine {
                     file = %file.display(),
                     bytes = bytes.len(),
                     estimate_mib = plan.estimate_mib,
-                    single_pass = plan.single_pass,
+                    serial = plan.serial,
                     waited_ms = waiting.elapsed().as_millis() as u64,
                     "compiling a component"
                 );
@@ -270,11 +270,11 @@ impl PluginEngine {
         // A compiler of its own for each compile, dropped right after it: wasmtime keeps
         // Cranelift's per-function contexts for reuse, at the size of the largest function
         // compiled (300 MiB kept after a serial compile of the Rust sample-controller). Its
-        // output loads into `engine`: the settings differ at most in the register allocator,
-        // which wasmtime ignores when it checks compiled code against an engine.
+        // output loads into `engine`: the settings differ at most in parallel compilation,
+        // which does not change the code.
         let mut config = engine_config();
-        if plan.single_pass {
-            config.cranelift_regalloc_algorithm(RegallocAlgorithm::SinglePass);
+        if plan.serial {
+            config.parallel_compilation(false);
         }
         let compiler = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let compiled = compiler.precompile_component(bytes).map_err(invalid);
@@ -305,7 +305,7 @@ impl PluginEngine {
             }
         }
         // SAFETY: `compiled` was produced just now by a compiler whose settings differ from
-        // this engine's at most in the register allocator.
+        // this engine's at most in parallel compilation.
         unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)
     }
 }
