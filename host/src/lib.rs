@@ -1,6 +1,7 @@
 //! kubewasm: shared informers feeding controllers written as WebAssembly components.
 
 pub mod admission;
+pub mod allocator;
 pub mod api_client;
 pub mod app;
 pub mod cli;

@@ -292,7 +292,8 @@ impl<L: Loader> Reloader<L> {
         }
         // Compile and start the new and changed files in parallel, bounded by the cores, the
         // smallest first: each plugin is registered as soon as it is ready, and a small plugin
-        // never waits for a slot behind large compiles (which the engine runs one at a time).
+        // never waits for a slot behind large compiles (which the engine's compile memory
+        // budget runs few at a time).
         jobs.sort_by_key(|job| job.bytes.len());
         let parallel = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let loader = &self.loader;

@@ -14,6 +14,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use super::bindings::{Controller, v0_2};
+use super::compile_work::{CompileBudget, CompilePlan, CompileWork};
 use super::component::{self, CompiledPlugin, Linked, Origin};
 use super::error::PluginError;
 use super::state::HostState;
@@ -22,10 +23,11 @@ use super::state::HostState;
 /// deadlines, and how often a guest in a long call yields its worker thread to other tasks.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
-/// A component at least this large takes the one large-compile permit: compiling one costs
-/// memory in proportion to its size (an 18 MB Python component peaks at several hundred MB),
-/// so two at once could exceed a pod's limit. Smaller ones compile beside it.
-pub const LARGE_COMPILE_BYTES: usize = 1024 * 1024;
+/// The memory all compiles in progress may take together, MiB of their estimates
+/// ([`CompileWork::plan`]): with the host's steady state (about 160 MiB with the example set)
+/// it stays under the deployment's 1 GiB limit, and it is more than any example's compile, so
+/// each runs with others of the set beside it.
+pub const COMPILE_BUDGET_MIB: u32 = 512;
 
 /// How often the epoch advances while no guest call is in progress, so an idle host does not
 /// wake 200 times a second. A call that starts meanwhile sees its first tick at most this late.
@@ -73,8 +75,10 @@ struct Inner {
     /// Components in use, by content hash: loading the same bytes again (another copy, a
     /// restart of the file) shares the compiled code instead of mapping it once more.
     loaded: Mutex<HashMap<String, Weak<Linked>>>,
-    /// Held by the one large compile in progress ([`LARGE_COMPILE_BYTES`]).
-    large_compile: tokio::sync::Semaphore,
+    /// Threads that compile one component's functions at once (rayon's, one per core).
+    compile_threads: usize,
+    /// What every compile reserves its estimated memory from.
+    budget: CompileBudget,
 }
 
 impl Drop for Inner {
@@ -83,14 +87,23 @@ impl Drop for Inner {
     }
 }
 
+/// The wasmtime configuration of the host's engine: epoch interruption (call deadlines) and
+/// the compile settings. Public so that measuring tools (`examples/compile_memory.rs`) compile
+/// with exactly what the host uses.
+pub fn engine_config() -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config
+}
+
 impl PluginEngine {
     /// Builds the engine (epoch interruption on), links WASI p2 and the `cache` / `log`
     /// imports, and starts the epoch ticker thread (stopped when the last clone is dropped).
     pub fn new(options: EngineOptions) -> Result<Self, PluginError> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let engine =
+            Engine::new(&engine_config()).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
 
+        crate::allocator::limit_retained_memory();
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PluginError::Engine(format!("linking WASI: {e:#}")))?;
@@ -128,7 +141,8 @@ impl PluginEngine {
                 fingerprint,
                 ticker_stop,
                 loaded: Mutex::new(HashMap::new()),
-                large_compile: tokio::sync::Semaphore::new(1),
+                compile_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                budget: CompileBudget::new(COMPILE_BUDGET_MIB),
             }),
         })
     }
@@ -136,11 +150,11 @@ impl PluginEngine {
     /// Compiles `bytes` (read from `file`, named in errors) into a linked component.
     ///
     /// With a cache dir, the compiled code is stored as `<sha256>-<engine fingerprint>.cwasm`
-    /// and reused by later loads of the same bytes, also across restarts. Compilation runs on
-    /// a blocking thread, never on the async workers. One large component
-    /// ([`LARGE_COMPILE_BYTES`]) compiles at a time, which bounds the peak memory of a cold
-    /// start by the largest compile rather than the sum of the largest few; a cache hit and a
-    /// small component never wait for it.
+    /// and reused by later loads of the same bytes, also across restarts. Compiling runs on a
+    /// blocking thread, never on the async workers, after reserving its estimated memory from
+    /// the engine's one budget ([`COMPILE_BUDGET_MIB`], [`CompileWork::plan`]), so that loads
+    /// at once cannot add up past it; the memory is handed back to the system after each
+    /// compile. A cache hit and a copy already loaded reserve nothing.
     pub async fn compile(
         &self,
         file: &Path,
@@ -156,30 +170,44 @@ impl PluginEngine {
                 origin: Origin::Memory,
             });
         }
-        let _permit = if bytes.len() >= LARGE_COMPILE_BYTES && !self.is_cached(&hash) {
-            let waiting = std::time::Instant::now();
-            let permit = self.inner.large_compile.acquire().await.ok();
-            tracing::debug!(
-                file = %file.display(),
-                bytes = bytes.len(),
-                waited_ms = waiting.elapsed().as_millis() as u64,
-                "compiling a large component"
-            );
-            permit
-        } else {
-            None
+        let cached = match self.cached_entry(&hash) {
+            Some(entry) => {
+                let this = self.clone();
+                let owned_file = file.to_owned();
+                tokio::task::spawn_blocking(move || this.load_cached(&owned_file, &entry))
+                    .await
+                    .map_err(|e| PluginError::Engine(format!("cache load task: {e}")))?
+            }
+            None => None,
         };
-        let this = self.clone();
-        let owned_file = file.to_owned();
-        let hash2 = hash.clone();
-        let large = bytes.len() >= LARGE_COMPILE_BYTES;
-        let (component, origin) =
-            tokio::task::spawn_blocking(move || this.compile_blocking(&owned_file, &hash2, &bytes))
+        let (component, origin) = match cached {
+            Some(component) => (component, Origin::DiskCache),
+            None => {
+                let plan = CompileWork::of(file, &bytes)?.plan(self.inner.compile_threads);
+                let waiting = std::time::Instant::now();
+                let _reservation = self.inner.budget.reserve(plan.estimate_mib).await;
+                tracing::debug!(
+                    file = %file.display(),
+                    bytes = bytes.len(),
+                    estimate_mib = plan.estimate_mib,
+                    serial = plan.serial,
+                    waited_ms = waiting.elapsed().as_millis() as u64,
+                    "compiling a component"
+                );
+                let this = self.clone();
+                let owned_file = file.to_owned();
+                let hash = hash.clone();
+                let component = tokio::task::spawn_blocking(move || {
+                    let compiled = this.compile_blocking(&owned_file, &hash, &bytes, plan);
+                    drop(bytes);
+                    crate::allocator::return_freed_memory();
+                    compiled
+                })
                 .await
                 .map_err(|e| PluginError::Engine(format!("compile task: {e}")))??;
-        if large && origin == Origin::Compiled {
-            return_freed_memory();
-        }
+                (component, Origin::Compiled)
+            }
+        };
         let pre = Arc::new(component::link(&self.inner.linker, &component, file)?);
         {
             let mut loaded = self.inner.loaded.lock();
@@ -194,12 +222,27 @@ impl PluginEngine {
         })
     }
 
-    /// Whether the compile cache holds an entry for `hash` (loading it needs no compile).
-    fn is_cached(&self, hash: &str) -> bool {
-        self.inner
-            .cache_dir
-            .as_ref()
-            .is_some_and(|dir| self.cache_entry(dir, hash).is_file())
+    /// The cache entry for `hash`, when there is one (loading it needs no compile).
+    fn cached_entry(&self, hash: &str) -> Option<PathBuf> {
+        let dir = self.inner.cache_dir.as_ref()?;
+        Some(self.cache_entry(dir, hash)).filter(|entry| entry.is_file())
+    }
+
+    /// The component of cache entry `entry`; `None` when it is unusable (it is then compiled
+    /// again and the entry rewritten).
+    fn load_cached(&self, file: &Path, entry: &Path) -> Option<Component> {
+        // SAFETY: the file was written by `precompile_component` of an engine with the same
+        // fingerprint, into a directory only the host writes; wasmtime also checks its header.
+        match unsafe { Component::deserialize_file(&self.inner.engine, entry) } {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(
+                    file = %file.display(), cache = %entry.display(),
+                    "compile cache entry unusable, recompiling: {e:#}"
+                );
+                None
+            }
+        }
     }
 
     fn cache_entry(&self, dir: &Path, hash: &str) -> PathBuf {
@@ -210,78 +253,60 @@ impl PluginEngine {
         self.inner.loaded.lock().get(hash).and_then(Weak::upgrade)
     }
 
+    /// Compiles `bytes` as `plan` says, writes the cache entry when there is a cache dir, and
+    /// loads the result into the host's engine.
     fn compile_blocking(
         &self,
         file: &Path,
         hash: &str,
         bytes: &[u8],
-    ) -> Result<(Component, Origin), PluginError> {
+        plan: CompilePlan,
+    ) -> Result<Component, PluginError> {
         let engine = &self.inner.engine;
         let invalid = |e: wasmtime::Error| PluginError::Invalid {
             file: file.to_owned(),
             reason: format!("{e:#}"),
         };
-        let Some(dir) = &self.inner.cache_dir else {
-            return Ok((
-                Component::new(engine, bytes).map_err(invalid)?,
-                Origin::Compiled,
-            ));
-        };
-        let cached = self.cache_entry(dir, hash);
-        if cached.is_file() {
-            // SAFETY: the file was written by `precompile_component` of an engine with the same
-            // fingerprint, into a directory only the host writes; wasmtime also checks its header.
-            match unsafe { Component::deserialize_file(engine, &cached) } {
-                Ok(c) => return Ok((c, Origin::DiskCache)),
+        // A compiler of its own for each compile, dropped right after it: wasmtime keeps
+        // Cranelift's per-function contexts for reuse, at the size of the largest function
+        // compiled (300 MiB kept after a serial compile of the Rust sample-controller). Its
+        // output loads into `engine`: the settings differ at most in parallel compilation,
+        // which does not change the code.
+        let mut config = engine_config();
+        if plan.serial {
+            config.parallel_compilation(false);
+        }
+        let compiler = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let compiled = compiler.precompile_component(bytes).map_err(invalid);
+        drop(compiler);
+        let compiled = compiled?;
+        if let Some(dir) = &self.inner.cache_dir {
+            let cached = self.cache_entry(dir, hash);
+            // The cache only saves later compiles: a plugin whose entry cannot be written (a
+            // full or read-only disk) still loads.
+            match write_cache_entry(dir, &cached, &compiled) {
+                Ok(()) => {
+                    // Mapped from the entry just written, as a later start would: the code's
+                    // pages are the file's (shared, and reclaimable under memory pressure)
+                    // instead of a private copy held for as long as the plugin runs.
+                    // SAFETY: the entry was written just now from this engine's output.
+                    match unsafe { Component::deserialize_file(engine, &cached) } {
+                        Ok(c) => return Ok(c),
+                        Err(e) => tracing::warn!(
+                            file = %file.display(), cache = %cached.display(),
+                            "the compile cache entry just written is unusable, loading without it: {e:#}"
+                        ),
+                    }
+                }
                 Err(e) => tracing::warn!(
                     file = %file.display(), cache = %cached.display(),
-                    "compile cache entry unusable, recompiling: {e:#}"
+                    "cannot write the compile cache entry, loading without it: {e}"
                 ),
             }
         }
-        let compiled = engine.precompile_component(bytes).map_err(invalid)?;
-        // The cache only saves later compiles: a plugin whose entry cannot be written (a full
-        // or read-only disk) still loads.
-        match write_cache_entry(dir, &cached, &compiled) {
-            Ok(()) => {
-                drop(compiled);
-                // Mapped from the entry just written, as a later start would: the code's pages
-                // are the file's (shared, and reclaimable under memory pressure) instead of a
-                // private copy held for as long as the plugin runs.
-                // SAFETY: the entry was written just now from this engine's output.
-                match unsafe { Component::deserialize_file(engine, &cached) } {
-                    Ok(c) => return Ok((c, Origin::Compiled)),
-                    Err(e) => {
-                        tracing::warn!(
-                            file = %file.display(), cache = %cached.display(),
-                            "the compile cache entry just written is unusable, compiling again: {e:#}"
-                        );
-                        let component = Component::new(engine, bytes).map_err(invalid)?;
-                        return Ok((component, Origin::Compiled));
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(
-                file = %file.display(), cache = %cached.display(),
-                "cannot write the compile cache entry, loading without it: {e}"
-            ),
-        }
-        // SAFETY: `compiled` was produced just now by this engine.
-        let component = unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)?;
-        Ok((component, Origin::Compiled))
-    }
-}
-
-/// Hands the memory a large compile freed back to the system. glibc's allocator keeps freed
-/// memory in its arenas for reuse; after a compile of hundreds of MB that is memory the host
-/// never needs again, and the pod would keep it as resident (1.06 GB after the example set's
-/// compiles were done, measured before this).
-fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory of the allocator's own; it takes no
-    // pointers and is thread-safe.
-    unsafe {
-        libc::malloc_trim(0);
+        // SAFETY: `compiled` was produced just now by a compiler whose settings differ from
+        // this engine's at most in parallel compilation.
+        unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)
     }
 }
 

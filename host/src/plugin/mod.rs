@@ -15,6 +15,7 @@ mod batch;
 mod bindings;
 mod calls;
 mod client;
+mod compile_work;
 mod component;
 mod context;
 mod declare;
@@ -59,9 +60,10 @@ pub use client::{
     PatchBody, Propagation, Refusal, Resources, WriteClient, WriteError, WriteGrant, WriteGrants,
     WriteObserver, WriteVerb,
 };
+pub use compile_work::CompileWork;
 pub use component::{CompiledPlugin, Origin};
 pub use declare::{CheckOptions, Checked, Contract, check};
-pub use engine::{EngineOptions, PluginEngine};
+pub use engine::{EngineOptions, PluginEngine, engine_config};
 pub use error::PluginError;
 pub(crate) use escape::escaped;
 pub use events::{EventRecord, EventRecorder, EventType, RecorderOptions};

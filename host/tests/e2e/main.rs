@@ -28,6 +28,7 @@ mod propagate_controller;
 mod readiness;
 mod reconcile_v0_2;
 mod reload;
+mod reload_memory;
 mod sample_controller;
 mod scenario;
 

@@ -1,0 +1,296 @@
+//! Peak memory of compiling one component, per wasmtime/Cranelift setting, each compile in a
+//! fresh process of its own (so no compile sees another's freed memory):
+//!
+//! ```sh
+//! cargo run -p kubewasm --example compile_memory -- target/plugins/*.wasm
+//! cargo run -p kubewasm --example compile_memory -- --settings host,before target/plugins
+//! ```
+//!
+//! Each compile starts from the host's engine configuration ([`engine_config`]) with one
+//! setting changed, calls `Engine::precompile_component` (what the host's compile does), and
+//! reports the process's peak resident set (`VmHWM` of `/proc/self/status`) above its resident
+//! set just before compiling. The dev profile builds Cranelift, regalloc2 and wasmtime at
+//! opt-level 2-3, so the memory is as in a release build; times are not (and the machine is
+//! shared). Prints a Markdown table; `--one FILE SETTING` is the child's mode.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context as _, bail};
+use kubewasm::plugin::{CompileWork, engine_config};
+use wasmtime::{Config, Engine, OptLevel, RegallocAlgorithm};
+
+/// Every setting the tool knows, in table order: the host's configuration, then one change each.
+const SETTINGS: &[(&str, &str)] = &[
+    (
+        "host",
+        "what the host does: its engine configuration, and one function at a time where the component's plan says so (`CompileWork::plan`)",
+    ),
+    (
+        "before",
+        "wasmtime's defaults with epoch interruption (the host's configuration before issue 33)",
+    ),
+    ("serial", "parallel compilation off"),
+    ("parallel", "parallel compilation on"),
+    ("opt-none", "Cranelift opt level none"),
+    ("opt-speed", "Cranelift opt level speed"),
+    ("opt-speed-and-size", "Cranelift opt level speed_and_size"),
+    ("no-address-map", "no address map"),
+    ("debug-info", "DWARF debug info on"),
+    ("single-pass", "regalloc2's single-pass allocator"),
+];
+
+/// The host's configuration with `setting` applied: one of [`SETTINGS`], or several joined
+/// with `+` (applied left to right).
+fn configure(setting: &str) -> anyhow::Result<Config> {
+    let mut config = engine_config();
+    for part in setting.split('+') {
+        apply(&mut config, part)?;
+    }
+    Ok(config)
+}
+
+fn apply(config: &mut Config, setting: &str) -> anyhow::Result<()> {
+    match setting {
+        "host" => {}
+        "before" => {
+            *config = Config::new();
+            config.epoch_interruption(true);
+        }
+        "serial" => {
+            config.parallel_compilation(false);
+        }
+        "parallel" => {
+            config.parallel_compilation(true);
+        }
+        "opt-none" => {
+            config.cranelift_opt_level(OptLevel::None);
+        }
+        "opt-speed" => {
+            config.cranelift_opt_level(OptLevel::Speed);
+        }
+        "opt-speed-and-size" => {
+            config.cranelift_opt_level(OptLevel::SpeedAndSize);
+        }
+        "no-address-map" => {
+            config.generate_address_map(false);
+        }
+        "debug-info" => {
+            config.debug_info(true);
+        }
+        "single-pass" => {
+            config.cranelift_regalloc_algorithm(RegallocAlgorithm::SinglePass);
+        }
+        other => bail!("unknown setting {other}"),
+    }
+    Ok(())
+}
+
+/// `VmHWM` and `VmRSS` of this process, KiB.
+fn memory_kib() -> anyhow::Result<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .with_context(|| format!("no {name} in /proc/self/status"))
+    };
+    Ok((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+/// The child: compiles `file` with `setting`, prints `before_kib peak_kib millis`.
+fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    // As the host's engine does when it starts (`before` is the host before issue 33).
+    if setting != "before" {
+        kubewasm::allocator::limit_retained_memory();
+    }
+    let mut config = configure(setting)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if setting == "host" && CompileWork::of(file, &bytes)?.plan(threads).serial {
+        config.parallel_compilation(false);
+    }
+    let engine = Engine::new(&config)?;
+    let (_, before) = memory_kib()?;
+    let started = Instant::now();
+    let compiled = engine
+        .precompile_component(&bytes)
+        .map_err(|e| anyhow::anyhow!("compiling {}: {e:#}", file.display()))?;
+    let millis = started.elapsed().as_millis();
+    let (peak, _) = memory_kib()?;
+    drop(compiled);
+    kubewasm::allocator::return_freed_memory();
+    let (_, retained) = memory_kib()?;
+    drop(engine);
+    kubewasm::allocator::return_freed_memory();
+    let (_, without_engine) = memory_kib()?;
+    eprintln!(
+        "resident before {before} KiB, peak {peak} KiB; after the compile and the allocator's \
+         return {retained} KiB, and without the engine {without_engine} KiB"
+    );
+    println!("{before} {peak} {millis}");
+    Ok(())
+}
+
+/// The ten largest function bodies of `file`: bytes, locals, operators, control blocks
+/// (`block`, `loop`, `if`) and branch targets (`br_table`), which drive the register
+/// allocator's work more than bytes do.
+fn functions(file: &Path) -> anyhow::Result<()> {
+    use wasmparser::{Operator, Parser, Payload};
+    let bytes = std::fs::read(file)?;
+    let mut rows = Vec::new();
+    for payload in Parser::new(0).parse_all(&bytes) {
+        let Payload::CodeSectionEntry(body) = payload? else {
+            continue;
+        };
+        let mut locals = 0u64;
+        for local in body.get_locals_reader()? {
+            locals += u64::from(local?.0);
+        }
+        let (mut ops, mut blocks, mut targets) = (0u64, 0u64, 0u64);
+        let mut reader = body.get_operators_reader()?;
+        while !reader.eof() {
+            match reader.read()? {
+                Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. } => blocks += 1,
+                Operator::BrTable { targets: t } => targets += u64::from(t.len()),
+                _ => {}
+            }
+            ops += 1;
+        }
+        rows.push((body.range().len(), locals, ops, blocks, targets));
+    }
+    rows.sort_by(|a, b| b.cmp(a));
+    println!("| body bytes | locals | operators | blocks | br_table targets |");
+    println!("|---|---|---|---|---|");
+    for (len, locals, ops, blocks, targets) in rows.iter().take(10) {
+        println!("| {len} | {locals} | {ops} | {blocks} | {targets} |");
+    }
+    Ok(())
+}
+
+/// Runs [`one`] in a fresh process; (resident before, peak above it) in MiB, and milliseconds.
+fn measure(file: &Path, setting: &str) -> anyhow::Result<(f64, f64, u64)> {
+    let out = Command::new(std::env::current_exe()?)
+        .arg("--one")
+        .arg(file)
+        .arg(setting)
+        .output()
+        .context("running the child")?;
+    if !out.status.success() {
+        bail!(
+            "{} with {setting}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let fields: Vec<u64> = text
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("child printed {text:?}"))?;
+    let [before, peak, millis] = fields[..] else {
+        bail!("child printed {text:?}");
+    };
+    Ok((
+        before as f64 / 1024.0,
+        peak.saturating_sub(before) as f64 / 1024.0,
+        millis,
+    ))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--functions") {
+        let [_, file] = &args[..] else {
+            bail!("usage: --functions FILE");
+        };
+        return functions(Path::new(file));
+    }
+    if args.first().map(String::as_str) == Some("--one") {
+        let [_, file, setting] = &args[..] else {
+            bail!("usage: --one FILE SETTING");
+        };
+        return one(Path::new(file), setting);
+    }
+    let mut settings: Vec<&str> = SETTINGS.iter().map(|(name, _)| *name).collect();
+    let mut files = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--settings" {
+            let list = rest.next().context("--settings needs a list")?;
+            settings = list.split(',').filter(|s| !s.is_empty()).collect();
+            for s in &settings {
+                configure(s)?;
+            }
+        } else {
+            let path = PathBuf::from(arg);
+            if path.is_dir() {
+                let mut found: Vec<PathBuf> = std::fs::read_dir(&path)?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+                    .collect();
+                found.sort();
+                files.extend(found);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    if settings.is_empty() {
+        for file in &files {
+            let work = CompileWork::of(file, &std::fs::read(file)?)?;
+            println!("{}: {work:?}", file.display());
+        }
+        return Ok(());
+    }
+    if files.is_empty() {
+        bail!("usage: compile_memory [--settings a,b] FILE_OR_DIR...");
+    }
+
+    println!("Settings:");
+    for (name, what) in SETTINGS
+        .iter()
+        .filter(|(n, _)| settings.iter().any(|s| s.split('+').any(|p| p == *n)))
+    {
+        println!("- `{name}`: {what}");
+    }
+    println!();
+    println!("Compile peak above the resident set before compiling, MiB (compile time, ms):");
+    println!();
+    print!(
+        "| component | size | functions | body bytes | largest function | locals x blocks | host's estimate (MiB) |"
+    );
+    for s in &settings {
+        print!(" `{s}` |");
+    }
+    println!();
+    print!("|---|---|---|---|---|---|---|");
+    for _ in &settings {
+        print!("---|");
+    }
+    println!();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for file in &files {
+        let bytes = std::fs::read(file)?;
+        let work = CompileWork::of(file, &bytes)?;
+        print!(
+            "| {} | {:.2} MiB | {} | {} | {} | {} | {} |",
+            file.file_name().unwrap_or_default().to_string_lossy(),
+            bytes.len() as f64 / (1024.0 * 1024.0),
+            work.functions,
+            work.body_bytes,
+            work.largest_body,
+            work.largest_locals_by_blocks,
+            work.plan(threads).estimate_mib
+        );
+        for setting in &settings {
+            let (_, peak, millis) = measure(file, setting)?;
+            print!(" {peak:.0} ({millis}) |");
+        }
+        println!();
+    }
+    Ok(())
+}

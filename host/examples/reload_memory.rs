@@ -1,0 +1,191 @@
+//! Resident memory of a `kubewasm dev` process through consecutive hot reloads of one plugin,
+//! each with new bytes (a custom section appended: a compile-cache miss, the same code), from a
+//! host started on a warm compile cache, as a deployment's pod is:
+//!
+//! ```sh
+//! cargo run -p kubewasm --example reload_memory -- \
+//!     --kubewasm target/debug/kubewasm --plugin target/plugins/sample-controller.wasm
+//! ```
+//!
+//! `--kubewasm` may be any build of the binary (the static musl one included), so builds are
+//! compared by the same harness. The cache is filled first by `kubewasm compile` in a process of
+//! its own. The host runs the plugin alone, with the example manifests and config; "steady" is
+//! its resident set once the plugin is loaded and has settled, "peak" the kernel's high-water
+//! mark of the process (`VmHWM`), "end" the resident set once the last version has loaded and
+//! settled. Prints one Markdown row.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use kubewasm_tests::{free_port, http_get as get, variant, workspace_root};
+use sha2::{Digest, Sha256};
+
+/// A child process killed when dropped.
+struct Host(Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `VmRSS` and `VmHWM` of process `pid`, MiB.
+fn memory_mib(pid: u32) -> anyhow::Result<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map(|kib| kib / 1024.0)
+            .with_context(|| format!("no {name}"))
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Polls `check` every 100 ms until it answers `Some`, for at most `patience`.
+fn wait_for<T>(
+    what: &str,
+    patience: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + patience;
+    loop {
+        if let Some(found) = check() {
+            return Ok(found);
+        }
+        ensure!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The content hash `/plugins` lists for the plugin loaded from `file_name`, once it runs.
+fn loaded_hash(port: u16, file_name: &str) -> Option<String> {
+    let (_, body) = get(port, "/plugins")?;
+    let listing: serde_json::Value = serde_json::from_str(&body).ok()?;
+    listing["plugins"]
+        .as_array()?
+        .iter()
+        .find(|p| p["source"].as_str().is_some_and(|s| s.ends_with(file_name)))
+        .and_then(|p| p["content_hash"].as_str().map(str::to_owned))
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut kubewasm = None;
+    let mut plugin = None;
+    let mut reloads = 10u32;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--kubewasm" => kubewasm = args.next().map(PathBuf::from),
+            "--plugin" => plugin = args.next().map(PathBuf::from),
+            "--reloads" => reloads = args.next().context("--reloads N")?.parse()?,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    let (Some(kubewasm), Some(plugin)) = (kubewasm, plugin) else {
+        bail!("usage: reload_memory --kubewasm BIN --plugin FILE [--reloads N]");
+    };
+    let root = workspace_root();
+    let work = tempfile::tempdir()?;
+    let plugins = work.path().join("plugins");
+    let cache = work.path().join("cache");
+    std::fs::create_dir(&plugins)?;
+    let file_name = plugin
+        .file_name()
+        .context("a plugin file name")?
+        .to_string_lossy()
+        .into_owned();
+    let original = std::fs::read(&plugin)?;
+    std::fs::write(plugins.join(&file_name), &original)?;
+
+    let compiled = Command::new(&kubewasm)
+        .arg("compile")
+        .arg(&plugins)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .stdout(Stdio::null())
+        .status()?;
+    ensure!(compiled.success(), "kubewasm compile failed");
+
+    let port = free_port();
+    let log = work.path().join("host.log");
+    let host = Host(
+        Command::new(&kubewasm)
+            .arg("dev")
+            .arg("--plugins")
+            .arg(&plugins)
+            .arg("--manifests")
+            .arg(root.join("examples/manifests"))
+            .arg("--config")
+            .arg(root.join("examples/kubewasm-dev.toml"))
+            .arg("--kubeconfig-out")
+            .arg(work.path().join("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--metrics-addr")
+            .arg(format!("127.0.0.1:{port}"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()?,
+    );
+    let pid = host.0.id();
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let patience = Duration::from_secs(600);
+    let first = hex(&Sha256::digest(&original));
+    wait_for("the first version", patience, || {
+        (loaded_hash(port, &file_name).as_deref() == Some(first.as_str())).then_some(())
+    })
+    .with_context(log_text)?;
+    let steady = settled_rss(pid)?;
+
+    let mut after = Vec::new();
+    for n in 1..=reloads {
+        let bytes = variant(&original, n);
+        let hash = hex(&Sha256::digest(&bytes));
+        let staged = work.path().join("staged.wasm");
+        std::fs::write(&staged, &bytes)?;
+        std::fs::rename(&staged, plugins.join(&file_name))?;
+        wait_for(&format!("version {n}"), patience, || {
+            (loaded_hash(port, &file_name).as_deref() == Some(hash.as_str())).then_some(())
+        })
+        .with_context(log_text)?;
+        after.push(memory_mib(pid)?.0);
+    }
+    let end = settled_rss(pid)?;
+    let (_, peak) = memory_mib(pid)?;
+    println!(
+        "| {} | {} | {reloads} | {steady:.0} | {peak:.0} | {} | {end:.0} | {:.2} |",
+        kubewasm.display(),
+        file_name,
+        after
+            .iter()
+            .map(|m| format!("{m:.0}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        end / steady
+    );
+    Ok(())
+}
+
+/// The resident set once it has stopped moving: two readings 2 s apart within 2 MiB (the
+/// reloader's unload of an old version, and the allocator's return of freed memory, finish
+/// after a load is listed).
+fn settled_rss(pid: u32) -> anyhow::Result<f64> {
+    let mut last = memory_mib(pid)?.0;
+    wait_for("a settled resident set", Duration::from_secs(120), || {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = memory_mib(pid).ok()?.0;
+        let settled = (now - last).abs() < 2.0;
+        last = now;
+        settled.then_some(now)
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
