@@ -346,7 +346,12 @@ impl Actor {
             Outcome::GuestError(reason) => {
                 self.shared.calls.returned_events(n, n);
                 let reason = shown(&reason);
-                if let Some(unlogged) = self.config.recipe.log_gate.admit_error() {
+                if let Some(unlogged) = self
+                    .config
+                    .recipe
+                    .log_gate
+                    .admit_error(super::log_gate::GuestErrors::Handler)
+                {
                     tracing::warn!(
                         plugin = &*self.config.recipe.name,
                         unlogged,
@@ -396,7 +401,12 @@ impl Actor {
             .get(queued.subscription)
             .map_or_else(|| "?".to_owned(), describe);
         let reason = shown(reason);
-        if let Some(unlogged) = self.config.recipe.log_gate.admit_error() {
+        if let Some(unlogged) = self
+            .config
+            .recipe
+            .log_gate
+            .admit_error(super::log_gate::GuestErrors::Handler)
+        {
             tracing::warn!(
                 plugin = &*self.config.recipe.name,
                 resource = %resource,

@@ -152,10 +152,10 @@ impl AdmissionPolicy {
             &discovered,
             authority.key,
         )
-        .map_err(|what| PluginError::NotGranted {
+        .map_err(|what| PluginError::WebhookNotGranted {
             file: recipe.compiled.file.clone(),
             plugin: recipe.name.to_string(),
-            what: format!("what its admission webhooks match: {what}"),
+            what,
         })?;
         Ok(AdmissionPolicy {
             name: recipe.name.clone(),
@@ -433,10 +433,10 @@ pub async fn declared_webhooks(
         &Discovered::new(),
         key.as_str(),
     )
-    .map_err(|what| PluginError::NotGranted {
+    .map_err(|what| PluginError::WebhookNotGranted {
         file: compiled.file.clone(),
         plugin: key.to_string(),
-        what: format!("what its admission webhooks match: {what}"),
+        what,
     })?;
     tracing::debug!(plugin = %key, name = %info.name, "declared webhooks read");
     Ok(Some((key.to_string(), declaration)))

@@ -47,6 +47,14 @@ pub enum PluginError {
         plugin: String,
         what: String,
     },
+    /// An admission policy's webhooks match resources its grants do not cover; `what` names
+    /// the rule, the resource and the config line that would grant it.
+    #[error("{file}: plugin `{plugin}`'s admission webhooks reach past its grants: {what}")]
+    WebhookNotGranted {
+        file: PathBuf,
+        plugin: String,
+        what: String,
+    },
     /// `init` returned subscriptions or indexes that make no sense.
     #[error("{file}: plugin `{plugin}` declared an invalid {what}")]
     InvalidDeclaration {

@@ -52,8 +52,19 @@ pub(crate) struct LogGate {
     observer: OnceLock<Arc<dyn PluginObserver>>,
     declared: OnceLock<Arc<str>>,
     tap: Option<LogTap>,
-    /// Which of the plugin's handler and reconcile errors reach the log.
-    errors: Notices,
+    /// Which of the plugin's handler errors, and which of its reconcile errors, reach the
+    /// log: one budget each, so a flood of one kind never hides the other.
+    handler_errors: Notices,
+    reconcile_errors: Notices,
+}
+
+/// Where a guest error a host line reports came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GuestErrors {
+    /// A handler (`on-add`, `on-events`, ...) answered `err`.
+    Handler,
+    /// A reconcile answered `err`.
+    Reconcile,
 }
 
 /// One line a plugin logged (through the `log` import, stdout or stderr), as admitted.
@@ -147,7 +158,8 @@ impl LogGate {
             observer: OnceLock::new(),
             declared: OnceLock::new(),
             tap: None,
-            errors: Notices::default(),
+            handler_errors: Notices::default(),
+            reconcile_errors: Notices::default(),
         }
     }
 
@@ -182,13 +194,18 @@ impl LogGate {
         }
     }
 
-    /// Whether the host logs a line about a guest error (a handler or reconcile error) now:
-    /// `Some(n)`, `n` the error lines kept out of the log since the last one logged, at most
-    /// once a second for all of the plugin's handlers and reconcile workers together; `None`
-    /// when it stays out (counted as `kubewasm_plugin_error_lines_suppressed_total`). The
-    /// error itself is counted and recorded in the status by the caller either way.
-    pub(crate) fn admit_error(&self) -> Option<u64> {
-        let admitted = self.errors.admit(tokio::time::Instant::now());
+    /// Whether the host logs a line about a guest error of `source` now: `Some(n)`, `n` the
+    /// error lines of that source kept out of the log since the last one logged, at most once
+    /// a second for all of the plugin's handlers, and once a second for all of its reconcile
+    /// workers; `None` when it stays out (counted as
+    /// `kubewasm_plugin_error_lines_suppressed_total`). The error itself is counted and
+    /// recorded in the status by the caller either way.
+    pub(crate) fn admit_error(&self, source: GuestErrors) -> Option<u64> {
+        let notices = match source {
+            GuestErrors::Handler => &self.handler_errors,
+            GuestErrors::Reconcile => &self.reconcile_errors,
+        };
+        let admitted = notices.admit(tokio::time::Instant::now());
         if admitted.is_none()
             && let Some(o) = self.observer.get()
         {
@@ -305,9 +322,13 @@ mod tests {
         let gate = LogGate::new(LogLimits::default());
         let counted = Arc::new(Counted::default());
         gate.set_observer(counted.clone());
-        assert_eq!(gate.admit_error(), Some(0));
-        let logged = (0..14_352).filter(|_| gate.admit_error().is_some()).count();
+        assert_eq!(gate.admit_error(GuestErrors::Handler), Some(0));
+        let logged = (0..14_352)
+            .filter(|_| gate.admit_error(GuestErrors::Handler).is_some())
+            .count();
         assert_eq!(logged, 0);
+        // A flood of handler errors does not hide the first reconcile error.
+        assert_eq!(gate.admit_error(GuestErrors::Reconcile), Some(0));
         assert_eq!(counted.1.load(Ordering::Relaxed), 14_352);
         assert_eq!(
             counted.0.load(Ordering::Relaxed),
@@ -315,7 +336,7 @@ mod tests {
             "no guest line dropped"
         );
         tokio::time::advance(super::super::notices::EVERY).await;
-        assert_eq!(gate.admit_error(), Some(14_352));
+        assert_eq!(gate.admit_error(GuestErrors::Handler), Some(14_352));
         assert!(
             gate.admit("p", "guest lines keep their own budget")
                 .is_some()

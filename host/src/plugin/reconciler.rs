@@ -247,7 +247,11 @@ async fn work(recipe: Recipe) {
             Outcome::GuestError(reason) => {
                 let (key, reason) = (key_name(item.key()), shown(&reason));
                 queue.reconcile_failed();
-                if let Some(unlogged) = recipe.instance.log_gate.admit_error() {
+                if let Some(unlogged) = recipe
+                    .instance
+                    .log_gate
+                    .admit_error(super::log_gate::GuestErrors::Reconcile)
+                {
                     tracing::warn!(plugin = %recipe.name, %key, unlogged, "reconcile of {key} failed, retried with backoff: {reason}");
                 }
                 recipe

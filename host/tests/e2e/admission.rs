@@ -1492,6 +1492,16 @@ mod real {
         package: &str,
         policy: Arc<dyn PolicyLookup>,
     ) -> RealHost {
+        serve_policies_with(client, &[(package, &format!("{package}.wasm"))], policy).await
+    }
+
+    /// [`serve_policy_with`] for several plugins, each a guest package loaded as a file; the
+    /// host's `id` is the first one's.
+    async fn serve_policies_with(
+        client: &kube::Client,
+        plugins: &[(&str, &str)],
+        policy: Arc<dyn PolicyLookup>,
+    ) -> RealHost {
         let registry = AdmissionRegistry::default();
         let (factory, host) = super::super::fixture::plugin_host(
             client,
@@ -1502,13 +1512,18 @@ mod real {
                 ..HostOptions::default()
             },
         );
-        let id = host
-            .load(
-                std::path::Path::new(&format!("{package}.wasm")),
-                kubewasm_tests::guest_bytes(package),
-            )
-            .await
-            .expect("the policy loads");
+        let mut ids = Vec::new();
+        for (package, file) in plugins {
+            let id = host
+                .load(
+                    std::path::Path::new(file),
+                    kubewasm_tests::guest_bytes(package),
+                )
+                .await
+                .expect("the policy loads");
+            ids.push(id);
+        }
+        let id = ids[0];
         assert!(
             kubewasm_tests::wait_until(Duration::from_secs(30), || host.ready()).await,
             "the policy's informers never sync"
@@ -1669,6 +1684,51 @@ mod real {
         out
     }
 
+    /// A policy declaring the unique-host policy's name beside it (issue 32, finding 2): the
+    /// real API server calls each under its own key, and the taken host is still denied.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_the_real_api_server_a_policy_declaring_anothers_name_cannot_take_its_webhook() {
+        let server = real_server().await;
+        let client = server.admin();
+        let impostor = serde_json::json!({
+            "name": "unique-ingress-host",
+            "webhooks": ["validating"],
+            "groups": ["networking.k8s.io"],
+            "resources": ["ingresses"],
+        })
+        .to_string();
+        let lookup = move |path: &std::path::Path| PluginPolicy {
+            config: if path.file_stem().is_some_and(|s| s == "impostor") {
+                impostor.clone()
+            } else {
+                String::new()
+            },
+            ..super::test_policy()
+        };
+        let served = serve_policies_with(
+            &client,
+            &[
+                ("unique-ingress-host", "unique-ingress-host.wasm"),
+                ("admission-probe", "impostor.wasm"),
+            ],
+            Arc::new(lookup),
+        )
+        .await;
+        let answers = ingress_answers(&client).await;
+        drop(served);
+        assert_eq!(
+            answers,
+            [
+                Ok(()),
+                Err((
+                    409,
+                    "admission webhook \"unique-ingress-host.kubewasm.dev\" denied the request: host \"shop.example.com\" is already used by Ingress team-a/shop".into()
+                )),
+                Ok(()),
+            ]
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_real_api_server_gives_the_unique_host_policys_answers() {
         let (on_dev, on_real) = on_both(
@@ -1827,8 +1887,10 @@ mod real {
             "the real API server never called the webhook"
         );
         // The writer goes on until 20 reviews have had the last version (bounded).
+        let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let writer = {
             let api = api.clone();
+            let answered = answered.clone();
             tokio::spawn(async move {
                 let mut versions: Vec<String> = Vec::new();
                 for i in 0..5000 {
@@ -1836,6 +1898,7 @@ mod real {
                         .await
                         .unwrap_or_else(|e| panic!("review {i} refused: {e:?}"));
                     versions.push(label(&stored, "admitted-by").expect("mutated"));
+                    answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if versions.iter().filter(|v| *v == "reloaded-v3").count() >= 20 {
                         break;
                     }
@@ -1843,10 +1906,11 @@ mod real {
                 versions
             })
         };
-        // Reload while the writer runs (after its first answers), twice.
+        // Reload while the writer runs (after its first answers), twice. The dry runs above
+        // were answered too: wait for the writer's own.
         assert!(
             kubewasm_tests::wait_until(Duration::from_secs(30), || {
-                super::encode(&served.metrics).contains("result=\"allowed\"")
+                answered.load(std::sync::atomic::Ordering::Relaxed) >= 3
             })
             .await
         );

@@ -536,7 +536,7 @@ async fn newlines_and_escapes_in_every_guest_string_come_out_escaped() {
 }
 
 /// A handler that fails every event of a 1 s resync (issue 32: 14,352 WARN lines in 40 s) and
-/// a reconcile that fails every key are logged at most once a second together; every error is
+/// a reconcile that fails every key are logged at most once a second each; every error is
 /// still counted, the lines kept out are counted, and the last error is in the status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_flood_is_logged_once_a_second_and_counted() {
@@ -561,7 +561,8 @@ async fn an_error_flood_is_logged_once_a_second_and_counted() {
             l.starts_with("handler returned an error") || l.starts_with("reconcile of errs/")
         })
         .count();
-    let bound = 2 + started.elapsed().as_secs() as usize;
+    // One line a second for the handlers, one for the reconciles.
+    let bound = 2 * (2 + started.elapsed().as_secs() as usize);
     assert!(
         (1..=bound).contains(&lines),
         "{lines} error lines for {} handler and {} reconcile errors",

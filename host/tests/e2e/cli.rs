@@ -1466,9 +1466,18 @@ fn the_python_and_javascript_policies_check_serve_webhooks_and_get_their_rbac() 
     let plugins = plugins_dir(dir.path(), &["allowed-registries", "default-requests-js"]);
     // The big components compile once for every test that loads them.
     let cache = crate::fixture::shared_cache_home();
+    // The mutating policy needs the grant to patch Pods: `check` refuses it without.
+    let config = dir.path().join("kubewasm.toml");
+    std::fs::write(
+        &config,
+        "[plugins.default-requests-js]\nwrites = [\"Pod:patch\"]\n",
+    )
+    .expect("config");
+    let config_arg = config.to_str().expect("utf-8");
     for guest in ["allowed-registries", "default-requests-js"] {
         let file = plugins.join(format!("{guest}.wasm"));
-        let out = run(&["check", file.to_str().expect("utf-8")], &cache);
+        let file = file.to_str().expect("utf-8");
+        let out = run(&["check", "--config", config_arg, file], &cache);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{text}");
         assert!(
@@ -1476,14 +1485,15 @@ fn the_python_and_javascript_policies_check_serve_webhooks_and_get_their_rbac() 
             "{text}"
         );
     }
+    let ungranted = plugins.join("default-requests-js.wasm");
+    let out = run(&["check", ungranted.to_str().expect("utf-8")], &cache);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("writes = [..., \"Pod:patch\"] in [plugins.default-requests-js]"),
+        "{text}"
+    );
     let plugins = plugins.to_str().expect("utf-8");
-    // The mutating policy needs the grant to patch Pods.
-    let config = dir.path().join("kubewasm.toml");
-    std::fs::write(
-        &config,
-        "[plugins.default-requests-js]\nwrites = [\"Pod:patch\"]\n",
-    )
-    .expect("config");
     let out = run(
         &[
             "webhooks",
