@@ -90,11 +90,16 @@ fn source_file(lang: &str) -> &'static str {
 }
 
 /// The edit loop: a line added to the plugin's source (a comment, so the scenario still
-/// passes; the build cannot tell it from a change of code), then build and test again.
+/// passes; every toolchain compiles the changed file again, as after a change of code), then
+/// build and test again.
 fn edit_to_green(author: &AuthorDir, lang: &str, name: &str) -> [Cost; 4] {
     let path = author.path(name).join(source_file(lang));
     let mut source = std::fs::read_to_string(&path).expect("reading the plugin's source");
-    source.push_str(if lang == "python" { "# edited\n" } else { "// edited\n" });
+    source.push_str(if lang == "python" {
+        "# edited\n"
+    } else {
+        "// edited\n"
+    });
     std::fs::write(&path, source).expect("writing the plugin's source");
     let (build, test) = build_and_test(author, name);
     [Cost::default(), Cost::default(), build, test]

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
         "build-guests" => build_guests(),
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
-        "bench" => bench::run(&guests::Ctx::new(), rest),
+        "bench" => bench::run(&guests::Ctx::new().with_lto(), rest),
         "image" => image::Profile::from_args(rest)
             .and_then(|profile| image::build(&workspace_root(), profile))
             .map(drop),
