@@ -17,5 +17,5 @@ pub mod rust;
 pub mod toolchain;
 
 pub use component::Target;
-pub use project::{Built, Language, Project};
+pub use project::{Built, Language, Profile, Project};
 pub use toolchain::{MissingToolchain, Toolchains};

@@ -58,6 +58,32 @@ pub struct Project {
     pub target: Target,
 }
 
+/// How a project is built: for the edit loop, or for what ships.
+///
+/// Only Rust has the distinction: the other languages' toolchains build one way (Python and
+/// JavaScript bundle an interpreter, C and Go are optimised as their compilers are told in the
+/// project's own files), so they build the same under either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// `kubewasm build`: cargo's `dev` profile (the template's: unoptimised, no debug info):
+    /// dependencies compiled once, an edit recompiles the plugin's crate incrementally.
+    #[default]
+    Dev,
+    /// `kubewasm build --release`: cargo's `release` profile (the template's: size-optimised,
+    /// LTO), the component to ship; each build re-optimises the whole program.
+    Release,
+}
+
+impl Profile {
+    /// The cargo profile a Rust project is built with.
+    fn cargo_profile(self) -> &'static str {
+        match self {
+            Profile::Dev => "dev",
+            Profile::Release => "release",
+        }
+    }
+}
+
 /// What a build wrote.
 #[derive(Debug, Clone)]
 pub struct Built {
@@ -103,13 +129,13 @@ impl Project {
         self.dir.join("build").join(format!("{}.wasm", self.name))
     }
 
-    /// Builds the component, checks it against the project's world and writes it to
-    /// [`Project::output`].
-    pub fn build(&self, tools: &Toolchains) -> anyhow::Result<Built> {
+    /// Builds the component with `profile`, checks it against the project's world and writes it
+    /// to [`Project::output`].
+    pub fn build(&self, tools: &Toolchains, profile: Profile) -> anyhow::Result<Built> {
         let contract = self.target.package_name()?;
         let scratch = self.dir.join("build/.work");
         let bytes = match self.language {
-            Language::Rust => self.build_rust(tools)?,
+            Language::Rust => self.build_rust(tools, profile)?,
             Language::Python => {
                 python::build(tools, &self.target, &self.dir, &[], "app", &scratch)?
             }
@@ -137,7 +163,7 @@ impl Project {
         })
     }
 
-    fn build_rust(&self, tools: &Toolchains) -> anyhow::Result<Vec<u8>> {
+    fn build_rust(&self, tools: &Toolchains, profile: Profile) -> anyhow::Result<Vec<u8>> {
         let manifest = read_toml(&self.dir.join("Cargo.toml"))?;
         let lib_name = manifest
             .get("lib")
@@ -151,11 +177,11 @@ impl Project {
         toolchain::run(&mut rust::cargo_build(
             tools,
             &self.dir,
-            "release",
+            profile.cargo_profile(),
             Some(&target_dir),
             &[],
         )?)?;
-        let built = rust::output(&target_dir, "release", &lib_name);
+        let built = rust::output(&target_dir, profile.cargo_profile(), &lib_name);
         std::fs::read(&built).with_context(|| {
             format!(
                 "reading {} (is the library a `crate-type = [\"cdylib\"]`?)",

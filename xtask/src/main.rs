@@ -1,5 +1,6 @@
 //! Repository chores, run as `cargo xtask <command>`.
 //!
+//! - `bindings`: regenerate the Rust guest SDK's committed wit-bindgen bindings from `wit/`.
 //! - `build-guests`: build every example and test guest (Rust, C, Go, Python, JavaScript) into
 //!   `target/plugins/` (test guests into `target/test-plugins/`), installing missing language
 //!   toolchains from the registries first.
@@ -10,6 +11,7 @@
 //! - `image`: the container image (static binary, from scratch) as an OCI archive.
 
 mod bench;
+mod bindings;
 mod cmd;
 mod dev;
 mod guests;
@@ -29,10 +31,11 @@ fn main() -> ExitCode {
         None => ("", &[][..]),
     };
     let result = match command {
+        "bindings" => write_bindings(),
         "build-guests" => build_guests(),
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
-        "bench" => bench::run(&guests::Ctx::new(), rest),
+        "bench" => bench::run(&guests::Ctx::new().with_lto(), rest),
         "image" => image::Profile::from_args(rest)
             .and_then(|profile| image::build(&workspace_root(), profile))
             .map(drop),
@@ -52,6 +55,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// Regenerates the SDK's bindings and lists the files that changed.
+fn write_bindings() -> anyhow::Result<()> {
+    let changed = bindings::write(&workspace_root())?;
+    if changed.is_empty() {
+        eprintln!("xtask: the SDK's bindings are up to date");
+    }
+    for path in changed {
+        eprintln!("xtask: wrote {}", path.display());
+    }
+    Ok(())
+}
+
 /// Builds every guest and lists what was written.
 fn build_guests() -> anyhow::Result<()> {
     let ctx = guests::Ctx::new();
@@ -64,6 +79,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [args]
 
 commands:
+  bindings       regenerate the Rust guest SDK's wit-bindgen bindings (guest-sdk/v0.2/src/bindings/)
+                 from wit/ after a contract change (a test fails while they are stale)
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)
   test           what CI runs: cargo fmt --check, the build with clippy -D warnings, build-guests,

@@ -3,25 +3,15 @@
 //! predicates), and in [`batch`] the `batch-handler` 0.2.1 adds (`wit/0.2.1/`). Together they
 //! are the world `batch-controller@0.2.2`: a plugin built with the SDK takes its events in
 //! batches, and needs a host that knows 0.2.2.
+//!
+//! Generated once by `cargo xtask bindings` (what `wit_bindgen::generate!` would expand to, with
+//! the same options) and committed: a plugin's build then compiles wit-bindgen's small runtime
+//! only, not the macro's WIT parser and component encoder, which were most of a fresh plugin's
+//! first build. A test fails when these files differ from what the WIT gives.
 
-wit_bindgen::generate!({
-    path: ["wit/0.2", "wit/0.2.1", "wit/0.2.2"],
-    world: "kubewasm:controller/reconciler@0.2.2",
-    generate_all,
-    pub_export_macro: true,
-    export_macro_name: "export",
-    default_bindings_module: "::kubewasm_guest_v0_2::bindings",
-    runtime_path: "::kubewasm_guest_v0_2::wit_bindgen_rt",
-});
+include!("bindings/reconciler.rs");
 
 /// `batch-handler` (0.2.1).
 pub mod batch {
-    wit_bindgen::generate!({
-        path: ["wit/0.2", "wit/0.2.1"],
-        inline: "package kubewasm:sdk; world batch { export kubewasm:controller/batch-handler@0.2.1; }",
-        pub_export_macro: true,
-        export_macro_name: "export_batch",
-        default_bindings_module: "::kubewasm_guest_v0_2::bindings::batch",
-        runtime_path: "::kubewasm_guest_v0_2::wit_bindgen_rt",
-    });
+    include!("bindings/batch.rs");
 }

@@ -1,11 +1,12 @@
-//! `kubewasm build`: builds the plugin project in a directory with its language's toolchain,
-//! checks the component as `kubewasm check` does and prints its path.
+//! `kubewasm build [--release]`: builds the plugin project in a directory with its language's
+//! toolchain (Rust: cargo's `dev` profile for the edit loop, `release` with `--release`), checks
+//! the component as `kubewasm check` does and prints its path.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use kubewasm_build::{MissingToolchain, Project, Toolchains};
+use kubewasm_build::{MissingToolchain, Profile, Project, Toolchains};
 
 use crate::app::{self, UsageError};
 use crate::cli::BuildArgs;
@@ -24,7 +25,12 @@ pub async fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
         dir.display()
     );
     let tools = Toolchains::for_project(&dir, app::default_cache_dir().join("toolchains"));
-    let built = tokio::task::spawn_blocking(move || project.build(&tools))
+    let profile = if args.release {
+        Profile::Release
+    } else {
+        Profile::Dev
+    };
+    let built = tokio::task::spawn_blocking(move || project.build(&tools, profile))
         .await
         .context("the build task failed")?;
     let built = match built {

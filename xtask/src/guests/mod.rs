@@ -25,6 +25,10 @@ pub struct Ctx {
     pub test_out_dir: PathBuf,
     /// Language toolchains installed by the build itself (`target/toolchains/`).
     pub tools_dir: PathBuf,
+    /// Rust guests with fat LTO and one codegen unit, as a plugin is shipped (`cargo xtask
+    /// bench`, whose figures are of shipped guests); otherwise the `guest` profile as it is,
+    /// quicker to build (the tests, `cargo xtask dev`).
+    pub lto: bool,
 }
 
 impl Ctx {
@@ -36,7 +40,13 @@ impl Ctx {
             test_out_dir: root.join("target/test-plugins"),
             tools_dir: root.join("target/toolchains"),
             root,
+            lto: false,
         }
+    }
+
+    /// The same, its Rust guests built as they are shipped (see [`Ctx::lto`]).
+    pub fn with_lto(self) -> Self {
+        Ctx { lto: true, ..self }
     }
 }
 

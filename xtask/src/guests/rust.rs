@@ -1,6 +1,6 @@
 //! Rust guests: every workspace member under `examples-guests/rust/` (examples), `tests/guests/`
 //! or `guest-sdk/` (test guests) whose library is a `cdylib`, built for `wasm32-wasip2` with the
-//! workspace's `guest` profile.
+//! workspace's `guest` profile (with LTO and one codegen unit for the benchmarks: `Ctx::lto`).
 //!
 //! The guests get their own target directory (`target/wasm-guests`) so building them never
 //! waits on, or invalidates, the host's build.
@@ -55,6 +55,14 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
         Some(&target_dir),
         &packages,
     )?;
+    if ctx.lto {
+        command.args([
+            "--config",
+            "profile.guest.lto=true",
+            "--config",
+            "profile.guest.codegen-units=1",
+        ]);
+    }
     cmd::run(&mut command)?;
     let mut written = Vec::new();
     for guest in &guests {
@@ -142,6 +150,89 @@ fn parse_guest(manifest: &str, test_only: bool) -> Option<Guest> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether the manifest's `[lib]` says `test = false` and `bench = false` (a lib is built
+    /// in test mode by `--tests` and again by `--benches`): a guest without unit tests, which
+    /// the suite then builds for `wasm32-wasip2` only instead of a second time for the host.
+    fn lib_untested(manifest: &str) -> bool {
+        let mut section = "";
+        let (mut test, mut bench) = (true, true);
+        for line in manifest.lines() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.starts_with('[') {
+                section = line;
+            } else if section == "[lib]"
+                && let Some((key, value)) = line.split_once('=')
+            {
+                match key.trim() {
+                    "test" => test = value.trim() != "false",
+                    "bench" => bench = value.trim() != "false",
+                    _ => {}
+                }
+            }
+        }
+        !test && !bench
+    }
+
+    /// Whether any Rust file under `dir` holds a unit test.
+    fn has_unit_tests(dir: &Path) -> anyhow::Result<bool> {
+        for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                if has_unit_tests(&path)? {
+                    return Ok(true);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                if text.contains("#[test]") || text.contains("#[cfg(test)]") {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// A guest's library is built for the host (in test mode, by the suite's build) only when it
+    /// has unit tests: `test = false` and `bench = false` in its `[lib]` exactly when it has
+    /// none, so no test goes unrun and no empty test binary is compiled and linked beside the
+    /// wasm build.
+    #[test]
+    fn every_rust_guest_says_test_false_exactly_when_it_has_no_unit_tests() {
+        let root = crate::workspace_root();
+        let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+        let mut checked = 0;
+        for member in workspace_members(&manifest) {
+            let dir = root.join(&member);
+            let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+            if parse_guest(&text, false).is_none() {
+                continue;
+            }
+            let tested = has_unit_tests(&dir.join("src")).unwrap();
+            assert_eq!(
+                lib_untested(&text),
+                !tested,
+                "{member}: [lib] test = false and bench = false must be there exactly when it \
+                 has no unit tests"
+            );
+            checked += 1;
+        }
+        assert!(checked > 10, "only {checked} guests found");
+    }
+
+    #[test]
+    fn lib_untested_reads_the_lib_section_only() {
+        assert!(lib_untested(
+            "[lib]\ncrate-type = [\"cdylib\"]\ntest = false # none\nbench = false\n"
+        ));
+        assert!(!lib_untested(
+            "[lib]\ncrate-type = [\"cdylib\"]\ntest = false\n"
+        ));
+        assert!(!lib_untested("[lib]\ncrate-type = [\"cdylib\"]\n"));
+        assert!(!lib_untested(
+            "[package]\ntest = false\nbench = false\n[lib]\n"
+        ));
+    }
 
     #[test]
     fn workspace_members_reads_the_quoted_list() {
