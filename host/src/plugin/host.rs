@@ -361,7 +361,7 @@ struct HostInner {
     /// Every loaded plugin, of any contract version.
     plugins: Mutex<BTreeMap<PluginId, Entry>>,
     /// The keys of plugins being loaded, with their file (locked after `plugins`).
-    reserved: Mutex<HashMap<PluginKey, (PluginId, PathBuf)>>,
+    reserved: Mutex<HashMap<PluginKey, PathBuf>>,
     next_id: AtomicU64,
     shutting_down: AtomicBool,
 }
@@ -408,7 +408,7 @@ impl PluginHost {
         self.check_running()?;
         let key = PluginKey::of(source)?;
         let id = PluginId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
-        self.reserve(&key, source, id)?;
+        self.reserve(&key, source)?;
         let loaded = async {
             let compiled = self.inner.engine.compile(source, bytes).await?;
             self.prepare(source, compiled, None).await
@@ -428,16 +428,16 @@ impl PluginHost {
         Ok(id)
     }
 
-    /// Holds `key` for the plugin `id` being loaded from `source`; refused when a loaded
+    /// Holds `key` for the plugin being loaded from `source`; refused when a loaded
     /// plugin, or one being loaded, has it.
-    fn reserve(&self, key: &PluginKey, source: &Path, id: PluginId) -> Result<(), PluginError> {
+    fn reserve(&self, key: &PluginKey, source: &Path) -> Result<(), PluginError> {
         let plugins = self.inner.plugins.lock();
         let mut reserved = self.inner.reserved.lock();
         let other = plugins
             .values()
             .find(|e| &e.key == key)
             .map(|e| e.source.clone())
-            .or_else(|| reserved.get(key).map(|(_, s)| s.clone()));
+            .or_else(|| reserved.get(key).cloned());
         if let Some(other) = other {
             return Err(PluginError::DuplicateKey {
                 file: source.to_owned(),
@@ -445,7 +445,7 @@ impl PluginHost {
                 other,
             });
         }
-        reserved.insert(key.clone(), (id, source.to_owned()));
+        reserved.insert(key.clone(), source.to_owned());
         Ok(())
     }
 
