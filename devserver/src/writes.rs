@@ -116,6 +116,7 @@ impl Core {
         }
         meta.insert("uid".into(), Value::String(new_uid()));
         meta.insert("creationTimestamp".into(), Value::String(api_time_now()));
+        label_namespace_name(resource, meta, &name);
         meta.insert("generation".into(), Value::from(1));
         if resource.has_status
             && let Some(map) = object.as_object_mut()
@@ -618,7 +619,31 @@ fn merge_main(resource: &ResourceInfo, old: &Value, mut new: Value) -> Result<Va
             .unwrap_or(0);
         meta.insert("generation".into(), Value::from(generation + 1));
     }
+    if let Some(name) = old_meta.get("name").and_then(Value::as_str) {
+        label_namespace_name(resource, meta, name);
+    }
     Ok(new)
+}
+
+/// The label the API server gives every Namespace, `kubernetes.io/metadata.name`, holding its
+/// name (set on create and on every update, whatever the request said), so selectors on it
+/// (a webhook's `namespaceSelector`, a NetworkPolicy) match here as on a cluster.
+fn label_namespace_name(resource: &ResourceInfo, meta: &mut Map<String, Value>, name: &str) {
+    if !(resource.group.is_empty() && resource.kind == "Namespace") {
+        return;
+    }
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(
+            "kubernetes.io/metadata.name".into(),
+            Value::String(name.to_owned()),
+        );
+    }
 }
 
 /// The status subresource's result: `old` with only the status taken from `new`.

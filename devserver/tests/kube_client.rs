@@ -73,6 +73,57 @@ fn name_of(event: &WatchEvent<ConfigMap>) -> (&'static str, String) {
     }
 }
 
+/// As a cluster's API server does, every Namespace carries `kubernetes.io/metadata.name` with
+/// its name, set on create and kept on update whatever the request says.
+#[tokio::test]
+async fn namespaces_are_labelled_with_their_name() {
+    let server = server().await;
+    let api: Api<Namespace> = Api::all(server.client());
+    let created = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "team-a", "labels": {"tier": "web"}}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let label = |ns: &Namespace| {
+        ns.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubernetes.io/metadata.name"))
+            .cloned()
+    };
+    assert_eq!(label(&created).as_deref(), Some("team-a"));
+    assert_eq!(
+        created
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("tier"))
+            .map(String::as_str),
+        Some("web")
+    );
+    let mut changed = created.clone();
+    changed
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("kubernetes.io/metadata.name".into(), "other".into());
+    let updated = api
+        .replace("team-a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(label(&updated).as_deref(), Some("team-a"));
+    let selected = api
+        .list(&ListParams::default().labels("kubernetes.io/metadata.name=team-a"))
+        .await
+        .unwrap();
+    assert_eq!(selected.items.len(), 1);
+}
+
 #[tokio::test]
 async fn config_map_crud_round_trips_with_server_metadata() {
     let server = server().await;
