@@ -72,7 +72,7 @@ pub enum Command {
     /// Write the WIT files of a plugin contract (what a guest's bindings are generated from),
     /// exactly as this binary implements it.
     Wit(WitArgs),
-    /// Build the plugin project in a directory (Rust, Python, JavaScript or C, recognised by its
+    /// Build the plugin project in a directory (Rust, Python, JavaScript, Go or C, recognised by its
     /// files) into `build/NAME.wasm`, check it as `check` does, and print its path.
     Build(BuildArgs),
     /// Run plugins through scenario files on the embedded API server: starting objects, steps
@@ -237,8 +237,10 @@ pub struct CheckArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct WebhookArgs {
     /// Address of the HTTPS endpoint serving the admission webhooks of plugins of contract
-    /// 0.3 (`/validate/PLUGIN`, `/mutate/PLUGIN`); needs `--webhook-cert` and `--webhook-key`.
-    /// Not set: no webhook is served.
+    /// 0.3 (`/validate/PLUGIN`, `/mutate/PLUGIN`, PLUGIN the file's name without `.wasm`);
+    /// needs `--webhook-cert` and `--webhook-key`. Not set: `run` serves no webhook, `dev`
+    /// serves them on loopback with a certificate made for the run and configures its embedded
+    /// API server to call them.
     #[arg(long = "webhook-addr", env = "KUBEWASM_WEBHOOK_ADDR", requires_all = ["cert", "key"])]
     pub addr: Option<SocketAddr>,
 
@@ -453,7 +455,7 @@ pub struct BuildArgs {
 
 #[derive(Debug, Args)]
 pub struct WitArgs {
-    /// Contract version: 0.1, 0.2 or 0.2.1 (`--list` shows them) [default: 0.2].
+    /// Contract version: 0.1, 0.2, 0.2.1, 0.2.2 or 0.3 (`--list` shows them) [default: 0.2].
     #[arg(long)]
     pub contract: Option<String>,
 
