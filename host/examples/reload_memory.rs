@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use kubewasm_tests::{free_port, http_get as get, variant, workspace_root};
+use kubewasm_tests::{free_port, http_get as get, variant};
 use sha2::{Digest, Sha256};
 
 /// A child process killed when dropped.
@@ -89,7 +89,6 @@ fn main() -> anyhow::Result<()> {
     let (Some(kubewasm), Some(plugin)) = (kubewasm, plugin) else {
         bail!("usage: reload_memory --kubewasm BIN --plugin FILE [--reloads N]");
     };
-    let root = workspace_root();
     let work = tempfile::tempdir()?;
     let plugins = work.path().join("plugins");
     let cache = work.path().join("cache");
@@ -114,20 +113,7 @@ fn main() -> anyhow::Result<()> {
     let port = free_port();
     let log = work.path().join("host.log");
     let host = Host(
-        Command::new(&kubewasm)
-            .arg("dev")
-            .arg("--plugins")
-            .arg(&plugins)
-            .arg("--manifests")
-            .arg(root.join("examples/manifests"))
-            .arg("--config")
-            .arg(root.join("examples/kubewasm-dev.toml"))
-            .arg("--kubeconfig-out")
-            .arg(work.path().join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(&cache)
-            .arg("--metrics-addr")
-            .arg(format!("127.0.0.1:{port}"))
+        kubewasm_tests::dev_host_command(&kubewasm, &plugins, work.path(), &cache, port)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)

@@ -396,6 +396,36 @@ pub async fn wait_probe_event(plugin: &str, line: &str) {
     );
 }
 
+/// `kubewasm dev` (the binary `kubewasm`) over `plugins` with the repository's example
+/// manifests and config, its kubeconfig written into `work`, compiled code kept in `cache`, and
+/// `/metrics`, `/readyz`, `/plugins` on 127.0.0.1:`port`: the whole host, as the tests and
+/// benchmarks that measure one start it. The caller sets its output and spawns it.
+pub fn dev_host_command(
+    kubewasm: &Path,
+    plugins: &Path,
+    work: &Path,
+    cache: &Path,
+    port: u16,
+) -> Command {
+    let root = workspace_root();
+    let mut command = Command::new(kubewasm);
+    command
+        .arg("dev")
+        .arg("--plugins")
+        .arg(plugins)
+        .arg("--manifests")
+        .arg(root.join("examples/manifests"))
+        .arg("--config")
+        .arg(root.join("examples/kubewasm-dev.toml"))
+        .arg("--kubeconfig-out")
+        .arg(work.join("kubeconfig"))
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{port}"));
+    command
+}
+
 /// A free TCP port on the loopback interface (free when asked: bind it soon).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

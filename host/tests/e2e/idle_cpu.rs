@@ -97,28 +97,21 @@ fn an_idle_host_with_the_example_plugins_uses_under_two_percent_of_a_core() {
     let names = example_plugins(&plugins);
     let port = free_port();
     let log = work.path().join("host.log");
-    let root = kubewasm_tests::workspace_root();
-    let host = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .arg("dev")
-        .arg("--plugins")
-        .arg(&plugins)
-        .arg("--manifests")
-        .arg(root.join("examples/manifests"))
-        .arg("--config")
-        .arg(root.join("examples/kubewasm-dev.toml"))
-        .arg("--kubeconfig-out")
-        .arg(work.path().join("kubeconfig"))
-        // The suite's shared compile cache: what is measured is the host at rest, not the
-        // first compile of the big examples, which other tests pay for (or this one, first).
-        .arg("--cache-dir")
-        .arg(crate::fixture::shared_compile_cache().expect("the shared compile cache"))
-        .arg("--metrics-addr")
-        .arg(format!("127.0.0.1:{port}"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("start kubewasm dev");
+    // The suite's shared compile cache: what is measured is the host at rest, not the first
+    // compile of the big examples, which other tests pay for (or this one, first).
+    let cache = crate::fixture::shared_compile_cache().expect("the shared compile cache");
+    let host = kubewasm_tests::dev_host_command(
+        Path::new(env!("CARGO_BIN_EXE_kubewasm")),
+        &plugins,
+        work.path(),
+        &cache,
+        port,
+    )
+    .env("RUST_LOG", "info")
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(&log).expect("log file"))
+    .spawn()
+    .expect("start kubewasm dev");
     let host = Host(host);
     let pid = host.0.id();
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();

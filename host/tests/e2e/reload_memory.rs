@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kubewasm_tests::{free_port, guest_path, http_get as get, variant, workspace_root};
+use kubewasm_tests::{free_port, guest_path, http_get as get, variant};
 use sha2::{Digest, Sha256};
 
 /// Bounds each wait; nothing here is timed.
@@ -101,24 +101,10 @@ fn ten_new_versions_of_the_rust_sample_controller_stay_under_the_pod_limit() {
         .expect("run kubewasm compile");
     assert!(compiled.success(), "kubewasm compile failed");
 
-    let root = workspace_root();
     let port = free_port();
     let log = work.path().join("host.log");
     let host = Host(
-        Command::new(kubewasm)
-            .arg("dev")
-            .arg("--plugins")
-            .arg(&plugins)
-            .arg("--manifests")
-            .arg(root.join("examples/manifests"))
-            .arg("--config")
-            .arg(root.join("examples/kubewasm-dev.toml"))
-            .arg("--kubeconfig-out")
-            .arg(work.path().join("kubeconfig"))
-            .arg("--cache-dir")
-            .arg(&cache)
-            .arg("--metrics-addr")
-            .arg(format!("127.0.0.1:{port}"))
+        kubewasm_tests::dev_host_command(Path::new(kubewasm), &plugins, work.path(), &cache, port)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
