@@ -2,7 +2,8 @@
 //! webhooks (`admission.k8s.io/v1`) from the same shared cache the controllers read.
 //!
 //! [`declaration`] is what a policy declares (rules, failure policy, selectors, timeout),
-//! [`authority`] whether its rules stay inside its plugin's grants,
+//! (whether its rules stay inside its plugin's grants is the plugin runtime's question,
+//! `plugin/webhook_grants.rs`),
 //! [`review`] the AdmissionReview request and response, [`registry`] the policies being
 //! served, [`server`] the HTTPS endpoint (`--webhook-addr`), [`tls`] its certificate, re-read
 //! when its files change, and [`configuration`] the webhook configurations `kubewasm webhooks`
@@ -10,7 +11,6 @@
 //! [`loopback`] such an endpoint with its configurations kept in an API server on the same
 //! machine (`kubewasm test`, and `kubewasm dev` without `--webhook-cert`).
 
-pub mod authority;
 pub mod configuration;
 pub mod declaration;
 pub mod loopback;

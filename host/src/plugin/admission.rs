@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use wasmtime::Store;
 
-use crate::admission::authority::{self, Discovered};
+use super::webhook_grants::{self as authority, Discovered};
 use crate::admission::declaration::{
     Declaration, FailurePolicy, LabelSelector, Operation, Rule, Scope, SelectorOperator,
     SelectorRequirement, SideEffects, Webhook, WebhookKind,
@@ -111,7 +111,7 @@ impl std::fmt::Debug for AdmissionPolicy {
 }
 
 /// What a policy's webhooks are checked against when it loads (see
-/// [`authority`](crate::admission::authority)).
+/// [`webhook_grants`](super::webhook_grants)).
 pub(crate) struct Authority<'a> {
     /// The plugin's config key (its file's stem), which refusals tell the author to edit.
     pub(crate) key: &'a str,

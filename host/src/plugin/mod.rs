@@ -45,6 +45,7 @@ mod predicates;
 mod rate_limit;
 mod reconciler;
 mod state;
+mod webhook_grants;
 mod workqueue;
 
 #[cfg(test)]

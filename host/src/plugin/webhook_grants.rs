@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::Resource as _;
 
-use super::declaration::{Declaration, Rule, WebhookKind};
-use crate::plugin::{Grants, Gvk, ResourcePattern, WriteGrants, WriteVerb};
+use super::{Grants, Gvk, ResourcePattern, WriteGrants, WriteVerb};
+use crate::admission::declaration::{Declaration, Rule, WebhookKind};
 
 /// Plurals resolved to kinds by discovery, by `(group, plural)`.
 pub type Discovered = BTreeMap<(String, String), String>;
@@ -359,8 +359,8 @@ fn guess(group: &str, plural: &str, grants: &Grants, writes: &WriteGrants) -> Op
 
 #[cfg(test)]
 mod tests {
-    use super::super::declaration::*;
     use super::*;
+    use crate::admission::declaration::*;
     use crate::plugin::WriteGrant;
 
     fn declaration(kind: WebhookKind, groups: &[&str], resources: &[&str]) -> Declaration {
