@@ -20,12 +20,15 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use kubewasm::admission::AdmissionMetrics;
 use kubewasm::admission::tls::ReloadingCert;
-use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry, WebhookKind, review};
-use kubewasm::plugin::{
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_runtime::admission::declaration::WebhookKind;
+use kubewasm_runtime::admission::registry::AdmissionRegistry;
+use kubewasm_runtime::admission::review;
+use kubewasm_runtime::{
     HostOptions, PluginHost, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
 };
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -279,7 +282,7 @@ async fn main() {
         "{INGRESSES} Ingresses and {ROLE_BINDINGS} RoleBindings in the cache; \
          host-side {HOST_SIDE_REVIEWS} reviews, over HTTPS {HTTPS_REVIEWS}; a policy runs at \
          most {} reviews at once.\n",
-        kubewasm::plugin::ADMISSION_INSTANCES
+        kubewasm_runtime::ADMISSION_INSTANCES
     );
     println!("| policy | view | clients | reviews/s | p50 | p99 |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");

@@ -24,10 +24,11 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 use kube::api::PostParams;
+use kubewasm::admission::AdmissionMetrics;
 use kubewasm::admission::loopback::LoopbackWebhooks;
-use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
-use kubewasm::plugin::{HostOptions, PluginHost, StaticPolicy};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_runtime::admission::registry::AdmissionRegistry;
+use kubewasm_runtime::{HostOptions, PluginHost, StaticPolicy};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -23,12 +23,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher;
-use kubewasm::plugin::{
+use kubewasm_devserver::{DevServer, Options};
+use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_runtime::{
     EngineOptions, HostOptions, PluginEngine, PluginHost, PluginPolicy, ResourcePattern,
     WriteGrant, WriteGrants,
 };
-use kubewasm_devserver::{DevServer, Options};
-use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::json;
 use tokio::sync::mpsc;
 

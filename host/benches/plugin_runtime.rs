@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use kube::api::GroupVersionKind;
 use kubewasm::metrics::Metrics;
-use kubewasm::plugin::{
-    EngineOptions, EventKind, HostOptions, Observer, Origin, PluginEngine, PluginHost,
-    PluginObserver, PluginPolicy, ReconcileSettings,
-};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{
     FactoryOptions, InformerKey, ObjectRef, ResourceEventHandler, SharedInformerFactory,
+};
+use kubewasm_runtime::{
+    EngineOptions, EventKind, HostOptions, Observer, Origin, PluginEngine, PluginHost,
+    PluginObserver, PluginPolicy, ReconcileSettings,
 };
 use parking_lot::Mutex;
 use serde_json::json;
@@ -746,7 +746,7 @@ async fn reconcile_rate(
 }
 
 /// Guest calls of plugin `id` that returned (handler calls or reconciles).
-fn calls_returned(host: &PluginHost, id: kubewasm::plugin::PluginId) -> usize {
+fn calls_returned(host: &PluginHost, id: kubewasm_runtime::PluginId) -> usize {
     host.plugins()
         .iter()
         .find(|p| p.id == id)
@@ -754,7 +754,7 @@ fn calls_returned(host: &PluginHost, id: kubewasm::plugin::PluginId) -> usize {
 }
 
 /// Waits until plugin `id` has returned from `n` guest calls.
-async fn wait_calls(host: &PluginHost, id: kubewasm::plugin::PluginId, n: usize) {
+async fn wait_calls(host: &PluginHost, id: kubewasm_runtime::PluginId, n: usize) {
     while calls_returned(host, id) < n {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

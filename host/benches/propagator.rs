@@ -13,9 +13,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use kubewasm::config::Config;
-use kubewasm::plugin::{EngineOptions, HostOptions, PluginEngine, PluginHost};
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_runtime::{EngineOptions, HostOptions, PluginEngine, PluginHost};
 use serde_json::json;
 
 const ROUNDS: usize = 7;

@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kubewasm::app::HostLoader;
-use kubewasm::plugin::{
-    EventKind, HostOptions, Observer, PluginHost, PluginObserver, PluginPolicy,
-};
 use kubewasm::reload::Reloader;
 use kubewasm_devserver::{DevServer, Options};
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_runtime::{
+    EventKind, HostOptions, Observer, PluginHost, PluginObserver, PluginPolicy,
+};
 use kubewasm_tests::variant;
 use parking_lot::Mutex;
 use serde_json::json;

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
-use kubewasm::plugin::{CompileWork, engine_config};
+use kubewasm_runtime::{CompileWork, engine_config};
 use wasmtime::{Config, Engine, OptLevel, RegallocAlgorithm};
 
 /// Every setting the tool knows, in table order: the host's configuration, then one change each.

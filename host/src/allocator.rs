@@ -13,7 +13,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Sets the allocator up to hand memory back (once per process; the plugin engine calls it).
+/// Sets the allocator up to hand memory back (once per process; [`install`] calls it).
 ///
 /// glibc: a fixed trim threshold of 128 KiB. By default glibc raises its trim threshold up to
 /// 64 MiB after large blocks are freed, and each thread's arena then keeps that much free
@@ -62,4 +62,11 @@ pub fn return_freed_memory() {
     unsafe {
         libmimalloc_sys::mi_collect(true);
     }
+}
+
+/// Sets the allocator up ([`limit_retained_memory`]) and hands the plugin runtime
+/// [`return_freed_memory`] to call after each compile: once, at the start of the process.
+pub fn install() {
+    limit_retained_memory();
+    kubewasm_runtime::set_memory_release(return_freed_memory);
 }

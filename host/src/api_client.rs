@@ -32,11 +32,11 @@ use std::time::Duration;
 use http::header::{HeaderValue, USER_AGENT};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use kube::client::{Body, ClientBuilder, ConfigExt as _, retry::RetryPolicy};
-use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
-
-/// The User-Agent of the host's own requests: `kubewasm/VERSION`.
-pub const USER_AGENT_VALUE: &str = concat!("kubewasm/", env!("CARGO_PKG_VERSION"));
+use kube::client::retry::RetryPolicy;
+use kube::client::{Body, ClientBuilder, ConfigExt as _};
+use kubewasm_runtime::client::USER_AGENT_VALUE;
+use tower::retry::RetryLayer;
+use tower::{BoxError, ServiceBuilder};
 
 /// How the client's connections are kept and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,23 +197,6 @@ fn default_user_agent(mut request: http::Request<Body>) -> http::Request<Body> {
     request
 }
 
-/// The User-Agent of the requests made for the plugin `name`: `kubewasm/VERSION plugin/NAME`.
-/// Bytes of the name that may not stand in a header token (anything but visible ASCII, and
-/// `%`) are percent-encoded, so every name gives a valid header that still tells it apart.
-pub fn plugin_user_agent(name: &str) -> HeaderValue {
-    let mut value = String::with_capacity(USER_AGENT_VALUE.len() + 8 + name.len());
-    value.push_str(USER_AGENT_VALUE);
-    value.push_str(" plugin/");
-    for byte in name.bytes() {
-        if byte.is_ascii_graphic() && byte != b'%' {
-            value.push(char::from(byte));
-        } else {
-            value.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(USER_AGENT_VALUE))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,7 +205,7 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kubewasm_devserver::{DevServer, Options, Verb};
 
-    use crate::plugin::{
+    use kubewasm_runtime::{
         ClientOptions, NoWriteObserver, ResourcePattern, Resources, WriteClient, WriteGrant,
         WriteGrants,
     };
@@ -272,7 +255,7 @@ mod tests {
     /// own requests (here a GET, as an informer's) never do.
     #[tokio::test]
     async fn a_plugins_writes_impersonate_its_account_and_the_hosts_requests_do_not() {
-        use crate::plugin::{Namespace, PluginAccount};
+        use kubewasm_runtime::{Namespace, PluginAccount};
         let server = DevServer::start(Options::default()).await.unwrap();
         let mut config = kube::Config::new(server.url().parse().unwrap());
         config.default_retry = false;
@@ -319,28 +302,6 @@ mod tests {
             ]
         );
         server.shutdown().await;
-    }
-
-    #[test]
-    fn plugin_names_become_valid_user_agents_that_keep_them_apart() {
-        let version = env!("CARGO_PKG_VERSION");
-        assert_eq!(
-            plugin_user_agent("sample-controller").to_str().unwrap(),
-            format!("kubewasm/{version} plugin/sample-controller")
-        );
-        for (name, encoded) in [
-            ("two words", "two%20words"),
-            ("naïve", "na%C3%AFve"),
-            ("50%", "50%25"),
-            ("tab\there", "tab%09here"),
-        ] {
-            let value = plugin_user_agent(name);
-            assert_eq!(
-                value.to_str().unwrap(),
-                format!("kubewasm/{version} plugin/{encoded}"),
-                "{name:?}"
-            );
-        }
     }
 
     #[test]

@@ -14,14 +14,14 @@ use crate::api_client::{self, ConnectionOptions};
 use crate::cli::{HostArgs, LeaderElectArgs};
 use crate::config::{Config, LeaderElectionConfig};
 use crate::health::{ApiHealth, HealthOptions};
-use crate::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate};
+use crate::leader::{Balance, ElectionOptions, LeaderElector};
 use crate::metrics::{InformerSample, Metrics, PluginSample, PluginSource};
 use crate::oci::{
     BlobStore, Credentials, PullObserver, Registry, RegistryOptions, SourceStatus, Sources,
 };
-use crate::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PluginStatus};
 use crate::reload::{Action, FileStatus, Loader, Reloader, SharedStatus};
 use crate::server::{self, Probes};
+use kubewasm_runtime::{HostOptions, LeaderGate, PluginHost, PluginId, PluginPolicy, PluginStatus};
 
 /// An error in what the user gave us (config file, plugins dir): exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -340,7 +340,7 @@ pub async fn run_host(
         election_cancel.clone(),
     )?;
 
-    let admission = crate::admission::AdmissionRegistry::default();
+    let admission = kubewasm_runtime::admission::registry::AdmissionRegistry::default();
     let plugins = PluginHost::new(
         factory.clone(),
         client.clone(),

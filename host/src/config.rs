@@ -110,7 +110,7 @@ use serde::Deserialize;
 use crate::api_client::ConnectionOptions;
 
 use crate::oci::SourceSpec;
-use crate::plugin::{
+use kubewasm_runtime::{
     ClientOptions, DeclarationLimits, Grants, Limits, LogLimits, Namespace, PluginAccount,
     PluginPolicy, QueueOptions, ResourcePattern, RestartPolicy, WriteGrant, WriteGrants,
 };
@@ -456,7 +456,7 @@ pub struct RegistriesConfig {
     pub plain_http: Vec<String>,
 }
 
-/// Per-plugin impersonation (see [`crate::plugin::PluginAccount`]): every request made for a
+/// Per-plugin impersonation (see [`kubewasm_runtime::PluginAccount`]): every request made for a
 /// plugin carries `Impersonate-User: system:serviceaccount:NAMESPACE:plugin-NAME`, `NAME` its
 /// file name without `.wasm`, so the API server enforces each plugin's own grants. The host's
 /// own requests (informers, discovery, leader election) are not impersonated.
@@ -516,7 +516,7 @@ pub struct PluginConfig {
     pub max_add_after_seconds: Option<u64>,
 }
 
-pub use crate::plugin::ReconcileSettings;
+pub use kubewasm_runtime::ReconcileSettings;
 
 impl PluginConfig {
     /// This entry's reconcile settings, client-go's defaults where it says nothing.
@@ -809,7 +809,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::Gvk;
+    use kubewasm_runtime::Gvk;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("kubewasm.toml"))
@@ -917,7 +917,7 @@ mod tests {
 
     #[test]
     fn writes_are_granted_per_plugin_only_and_by_verb() {
-        use crate::plugin::WriteVerb;
+        use kubewasm_runtime::WriteVerb;
         let config = parse(
             r#"
             [defaults]

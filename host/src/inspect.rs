@@ -8,11 +8,11 @@ use anyhow::Context as _;
 
 use crate::app::{default_cache_dir, policy_lookup};
 use crate::config::Config;
-use crate::plugin::{
+use crate::rbac::{Access, Need};
+use kubewasm_runtime::{
     CheckOptions, Checked, Delivery, EngineOptions, Grants, IndexSource, Namespace, PluginEngine,
     PluginPolicy, WriteGrants,
 };
-use crate::rbac::{Access, Need};
 
 /// Checks plugin files against a config: compiles (through the on-disk compile cache) and
 /// calls `init`, with no cluster and no plugin host.
@@ -47,7 +47,7 @@ impl Checker {
     async fn check(&self, path: &Path, bytes: Vec<u8>) -> anyhow::Result<(Checked, PluginPolicy)> {
         let policy = self.policy(path);
         let checked =
-            crate::plugin::check(&self.engine, path, bytes, &policy, &self.options()).await?;
+            kubewasm_runtime::check(&self.engine, path, bytes, &policy, &self.options()).await?;
         Ok((checked, policy))
     }
 
@@ -58,9 +58,10 @@ impl Checker {
         path: &Path,
         bytes: Vec<u8>,
         policy: &PluginPolicy,
-    ) -> anyhow::Result<Option<crate::admission::Declaration>> {
+    ) -> anyhow::Result<Option<kubewasm_runtime::admission::declaration::Declaration>> {
         let compiled = self.engine.compile(path, bytes).await?;
-        let declared = crate::plugin::declared_webhooks(&compiled, policy, &self.options()).await?;
+        let declared =
+            kubewasm_runtime::declared_webhooks(&compiled, policy, &self.options()).await?;
         Ok(declared.map(|(_, declaration)| declaration))
     }
 }
@@ -69,21 +70,21 @@ impl Checker {
 /// the config's grants: its contract and world, its subscriptions and indexes, and the writes
 /// it is granted with the RBAC verbs they need.
 pub async fn inspect_file(path: &Path, config: &Config) -> anyhow::Result<String> {
-    let key = crate::plugin::PluginKey::of(path)?;
+    let key = kubewasm_runtime::PluginKey::of(path)?;
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let checker = Checker::new(config)?;
     let (checked, policy) = checker.check(path, bytes.clone()).await?;
     let webhooks = match checked.contract {
-        crate::plugin::Contract::V0_2(_) => checker.webhooks(path, bytes, &policy).await?,
-        crate::plugin::Contract::V0_1 => None,
+        kubewasm_runtime::Contract::V0_2(_) => checker.webhooks(path, bytes, &policy).await?,
+        kubewasm_runtime::Contract::V0_1 => None,
     };
     let mut report = describe(path, &key, &checked, &policy.grants, &policy.writes);
     // The report ends with a blank line: the webhooks go before it.
     report.pop();
     if let Some(declaration) = webhooks {
         for kind in [
-            crate::admission::WebhookKind::Validating,
-            crate::admission::WebhookKind::Mutating,
+            kubewasm_runtime::admission::declaration::WebhookKind::Validating,
+            kubewasm_runtime::admission::declaration::WebhookKind::Mutating,
         ] {
             let Some(hook) = declaration.webhook(kind) else {
                 continue;
@@ -156,7 +157,7 @@ pub async fn identify(path: &Path, bytes: &[u8]) -> anyhow::Result<(String, &'st
 
 fn describe(
     path: &Path,
-    key: &crate::plugin::PluginKey,
+    key: &kubewasm_runtime::PluginKey,
     checked: &Checked,
     reads: &Grants,
     writes: &WriteGrants,

@@ -15,7 +15,6 @@ pub mod logging;
 pub mod manifest_yaml;
 pub mod metrics;
 pub mod oci;
-pub mod plugin;
 pub mod rbac;
 pub mod reload;
 pub mod scaffold;

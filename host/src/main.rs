@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         eprintln!("kubewasm: {err:#}");
         return ExitCode::from(2);
     }
+    kubewasm::allocator::install();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::plugin::{
+use kubewasm_runtime::{
     DropReason, EventKind, FailureKind, Observer, PluginObserver, QueueMetrics, QueueRefusal,
     QueueStats, ReconcileResult, Refusal, WriteObserver, WriteVerb,
 };

@@ -13,11 +13,11 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
-use kube::api::{GroupVersionKind, ObjectMeta};
-use kube::discovery::ApiResource;
+use kube::api::ObjectMeta;
+use kubewasm_runtime::model::resources::guess_plural;
 use serde_json::{Value, json};
 
-use crate::plugin::{Namespace, PluginAccount};
+use kubewasm_runtime::{Namespace, PluginAccount};
 
 /// How a plugin uses a resource; each maps to the verbs it needs.
 ///
@@ -305,55 +305,8 @@ fn add_rules(resources: &mut Resources, rules: &[PolicyRule]) {
     }
 }
 
-/// The plural of `kind` as kubectl guesses it without discovery (`Backup` -> `backups`). kube's
-/// guess is used, except for the one-letter kind `Y`, which it cannot take (it would underflow
-/// where upstream answers `ys`).
-pub(crate) fn guess_plural(group: &str, version: &str, kind: &str) -> String {
-    if kind.eq_ignore_ascii_case("y") {
-        return "ys".to_owned();
-    }
-    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)).plural
-}
-
 /// The verbs of one scope: by API group, by resource (`deployments`, `deployments/status`).
 type Resources = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
-
-/// Whether the resource of `kind` in `group` may have a `/status` subresource: false for the
-/// built-in resources known to have none, true otherwise (a custom resource may declare one).
-pub fn has_status_subresource(group: &str, kind: &str) -> bool {
-    const WITHOUT_STATUS: &[(&str, &str)] = &[
-        ("", "ConfigMap"),
-        ("", "Secret"),
-        ("", "ServiceAccount"),
-        ("", "Event"),
-        ("", "Endpoints"),
-        ("", "LimitRange"),
-        ("", "PodTemplate"),
-        ("events.k8s.io", "Event"),
-        ("apps", "ControllerRevision"),
-        ("coordination.k8s.io", "Lease"),
-        ("discovery.k8s.io", "EndpointSlice"),
-        ("rbac.authorization.k8s.io", "Role"),
-        ("rbac.authorization.k8s.io", "ClusterRole"),
-        ("rbac.authorization.k8s.io", "RoleBinding"),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ("storage.k8s.io", "StorageClass"),
-        ("storage.k8s.io", "CSIDriver"),
-        ("storage.k8s.io", "CSINode"),
-        ("scheduling.k8s.io", "PriorityClass"),
-        ("node.k8s.io", "RuntimeClass"),
-        ("networking.k8s.io", "IngressClass"),
-        (
-            "admissionregistration.k8s.io",
-            "MutatingWebhookConfiguration",
-        ),
-        (
-            "admissionregistration.k8s.io",
-            "ValidatingWebhookConfiguration",
-        ),
-    ];
-    !WITHOUT_STATUS.contains(&(group, kind))
-}
 
 /// [`objects`] as one YAML document: a `v1` `List`, which `kubectl apply -f` takes whole.
 pub fn manifests(identity: &Identity, needs: &[Need]) -> anyhow::Result<String> {
@@ -479,7 +432,7 @@ mod tests {
     /// one rule, with every verb, and no rule names a subresource that does not exist.
     #[test]
     fn one_rule_per_resource_and_only_subresources_that_exist() {
-        use crate::plugin::{ResourcePattern, WriteGrant, WriteGrants};
+        use kubewasm_runtime::{ResourcePattern, WriteGrant, WriteGrants};
         let grant = |group: &str, kind: &str| {
             WriteGrant::new(ResourcePattern::new(group, kind), None).unwrap()
         };
@@ -540,10 +493,6 @@ mod tests {
                 "create", "delete", "get", "list", "patch", "update", "watch"
             ])
         );
-        assert!(!has_status_subresource("", "ConfigMap"));
-        assert_eq!(guess_plural("example.com", "v1", "Y"), "ys");
-        assert_eq!(guess_plural("example.com", "v1", "Policy"), "policies");
-        assert!(has_status_subresource("example.com", "Backup"));
     }
 
     #[test]
@@ -603,7 +552,7 @@ mod tests {
     /// gets none of those rules, only `impersonate` on exactly those accounts by name.
     #[test]
     fn impersonated_plugins_get_their_own_accounts_and_the_host_may_only_impersonate_them() {
-        use crate::plugin::{ResourcePattern, WriteGrant, WriteGrants};
+        use kubewasm_runtime::{ResourcePattern, WriteGrant, WriteGrants};
         let plugin = |name: &str, group: &str, kind: &str, verbs: Option<Vec<String>>| {
             let grant = WriteGrant::new(ResourcePattern::new(group, kind), verbs).unwrap();
             PluginRbac {

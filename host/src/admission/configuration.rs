@@ -9,7 +9,7 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::declaration::{Declaration, WebhookKind};
+use kubewasm_runtime::admission::declaration::{Declaration, WebhookKind};
 
 /// How the API server reaches the host's webhook endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,8 +205,8 @@ pub fn plugin_manifests(
 
 #[cfg(test)]
 mod tests {
-    use super::super::declaration::*;
     use super::*;
+    use kubewasm_runtime::admission::declaration::*;
 
     fn declaration() -> Declaration {
         Declaration {

@@ -16,11 +16,13 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::configuration::{self, Endpoint, Trust};
-use super::declaration::Declaration;
+use super::configuration::{
+    Endpoint, Trust, {self},
+};
 use super::loopback_cert::LoopbackCert;
 use super::metrics::AdmissionMetrics;
-use super::registry::AdmissionRegistry;
+use kubewasm_runtime::admission::declaration::Declaration;
+use kubewasm_runtime::admission::registry::AdmissionRegistry;
 
 /// The prefix of each plugin's configurations, `kubewasm-LABEL` (as `kubewasm webhooks`
 /// names them).

@@ -26,12 +26,14 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
-use super::declaration::{FailurePolicy, WebhookKind};
 use super::metrics::AdmissionMetrics;
-use super::registry::AdmissionRegistry;
-use super::review::{self, Answer, MAX_BODY_BYTES};
 use super::tls::ReloadingCert;
-use crate::plugin::FailureReason;
+use kubewasm_runtime::FailureReason;
+use kubewasm_runtime::admission::declaration::{FailurePolicy, WebhookKind};
+use kubewasm_runtime::admission::registry::AdmissionRegistry;
+use kubewasm_runtime::admission::review::{
+    Answer, MAX_BODY_BYTES, {self},
+};
 
 /// What the server answers with.
 #[derive(Clone)]
@@ -254,7 +256,7 @@ async fn answer(
                 reason = failure.reason.as_str(),
                 uid = %request.uid,
                 "admission policy failed, its failure policy answers: {}",
-                crate::plugin::escaped(review::cut(&failure.message, 512))
+                kubewasm_runtime::escaped(review::cut(&failure.message, 512))
             );
             (
                 failed(policy.name(), failure_policy, failure.reason),

@@ -2,9 +2,8 @@
 
 use std::process::ExitCode;
 
-use crate::app;
 use crate::cli::CheckArgs;
-use crate::inspect;
+use crate::{app, inspect};
 
 /// Prints a report per file; fails when any file would not load.
 pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 
 use crate::app;
 use crate::cli::CompileArgs;
-use crate::plugin::{EngineOptions, Origin, PluginEngine};
+use kubewasm_runtime::{EngineOptions, Origin, PluginEngine};
 
 /// Compiles each plugin file (a directory: its `*.wasm` files) into the cache, the smallest
 /// first, and prints one line per file; fails when any file would not load (unless

@@ -1,8 +1,7 @@
 //! `kubewasm rbac`: the RBAC objects the plugins in a directory need, ready for `kubectl apply`.
 
-use crate::app;
 use crate::cli::RbacArgs;
-use crate::inspect;
+use crate::{app, inspect};
 
 /// Prints the manifests; plugins that would not load are named on stderr and skipped.
 pub async fn run(args: RbacArgs) -> anyhow::Result<()> {
@@ -19,7 +18,7 @@ pub async fn run(args: RbacArgs) -> anyhow::Result<()> {
             .as_deref()
             .or(config.leader_election.namespace.as_deref())
             .unwrap_or(&args.namespace);
-        let namespace = crate::plugin::Namespace::new(namespace)
+        let namespace = kubewasm_runtime::Namespace::new(namespace)
             .map_err(|e| anyhow::anyhow!("the leader election Lease's {e}"))?;
         found
             .needs

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use crate::admission::configuration::{self, Endpoint, Trust};
 use crate::app;
 use crate::cli::WebhooksArgs;
-use crate::plugin::{CheckOptions, EngineOptions, PluginEngine};
+use kubewasm_runtime::{CheckOptions, EngineOptions, PluginEngine};
 
 /// Prints the manifests as one YAML `List`; plugins that would not load are named on stderr and
 /// skipped, plugins that serve no webhook are left out.
@@ -60,7 +60,7 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
             let bytes = std::fs::read(&path).context("cannot read the file")?;
             let compiled = engine.compile(&path, bytes).await?;
             Ok::<_, anyhow::Error>(
-                crate::plugin::declared_webhooks(&compiled, &policy_of(&path), &options).await?,
+                kubewasm_runtime::declared_webhooks(&compiled, &policy_of(&path), &options).await?,
             )
         };
         match declared.await {

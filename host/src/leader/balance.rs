@@ -30,7 +30,8 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{ElectionOptions, LeaderGate};
+use super::ElectionOptions;
+use kubewasm_runtime::{LeaderGate, stable_hash};
 
 /// One replica's sharded election, as [`spawn_sharded`] started it.
 pub struct Sharded {
@@ -179,7 +180,7 @@ fn target_in(members: &[String], member: &str, shards: usize) -> usize {
 /// The member Lease name of `identity` in group `lease`: identities may hold characters a
 /// Lease name may not, so the name carries a stable hash and the Lease the identity itself.
 pub fn member_lease(lease: &str, identity: &str) -> String {
-    format!("{lease}-member-{:016x}", super::fnv1a(identity))
+    format!("{lease}-member-{:016x}", stable_hash(identity))
 }
 
 /// This replica's membership heartbeat, feeding a [`Balance`].

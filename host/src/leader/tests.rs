@@ -423,25 +423,11 @@ async fn shards_spread_over_replicas_and_move_when_one_dies() {
     server.shutdown().await;
 }
 
-#[test]
-fn a_namespace_always_falls_in_the_same_shard() {
-    assert_eq!(shard_of(Some("team-a"), "x", 1), 0);
-    let shard = shard_of(Some("team-a"), "x", 8);
-    assert_eq!(shard, shard_of(Some("team-a"), "y", 8));
-    // FNV-1a of "team-a", pinned: the split must not change between builds.
-    assert_eq!(shard, (0xde90_a371_7d12_52d6_u64 % 8) as usize);
-    let spread: std::collections::BTreeSet<_> = (0..64)
-        .map(|i| shard_of(Some(&format!("ns-{i}")), "", 8))
-        .collect();
-    assert_eq!(spread.len(), 8, "64 namespaces reach every one of 8 shards");
-    assert_eq!(shard_of(None, "node-1", 8), shard_of(Some("node-1"), "", 8));
-}
-
 /// Sharded: a replica's write client sends writes for the namespaces of the shards it leads,
 /// and refuses (unsent) those of the shards another replica leads.
 #[tokio::test(start_paused = true)]
 async fn the_write_client_refuses_writes_for_shards_led_elsewhere() {
-    use crate::plugin::{
+    use kubewasm_runtime::{
         ClientOptions, NoWriteObserver, ResourcePattern, Resources, WriteClient, WriteError,
         WriteGrant, WriteGrants,
     };
@@ -478,7 +464,7 @@ async fn the_write_client_refuses_writes_for_shards_led_elsewhere() {
     writer.create(&config_map(&ours)).await.expect("our shard");
     let refused = writer.create(&config_map(&theirs)).await;
     assert!(
-        matches!(&refused, Err(WriteError::Refused { refusal: crate::plugin::Refusal::NotLeader, message }) if message.contains("not the leader") && message.contains("-shard-")),
+        matches!(&refused, Err(WriteError::Refused { refusal: kubewasm_runtime::Refusal::NotLeader, message }) if message.contains("not the leader") && message.contains("-shard-")),
         "{refused:?}"
     );
     let sent: Vec<_> = server

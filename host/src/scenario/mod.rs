@@ -386,7 +386,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 mod duration_opt {
     use std::time::Duration;
 
-    use serde::{Deserialize, Deserializer, de::Error};
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer};
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         #[derive(Deserialize)]

@@ -18,11 +18,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::matcher::{describe, matches};
 use super::{Assert, Expect, PatchAction, PatchType, Scenario, Step};
+use crate::admission::AdmissionMetrics;
 use crate::admission::loopback::LoopbackWebhooks;
-use crate::admission::{AdmissionMetrics, AdmissionRegistry};
 use crate::app;
 use crate::config::Config;
-use crate::plugin::{HostOptions, LogTap, LoggedLine, PluginHost, PluginId};
+use kubewasm_runtime::admission::registry::AdmissionRegistry;
+use kubewasm_runtime::{HostOptions, LogTap, LoggedLine, PluginHost, PluginId};
 
 /// How often asserts are polled.
 const POLL: Duration = Duration::from_millis(100);
@@ -877,7 +878,7 @@ fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
 
 /// The writes (create, update, patch, delete) in `log` sent for the plugin whose key is `key`.
 fn plugin_writes<'a>(log: &'a [RequestRecord], key: &str) -> Vec<&'a RequestRecord> {
-    let agent = crate::api_client::plugin_user_agent(key);
+    let agent = kubewasm_runtime::client::plugin_user_agent(key);
     let agent = agent.to_str().unwrap_or_default();
     log.iter()
         .filter(|r| {

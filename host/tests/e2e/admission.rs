@@ -13,10 +13,11 @@ use http_body_util::{BodyExt, Full};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
+use kubewasm::admission::AdmissionMetrics;
 use kubewasm::admission::configuration::{self, Endpoint};
 use kubewasm::admission::tls::ReloadingCert;
-use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
-use kubewasm::plugin::{
+use kubewasm_runtime::admission::registry::AdmissionRegistry;
+use kubewasm_runtime::{
     Grants, HostOptions, PluginId, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
 };
 use parking_lot::Mutex;
@@ -149,7 +150,7 @@ impl AdmissionRig {
         file: &str,
         config: serde_json::Value,
         policy: PluginPolicy,
-    ) -> Result<PluginId, kubewasm::plugin::PluginError> {
+    ) -> Result<PluginId, kubewasm_runtime::PluginError> {
         let path = self.dir.path().join(file);
         self.configs.lock().push((path.clone(), config.to_string()));
         self.grants.lock().push((path.clone(), policy));
@@ -1354,9 +1355,10 @@ mod real {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
     use kube::Api;
     use kube::api::PostParams;
-    use kubewasm::admission::{AdmissionMetrics, AdmissionRegistry};
-    use kubewasm::plugin::{HostOptions, PluginHost, PluginId, PluginPolicy, PolicyLookup};
+    use kubewasm::admission::AdmissionMetrics;
     use kubewasm_informer::SharedInformerFactory;
+    use kubewasm_runtime::admission::registry::AdmissionRegistry;
+    use kubewasm_runtime::{HostOptions, PluginHost, PluginId, PluginPolicy, PolicyLookup};
     use tokio_util::sync::CancellationToken;
 
     use k8s_openapi::api::core::v1::Pod;
@@ -1479,7 +1481,7 @@ mod real {
         package: &str,
         config: &serde_json::Value,
     ) -> RealHost {
-        let policy = kubewasm::plugin::StaticPolicy(PluginPolicy {
+        let policy = kubewasm_runtime::StaticPolicy(PluginPolicy {
             config: config.to_string(),
             ..super::test_policy()
         });

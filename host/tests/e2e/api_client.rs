@@ -7,8 +7,9 @@ mod real {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::Api;
     use kube::api::ListParams;
-    use kubewasm::api_client::{self, ConnectionOptions, USER_AGENT_VALUE};
+    use kubewasm::api_client::{self, ConnectionOptions};
     use kubewasm_informer::{InformerKey, SharedInformerFactory};
+    use kubewasm_runtime::client::USER_AGENT_VALUE;
     use kubewasm_tests::envtest::{Envtest, User};
     use kubewasm_tests::proxy::SilencingProxy;
     use kubewasm_tests::wait_until;

@@ -11,9 +11,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use kubewasm::plugin::{Grants, PluginHost, PluginId, PluginPolicy, PluginStatus, ResourcePattern};
 use kubewasm_devserver::DevServer;
 use kubewasm_informer::SharedInformerFactory;
+use kubewasm_runtime::{Grants, PluginHost, PluginId, PluginPolicy, PluginStatus, ResourcePattern};
 use kubewasm_tests::{guest_bytes, guest_logs, wait_until};
 use serde_json::json;
 

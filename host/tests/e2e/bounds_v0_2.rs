@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kubewasm::metrics::Metrics;
-use kubewasm::plugin::{
+use kubewasm_runtime::{
     Grants, HostOptions, Limits, PluginError, PluginId, PluginPolicy, PluginStatus,
     ReconcileSettings, ResourcePattern, WriteGrant, WriteGrants,
 };
@@ -119,7 +119,7 @@ async fn a_million_queue_adds_and_a_huge_key_are_refused_past_the_caps_and_other
             ..policy(
                 json!({"name": "flood", "namespace": "flood", "mode": "flood", "adds": 1_000_000}),
                 ReconcileSettings {
-                    queue: kubewasm::plugin::QueueOptions {
+                    queue: kubewasm_runtime::QueueOptions {
                         max_keys: 1000,
                         ..Default::default()
                     },
@@ -321,7 +321,7 @@ async fn a_hanging_api_call_ends_at_its_own_timeout_not_at_the_wall_limit() {
         ..policy(
             json!({"name": "writer", "namespace": "slow", "mode": "write", "writes": 1}),
             ReconcileSettings {
-                client: kubewasm::plugin::ClientOptions {
+                client: kubewasm_runtime::ClientOptions {
                     call_timeout: Duration::from_secs(3),
                     ..Default::default()
                 },

@@ -484,14 +484,14 @@ async fn compile_fills_the_cache_that_the_host_then_loads_from() {
         "{text}"
     );
 
-    let engine = kubewasm::plugin::PluginEngine::new(kubewasm::plugin::EngineOptions {
+    let engine = kubewasm_runtime::PluginEngine::new(kubewasm_runtime::EngineOptions {
         cache_dir: Some(cache.clone()),
     })
     .expect("engine");
     let file = plugins.join("pod-diff.wasm");
     let bytes = std::fs::read(&file).expect("plugin");
     let loaded = engine.compile(&file, bytes).await.expect("loads");
-    assert_eq!(loaded.origin(), kubewasm::plugin::Origin::DiskCache);
+    assert_eq!(loaded.origin(), kubewasm_runtime::Origin::DiskCache);
 
     let bad = dir.path().join("broken.wasm");
     std::fs::write(&bad, b"this is not wasm").expect("bad file");

@@ -11,15 +11,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
-use kubewasm::leader::{Balance, ElectionOptions, LeaderElector, LeaderGate};
+use kubewasm::leader::{Balance, ElectionOptions, LeaderElector};
 use kubewasm::metrics::Metrics;
-use kubewasm::plugin::HostOptions;
+use kubewasm_runtime::HostOptions;
+use kubewasm_runtime::LeaderGate;
 use tokio_util::sync::CancellationToken;
 
 use kube::api::GroupVersionKind;
-use kubewasm::plugin::{PluginPolicy, ResourcePattern, WriteGrant, WriteGrants};
 use kubewasm_devserver::Verb;
 use kubewasm_informer::InformerKey;
+use kubewasm_runtime::{PluginPolicy, ResourcePattern, WriteGrant, WriteGrants};
 use kubewasm_tests::{guest_bytes, wait_until, workspace_root};
 use serde_json::json;
 

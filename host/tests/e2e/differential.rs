@@ -21,11 +21,11 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch,
     PatchParams, PostParams,
 };
-use kubewasm::plugin::{
+use kubewasm_informer::SharedInformerFactory;
+use kubewasm_runtime::{
     ClientOptions, DeleteOptions, Deleted, Gvk, NoWriteObserver, ObjectRef, PatchBody, PluginHost,
     PluginPolicy, ResourcePattern, Resources, WriteClient, WriteError, WriteGrant, WriteGrants,
 };
-use kubewasm_informer::SharedInformerFactory;
 use kubewasm_tests::server::TestServer;
 use kubewasm_tests::{guest_bytes, guest_logs, probe_events, variant, wait_until};
 use rand::rngs::StdRng;
@@ -133,7 +133,7 @@ impl Env {
     }
 
     /// Loads the probe from `file` and waits until every plugin has handled its replay.
-    async fn load(&self, file: &str, bytes: Vec<u8>) -> kubewasm::plugin::PluginId {
+    async fn load(&self, file: &str, bytes: Vec<u8>) -> kubewasm_runtime::PluginId {
         let id = self
             .host
             .load(Path::new(file), bytes)
@@ -2318,7 +2318,7 @@ async fn sharded_replicas_split_the_shards_and_one_takes_all_when_the_other_stop
             spawn_sharded(&client, options, 4, None, cancel.clone()).expect("valid options");
         (sharded, cancel)
     };
-    let led = |gate: &kubewasm::leader::LeaderGate| gate.led_shards().len();
+    let led = |gate: &kubewasm_runtime::LeaderGate| gate.led_shards().len();
     let (a, _stop_a) = start("a");
     let (b, stop_b) = start("b");
     let split = wait_until(PATIENCE, || led(&a.gate) == 2 && led(&b.gate) == 2).await;

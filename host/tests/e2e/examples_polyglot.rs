@@ -11,9 +11,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kubewasm::plugin::{HostOptions, PluginHost};
 use kubewasm_devserver::DevServer;
 use kubewasm_informer::SharedInformerFactory;
+use kubewasm_runtime::{HostOptions, PluginHost};
 use kubewasm_tests::{GuestLogs, guest_path, wait_until};
 use serde_json::json;
 

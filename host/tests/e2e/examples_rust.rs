@@ -10,9 +10,9 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
-use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy, StaticPolicy};
 use kubewasm_devserver::DevServer;
 use kubewasm_informer::SharedInformerFactory;
+use kubewasm_runtime::{HostOptions, PluginHost, PluginPolicy, StaticPolicy};
 use kubewasm_tests::{GuestLogs, guest_path, wait_until, workspace_root};
 use serde_json::{Value, json};
 

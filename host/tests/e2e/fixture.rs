@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use kubewasm::plugin::{
-    EngineOptions, HostOptions, PluginEngine, PluginHost, PluginPolicy, PluginStatus,
-};
 use kubewasm_devserver::DevServer;
 use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+use kubewasm_runtime::{
+    EngineOptions, HostOptions, PluginEngine, PluginHost, PluginPolicy, PluginStatus,
+};
 use kubewasm_tests::{GuestLogs, devserver, guest_logs, workspace_root};
 
 /// Shared informers on `client` and a plugin host over them, with `options`. Guest log lines

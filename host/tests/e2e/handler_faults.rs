@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kubewasm::plugin::{
+use kubewasm_runtime::{
     Grants, PluginId, PluginPolicy, PluginState, PluginStatus, ResourcePattern,
 };
 use kubewasm_tests::{guest_bytes, guest_logs, wait_until};

@@ -11,12 +11,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
-use kubewasm::plugin::{
+use kubewasm_devserver::{DevServer, Verb};
+use kubewasm_informer::SharedInformerFactory;
+use kubewasm_runtime::{
     FailureKind, Grants, HostOptions, Limits, PluginError, PluginHost, PluginPolicy, PluginState,
     PluginStatus, ResourcePattern,
 };
-use kubewasm_devserver::{DevServer, Verb};
-use kubewasm_informer::SharedInformerFactory;
 use kubewasm_tests::{
     guest_bytes, guest_logs, probe_events as events, wait_probe_event as wait_event, wait_until,
 };
@@ -49,12 +49,12 @@ impl Env {
     }
 
     async fn with_policy(policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static) -> Env {
-        Env::with_observer(policy, Arc::new(kubewasm::plugin::NoopObserver)).await
+        Env::with_observer(policy, Arc::new(kubewasm_runtime::NoopObserver)).await
     }
 
     async fn with_observer(
         policy: impl Fn(&Path) -> PluginPolicy + Send + Sync + 'static,
-        observer: Arc<dyn kubewasm::plugin::Observer>,
+        observer: Arc<dyn kubewasm_runtime::Observer>,
     ) -> Env {
         let rig = DevRig::start(HostOptions {
             observer,
@@ -71,7 +71,7 @@ impl Env {
 
     /// Loads the probe from `file` and waits until every plugin has handled its replay, so
     /// objects created afterwards arrive as live events.
-    async fn load(&self, file: &str) -> kubewasm::plugin::PluginId {
+    async fn load(&self, file: &str) -> kubewasm_runtime::PluginId {
         let id = self
             .host
             .load(Path::new(file), guest_bytes("probe"))

@@ -12,11 +12,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::DeleteParams;
-use kubewasm::plugin::{
-    Grants, PluginHost, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
-};
 use kubewasm_devserver::DevServer;
 use kubewasm_informer::SharedInformerFactory;
+use kubewasm_runtime::{
+    Grants, PluginHost, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
+};
 use kubewasm_tests::{guest_bytes, guest_logs, variant, wait_until};
 
 use crate::fixture::{DevRig, config_map, create, policy_by_file, replace_data};
@@ -64,7 +64,7 @@ impl Env {
         }
     }
 
-    async fn load(&self) -> kubewasm::plugin::PluginId {
+    async fn load(&self) -> kubewasm_runtime::PluginId {
         let id = self
             .host
             .load(Path::new("mirror.wasm"), guest_bytes("mirror-v0-2"))

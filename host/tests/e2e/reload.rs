@@ -12,10 +12,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kubewasm::app::HostLoader;
-use kubewasm::plugin::{HostOptions, PluginHost, PluginPolicy};
 use kubewasm::reload::{Action, ReloadEvent, Reloader};
 use kubewasm_devserver::{DevServer, Verb};
 use kubewasm_informer::SharedInformerFactory;
+use kubewasm_runtime::{HostOptions, PluginHost, PluginPolicy};
 use kubewasm_tests::{
     guest_bytes, probe_events as events, variant, wait_probe_event as wait_event, wait_until,
     write_settled,

@@ -16,10 +16,10 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use kube::{Api, Client};
-use kubewasm::plugin::{
+use kubewasm_devserver::{DevServer, Verb};
+use kubewasm_runtime::{
     HostOptions, PluginHost, PluginId, PluginPolicy, ResourcePattern, WriteGrant, WriteGrants,
 };
-use kubewasm_devserver::{DevServer, Verb};
 use kubewasm_tests::{devserver, guest_bytes, guest_logs, variant, wait_until, workspace_root};
 use serde_json::{Value, json};
 

@@ -476,7 +476,7 @@ async fn two_sharded_replicas_split_the_namespaces_and_take_over_a_dead_ones_sha
     cluster.wait_converged(&foos).await;
     let led_by_a = a.leads().expect("a answers").shards;
     let writes = cluster.writes();
-    let shard = |ns: &str| kubewasm::leader::shard_of(Some(ns), "", SHARDS) as u64;
+    let shard = |ns: &str| kubewasm_runtime::shard_of(Some(ns), "", SHARDS) as u64;
     let mut writers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for w in writes.iter().filter(|w| w.at >= split_at) {
         let ns = w.namespace.clone().unwrap_or_default();
@@ -665,8 +665,8 @@ async fn bench_sharded_throughput() {
 /// `every-replica` (and no write grants) it does, and still nothing it tries to write is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_plugins_reconcile_on_a_standby_and_write_nothing() {
-    use kubewasm::leader::LeaderGate;
-    use kubewasm::plugin::{HostOptions, PluginPolicy, ReconcileSettings};
+    use kubewasm_runtime::LeaderGate;
+    use kubewasm_runtime::{HostOptions, PluginPolicy, ReconcileSettings};
 
     let cluster = Cluster::start(&["team-0".to_owned()]).await;
     cluster.create_foo("team-0", "foo-0", 1).await;

@@ -1,0 +1,221 @@
+//! What compiling a component will take: its functions' sizes, read with wasmparser before any
+//! compile, and the memory budget every compile of the engine goes through.
+
+use std::path::Path;
+
+use tokio::sync::{Semaphore, SemaphorePermit};
+use wasmparser::{FunctionBody, Operator, Parser, Payload};
+
+use crate::error::PluginError;
+
+/// The code a component asks Cranelift to compile: every core function body of every core
+/// module it holds (nested components included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompileWork {
+    /// Core function bodies.
+    pub functions: usize,
+    /// Their bytes, added up.
+    pub body_bytes: usize,
+    /// The largest body's bytes.
+    pub largest_body: usize,
+    /// The largest product, over the functions, of a function's locals and its control blocks
+    /// (`block`, `loop`, `if`). Cranelift turns each local into SSA values with a block
+    /// parameter wherever control flow joins, so a function with many locals and many blocks
+    /// has up to this many values live across blocks, and regalloc2's backtracking allocator
+    /// needs memory in proportion: the 80 KB function of the Rust sample-controller (440 locals,
+    /// 1,593 blocks) alone took 530 MiB, where the 427 KB straight-line function of the Python
+    /// one (no locals, no blocks) took little.
+    pub largest_locals_by_blocks: u64,
+}
+
+impl CompileWork {
+    /// Reads the function bodies of `bytes` (a component or a core module) without validating
+    /// them; `file` names it in the error of bytes that do not parse.
+    pub fn of(file: &Path, bytes: &[u8]) -> Result<CompileWork, PluginError> {
+        let mut work = CompileWork::default();
+        for payload in Parser::new(0).parse_all(bytes) {
+            let payload = payload.map_err(|e| PluginError::Invalid {
+                file: file.to_owned(),
+                reason: e.to_string(),
+            })?;
+            if let Payload::CodeSectionEntry(body) = payload {
+                let len = body.range().len();
+                work.functions += 1;
+                work.body_bytes += len;
+                work.largest_body = work.largest_body.max(len);
+                let product = locals_by_blocks(&body).map_err(|e| PluginError::Invalid {
+                    file: file.to_owned(),
+                    reason: e.to_string(),
+                })?;
+                work.largest_locals_by_blocks = work.largest_locals_by_blocks.max(product);
+            }
+        }
+        Ok(work)
+    }
+}
+
+/// From this [`CompileWork::largest_locals_by_blocks`] on, a component compiles its functions
+/// one at a time instead of one per core: such a function's compile alone takes hundreds of
+/// MiB (the Rust sample-controller, 700,920: 741 MiB with two at once, 536 MiB one at a time).
+/// The largest product among the other examples is 194,228 (the JavaScript ones, whose peak
+/// comes from their volume, not one function). regalloc2's single-pass allocator would bring
+/// the sample-controller to 151 MiB, but its code for that function needs a stack frame larger
+/// than wasmtime allows (every reconcile trapped with "call stack exhausted"), so it is not used.
+pub const SERIAL_LOCALS_BY_BLOCKS: u64 = 250_000;
+
+/// How a component will be compiled, and the memory that is expected to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompilePlan {
+    /// Compile one function at a time ([`SERIAL_LOCALS_BY_BLOCKS`]).
+    pub serial: bool,
+    /// The compile's expected peak, MiB: what it reserves of the [`CompileBudget`].
+    pub estimate_mib: u32,
+}
+
+impl CompileWork {
+    /// The plan for compiling this work with up to `threads` compiling functions in parallel.
+    ///
+    /// The estimate is fitted to the example plugins (BENCHMARKS.md, "Compile memory"), on
+    /// the side of too much: a fixed 16 MiB, 48 MiB per MiB of function bodies (the compiled
+    /// code, its metadata and the artefact, each held at once: the Python examples' 6.3 MiB of
+    /// bodies make a 46 MiB artefact and peak at about 300 MiB), and per compiling thread the
+    /// largest function's transient, 800 bytes per unit of locals x blocks (regalloc2's
+    /// backtracking allocator: 530 MiB for the sample-controller's 700,920).
+    pub fn plan(&self, threads: usize) -> CompilePlan {
+        const MIB: f64 = 1024.0 * 1024.0;
+        let serial = self.largest_locals_by_blocks >= SERIAL_LOCALS_BY_BLOCKS;
+        let threads = if serial { 1 } else { threads.max(1) };
+        let transient = self.largest_locals_by_blocks as f64 * 800.0 / MIB;
+        let estimate = 16.0 + 48.0 * self.body_bytes as f64 / MIB + threads as f64 * transient;
+        CompilePlan {
+            serial,
+            estimate_mib: estimate.ceil().min(f64::from(u32::MAX)) as u32,
+        }
+    }
+}
+
+/// The memory all compiles in progress share, in MiB of their [`CompilePlan::estimate_mib`]:
+/// a compile waits until its estimate is free, so loads at once (a start, a deploy of several
+/// plugins) cannot add up past the budget. A compile estimated at more than the whole budget
+/// waits for all of it and runs alone.
+pub(crate) struct CompileBudget {
+    free: Semaphore,
+    mib: u32,
+}
+
+impl CompileBudget {
+    pub(crate) fn new(mib: u32) -> CompileBudget {
+        CompileBudget {
+            free: Semaphore::new(mib as usize),
+            mib,
+        }
+    }
+
+    /// Waits until `estimate_mib` (at most the whole budget) is free and holds it until the
+    /// reservation is dropped.
+    pub(crate) async fn reserve(&self, estimate_mib: u32) -> Reservation<'_> {
+        let mib = estimate_mib.clamp(1, self.mib);
+        // The semaphore is never closed: acquiring fails only when it is.
+        Reservation(self.free.acquire_many(mib).await.ok())
+    }
+}
+
+/// Memory of the [`CompileBudget`] held by one compile; returned when dropped.
+pub(crate) struct Reservation<'a>(#[allow(dead_code)] Option<SemaphorePermit<'a>>);
+
+/// A function's declared locals times its control blocks ([`CompileWork::largest_locals_by_blocks`]).
+fn locals_by_blocks(body: &FunctionBody<'_>) -> wasmparser::Result<u64> {
+    let mut locals = 0u64;
+    for group in body.get_locals_reader()? {
+        locals += u64::from(group?.0);
+    }
+    if locals == 0 {
+        return Ok(0);
+    }
+    let mut blocks = 0u64;
+    let mut operators = body.get_operators_reader()?;
+    while !operators.eof() {
+        if matches!(
+            operators.read()?,
+            Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. }
+        ) {
+            blocks += 1;
+        }
+    }
+    Ok(locals * blocks)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt as _;
+
+    use super::*;
+
+    #[test]
+    fn counts_the_bodies_of_the_core_modules_inside_a_component() {
+        let bytes = kubewasm_tests::guest_bytes("probe");
+        let work = CompileWork::of(Path::new("probe.wasm"), &bytes).unwrap();
+        assert!(work.functions > 10, "{work:?}");
+        assert!(work.largest_body > 0 && work.largest_body <= work.body_bytes);
+        assert!(work.body_bytes < bytes.len(), "{work:?}");
+    }
+
+    #[test]
+    fn only_a_function_of_many_locals_and_blocks_compiles_one_function_at_a_time() {
+        let small = CompileWork {
+            functions: 300,
+            body_bytes: 100_000,
+            largest_body: 6_000,
+            largest_locals_by_blocks: 5_000,
+        };
+        let huge = CompileWork {
+            largest_locals_by_blocks: 700_920,
+            ..small
+        };
+        assert!(!small.plan(2).serial);
+        assert!(huge.plan(2).serial);
+        assert!(huge.plan(2).estimate_mib > small.plan(2).estimate_mib);
+        assert_eq!(
+            huge.plan(2),
+            huge.plan(1),
+            "serial: the cores do not matter"
+        );
+        assert!(small.plan(2).estimate_mib > small.plan(1).estimate_mib);
+    }
+
+    #[tokio::test]
+    async fn reservations_past_the_budget_wait_until_memory_is_returned() {
+        let budget = CompileBudget::new(256);
+        let first = budget.reserve(200).await;
+        let mut second = std::pin::pin!(budget.reserve(100));
+        assert!(
+            futures::poll!(second.as_mut()).is_pending(),
+            "200 + 100 MiB exceed a 256 MiB budget"
+        );
+        let small = budget.reserve(50).now_or_never();
+        assert!(
+            small.is_none(),
+            "a later reservation does not overtake the waiting one"
+        );
+        drop(first);
+        let _second = second.await;
+        let _third = budget.reserve(100).now_or_never().expect("100 + 100 fit");
+    }
+
+    #[tokio::test]
+    async fn a_compile_larger_than_the_budget_runs_alone() {
+        let budget = CompileBudget::new(256);
+        let whole = budget.reserve(900).await;
+        assert!(budget.reserve(1).now_or_never().is_none());
+        drop(whole);
+        assert!(budget.reserve(256).now_or_never().is_some());
+    }
+
+    #[test]
+    fn a_truncated_component_is_invalid() {
+        let mut bytes = kubewasm_tests::guest_bytes("probe");
+        bytes.truncate(bytes.len() / 2);
+        let err = CompileWork::of(Path::new("half.wasm"), &bytes).unwrap_err();
+        assert!(matches!(err, PluginError::Invalid { .. }), "{err}");
+    }
+}
