@@ -1105,7 +1105,7 @@ fn managers_of(object: &Value, field: &str) -> Vec<String> {
         .collect()
 }
 
-/// A plugin's write client (host/src/plugin/client) named `writer`, granted every verb on
+/// A plugin's write client (runtime/src/client) named `writer`, granted every verb on
 /// ConfigMaps in one namespace, and the JSON it writes there.
 struct Writes {
     writer: WriteClient,
