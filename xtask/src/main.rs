@@ -1,11 +1,13 @@
 //! Repository chores, run as `cargo xtask <command>`.
 //!
 //! - `bindings`: regenerate the Rust guest SDK's committed wit-bindgen bindings from `wit/`.
+//! - `cycles`: fail when files of one crate import each other in a circle.
 //! - `build-guests`: build every example and test guest (Rust, C, Go, Python, JavaScript) into
 //!   `target/plugins/` (test guests into `target/test-plugins/`), installing missing language
 //!   toolchains from the registries first.
-//! - `test`: what CI runs: fmt check, clippy with warnings denied, guests, the whole test suite
-//!   (with the real-server tier when `KUBEBUILDER_ASSETS` names kube-apiserver and etcd).
+//! - `test`: what CI runs: the module-cycle check, fmt check, clippy with warnings denied,
+//!   guests, the whole test suite (with the real-server tier when `KUBEBUILDER_ASSETS` names
+//!   kube-apiserver and etcd).
 //! - `dev`: the main job: the example plugins on the embedded development API server.
 //! - `bench`: every benchmark in release, gathered into BENCHMARKS.md.
 //! - `image`: the container image (static binary, from scratch) as an OCI archive.
@@ -13,6 +15,7 @@
 mod bench;
 mod bindings;
 mod cmd;
+mod cycles;
 mod dev;
 mod guests;
 mod image;
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     let result = match command {
         "bindings" => write_bindings(),
         "build-guests" => build_guests(),
+        "cycles" => cycles::check(&workspace_root()),
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
         "bench" => bench::run(&guests::Ctx::new().with_lto(), rest),
@@ -83,8 +87,10 @@ commands:
                  from wit/ after a contract change (a test fails while they are stale)
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)
-  test           what CI runs: cargo fmt --check, the build with clippy -D warnings, build-guests,
-                 the image (the dev build inside), the test suite
+  cycles         fail when the files of one crate import each other in a circle (each cycle is
+                 printed with the names that tie its files); the first stage of `test`
+  test           what CI runs: the module-cycle check, cargo fmt --check, the build with clippy
+                 -D warnings, build-guests, the image (the dev build inside), the test suite
                  (doc tests + cargo nextest when installed, else cargo test); the real-server
                  tier (tests in `real` modules) runs when KUBEBUILDER_ASSETS names a folder with
                  kube-apiserver and etcd, and is reported as skipped otherwise

@@ -1,14 +1,15 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
-//! Order: kubectl, `cargo fmt --check`, the build of every target with clippy as the
-//! workspace's compiler (warnings denied; see [`Lint`]), every guest, the container image (as
-//! root, around the suite's own build: `image::Profile::Test`), then the test suite: the doc tests
-//! (which nextest skips), the real-server tier (tests in modules named `real`, against
-//! kube-apiserver from `KUBEBUILDER_ASSETS`; skipped, and said so, without it), then the rest
-//! with cargo-nextest, or everything with `cargo test` alone. Then a table of how long each stage
-//! took (fmt, build+clippy, guests, image, doc, real tier, nextest, and the whole run), and last
-//! nextest's summary line again, which CI reads. (With `cargo test` alone there is no one
-//! summary line: the table ends the run.)
+//! Order: the module-cycle check (`cargo xtask cycles`: seconds, no build), kubectl,
+//! `cargo fmt --check`, the build of every target with clippy as the workspace's compiler
+//! (warnings denied; see [`Lint`]), every guest, the container image (as root, around the suite's
+//! own build: `image::Profile::Test`), then the test suite: the doc tests (which nextest skips),
+//! the real-server tier (tests in modules named `real`, against kube-apiserver from
+//! `KUBEBUILDER_ASSETS`; skipped, and said so, without it), then the rest with cargo-nextest, or
+//! everything with `cargo test` alone. Then a table of how long each stage took (cycles, fmt,
+//! build+clippy, guests, image, doc, real tier, nextest, and the whole run), and last nextest's
+//! summary line again, which CI reads. (With `cargo test` alone there is no one summary line: the
+//! table ends the run.)
 
 use std::path::PathBuf;
 
@@ -16,7 +17,7 @@ use anyhow::Context;
 
 use crate::real_tier::{self, Tier};
 use crate::stages::Stages;
-use crate::{cmd, guests, image, install};
+use crate::{cmd, cycles, guests, image, install};
 
 /// Installs missing tools, checks formatting and lints, builds every guest, runs every test;
 /// then prints how long each stage took and repeats the test runner's summary line last.
@@ -35,12 +36,13 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
     result
 }
 
-/// The stages, timed into `stages`. An error ends the run before the suite (tools, format,
-/// lints, guests, image); otherwise the suite's result and nextest's summary line.
+/// The stages, timed into `stages`. An error ends the run before the suite (module cycles,
+/// tools, format, lints, guests, image); otherwise the suite's result and nextest's summary line.
 fn run_stages(
     ctx: &guests::Ctx,
     stages: &mut Stages,
 ) -> anyhow::Result<(anyhow::Result<()>, Option<String>)> {
+    stages.time("cycles", || cycles::check(&ctx.root))?;
     ensure_kubectl()?;
     let tier = Tier::from_env(&ctx.root)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
