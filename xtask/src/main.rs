@@ -22,9 +22,10 @@ mod image;
 mod install;
 mod real_tier;
 mod stages;
+mod suite_build;
 mod test;
+mod workspace;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -36,12 +37,12 @@ fn main() -> ExitCode {
     let result = match command {
         "bindings" => write_bindings(),
         "build-guests" => build_guests(),
-        "cycles" => cycles::check(&workspace_root()),
+        "cycles" => cycles::check(&workspace::root()),
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
         "bench" => bench::run(&guests::Ctx::new().with_lto(), rest),
         "image" => image::Profile::from_args(rest)
-            .and_then(|profile| image::build(&workspace_root(), profile))
+            .and_then(|profile| image::build(&workspace::root(), profile))
             .map(drop),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
@@ -61,7 +62,7 @@ fn main() -> ExitCode {
 
 /// Regenerates the SDK's bindings and lists the files that changed.
 fn write_bindings() -> anyhow::Result<()> {
-    let changed = bindings::write(&workspace_root())?;
+    let changed = bindings::write(&workspace::root())?;
     if changed.is_empty() {
         eprintln!("xtask: the SDK's bindings are up to date");
     }
@@ -102,9 +103,3 @@ commands:
                  build the container image offline with buildah (static musl binary, from
                  scratch) into target/image/kubewasm.oci.tar (needs root); `test` is the test
                  suite's image: the same layout around the dev build and the libraries it links";
-
-/// The workspace root (the parent of this crate's directory).
-fn workspace_root() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
-}
