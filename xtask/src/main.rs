@@ -37,7 +37,11 @@ fn main() -> ExitCode {
     let result = match command {
         "bindings" => write_bindings(),
         "build-guests" => build_guests(),
-        "cycles" => cycles::check(&workspace::root()),
+        "cycles" => match rest {
+            [] => cycles::check(&workspace::root()),
+            [dir] => cycles::check(std::path::Path::new(dir)),
+            _ => Err(anyhow::anyhow!("usage: cargo xtask cycles [WORKSPACE_DIR]")),
+        },
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
         "bench" => bench::run(&guests::Ctx::new().with_lto(), rest),
@@ -88,8 +92,9 @@ commands:
                  from wit/ after a contract change (a test fails while they are stale)
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)
-  cycles         fail when the files of one crate import each other in a circle (each cycle is
-                 printed with the names that tie its files); the first stage of `test`
+  cycles [DIR]   fail when the files of one crate import each other in a circle (each cycle is
+                 printed with the names that tie its files); the first stage of `test`. DIR: the
+                 workspace to check (default: this one)
   test           what CI runs: the module-cycle check, cargo fmt --check, the build with clippy
                  -D warnings, build-guests, the image (the dev build inside), the test suite
                  (doc tests + cargo nextest when installed, else cargo test); the real-server

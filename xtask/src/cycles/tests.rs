@@ -259,3 +259,25 @@ fn the_workspace_is_read_whole() {
     assert!(report.targets > 20, "{} targets", report.targets);
     assert!(report.files > 100, "{} files", report.files);
 }
+
+#[test]
+fn the_report_names_each_cycle_its_files_and_what_ties_each_arrow() {
+    let dir = workspace(&[
+        ("src/lib.rs", "mod a;\nmod b;\n"),
+        ("src/a.rs", "pub struct A(crate::b::B);\n"),
+        ("src/b.rs", "pub struct B;\npub fn f(_: &super::a::A) {}\n"),
+    ]);
+    let report = find(dir.path()).unwrap();
+    assert_eq!(
+        report.describe(),
+        "xtask: module cycle in c through 2 files:\n\
+         xtask:   c/src/a.rs\n\
+         xtask:   c/src/b.rs\n\
+         xtask:     c/src/a.rs -> c/src/b.rs: B\n\
+         xtask:     c/src/b.rs -> c/src/a.rs: A\n"
+    );
+    assert_eq!(
+        report.summary(),
+        "1 module cycle(s) in 1 targets (3 files, 2 file-to-file imports)"
+    );
+}
