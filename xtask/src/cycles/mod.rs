@@ -4,10 +4,11 @@
 //! module tree from the target's root file and draws the file-level import graph: an arrow from
 //! file A to file B when A's code names an item B defines, whether through `use crate::…`,
 //! `use super::…`, `use self::…`, a grouped `use a::{b::C, d}`, or a path written in code
-//! (`crate::foo::bar(…)`, `super::baz::Qux`, `child_module::f()`, a path inside a macro call).
-//! A name reached through a re-export is followed to the file that defines it. `mod x;` is no
-//! arrow, and nothing in comments, string literals or attributes (doc links included) is read.
-//! Each group of files that all reach each other (a strongly connected component) is a cycle.
+//! (`crate::foo::bar(…)`, `super::baz::Qux`, `child_module::f()`, a path inside a macro call,
+//! the crate's own `extern crate self as` name). A name reached through a re-export is followed
+//! to the file that defines it. `mod x;` is no arrow, and nothing in comments, string literals or
+//! attributes (doc links included) is read. Each group of files that all reach each other (a
+//! strongly connected component) is a cycle.
 //!
 //! Left out: code compiled only for tests (`#[cfg(test)]` items and modules and the files they
 //! load, `#[test]` functions), since a test module importing its parent is no design cycle;

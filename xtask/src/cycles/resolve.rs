@@ -106,6 +106,12 @@ impl Resolver<'_> {
             };
             target = match segment.as_str() {
                 "crate" if at == 0 => Target::Module(ROOT),
+                name if at == 0 && self.tree.crate_aliases.contains(name) => {
+                    match self.lookup(module, name, namespace, depth) {
+                        Some(found) => found,
+                        None => Target::Module(ROOT),
+                    }
+                }
                 "self" => Target::Module(module),
                 "super" => Target::Module(self.tree.modules[module].parent?),
                 name => self.lookup(module, name, namespace, depth)?,

@@ -194,9 +194,12 @@ fn comments_strings_and_doc_links_are_not_imports() {
 }
 
 #[test]
-fn paths_in_macro_calls_child_modules_and_globs_are_imports() {
+fn paths_in_macro_calls_through_child_modules_globs_and_the_crates_alias_are_imports() {
     let files = [
-        ("src/lib.rs", "mod a;\nmod b;\nmod c;\n"),
+        (
+            "src/lib.rs",
+            "extern crate self as me;\nmod a;\nmod b;\nmod c;\npub fn root() { b::g(); }\n",
+        ),
         (
             "src/a.rs",
             "pub struct A;\npub fn f() { println!(\"{:?}\", crate::b::g()); }\n",
@@ -207,12 +210,17 @@ fn paths_in_macro_calls_child_modules_and_globs_are_imports() {
         ),
         (
             "src/c.rs",
-            "pub fn helper() -> u8 { let _ = super::a::A; 1 }\n",
+            "pub fn helper() -> u8 { let _ = me::a::A; 1 }\n",
         ),
     ];
     assert_eq!(
         arrows(&files),
-        ["a.rs -> b.rs: g", "b.rs -> c.rs: helper", "c.rs -> a.rs: A"]
+        [
+            "lib.rs -> b.rs: g",
+            "a.rs -> b.rs: g",
+            "b.rs -> c.rs: helper",
+            "c.rs -> a.rs: A"
+        ]
     );
     assert_eq!(cycles(&files).len(), 1);
 }

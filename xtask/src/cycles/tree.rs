@@ -21,6 +21,8 @@ pub struct ModuleTree {
     pub modules: Vec<Module>,
     /// The source files, indexed by [`Module::file`].
     pub files: Vec<PathBuf>,
+    /// The names `extern crate self as …` gives the crate itself.
+    pub crate_aliases: BTreeSet<String>,
 }
 
 /// One module, inline or a file of its own.
@@ -111,6 +113,12 @@ impl ModuleTree {
             }
             match item {
                 Item::Mod(module) => self.add_module(id, module)?,
+                // `extern crate self as name;`: `name::…` is `crate::…` in every module.
+                Item::ExternCrate(krate) if krate.ident == "self" => {
+                    if let Some((_, alias)) = &krate.rename {
+                        self.crate_aliases.insert(paths::name(alias));
+                    }
+                }
                 Item::Use(item_use) => {
                     let leading_colon = item_use.leading_colon.is_some();
                     for leaf in paths::use_leaves(&item_use.tree, leading_colon) {
