@@ -15,22 +15,10 @@ use wit_bindgen_core::Files;
 use crate::component::{self, Target};
 use crate::toolchain::{self, Toolchains};
 
-mod runtime {
-    include!(concat!(env!("OUT_DIR"), "/go_runtime.rs"));
-}
+pub use crate::go_runtime::{minimum_go_version, write_runtime_package};
 
 /// The module path wit-bindgen's Go generator gives the bindings (and every import of them).
 pub const BINDINGS_MODULE: &str = "wit_component";
-
-/// The oldest Go the runtime package builds with (its go.mod's `go` line).
-pub fn minimum_go_version() -> Option<&'static str> {
-    let go_mod = runtime::FILES.iter().find(|(path, _)| *path == "go.mod")?.1;
-    std::str::from_utf8(go_mod)
-        .ok()?
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("go "))
-        .map(str::trim)
-}
 
 /// Why a go.mod does not name a module the build can use.
 #[derive(Debug, thiserror::Error)]
@@ -68,20 +56,6 @@ pub fn module_path(go_mod: &str) -> Result<String, GoModError> {
     } else {
         Err(GoModError::BadModule(declared))
     }
-}
-
-/// Writes the embedded `go.bytecodealliance.org/pkg` module (go.mod, LICENSE, Go sources)
-/// into `to`.
-pub fn write_runtime_package(to: &Path) -> anyhow::Result<()> {
-    for (path, contents) in runtime::FILES {
-        let target = to.join(path);
-        if let Some(dir) = target.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(&target, contents)
-            .with_context(|| format!("writing {}", target.display()))?;
-    }
-    Ok(())
 }
 
 /// Generates the target world's bindings into `scratch` (emptied first) as the Go module
@@ -193,29 +167,6 @@ pub fn copy_go_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_runtime_package_is_embedded_with_its_licence_and_sources() {
-        let paths: Vec<&str> = runtime::FILES.iter().map(|(p, _)| *p).collect();
-        for want in [
-            "go.mod",
-            "LICENSE",
-            "wit/runtime/runtime.go",
-            "wit/types/result.go",
-        ] {
-            assert!(paths.contains(&want), "{want} missing from {paths:?}");
-        }
-        assert!(
-            paths
-                .iter()
-                .all(|p| !p.ends_with(".md") && !p.ends_with(".html"))
-        );
-        assert!(minimum_go_version().is_some_and(|v| v.starts_with("1.")));
-        let dir = tempfile::tempdir().unwrap();
-        write_runtime_package(dir.path()).unwrap();
-        let go_mod = std::fs::read_to_string(dir.path().join("go.mod")).unwrap();
-        assert_eq!(module_path(&go_mod).unwrap(), "go.bytecodealliance.org/pkg");
-    }
 
     #[test]
     fn a_module_path_is_read_from_go_mod_and_checked() {

@@ -10,6 +10,7 @@
 pub mod c;
 pub mod component;
 pub mod go;
+mod go_runtime;
 pub mod js;
 pub mod project;
 pub mod python;

@@ -122,7 +122,7 @@ impl Toolchains {
     pub fn go(&self) -> anyhow::Result<PathBuf> {
         self.python_tool("go", PYPI_GO).map_err(|err| {
             if err.is::<MissingToolchain>() {
-                let version = crate::go::minimum_go_version().unwrap_or("1.25");
+                let version = crate::go_runtime::minimum_go_version().unwrap_or("1.25");
                 self.missing(
                     &format!("go (Go {version} or newer)"),
                     format!(

@@ -81,6 +81,7 @@ mod object;
 mod openapi;
 mod options;
 mod patch;
+mod propagation;
 mod protobuf;
 mod registry;
 mod resource;

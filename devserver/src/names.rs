@@ -7,19 +7,8 @@
 
 use serde_json::Value;
 
-use crate::resource::ResourceInfo;
+use crate::resource::{NameRule, ResourceInfo};
 use crate::status::{Status, StatusCause};
-
-/// Which rule a kind's `metadata.name` follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NameRule {
-    /// A DNS-1123 subdomain: most kinds, custom resources included.
-    Subdomain,
-    /// A DNS-1123 label: namespaces and services.
-    Label,
-    /// Only a path segment: RBAC roles and bindings, core `v1` Events.
-    PathSegment,
-}
 
 /// The longest DNS-1123 subdomain.
 const SUBDOMAIN_MAX: usize = 253;

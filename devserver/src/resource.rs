@@ -5,8 +5,6 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::Status;
-use crate::names::NameRule;
-use crate::scale::ScalePaths;
 
 /// One servable resource at one group/version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +44,53 @@ pub(crate) struct PrinterColumn {
     pub kind: String,
     /// JSON pointer made from the column's simple `jsonPath` (`.spec.size` → `/spec/size`).
     pub pointer: String,
+}
+
+/// Where a scalable resource keeps its replica counts and selector (JSON pointers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    /// A `LabelSelector` object or a selector string.
+    pub label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    /// The paths of Deployments, ReplicaSets and StatefulSets.
+    pub fn workload() -> ScalePaths {
+        ScalePaths {
+            spec_replicas: "/spec/replicas".to_owned(),
+            status_replicas: "/status/replicas".to_owned(),
+            label_selector: Some("/spec/selector".to_owned()),
+        }
+    }
+
+    /// The paths a CRD's `subresources.scale` declares (`.spec.replicas` style).
+    pub fn from_crd(scale: &Value) -> Option<ScalePaths> {
+        let pointer = |key: &str| {
+            scale
+                .get(key)
+                .and_then(Value::as_str)
+                .map(|path| path.trim_start_matches('.').replace('.', "/"))
+                .map(|path| format!("/{path}"))
+        };
+        Some(ScalePaths {
+            spec_replicas: pointer("specReplicasPath")?,
+            status_replicas: pointer("statusReplicasPath")?,
+            label_selector: pointer("labelSelectorPath"),
+        })
+    }
+}
+
+/// Which rule a kind's `metadata.name` follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameRule {
+    /// A DNS-1123 subdomain: most kinds, custom resources included.
+    Subdomain,
+    /// A DNS-1123 label: namespaces and services.
+    Label,
+    /// Only a path segment: RBAC roles and bindings, core `v1` Events.
+    PathSegment,
 }
 
 impl ResourceInfo {

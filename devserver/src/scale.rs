@@ -3,43 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::Status;
-use crate::resource::ResourceInfo;
-
-/// Where a scalable resource keeps its replica counts and selector (JSON pointers).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ScalePaths {
-    pub spec_replicas: String,
-    pub status_replicas: String,
-    /// A `LabelSelector` object or a selector string.
-    pub label_selector: Option<String>,
-}
-
-impl ScalePaths {
-    /// The paths of Deployments, ReplicaSets and StatefulSets.
-    pub fn workload() -> ScalePaths {
-        ScalePaths {
-            spec_replicas: "/spec/replicas".to_owned(),
-            status_replicas: "/status/replicas".to_owned(),
-            label_selector: Some("/spec/selector".to_owned()),
-        }
-    }
-
-    /// The paths a CRD's `subresources.scale` declares (`.spec.replicas` style).
-    pub fn from_crd(scale: &Value) -> Option<ScalePaths> {
-        let pointer = |key: &str| {
-            scale
-                .get(key)
-                .and_then(Value::as_str)
-                .map(|path| path.trim_start_matches('.').replace('.', "/"))
-                .map(|path| format!("/{path}"))
-        };
-        Some(ScalePaths {
-            spec_replicas: pointer("specReplicasPath")?,
-            status_replicas: pointer("statusReplicasPath")?,
-            label_selector: pointer("labelSelectorPath"),
-        })
-    }
-}
+use crate::resource::{ResourceInfo, ScalePaths};
 
 fn paths(resource: &ResourceInfo) -> Result<&ScalePaths, Status> {
     resource.scale.as_ref().ok_or_else(Status::unknown_resource)

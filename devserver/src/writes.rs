@@ -6,12 +6,12 @@ use serde_json::{Map, Value, json};
 
 use crate::Status;
 use crate::core::Core;
-use crate::gc::{self, Propagation, finalizers};
 use crate::lists::{self, Schema};
 use crate::managed;
 use crate::names::{self, GENERATED_PREFIX_MAX};
 use crate::object::{StoredObject, api_time_now, new_uid, store_key};
 use crate::patch::{self, PatchType};
+use crate::propagation::{self, Propagation, finalizers};
 use crate::resource::{self, ResourceInfo};
 use crate::scale;
 use crate::store::Change;
@@ -356,8 +356,8 @@ impl Core {
                 }
                 let policy = Propagation::for_object(requested, &object);
                 let gc_finalizer = match policy {
-                    Propagation::Foreground if has_dependents => Some(gc::FOREGROUND),
-                    Propagation::Orphan if has_dependents => Some(gc::ORPHAN),
+                    Propagation::Foreground if has_dependents => Some(propagation::FOREGROUND),
+                    Propagation::Orphan if has_dependents => Some(propagation::ORPHAN),
                     _ => None,
                 };
                 if gc_finalizer.is_none() && finalizers(&object).is_empty() {

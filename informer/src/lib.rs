@@ -32,6 +32,7 @@ pub mod index_funcs;
 mod key;
 mod key_hash;
 mod list_body;
+mod list_page;
 mod lister;
 mod lister_watcher;
 mod object;

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::lister_watcher::ListPage;
+use crate::list_page::ListPage;
 use crate::object::{Object, ParseOptions};
 
 /// The top-level member whose value is being read.

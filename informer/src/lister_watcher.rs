@@ -16,19 +16,10 @@ use crate::key::InformerKey;
 use crate::list_body::ListBody;
 use crate::object::{Object, ParseOptions};
 
+pub use crate::list_page::ListPage;
+
 /// The annotation on the bookmark that ends a streaming list's initial events.
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
-
-/// One page of a LIST.
-#[derive(Debug)]
-pub struct ListPage {
-    /// The objects on this page.
-    pub items: Vec<Object>,
-    /// The list's resourceVersion (meaningful on the last page: watch from there).
-    pub resource_version: String,
-    /// The token for the next page; `None` on the last page.
-    pub continue_token: Option<String>,
-}
 
 /// One event of a watch.
 #[derive(Debug)]

@@ -134,7 +134,7 @@ mod tests {
     /// `cargo xtask bindings` fails here, not in a plugin author's build.
     #[test]
     fn the_committed_sdk_bindings_are_what_the_wit_gives() {
-        let root = crate::workspace_root();
+        let root = crate::workspace::root();
         for (path, text) in generate_all(&root).unwrap() {
             let committed = std::fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

@@ -99,7 +99,7 @@ pub fn build(root: &Path, profile: Profile) -> anyhow::Result<Built> {
                 "the static build",
             )?;
             // The suite's lint pass is for the build the tests run, not for this one.
-            for var in crate::test::LINT_VARS {
+            for var in crate::suite_build::LINT_VARS {
                 command.env_remove(var);
             }
             command.args([
@@ -119,7 +119,7 @@ pub fn build(root: &Path, profile: Profile) -> anyhow::Result<Built> {
         // suite's build stage there is nothing to do (a narrower build would unify other
         // features and compile half the dependencies again).
         Profile::Test => {
-            command.args(crate::test::BUILD);
+            command.args(crate::suite_build::BUILD);
             target_dir(root).join("debug/kubewasm")
         }
     };

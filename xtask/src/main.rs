@@ -1,11 +1,13 @@
 //! Repository chores, run as `cargo xtask <command>`.
 //!
 //! - `bindings`: regenerate the Rust guest SDK's committed wit-bindgen bindings from `wit/`.
+//! - `cycles`: fail when files of one crate import each other in a circle.
 //! - `build-guests`: build every example and test guest (Rust, C, Go, Python, JavaScript) into
 //!   `target/plugins/` (test guests into `target/test-plugins/`), installing missing language
 //!   toolchains from the registries first.
-//! - `test`: what CI runs: fmt check, clippy with warnings denied, guests, the whole test suite
-//!   (with the real-server tier when `KUBEBUILDER_ASSETS` names kube-apiserver and etcd).
+//! - `test`: what CI runs: the module-cycle check, fmt check, clippy with warnings denied,
+//!   guests, the whole test suite (with the real-server tier when `KUBEBUILDER_ASSETS` names
+//!   kube-apiserver and etcd).
 //! - `dev`: the main job: the example plugins on the embedded development API server.
 //! - `bench`: every benchmark in release, gathered into BENCHMARKS.md.
 //! - `image`: the container image (static binary, from scratch) as an OCI archive.
@@ -13,15 +15,17 @@
 mod bench;
 mod bindings;
 mod cmd;
+mod cycles;
 mod dev;
 mod guests;
 mod image;
 mod install;
 mod real_tier;
 mod stages;
+mod suite_build;
 mod test;
+mod workspace;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -33,11 +37,16 @@ fn main() -> ExitCode {
     let result = match command {
         "bindings" => write_bindings(),
         "build-guests" => build_guests(),
+        "cycles" => match rest {
+            [] => cycles::check(&workspace::root()),
+            [dir] => cycles::check(std::path::Path::new(dir)),
+            _ => Err(anyhow::anyhow!("usage: cargo xtask cycles [WORKSPACE_DIR]")),
+        },
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
         "bench" => bench::run(&guests::Ctx::new().with_lto(), rest),
         "image" => image::Profile::from_args(rest)
-            .and_then(|profile| image::build(&workspace_root(), profile))
+            .and_then(|profile| image::build(&workspace::root(), profile))
             .map(drop),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
@@ -57,7 +66,7 @@ fn main() -> ExitCode {
 
 /// Regenerates the SDK's bindings and lists the files that changed.
 fn write_bindings() -> anyhow::Result<()> {
-    let changed = bindings::write(&workspace_root())?;
+    let changed = bindings::write(&workspace::root())?;
     if changed.is_empty() {
         eprintln!("xtask: the SDK's bindings are up to date");
     }
@@ -83,8 +92,11 @@ commands:
                  from wit/ after a contract change (a test fails while they are stale)
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)
-  test           what CI runs: cargo fmt --check, the build with clippy -D warnings, build-guests,
-                 the image (the dev build inside), the test suite
+  cycles [DIR]   fail when the files of one crate import each other in a circle (each cycle is
+                 printed with the names that tie its files); the first stage of `test`. DIR: the
+                 workspace to check (default: this one)
+  test           what CI runs: the module-cycle check, cargo fmt --check, the build with clippy
+                 -D warnings, build-guests, the image (the dev build inside), the test suite
                  (doc tests + cargo nextest when installed, else cargo test); the real-server
                  tier (tests in `real` modules) runs when KUBEBUILDER_ASSETS names a folder with
                  kube-apiserver and etcd, and is reported as skipped otherwise
@@ -96,9 +108,3 @@ commands:
                  build the container image offline with buildah (static musl binary, from
                  scratch) into target/image/kubewasm.oci.tar (needs root); `test` is the test
                  suite's image: the same layout around the dev build and the libraries it links";
-
-/// The workspace root (the parent of this crate's directory).
-fn workspace_root() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
-}

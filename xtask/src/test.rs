@@ -1,14 +1,15 @@
 //! `cargo xtask test`: the README's test command, what CI runs on a fresh machine.
 //!
-//! Order: kubectl, `cargo fmt --check`, the build of every target with clippy as the
-//! workspace's compiler (warnings denied; see [`Lint`]), every guest, the container image (as
-//! root, around the suite's own build: `image::Profile::Test`), then the test suite: the doc tests
-//! (which nextest skips), the real-server tier (tests in modules named `real`, against
-//! kube-apiserver from `KUBEBUILDER_ASSETS`; skipped, and said so, without it), then the rest
-//! with cargo-nextest, or everything with `cargo test` alone. Then a table of how long each stage
-//! took (fmt, build+clippy, guests, image, doc, real tier, nextest, and the whole run), and last
-//! nextest's summary line again, which CI reads. (With `cargo test` alone there is no one
-//! summary line: the table ends the run.)
+//! Order: the module-cycle check (`cargo xtask cycles`: seconds, no build), kubectl,
+//! `cargo fmt --check`, the build of every target with clippy as the workspace's compiler
+//! (warnings denied; see [`Lint`]), every guest, the container image (as root, around the suite's
+//! own build: `image::Profile::Test`), then the test suite: the doc tests (which nextest skips),
+//! the real-server tier (tests in modules named `real`, against kube-apiserver from
+//! `KUBEBUILDER_ASSETS`; skipped, and said so, without it), then the rest with cargo-nextest, or
+//! everything with `cargo test` alone. Then a table of how long each stage took (cycles, fmt,
+//! build+clippy, guests, image, doc, real tier, nextest, and the whole run), and last nextest's
+//! summary line again, which CI reads. (With `cargo test` alone there is no one summary line: the
+//! table ends the run.)
 
 use std::path::PathBuf;
 
@@ -16,7 +17,8 @@ use anyhow::Context;
 
 use crate::real_tier::{self, Tier};
 use crate::stages::Stages;
-use crate::{cmd, guests, image, install};
+use crate::suite_build::{BUILD, Lint};
+use crate::{cmd, cycles, guests, image, install};
 
 /// Installs missing tools, checks formatting and lints, builds every guest, runs every test;
 /// then prints how long each stage took and repeats the test runner's summary line last.
@@ -35,12 +37,13 @@ pub fn run(ctx: &guests::Ctx) -> anyhow::Result<()> {
     result
 }
 
-/// The stages, timed into `stages`. An error ends the run before the suite (tools, format,
-/// lints, guests, image); otherwise the suite's result and nextest's summary line.
+/// The stages, timed into `stages`. An error ends the run before the suite (module cycles,
+/// tools, format, lints, guests, image); otherwise the suite's result and nextest's summary line.
 fn run_stages(
     ctx: &guests::Ctx,
     stages: &mut Stages,
 ) -> anyhow::Result<(anyhow::Result<()>, Option<String>)> {
+    stages.time("cycles", || cycles::check(&ctx.root))?;
     ensure_kubectl()?;
     let tier = Tier::from_env(&ctx.root)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -130,62 +133,6 @@ fn run_stages(
             command.args(["--skip", "oci::registry_"]);
         }
         Ok((stages.time("cargo test", || cmd::run(&mut command)), None))
-    }
-}
-
-/// Clippy as the compiler of the workspace's own crates, warnings denied, the way `cargo clippy`
-/// runs it (cargo's `RUSTC_WORKSPACE_WRAPPER`; `CLIPPY_ARGS` is how cargo-clippy hands its
-/// arguments to the driver). The build the tests run is then also the lint: the dependencies are
-/// compiled once, where `cargo clippy` first checked every one of them (wasmtime, cranelift,
-/// kube) for nothing but the workspace's lints, the second-largest stage of the suite. Every
-/// cargo command of the suite carries it, or cargo would rebuild the workspace's crates without.
-pub struct Lint {
-    driver: PathBuf,
-}
-
-/// The build the suite runs its tests on: every target as clippy --all-targets sees it, but a
-/// cdylib guest's library (see `run_stages`). The image test's image holds its `kubewasm`.
-pub const BUILD: [&str; 7] = [
-    "build",
-    "--workspace",
-    "--tests",
-    "--benches",
-    "--examples",
-    "--bins",
-    "--locked",
-];
-
-/// The variables [`Lint`] sets; a build that must not lint (the image's) removes them.
-pub const LINT_VARS: [&str; 2] = ["RUSTC_WORKSPACE_WRAPPER", "CLIPPY_ARGS"];
-
-impl Lint {
-    /// The toolchain's `clippy-driver`, beside `rustc` in its sysroot.
-    fn find() -> anyhow::Result<Lint> {
-        let output = std::process::Command::new("rustc")
-            .args(["--print", "sysroot"])
-            .output()
-            .context("cannot run rustc to find its sysroot")?;
-        anyhow::ensure!(output.status.success(), "rustc --print sysroot failed");
-        let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-        let driver = sysroot.join("bin/clippy-driver");
-        anyhow::ensure!(
-            driver.is_file(),
-            "no clippy-driver in {}: install it with `rustup component add clippy`",
-            sysroot.display()
-        );
-        Ok(Lint { driver })
-    }
-
-    /// Sets the variables for every child process from now on (the guests' build too).
-    fn apply_to_every_cargo(&self) {
-        // SAFETY: xtask is single-threaded here; no other thread reads the environment.
-        unsafe {
-            std::env::set_var(LINT_VARS[0], &self.driver);
-            std::env::set_var(
-                LINT_VARS[1],
-                "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
-            );
-        }
     }
 }
 

@@ -52,6 +52,7 @@ mod cache;
 mod client;
 mod error;
 pub mod log;
+pub mod queue;
 #[doc(hidden)]
 pub mod runtime;
 
@@ -73,7 +74,7 @@ pub use serde_json;
 #[doc(hidden)]
 pub use wit_bindgen::rt as wit_bindgen_rt;
 
-use bindings::kubewasm::controller0_2_0::{client as wit_client, queue as wit_queue};
+use bindings::kubewasm::controller0_2_0::client as wit_client;
 
 /// The controller chapter of the guest guide (`docs/controllers.md`), its Rust examples compiled
 /// as doc tests so the chapter cannot drift from the SDK.
@@ -197,23 +198,6 @@ pub fn record_event_for(
         message: message.to_owned(),
     };
     wit_client::record_event(&event).map_err(ApiError::from)
-}
-
-/// The plugin's workqueue.
-pub mod queue {
-    use std::time::Duration;
-
-    use super::{Error, Key, wit_queue};
-
-    /// Queues `key` now.
-    pub fn add(key: &Key) -> Result<(), Error> {
-        wit_queue::add(key).map_err(Error)
-    }
-
-    /// Queues `key` after `delay`.
-    pub fn add_after(key: &Key, delay: Duration) -> Result<(), Error> {
-        wit_queue::add_after(key, super::runtime::millis(delay)).map_err(Error)
-    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
 
-use super::{Connection, Envtest, Error, assets_from_env, io};
+use super::error::io;
+use super::{Connection, Envtest, Error, assets_from_env};
 
 /// The test, at the root of a test binary, that [`keep`]s the server when the binary is started
 /// as a keeper; every binary using [`SharedEnvtest`] must have it:

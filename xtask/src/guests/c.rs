@@ -72,7 +72,7 @@ mod tests {
 
     /// As [`run_native_test`], with more directories on the include path.
     fn run_native_test_with(test: &str, sources: &[&str], include: &[std::path::PathBuf]) {
-        let source = crate::workspace_root().join("examples-guests/c");
+        let source = crate::workspace::root().join("examples-guests/c");
         let out = std::env::temp_dir().join(format!(
             "kubewasm-{}-{}",
             test.replace('/', "-"),
@@ -123,7 +123,7 @@ mod tests {
         let scratch =
             std::env::temp_dir().join(format!("kubewasm-c-predicates-{}", std::process::id()));
         let (wit, bindings) = (scratch.join("wit"), scratch.join("bindings"));
-        crate::guests::toolchain::assemble_v0_2_2(&crate::workspace_root().join("wit"), &wit)
+        crate::guests::toolchain::assemble_v0_2_2(&crate::workspace::root().join("wit"), &wit)
             .expect("assembling 0.2.2's WIT");
         std::fs::create_dir_all(&bindings).expect("a bindings directory");
         let target = kubewasm_build::Target {

@@ -59,7 +59,7 @@ mod tests {
     /// package.json).
     #[test]
     fn the_js_queue_rule_helpers_pass_their_node_tests() {
-        let dir = crate::workspace_root().join("examples-guests/js/propagator");
+        let dir = crate::workspace::root().join("examples-guests/js/propagator");
         let run = Command::new("node")
             .current_dir(&dir)
             .args([

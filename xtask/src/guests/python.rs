@@ -83,7 +83,7 @@ mod tests {
     /// against `registries_test.py`, under the system's python3.
     #[test]
     fn the_registry_rules_pass_their_python_tests() {
-        let dir = crate::workspace_root().join("examples-guests/python/allowed-registries");
+        let dir = crate::workspace::root().join("examples-guests/python/allowed-registries");
         let run = Command::new("python3")
             .current_dir(&dir)
             .args(["-B", "-m", "unittest", "registries_test"])

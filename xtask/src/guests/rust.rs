@@ -199,7 +199,7 @@ mod tests {
     /// wasm build.
     #[test]
     fn every_rust_guest_says_test_false_exactly_when_it_has_no_unit_tests() {
-        let root = crate::workspace_root();
+        let root = crate::workspace::root();
         let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
         let mut checked = 0;
         for member in workspace_members(&manifest) {
