@@ -30,60 +30,8 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::ElectionOptions;
+use super::options::{ElectionOptions, retry_ticks};
 use kubewasm_runtime::{LeaderGate, stable_hash};
-
-/// One replica's sharded election, as [`spawn_sharded`] started it.
-pub struct Sharded {
-    /// What this replica leads.
-    pub gate: LeaderGate,
-    /// Its view of the group.
-    pub balance: Arc<Balance>,
-    /// The membership heartbeat and one elector per shard; each ends after `cancel`, once it
-    /// has released what it held.
-    pub tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-/// Starts `options.identity`'s membership heartbeat and an elector for each of `shards`
-/// shards, all stopping when `cancel` fires; with `eligible`, each elector leads only while it
-/// says so ([`super::LeaderElector::with_eligibility`]).
-pub fn spawn_sharded(
-    client: &Client,
-    options: ElectionOptions,
-    shards: usize,
-    eligible: Option<tokio::sync::watch::Receiver<Result<(), String>>>,
-    cancel: CancellationToken,
-) -> Result<Sharded, super::LeaderError> {
-    let gate = LeaderGate::sharded(&options.lease_name, &options.identity, shards);
-    let balance = Arc::new(Balance::new(&options.identity, shards));
-    let membership = Membership::new(client.clone(), options.clone(), balance.clone());
-    let electors = (0..shards)
-        .map(|shard| {
-            super::LeaderElector::for_shard(
-                client.clone(),
-                options.clone(),
-                gate.clone(),
-                shard,
-                balance.clone(),
-            )
-            .map(|elector| match &eligible {
-                Some(eligible) => elector.with_eligibility(eligible.clone()),
-                None => elector,
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut tasks = vec![tokio::spawn(membership.run(cancel.clone()))];
-    tasks.extend(
-        electors
-            .into_iter()
-            .map(|elector| tokio::spawn(elector.run(cancel.clone()))),
-    );
-    Ok(Sharded {
-        gate,
-        balance,
-        tasks,
-    })
-}
 
 /// The label that marks the member Leases of one group; its value is the lease name.
 pub const GROUP_LABEL: &str = "kubewasm.io/lease-group";
@@ -206,7 +154,7 @@ impl Membership {
     /// Beats every retry period until `cancel` fires, then deletes this replica's member Lease
     /// so the others rebalance without waiting for it to expire.
     pub async fn run(mut self, cancel: CancellationToken) {
-        let mut tick = super::retry_ticks(self.options.retry_period);
+        let mut tick = retry_ticks(self.options.retry_period);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,

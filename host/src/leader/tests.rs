@@ -6,9 +6,15 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use kubewasm_devserver::Verb;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use std::sync::Arc;
+
+use kube::Client;
+use kubewasm_runtime::LeaderGate;
 
 use super::*;
 

@@ -30,11 +30,9 @@ use crate::observer::FailureKind;
 use crate::reconcile::context::InstanceImports;
 use crate::wasm::state::HostState;
 
+use crate::contracts::AdmissionIndices;
 use crate::contracts::v0_3::exports::kubewasm::controller0_3_0::admission as guest;
 use crate::contracts::v0_3::kubewasm::controller0_3_0::admission_types as wit;
-
-/// Where `admission` is in a component's exports.
-pub(crate) type AdmissionIndices = guest::GuestIndices;
 
 /// Why a review got no answer from the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

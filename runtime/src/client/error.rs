@@ -3,7 +3,7 @@
 
 use kube::core::Status;
 
-use crate::client::Refusal;
+use crate::client::refusals::Refusal;
 
 /// One field the API server found invalid (metav1.StatusCause).
 #[derive(Debug, Clone, PartialEq, Eq)]

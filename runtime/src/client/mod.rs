@@ -30,7 +30,7 @@ mod error;
 pub(crate) mod events;
 mod grants;
 pub(crate) mod impersonation;
-mod refusals;
+pub(crate) mod refusals;
 mod user_agent;
 
 use crate::leader_gate::LeaderGate;
@@ -56,6 +56,7 @@ use crate::model::declared::Gvk;
 use crate::model::grants::describe;
 use crate::model::names::{InvalidName, Kind, Namespace, ObjectName, path_segment};
 use crate::reconcile::rate_limit::TokenBucket;
+pub use refusals::Refusal;
 use refusals::RefusalLog;
 
 pub use error::{InvalidCause, WriteError};
@@ -113,39 +114,6 @@ pub trait WriteObserver: Send + Sync {
     fn refused(&self, _plugin: &str, _refusal: Refusal) {}
     /// The Event recorder dropped an event: the object's event budget was spent.
     fn event_dropped(&self, _plugin: &str) {}
-}
-
-/// Why the host refused a write without sending it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Refusal {
-    /// The plugin has no write grant for the resource and verb.
-    NotGranted,
-    /// This replica does not hold the leader election Lease.
-    NotLeader,
-    /// The plugin's client-side write rate limit has no token left.
-    RateLimited,
-    /// A namespace, name, kind or object the guest gave fails the API server's rules.
-    Invalid,
-}
-
-impl Refusal {
-    /// Every refusal, for making metric series up front.
-    pub const ALL: [Refusal; 4] = [
-        Refusal::NotGranted,
-        Refusal::NotLeader,
-        Refusal::RateLimited,
-        Refusal::Invalid,
-    ];
-
-    /// A lowercase label for logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refusal::NotGranted => "not-granted",
-            Refusal::NotLeader => "not-leader",
-            Refusal::RateLimited => "rate-limited",
-            Refusal::Invalid => "invalid",
-        }
-    }
 }
 
 /// The kind the write metrics give a write that was not granted, or whose kind neither a grant

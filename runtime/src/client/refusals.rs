@@ -1,4 +1,5 @@
-//! Refused writes in the host's log. A guest that loops on a write it may not make (no grant,
+//! Why the host refuses a write without sending it ([`Refusal`]), and refused writes in the
+//! host's log. A guest that loops on a write it may not make (no grant,
 //! this replica does not lead, no token left, an invalid name) would otherwise log one WARN
 //! line per call: each kind of refusal is a [`Notices`] of its own (the first logged at once,
 //! later ones at most once a second, with how many went unlogged since). The write metrics
@@ -6,8 +7,40 @@
 
 use tokio::time::Instant;
 
-use crate::client::Refusal;
 use crate::guest::notices::Notices;
+
+/// Why the host refused a write without sending it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The plugin has no write grant for the resource and verb.
+    NotGranted,
+    /// This replica does not hold the leader election Lease.
+    NotLeader,
+    /// The plugin's client-side write rate limit has no token left.
+    RateLimited,
+    /// A namespace, name, kind or object the guest gave fails the API server's rules.
+    Invalid,
+}
+
+impl Refusal {
+    /// Every refusal, for making metric series up front.
+    pub const ALL: [Refusal; 4] = [
+        Refusal::NotGranted,
+        Refusal::NotLeader,
+        Refusal::RateLimited,
+        Refusal::Invalid,
+    ];
+
+    /// A lowercase label for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::NotGranted => "not-granted",
+            Refusal::NotLeader => "not-leader",
+            Refusal::RateLimited => "rate-limited",
+            Refusal::Invalid => "invalid",
+        }
+    }
+}
 
 /// Decides which of a plugin's refusals are logged.
 #[derive(Default)]

@@ -26,9 +26,9 @@ pub(crate) mod v0_2 {
     use wasmtime::component::InstancePre;
 
     use self::exports::kubewasm::controller::{handler, plugin, reconcile};
+    use super::AdmissionIndices;
     use super::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler;
     use super::v0_2_2::exports::kubewasm::controller0_2_2::plugin as plugin_0_2_2;
-    use crate::admission::policy::AdmissionIndices;
     use crate::wasm::state::HostState;
 
     /// Which world of the 0.2 contract a component targets, read from its exports.
@@ -318,6 +318,10 @@ pub(crate) mod v0_3 {
         exports: { default: async },
     });
 }
+
+/// Where `admission` is in a component's exports.
+pub(crate) type AdmissionIndices =
+    v0_3::exports::kubewasm::controller0_3_0::admission::GuestIndices;
 
 pub(crate) mod imports_v0_1;
 pub(crate) mod imports_v0_2;
