@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+
+use crate::logging::LogFormat;
 
 /// Run Kubernetes informers once and plug in controllers written as WebAssembly components.
 ///
@@ -85,12 +87,6 @@ pub enum Command {
     /// Write a new plugin project (source, build file, the contract's WIT, config, a scenario
     /// that passes and a README) into `NAME/`.
     New(NewArgs),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 /// Options shared by `run` and `dev`.

@@ -24,8 +24,6 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::cli::LogFormat;
-
 /// Where kube's client logs each failed HTTP attempt (and the host's client, built in
 /// [`crate::api_client`], logs its own the same way).
 pub(crate) const KUBE_HTTP_TARGET: &str = "kube_client::client::builder";
@@ -35,6 +33,13 @@ pub const API_TARGET: &str = "kubewasm::api";
 
 /// How long a retried status is logged only once.
 const REPEAT_WINDOW: Duration = Duration::from_secs(60);
+
+/// How log lines are written: text for people, JSON for a log pipeline (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
 
 /// Installs the process-wide log: `filter` in `RUST_LOG` syntax, to stderr, with ANSI colour
 /// only when stderr is a terminal (not in a file, a pipe or a container log).

@@ -106,3 +106,98 @@ impl ResourceEventHandler for QueueFeeder {
         self.queue(obj);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kubewasm_tests::wait_until;
+    use serde_json::json;
+
+    use super::*;
+    use crate::reconcile::predicates::Predicate;
+    use crate::reconcile::workqueue::{Completion, NoQueueMetrics, QueueOptions};
+    use crate::testing::TestInformer;
+
+    const WAIT: Duration = Duration::from_secs(30);
+
+    fn deployment(name: &str, generation: i64, labels: serde_json::Value, status: u32) -> String {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"namespace": "shop", "name": name, "generation": generation,
+                         "labels": labels,
+                         "ownerReferences": [{"apiVersion": "samplecontroller.k8s.io/v1alpha1",
+                                              "kind": "Foo", "name": "foo", "uid": "u1",
+                                              "controller": true}]},
+            "status": {"availableReplicas": status},
+        })
+        .to_string()
+    }
+
+    /// Upserts a new object `marker` (its own key queues on add), waits until it is queued
+    /// (so every earlier event has been handled), then takes every queued key: the names.
+    async fn queued_through(
+        objects: &TestInformer,
+        queue: &WorkQueue<ObjectKey>,
+        marker: &str,
+    ) -> Vec<String> {
+        objects.upsert(json!({"metadata": {"namespace": "shop", "name": marker}}).to_string());
+        let mut names = Vec::new();
+        while !names.iter().any(|n| n == marker) {
+            let taken = tokio::time::timeout(WAIT, queue.get()).await;
+            let key = taken.expect("the marker is queued").expect("a key");
+            names.push(key.key().name.clone());
+            key.complete(Completion::Done);
+        }
+        names.sort();
+        names
+    }
+
+    /// The queue rules on a real informer: each update queues under the rules whose
+    /// predicate its objects' metadata (as the informer parsed it) passes.
+    #[tokio::test]
+    async fn a_feeder_on_an_informer_queues_by_the_cached_objects_metadata() {
+        let objects = TestInformer::new();
+        objects.upsert(deployment("web", 1, json!({"a": "1"}), 0));
+        objects.start().await;
+        let queue = WorkQueue::new(QueueOptions::default(), Arc::new(NoQueueMetrics));
+        let feeder = Arc::new(QueueFeeder {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            rules: vec![
+                QueueRule::OwnKey,
+                QueueRule::ControllingOwner {
+                    group: "samplecontroller.k8s.io".into(),
+                    kind: "Foo".into(),
+                },
+            ],
+            filters: vec![
+                UpdateFilter::new(vec![Predicate::Generation]),
+                UpdateFilter::new(vec![Predicate::Labels]),
+            ],
+            queue: queue.clone(),
+        });
+        let registration = objects.informer.add_inline_event_handler(feeder, None);
+        assert!(wait_until(WAIT, || registration.has_synced()).await);
+        // The replay queues the object and its controller (adds pass every filter).
+        assert_eq!(
+            queued_through(&objects, &queue, "m0").await,
+            ["foo", "m0", "web"]
+        );
+        // A status write changes neither generation nor labels: nothing.
+        objects.upsert(deployment("web", 1, json!({"a": "1"}), 3));
+        assert_eq!(queued_through(&objects, &queue, "m1").await, ["m1"]);
+        // A label change passes the owner's rule only; a spec change the object's only.
+        objects.upsert(deployment("web", 1, json!({"a": "2"}), 3));
+        assert_eq!(queued_through(&objects, &queue, "m2").await, ["foo", "m2"]);
+        objects.upsert(deployment("web", 2, json!({"a": "2"}), 3));
+        assert_eq!(queued_through(&objects, &queue, "m3").await, ["m3", "web"]);
+        // A delete queues under every rule.
+        objects.delete("shop/web");
+        assert_eq!(
+            queued_through(&objects, &queue, "m4").await,
+            ["foo", "m4", "web"]
+        );
+        objects.informer.remove_event_handler(&registration);
+    }
+}
