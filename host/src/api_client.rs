@@ -24,7 +24,7 @@
 //! (see [`crate::health`]).
 //!
 //! Every request says who sent it: `kubewasm/VERSION` unless it already names a sender
-//! ([`plugin_user_agent`] for the writes made for a plugin), so an audit log attributes each
+//! ([`plugin_user_agent`](kubewasm_runtime::client::plugin_user_agent) for the writes made for a plugin), so an audit log attributes each
 //! request to the host or to the plugin.
 
 use std::time::Duration;

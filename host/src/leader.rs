@@ -1,12 +1,12 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, the way client-go's
-//! `tools/leaderelection` does it, and the [`LeaderGate`] the rest of the host reads.
+//! `tools/leaderelection` does it, and the [`LeaderGate`](kubewasm_runtime::LeaderGate) the rest of the host reads.
 //!
 //! Every replica runs a [`LeaderElector`] on the same Lease. The one holding it renews it every
 //! retry period; the others poll it every retry period and take it once the record has not
 //! changed for the lease duration. Guarantees:
 //!
 //! - **No overlap.** A leader's gate closes at the renew deadline counted from the *start* of its
-//!   last successful renewal, even if the elector task is starved ([`LeaderGate::is_leader`]
+//!   last successful renewal, even if the elector task is starved ([`LeaderGate::is_leader`](kubewasm_runtime::LeaderGate::is_leader)
 //!   checks the deadline itself). Another replica can only take the Lease once it has seen the
 //!   same record for a whole lease duration, counted from when *it* observed the record (after
 //!   that renewal reached the server), and the renew deadline is shorter than the lease duration.

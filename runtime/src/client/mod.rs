@@ -3,7 +3,7 @@
 //! One [`WriteClient`] per plugin writes through kube's dynamic API (raw requests on the
 //! discovered resource, no typed objects: the guest's JSON goes to the server as it is and the
 //! server's JSON comes back as it is). Each call is, in order:
-//! 0. its namespace, name and kind are the checked types of [`super::names`] (an object given
+//! 0. its namespace, name and kind are the checked types of [`crate::model::names`] (an object given
 //!    as JSON is checked here as it is parsed): a guest string that fails the API server's
 //!    rules is refused as `Invalid`, counted and logged as below, and nothing is sent;
 //! 1. checked against the plugin's [`WriteGrants`] (and, with leader election, whether this

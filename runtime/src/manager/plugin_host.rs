@@ -72,7 +72,7 @@ pub struct HostOptions {
     /// How much a plugin may log.
     pub logs: LogLimits,
     /// The client 0.2 plugins write through, built with kube's default retries off (see
-    /// [`super::WriteClient::new`]); `None`: the host's client.
+    /// [`crate::WriteClient::new`]); `None`: the host's client.
     pub write_client: Option<kube::Client>,
     /// Whether this replica leads: 0.2 plugins reconcile and write only while it does.
     pub leader: LeaderGate,
@@ -150,10 +150,10 @@ pub struct PluginStatus {
     /// What its policy lets it read (its subscriptions, cache queries, indexes, Events and
     /// validating webhooks are checked against these), as [`Grants::describe`] prints them.
     ///
-    /// [`Grants::describe`]: super::Grants::describe
+    /// [`Grants::describe`]: crate::Grants::describe
     pub reads: Vec<String>,
     /// What it may write (writes and mutating webhooks), as
-    /// [`WriteGrants::describe`](super::WriteGrants::describe) prints them.
+    /// [`WriteGrants::describe`](crate::WriteGrants::describe) prints them.
     pub writes: Vec<String>,
     /// Why its webhook configurations could not be stored in the API server the host
     /// configures (`kubewasm dev`, `kubewasm test`); `None` when stored or not configured here.
@@ -550,7 +550,7 @@ impl PluginHost {
         self.inner.plugins.lock().values().all(Entry::ready)
     }
 
-    /// [`check`](super::check) with this host's engine, options and the policy for `source`.
+    /// [`check`](crate::check) with this host's engine, options and the policy for `source`.
     pub async fn check(&self, source: &Path, bytes: &[u8]) -> Result<PluginInfo, PluginError> {
         let policy = self.inner.options.policy.policy(source);
         let checked = crate::guest::declare::check(
