@@ -16,7 +16,7 @@ use super::access::{Access, ResourceAccess};
 use super::actor::{ActorConfig, ActorHandle, PluginState, RestartPolicy};
 use super::calls::CallCounters;
 use super::component::{CompiledPlugin, Linked};
-use super::declare::{CheckOptions, checked_scope, declare_v0_1, invalid};
+use super::declare::{CheckOptions, Contract, checked_scope, declare_v0_1, invalid};
 use super::engine::{EngineOptions, PluginEngine};
 use super::error::PluginError;
 use super::grants::{DeclarationLimits, Limits, describe, same_type};
@@ -105,6 +105,8 @@ pub struct PluginStatus {
     pub source: PathBuf,
     /// The name its `init` returned: a label for people, never a key.
     pub name: String,
+    /// The contract version and world the running component was built for.
+    pub contract: Contract,
     /// SHA-256 of the component running now.
     pub content_hash: String,
     /// Each subscription as `group/version/Kind` plus namespace and selectors.
@@ -173,6 +175,7 @@ impl PluginStatus {
             key: key.clone(),
             source: source.to_owned(),
             name: name.to_owned(),
+            contract: Contract::V0_1,
             content_hash: hash.to_owned(),
             subscriptions: subscriptions.to_vec(),
             events_delivered: load(&calls.returned),
@@ -208,6 +211,7 @@ struct Entry {
     source: PathBuf,
     /// The name its `init` declared (a label).
     name: String,
+    contract: Contract,
     hash: String,
     subscriptions: Vec<String>,
     keys: Vec<InformerKey>,
@@ -246,6 +250,10 @@ impl Entry {
             key,
             source: compiled.file.clone(),
             name: info.name.clone(),
+            contract: match &*compiled.pre {
+                Linked::V0_1(_) => Contract::V0_1,
+                Linked::V0_2(pre) => Contract::V0_2(pre.world()),
+            },
             hash: compiled.hash.clone(),
             subscriptions: info
                 .subscriptions
@@ -321,6 +329,7 @@ impl Entry {
                 .and_then(|c| c.admission.as_ref())
                 .map(|r| r.policy().declaration().clone()),
             memory_bytes: self.memory.bytes(),
+            contract: self.contract,
             reads: self.reads.clone(),
             writes: self.writes.clone(),
             ..PluginStatus::new(
