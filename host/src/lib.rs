@@ -16,6 +16,7 @@ pub mod manifest_yaml;
 pub mod metrics;
 pub mod oci;
 pub mod plugin;
+pub mod process_memory;
 pub mod rbac;
 pub mod reload;
 pub mod scaffold;

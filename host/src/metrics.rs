@@ -120,6 +120,8 @@ pub struct InformerSample {
     pub bookmarks: u64,
     /// Watches and LISTs found dead (silent past their idle limit).
     pub dead_connections: u64,
+    /// Whether its first LIST has been delivered to its cache.
+    pub synced: bool,
 }
 
 /// Reads the informers' figures at scrape time.
@@ -137,6 +139,15 @@ pub struct PluginSample {
     pub workqueue: Option<QueueStats>,
     /// The linear memory its instances hold, now.
     pub memory_bytes: u64,
+}
+
+/// What a plugin's metrics count that its status does not: the status page reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PluginCounts {
+    /// Keys its workqueue retried with backoff (`workqueue_retries_total`).
+    pub retries: u64,
+    /// Writes the host refused without sending (`kubewasm_plugin_writes_refused_total`).
+    pub writes_refused: u64,
 }
 
 /// Reads the plugins' live figures at scrape time.
@@ -158,6 +169,8 @@ pub struct Metrics {
     /// Registry checks of plugins configured by `source = "oci://..."`.
     oci_pulls: Family<ReloadLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
+    /// What the status page's history holds (see [`crate::status_page`]).
+    status_page_bytes: Gauge,
     plugins: Arc<OnceLock<PluginSource>>,
     /// The event label sets made for each plugin name, to remove them with the plugin.
     series: Mutex<HashMap<String, Vec<EventLabels>>>,
@@ -399,6 +412,14 @@ impl Metrics {
              --leader-elect)",
             leader.clone(),
         );
+        let status_page_bytes = Gauge::default();
+        registry.register(
+            "status_page_history_bytes",
+            "Memory the status page's history holds: each plugin's ring of rate samples and its \
+             recent log lines",
+            status_page_bytes.clone(),
+        );
+        registry.register_collector(Box::new(crate::process_memory::ProcessMemory));
         registry.register_collector(Box::new(InformerCollector(informers)));
         let plugins: Arc<OnceLock<PluginSource>> = Arc::default();
         registry.register_collector(Box::new(PluginCollector(plugins.clone())));
@@ -466,6 +487,7 @@ impl Metrics {
             reload_seconds,
             oci_pulls,
             leader,
+            status_page_bytes,
             plugins,
             series: Mutex::new(HashMap::new()),
             workqueue_registry,
@@ -688,6 +710,37 @@ impl Metrics {
             .set(i64::from(leader));
     }
 
+    /// Records the bytes the status page's history holds now.
+    pub fn set_status_page_bytes(&self, bytes: usize) {
+        self.status_page_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// The counts of `plugin` that only its metrics hold (its status has the rest).
+    pub fn plugin_counts(&self, plugin: &str) -> PluginCounts {
+        let retries = self
+            .workqueue
+            .retries
+            .get(&QueueLabels {
+                name: plugin.to_owned(),
+            })
+            .map_or(0, |c| c.get());
+        let writes_refused = Refusal::ALL
+            .iter()
+            .filter_map(|r| {
+                self.writes.refused.get(&RefusalLabels {
+                    plugin: plugin.to_owned(),
+                    reason: r.as_str().to_owned(),
+                })
+            })
+            .map(|c| c.get())
+            .sum();
+        PluginCounts {
+            retries,
+            writes_refused,
+        }
+    }
+
     /// The metrics in the Prometheus text format.
     pub fn encode(&self) -> String {
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
@@ -896,6 +949,15 @@ impl prometheus_client::collector::Collector for InformerCollector {
             ConstGauge::new(i64::try_from(s.objects).unwrap_or(i64::MAX))
                 .encode(family.encode_family(&labels(s))?)?;
         }
+        let mut family = encoder.encode_descriptor(
+            "informer_synced",
+            "1 once an informer's first LIST is in its cache, else 0",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &samples {
+            ConstGauge::new(i64::from(s.synced)).encode(family.encode_family(&labels(s))?)?;
+        }
         let counters: [CounterColumn; 4] = [
             (
                 "informer_relists",
@@ -947,6 +1009,7 @@ mod tests {
                 relists: 2,
                 bookmarks: 4,
                 dead_connections: 1,
+                synced: true,
                 ..Default::default()
             }]
         }));
@@ -980,6 +1043,7 @@ mod tests {
             r#"kubewasm_plugin_memory_bytes{plugin="diff"} 1048576"#,
             r#"kubewasm_leader{lease="kubewasm"} 0"#,
             r#"kubewasm_informer_objects{resource="v1/configmaps",namespace="",selector=""} 7"#,
+            r#"kubewasm_informer_synced{resource="v1/configmaps",namespace="",selector=""} 1"#,
             r#"kubewasm_informer_relists_total{resource="v1/configmaps",namespace="",selector=""} 2"#,
             r#"kubewasm_informer_bookmarks_total{resource="v1/configmaps",namespace="",selector=""} 4"#,
             r#"kubewasm_informer_dead_connections_total{resource="v1/configmaps",namespace="",selector=""} 1"#,
