@@ -22,3 +22,4 @@ pub mod reload;
 pub mod scaffold;
 pub mod scenario;
 pub mod server;
+pub mod status_page;
