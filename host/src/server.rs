@@ -92,7 +92,12 @@ async fn status(State(p): State<Probes>, headers: HeaderMap) -> Response {
     if html {
         Html(p.status.overview_html()).into_response()
     } else {
-        p.status.overview_text().into_response()
+        // Guest text in a plain answer stays plain: no browser may sniff it into HTML.
+        (
+            [(header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
+            p.status.overview_text(),
+        )
+            .into_response()
     }
 }
 

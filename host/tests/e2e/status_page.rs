@@ -468,6 +468,14 @@ fn the_dashboard_and_alerts_read_only_metrics_the_host_exports() {
     running.wait_for("sample-controller", "reconciled", |s| {
         s["reconciles"].as_u64() >= Some(1)
     });
+    // Without `Accept: text/html`, `/` answers one line per plugin.
+    let (code, text) = http_get(running.port, "/").expect("/ answers");
+    assert_eq!(code, 200, "{text}");
+    assert!(text.starts_with("kubewasm "), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("sample-controller ")),
+        "{text}"
+    );
     let (_, metrics) = http_get(running.port, "/metrics").expect("/metrics answers");
     let exported = exported(&metrics);
     let expressions = deploy_expressions();
