@@ -270,7 +270,7 @@ fn plugin_row(now: Timestamp, row: &Row) -> Markup {
     html! {
         tr class={ "plugin " (condition) } data-key=(p.key) data-condition=(condition) {
             td {
-                a href={ "/plugin/" (p.key) } { (p.key) }
+                a href=(plugin_href(&p.key)) { (p.key) }
                 @if p.name != p.key { br; span.dim { "declares " (p.name) } }
             }
             td.dim { (p.contract.trim_start_matches("kubewasm:controller@").replace(", world", "")) }
@@ -291,6 +291,19 @@ fn plugin_row(now: Timestamp, row: &Row) -> Markup {
             td.n { (bytes(p.memory_bytes)) }
         }
     }
+}
+
+/// The path of `key`'s page, every byte but unreserved ones percent-encoded.
+fn plugin_href(key: &str) -> String {
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    format!(
+        "/plugin/{}",
+        percent_encoding::utf8_percent_encode(key, KEEP)
+    )
 }
 
 /// The last error and when; cut at `limit` bytes (the overview's rows stay short).

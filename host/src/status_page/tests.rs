@@ -97,6 +97,12 @@ fn guest_text_is_shown_as_text_never_as_markup() {
         plugin_page.matches(escaped).count() >= 5,
         "name, error, subscription, webhooks and the log line: {plugin_page}"
     );
+    let odd = Snapshot {
+        plugins: vec![plugin("a b?c#d")],
+        ..Snapshot::default()
+    };
+    let html = page_over(Arc::new(Mutex::new(odd)), RecentLogs::default()).overview_html();
+    assert!(html.contains("href=\"/plugin/a%20b%3Fc%23d\""), "{html}");
     let missing = page.plugin_html(HOSTILE).expect_err("no such plugin");
     assert!(!missing.contains("<script"), "{missing}");
 }
