@@ -11,6 +11,7 @@
 //! as client-go and controller-runtime expose them, so existing dashboards work unchanged.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -142,12 +143,16 @@ pub struct PluginSample {
 }
 
 /// What a plugin's metrics count that its status does not: the status page reads them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PluginCounts {
     /// Keys its workqueue retried with backoff (`workqueue_retries_total`).
     pub retries: u64,
     /// Writes the host refused without sending (`kubewasm_plugin_writes_refused_total`).
     pub writes_refused: u64,
+    /// Seconds spent in its handler calls and reconciles, API waits of reconciles included, as
+    /// `kubewasm_plugin_handler_duration_seconds` and `..._reconcile_duration_seconds` observe
+    /// them.
+    pub call_seconds: f64,
 }
 
 /// Reads the plugins' live figures at scrape time.
@@ -174,6 +179,9 @@ pub struct Metrics {
     plugins: Arc<OnceLock<PluginSource>>,
     /// The event label sets made for each plugin name, to remove them with the plugin.
     series: Mutex<HashMap<String, Vec<EventLabels>>>,
+    /// Nanoseconds each plugin spent in handler calls and reconciles, shared by its versions'
+    /// handles (the status page reads them; the histograms' sums are not readable).
+    busy: Mutex<HashMap<String, Arc<AtomicU64>>>,
     /// client-go's workqueue metrics, without the `kubewasm_` prefix.
     workqueue_registry: Registry,
     workqueue: WorkqueueFamilies,
@@ -221,6 +229,7 @@ pub struct QueueHandles {
     reconcile_errors: Counter,
     reconciles: [Counter; ReconcileResult::ALL.len()],
     reconcile_seconds: Histogram,
+    busy: Arc<AtomicU64>,
 }
 
 impl QueueMetrics for QueueHandles {
@@ -255,6 +264,7 @@ impl QueueMetrics for QueueHandles {
     fn reconciled(&self, result: ReconcileResult, took: Duration) {
         self.reconciles[result as usize].inc();
         self.reconcile_seconds.observe(took.as_secs_f64());
+        add_nanos(&self.busy, took);
     }
 }
 
@@ -302,6 +312,14 @@ pub struct PluginMetrics {
     dropped: [Counter; DropReason::ALL.len()],
     log_dropped: Counter,
     errors_unlogged: Counter,
+    busy: Arc<AtomicU64>,
+}
+
+fn add_nanos(total: &AtomicU64, took: Duration) {
+    total.fetch_add(
+        u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
 }
 
 impl PluginObserver for PluginMetrics {
@@ -313,6 +331,7 @@ impl PluginObserver for PluginMetrics {
 
     fn handler_called(&self, elapsed: Duration) {
         self.handler_seconds.observe(elapsed.as_secs_f64());
+        add_nanos(&self.busy, elapsed);
     }
 
     fn instance_failed(&self, failure: FailureKind) {
@@ -490,6 +509,7 @@ impl Metrics {
             status_page_bytes,
             plugins,
             series: Mutex::new(HashMap::new()),
+            busy: Mutex::default(),
             workqueue_registry,
             workqueue,
             writes,
@@ -527,6 +547,7 @@ impl Metrics {
             reconcile_seconds: wq.reconcile_seconds.get_or_create_owned(&PluginLabels {
                 plugin: name.to_owned(),
             }),
+            busy: self.busy_of(name),
         }
     }
 
@@ -611,11 +632,22 @@ impl Metrics {
             errors_unlogged: self.errors_unlogged.get_or_create_owned(&PluginLabels {
                 plugin: plugin.to_owned(),
             }),
+            busy: self.busy_of(plugin),
         }
+    }
+
+    /// The time-in-calls total of `plugin`, made on first use.
+    fn busy_of(&self, plugin: &str) -> Arc<AtomicU64> {
+        self.busy
+            .lock()
+            .entry(plugin.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// Removes every series of `plugin`.
     pub fn remove_plugin(&self, plugin: &str) {
+        self.busy.lock().remove(plugin);
         for labels in self.series.lock().remove(plugin).unwrap_or_default() {
             self.events.remove(&labels);
         }
@@ -735,9 +767,15 @@ impl Metrics {
             })
             .map(|c| c.get())
             .sum();
+        let call_seconds = self
+            .busy
+            .lock()
+            .get(plugin)
+            .map_or(0.0, |nanos| nanos.load(Ordering::Relaxed) as f64 / 1e9);
         PluginCounts {
             retries,
             writes_refused,
+            call_seconds,
         }
     }
 
@@ -1085,6 +1123,7 @@ mod tests {
         queue.reconciled(ReconcileResult::Ok, Duration::from_micros(30));
         queue.reconciled(ReconcileResult::Ok, Duration::from_micros(30));
         queue.reconciled(ReconcileResult::Refused, Duration::from_millis(2));
+        assert_eq!(metrics.plugin_counts("ctl").call_seconds, 0.00206);
         writes.refused("ctl", Refusal::NotLeader);
         writes.event_dropped("ctl");
         let text = metrics.encode();

@@ -26,6 +26,8 @@ pub struct Point {
     pub reconciles: u32,
     /// Handler and reconcile errors and faults.
     pub errors: u32,
+    /// Milliseconds spent in guest calls.
+    pub busy_ms: u32,
 }
 
 /// The counters a sample compares with the last.
@@ -34,6 +36,7 @@ struct Totals {
     events: u64,
     reconciles: u64,
     errors: u64,
+    busy_ms: u64,
 }
 
 impl Totals {
@@ -42,6 +45,8 @@ impl Totals {
             events: plugin.events,
             reconciles: plugin.reconciles,
             errors: plugin.error_count(),
+            // Float to integer saturates; seconds of calls are never negative.
+            busy_ms: (plugin.call_seconds * 1000.0) as u64,
         }
     }
 }
@@ -141,6 +146,7 @@ impl History {
                 events: delta(totals.events, track.last.events),
                 reconciles: delta(totals.reconciles, track.last.reconciles),
                 errors: delta(totals.errors, track.last.errors),
+                busy_ms: delta(totals.busy_ms, track.last.busy_ms),
             };
             track.points[track.next] = point;
             track.next = (track.next + 1) % SAMPLES;
@@ -217,6 +223,7 @@ mod tests {
             workqueue: None,
             retries: 0,
             writes_refused: 0,
+            call_seconds: events as f64 / 1000.0,
             memory_bytes: 0,
             last_error: (errors > 0).then(|| "boom".to_owned()),
             subscriptions: Vec::new(),
@@ -238,6 +245,8 @@ mod tests {
         let view = history.view(&plugin("p", 25, 0), at(6)).expect("sampled");
         let events: Vec<u32> = view.points.iter().map(|p| p.events).collect();
         assert_eq!(events, [10, 15]);
+        let busy: Vec<u32> = view.points.iter().map(|p| p.busy_ms).collect();
+        assert_eq!(busy, [10, 15], "a millisecond per event");
         assert_eq!(view.condition, Condition::Healthy);
         assert_eq!(view.since, at(0));
 

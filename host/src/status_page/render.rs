@@ -59,7 +59,9 @@ pub fn overview(summary: &Summary, snapshot: &Snapshot, rows: &[Row]) -> Markup 
             table #plugins {
                 tr {
                     th { "Plugin" } th { "Contract" } th { "Condition" } th { "Last error" }
-                    th { "Events/s" } th { "Reconciles/s" } th { "Queue" } th { "Retries" }
+                    th { "Events/s" } th { "Reconciles/s" }
+                    th title="Time in its guest calls, as a share of one core (reconciles' API waits included)" { "In calls" }
+                    th { "Queue" } th { "Retries" }
                     th { "Writes refused" } th { "Memory" }
                 }
                 @for row in rows { (plugin_row(summary.now, row)) }
@@ -114,6 +116,7 @@ pub fn plugin(summary: &Summary, snapshot: &Snapshot, row: &Row, lines: &[Line])
                 tr { th { "Queue" } td { (queue(p)) } }
                 tr { th { "Retries" } td { (p.retries) } }
                 tr { th { "Writes refused" } td { (p.writes_refused) } }
+                tr { th { "In calls" } td { (format!("{:.1}", p.call_seconds)) " s since it loaded (reconciles' API waits included)" } }
                 tr { th { "Memory" } td { (bytes(p.memory_bytes)) } }
             }
             @if let Some(track) = &row.track {
@@ -122,6 +125,7 @@ pub fn plugin(summary: &Summary, snapshot: &Snapshot, row: &Row, lines: &[Line])
                     tr { th { "Events/s" } td { (sparkline(&track.points, |p| p.events, 360, 40)) } }
                     tr { th { "Reconciles/s" } td { (sparkline(&track.points, |p| p.reconciles, 360, 40)) } }
                     tr { th { "Errors/s" } td { (sparkline(&track.points, |p| p.errors, 360, 40)) } }
+                    tr { th { "In calls (ms/s)" } td { (sparkline(&track.points, |p| p.busy_ms, 360, 40)) } }
                 }
             }
             h2 { "Declarations" }
@@ -285,6 +289,7 @@ fn plugin_row(now: Timestamp, row: &Row) -> Markup {
             td.err { (last_error(now, row, OVERVIEW_ERROR_BYTES)) }
             td.n { (rate(points.last().map(|p| p.events))) " " (sparkline(points, |p| p.events, 100, 20)) }
             td.n { (rate(points.last().map(|p| p.reconciles))) " " (sparkline(points, |p| p.reconciles, 100, 20)) }
+            td.n { (busy(points.last().map(|p| p.busy_ms))) " " (sparkline(points, |p| p.busy_ms, 60, 20)) }
             td.n { (queue(p)) }
             td.n { (p.retries) }
             td.n { (p.writes_refused) }
@@ -372,6 +377,14 @@ fn rate(count: Option<u32>) -> String {
     count.map_or_else(
         || "-".to_owned(),
         |c| format!("{:.1}", f64::from(c) / SAMPLE_EVERY.as_secs_f64()),
+    )
+}
+
+/// Milliseconds in calls over one sample, as a share of one core.
+fn busy(ms: Option<u32>) -> String {
+    ms.map_or_else(
+        || "-".to_owned(),
+        |ms| format!("{:.1}%", f64::from(ms) / SAMPLE_EVERY.as_secs_f64() / 10.0),
     )
 }
 

@@ -98,6 +98,8 @@ pub struct PluginView {
     pub workqueue: Option<QueueView>,
     pub retries: u64,
     pub writes_refused: u64,
+    /// Seconds spent in its guest calls (reconciles' API waits included).
+    pub call_seconds: f64,
     pub memory_bytes: u64,
     /// Guest text.
     pub last_error: Option<String>,
@@ -148,6 +150,7 @@ impl PluginView {
             }),
             retries: counts.retries,
             writes_refused: counts.writes_refused,
+            call_seconds: counts.call_seconds,
             memory_bytes: status.memory_bytes as u64,
             last_error: status.last_error.clone(),
             subscriptions: status.subscriptions.clone(),

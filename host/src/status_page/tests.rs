@@ -26,6 +26,7 @@ fn plugin(key: &str) -> PluginView {
         workqueue: None,
         retries: 0,
         writes_refused: 0,
+        call_seconds: 0.0,
         memory_bytes: 2 << 20,
         last_error: None,
         subscriptions: vec!["/v1/ConfigMap".into()],
