@@ -21,6 +21,10 @@ use crate::oci::{
 };
 use crate::reload::{Action, FileStatus, Loader, Reloader, SharedStatus};
 use crate::server::{self, Probes};
+use crate::status_page::{
+    FileView, InformerView, LeaderView, PluginView, RecentLogs, Snapshot, SnapshotSource,
+    StatusPage,
+};
 use kubewasm_runtime::{HostOptions, LeaderGate, PluginHost, PluginId, PluginPolicy, PluginStatus};
 
 /// An error in what the user gave us (config file, plugins dir): exit code 2.
@@ -287,30 +291,7 @@ pub async fn run_host(
     factory.start();
 
     let informers = factory.clone();
-    let metrics = Arc::new(Metrics::new(Arc::new(move || {
-        informers
-            .informers()
-            .into_iter()
-            .map(|(key, informer)| {
-                let stats = informer.stats();
-                let selector = [key.label_selector.as_deref(), key.field_selector.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-                    .join(";");
-                InformerSample {
-                    resource: format!("{}/{}", key.resource.api_version, key.resource.plural),
-                    namespace: key.namespace.clone().unwrap_or_default(),
-                    selector,
-                    objects: stats.objects as u64,
-                    relists: stats.relists,
-                    watch_restarts: stats.watch_restarts,
-                    bookmarks: stats.bookmarks,
-                    dead_connections: stats.dead_connections,
-                }
-            })
-            .collect()
-    })));
+    let metrics = Arc::new(Metrics::new(Arc::new(move || informer_samples(&informers))));
 
     // Whether the informers reach the API server: readiness says so, and (unless
     // `follow-health = false`) a replica that cannot gives up leading.
@@ -370,32 +351,45 @@ pub async fn run_host(
     let files = reloader.shared_status();
     // The plugin files found by the first scan: readiness waits for each of them.
     let initial: Arc<OnceLock<BTreeSet<PathBuf>>> = Arc::default();
+    let ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync> = {
+        let (factory, plugins) = (factory.clone(), plugins.clone());
+        let (files, initial) = (files.clone(), initial.clone());
+        let (health, admission) = (health.clone(), admission.clone());
+        Arc::new(move || {
+            if !initial
+                .get()
+                .is_some_and(|initial| initial_files_settled(initial, &files))
+            {
+                return Err("the plugin files found at start are not all loaded yet".into());
+            }
+            if let Some((key, _)) = factory.informers().iter().find(|(_, i)| !i.has_synced()) {
+                return Err(format!(
+                    "informer {} {} has not synced yet",
+                    key.resource.api_version, key.resource.plural
+                ));
+            }
+            if !plugins.ready() {
+                return Err("a plugin has not handled its initial replay yet".into());
+            }
+            admission.readiness()?;
+            health.verdict()
+        })
+    };
+    let status = Arc::new(StatusPage::new(
+        status_source(StatusParts {
+            factory: factory.clone(),
+            plugins: plugins.clone(),
+            metrics: metrics.clone(),
+            files: files.clone(),
+            gate: gate.clone(),
+            ready: ready.clone(),
+        }),
+        RecentLogs::global().clone(),
+    ));
     let probes = Probes {
         metrics: metrics.clone(),
-        ready: {
-            let (factory, plugins) = (factory.clone(), plugins.clone());
-            let (files, initial) = (files.clone(), initial.clone());
-            let (health, admission) = (health.clone(), admission.clone());
-            Arc::new(move || {
-                if !initial
-                    .get()
-                    .is_some_and(|initial| initial_files_settled(initial, &files))
-                {
-                    return Err("the plugin files found at start are not all loaded yet".into());
-                }
-                if let Some((key, _)) = factory.informers().iter().find(|(_, i)| !i.has_synced()) {
-                    return Err(format!(
-                        "informer {} {} has not synced yet",
-                        key.resource.api_version, key.resource.plural
-                    ));
-                }
-                if !plugins.ready() {
-                    return Err("a plugin has not handled its initial replay yet".into());
-                }
-                admission.readiness()?;
-                health.verdict()
-            })
-        },
+        ready,
+        status: status.clone(),
         plugins: {
             let (plugins, files, gate) = (plugins.clone(), files.clone(), gate.clone());
             let balance = balance.clone();
@@ -421,7 +415,14 @@ pub async fn run_host(
     };
     let server_cancel = CancellationToken::new();
     let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
-    tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /plugins");
+    tracing::info!(%addr, "serving the status page (/), /metrics, /healthz, /readyz and /plugins");
+    let sampler = {
+        let metrics = metrics.clone();
+        status.spawn_sampler(
+            move |bytes| metrics.set_status_page_bytes(bytes),
+            server_cancel.clone(),
+        )
+    };
     let webhooks = match (&args.webhook.addr, &args.webhook.cert, &args.webhook.key) {
         (Some(addr), Some(cert), Some(key)) => {
             let cert = Arc::new(crate::admission::tls::ReloadingCert::new(cert, key)?);
@@ -535,6 +536,7 @@ pub async fn run_host(
     health_cancel.cancel();
     server_cancel.cancel();
     let _ = server.await;
+    let _ = sampler.await;
     if let Some(webhooks) = webhooks {
         let _ = webhooks.await;
     }
@@ -596,6 +598,100 @@ pub fn plugin_source(plugins: PluginHost) -> PluginSource {
                 memory_bytes: p.memory_bytes as u64,
             })
             .collect()
+    })
+}
+
+/// Every informer's figures, for the metrics and the status page.
+fn informer_samples(factory: &SharedInformerFactory) -> Vec<InformerSample> {
+    factory
+        .informers()
+        .into_iter()
+        .map(|(key, informer)| {
+            let stats = informer.stats();
+            let selector = [key.label_selector.as_deref(), key.field_selector.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(";");
+            InformerSample {
+                resource: format!("{}/{}", key.resource.api_version, key.resource.plural),
+                namespace: key.namespace.clone().unwrap_or_default(),
+                selector,
+                objects: stats.objects as u64,
+                relists: stats.relists,
+                watch_restarts: stats.watch_restarts,
+                bookmarks: stats.bookmarks,
+                dead_connections: stats.dead_connections,
+                synced: informer.has_synced(),
+            }
+        })
+        .collect()
+}
+
+/// What the status page reads the host from.
+struct StatusParts {
+    factory: SharedInformerFactory,
+    plugins: PluginHost,
+    metrics: Arc<Metrics>,
+    files: SharedStatus,
+    gate: LeaderGate,
+    ready: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+}
+
+/// The status page's view of the host, read on each page and sample.
+fn status_source(parts: StatusParts) -> SnapshotSource {
+    Arc::new(move || {
+        let p = &parts;
+        let informers = informer_samples(&p.factory)
+            .into_iter()
+            .map(|s| InformerView {
+                resource: s.resource,
+                namespace: s.namespace,
+                selector: s.selector,
+                synced: s.synced,
+                objects: s.objects,
+                relists: s.relists,
+                watch_restarts: s.watch_restarts,
+                dead_connections: s.dead_connections,
+            })
+            .collect();
+        let plugins = p
+            .plugins
+            .plugins()
+            .iter()
+            .map(|status| PluginView::new(status, p.metrics.plugin_counts(status.key.as_str())))
+            .collect();
+        let files = p
+            .files
+            .lock()
+            .iter()
+            .flatten()
+            .filter_map(|f| {
+                Some(FileView {
+                    key: f
+                        .path
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    path: f.path.display().to_string(),
+                    error: f.error.clone()?,
+                })
+            })
+            .collect();
+        Snapshot {
+            leader: LeaderView {
+                election: p.gate.elects(),
+                leader: p.gate.is_leader(),
+                identity: p.gate.identity().to_owned(),
+                lease: p.gate.lease().to_owned(),
+                shards: p.gate.shards(),
+                led_shards: p.gate.led_shards(),
+            },
+            ready: (p.ready)(),
+            informers,
+            plugins,
+            files,
+        }
     })
 }
 

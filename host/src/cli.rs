@@ -104,7 +104,8 @@ pub struct HostArgs {
     #[arg(long, env = "KUBEWASM_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 
-    /// Address of the HTTP endpoint serving /metrics, /healthz, /readyz and /plugins.
+    /// Address of the HTTP endpoint serving /metrics, /healthz, /readyz, /plugins and the
+    /// status page (/).
     #[arg(long, default_value = "127.0.0.1:9090", env = "KUBEWASM_METRICS_ADDR")]
     pub metrics_addr: SocketAddr,
 

@@ -1,5 +1,6 @@
 //! The process's log: text or JSON on stderr, colour only on a terminal, and kube's client's
-//! per-attempt HTTP failures logged for what they are.
+//! per-attempt HTTP failures logged for what they are. Each line about a plugin is also kept
+//! for its status page ([`RecentLogs`]).
 //!
 //! kube's client logs every failed HTTP attempt at ERROR (target `kube_client::client::builder`),
 //! even the 503 and 504 answers its own retry layer then retries, often successfully. Those
@@ -23,6 +24,8 @@ use tracing_subscriber::filter::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
+
+use crate::status_page::RecentLogs;
 
 /// Where kube's client logs each failed HTTP attempt (and the host's client, built in
 /// [`crate::api_client`], logs its own the same way).
@@ -70,7 +73,8 @@ where
     };
     Ok(tracing_subscriber::registry()
         .with(filter)
-        .with(KubeFailures::new(fmt)))
+        .with(KubeFailures::new(fmt))
+        .with(RecentLogs::global().layer()))
 }
 
 /// Wraps the layer that writes the log and rewrites kube's per-attempt ERROR lines on their way

@@ -11,6 +11,7 @@
 //! as client-go and controller-runtime expose them, so existing dashboards work unchanged.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -120,6 +121,8 @@ pub struct InformerSample {
     pub bookmarks: u64,
     /// Watches and LISTs found dead (silent past their idle limit).
     pub dead_connections: u64,
+    /// Whether its first LIST has been delivered to its cache.
+    pub synced: bool,
 }
 
 /// Reads the informers' figures at scrape time.
@@ -137,6 +140,19 @@ pub struct PluginSample {
     pub workqueue: Option<QueueStats>,
     /// The linear memory its instances hold, now.
     pub memory_bytes: u64,
+}
+
+/// What a plugin's metrics count that its status does not: the status page reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PluginCounts {
+    /// Keys its workqueue retried with backoff (`workqueue_retries_total`).
+    pub retries: u64,
+    /// Writes the host refused without sending (`kubewasm_plugin_writes_refused_total`).
+    pub writes_refused: u64,
+    /// Seconds spent in its handler calls and reconciles, API waits of reconciles included, as
+    /// `kubewasm_plugin_handler_duration_seconds` and `..._reconcile_duration_seconds` observe
+    /// them.
+    pub call_seconds: f64,
 }
 
 /// Reads the plugins' live figures at scrape time.
@@ -158,9 +174,14 @@ pub struct Metrics {
     /// Registry checks of plugins configured by `source = "oci://..."`.
     oci_pulls: Family<ReloadLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
+    /// What the status page's history holds (see [`crate::status_page`]).
+    status_page_bytes: Gauge,
     plugins: Arc<OnceLock<PluginSource>>,
     /// The event label sets made for each plugin name, to remove them with the plugin.
     series: Mutex<HashMap<String, Vec<EventLabels>>>,
+    /// Nanoseconds each plugin spent in handler calls and reconciles, shared by its versions'
+    /// handles (the status page reads them; the histograms' sums are not readable).
+    busy: Mutex<HashMap<String, Arc<AtomicU64>>>,
     /// client-go's workqueue metrics, without the `kubewasm_` prefix.
     workqueue_registry: Registry,
     workqueue: WorkqueueFamilies,
@@ -208,6 +229,7 @@ pub struct QueueHandles {
     reconcile_errors: Counter,
     reconciles: [Counter; ReconcileResult::ALL.len()],
     reconcile_seconds: Histogram,
+    busy: Arc<AtomicU64>,
 }
 
 impl QueueMetrics for QueueHandles {
@@ -242,6 +264,7 @@ impl QueueMetrics for QueueHandles {
     fn reconciled(&self, result: ReconcileResult, took: Duration) {
         self.reconciles[result as usize].inc();
         self.reconcile_seconds.observe(took.as_secs_f64());
+        add_nanos(&self.busy, took);
     }
 }
 
@@ -289,6 +312,14 @@ pub struct PluginMetrics {
     dropped: [Counter; DropReason::ALL.len()],
     log_dropped: Counter,
     errors_unlogged: Counter,
+    busy: Arc<AtomicU64>,
+}
+
+fn add_nanos(total: &AtomicU64, took: Duration) {
+    total.fetch_add(
+        u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
 }
 
 impl PluginObserver for PluginMetrics {
@@ -300,6 +331,7 @@ impl PluginObserver for PluginMetrics {
 
     fn handler_called(&self, elapsed: Duration) {
         self.handler_seconds.observe(elapsed.as_secs_f64());
+        add_nanos(&self.busy, elapsed);
     }
 
     fn instance_failed(&self, failure: FailureKind) {
@@ -399,6 +431,14 @@ impl Metrics {
              --leader-elect)",
             leader.clone(),
         );
+        let status_page_bytes = Gauge::default();
+        registry.register(
+            "status_page_history_bytes",
+            "Memory the status page's history holds: each plugin's ring of rate samples and its \
+             recent log lines",
+            status_page_bytes.clone(),
+        );
+        registry.register_collector(Box::new(crate::process_memory::ProcessMemory));
         registry.register_collector(Box::new(InformerCollector(informers)));
         let plugins: Arc<OnceLock<PluginSource>> = Arc::default();
         registry.register_collector(Box::new(PluginCollector(plugins.clone())));
@@ -466,8 +506,10 @@ impl Metrics {
             reload_seconds,
             oci_pulls,
             leader,
+            status_page_bytes,
             plugins,
             series: Mutex::new(HashMap::new()),
+            busy: Mutex::default(),
             workqueue_registry,
             workqueue,
             writes,
@@ -505,6 +547,7 @@ impl Metrics {
             reconcile_seconds: wq.reconcile_seconds.get_or_create_owned(&PluginLabels {
                 plugin: name.to_owned(),
             }),
+            busy: self.busy_of(name),
         }
     }
 
@@ -589,11 +632,22 @@ impl Metrics {
             errors_unlogged: self.errors_unlogged.get_or_create_owned(&PluginLabels {
                 plugin: plugin.to_owned(),
             }),
+            busy: self.busy_of(plugin),
         }
+    }
+
+    /// The time-in-calls total of `plugin`, made on first use.
+    fn busy_of(&self, plugin: &str) -> Arc<AtomicU64> {
+        self.busy
+            .lock()
+            .entry(plugin.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// Removes every series of `plugin`.
     pub fn remove_plugin(&self, plugin: &str) {
+        self.busy.lock().remove(plugin);
         for labels in self.series.lock().remove(plugin).unwrap_or_default() {
             self.events.remove(&labels);
         }
@@ -686,6 +740,43 @@ impl Metrics {
                 lease: lease.to_owned(),
             })
             .set(i64::from(leader));
+    }
+
+    /// Records the bytes the status page's history holds now.
+    pub fn set_status_page_bytes(&self, bytes: usize) {
+        self.status_page_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// The counts of `plugin` that only its metrics hold (its status has the rest).
+    pub fn plugin_counts(&self, plugin: &str) -> PluginCounts {
+        let retries = self
+            .workqueue
+            .retries
+            .get(&QueueLabels {
+                name: plugin.to_owned(),
+            })
+            .map_or(0, |c| c.get());
+        let writes_refused = Refusal::ALL
+            .iter()
+            .filter_map(|r| {
+                self.writes.refused.get(&RefusalLabels {
+                    plugin: plugin.to_owned(),
+                    reason: r.as_str().to_owned(),
+                })
+            })
+            .map(|c| c.get())
+            .sum();
+        let call_seconds = self
+            .busy
+            .lock()
+            .get(plugin)
+            .map_or(0.0, |nanos| nanos.load(Ordering::Relaxed) as f64 / 1e9);
+        PluginCounts {
+            retries,
+            writes_refused,
+            call_seconds,
+        }
     }
 
     /// The metrics in the Prometheus text format.
@@ -896,6 +987,15 @@ impl prometheus_client::collector::Collector for InformerCollector {
             ConstGauge::new(i64::try_from(s.objects).unwrap_or(i64::MAX))
                 .encode(family.encode_family(&labels(s))?)?;
         }
+        let mut family = encoder.encode_descriptor(
+            "informer_synced",
+            "1 once an informer's first LIST is in its cache, else 0",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &samples {
+            ConstGauge::new(i64::from(s.synced)).encode(family.encode_family(&labels(s))?)?;
+        }
         let counters: [CounterColumn; 4] = [
             (
                 "informer_relists",
@@ -947,6 +1047,7 @@ mod tests {
                 relists: 2,
                 bookmarks: 4,
                 dead_connections: 1,
+                synced: true,
                 ..Default::default()
             }]
         }));
@@ -980,6 +1081,7 @@ mod tests {
             r#"kubewasm_plugin_memory_bytes{plugin="diff"} 1048576"#,
             r#"kubewasm_leader{lease="kubewasm"} 0"#,
             r#"kubewasm_informer_objects{resource="v1/configmaps",namespace="",selector=""} 7"#,
+            r#"kubewasm_informer_synced{resource="v1/configmaps",namespace="",selector=""} 1"#,
             r#"kubewasm_informer_relists_total{resource="v1/configmaps",namespace="",selector=""} 2"#,
             r#"kubewasm_informer_bookmarks_total{resource="v1/configmaps",namespace="",selector=""} 4"#,
             r#"kubewasm_informer_dead_connections_total{resource="v1/configmaps",namespace="",selector=""} 1"#,
@@ -1021,6 +1123,7 @@ mod tests {
         queue.reconciled(ReconcileResult::Ok, Duration::from_micros(30));
         queue.reconciled(ReconcileResult::Ok, Duration::from_micros(30));
         queue.reconciled(ReconcileResult::Refused, Duration::from_millis(2));
+        assert_eq!(metrics.plugin_counts("ctl").call_seconds, 0.00206);
         writes.refused("ctl", Refusal::NotLeader);
         writes.event_dropped("ctl");
         let text = metrics.encode();

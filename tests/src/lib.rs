@@ -407,6 +407,19 @@ pub fn dev_host_command(
     cache: &Path,
     port: u16,
 ) -> Command {
+    let config = workspace_root().join("examples/kubewasm-dev.toml");
+    dev_host_command_with_config(kubewasm, plugins, work, cache, port, &config)
+}
+
+/// [`dev_host_command`] with the config file `config` instead of the examples'.
+pub fn dev_host_command_with_config(
+    kubewasm: &Path,
+    plugins: &Path,
+    work: &Path,
+    cache: &Path,
+    port: u16,
+    config: &Path,
+) -> Command {
     let root = workspace_root();
     let mut command = Command::new(kubewasm);
     command
@@ -416,7 +429,7 @@ pub fn dev_host_command(
         .arg("--manifests")
         .arg(root.join("examples/manifests"))
         .arg("--config")
-        .arg(root.join("examples/kubewasm-dev.toml"))
+        .arg(config)
         .arg("--kubeconfig-out")
         .arg(work.join("kubeconfig"))
         .arg("--cache-dir")

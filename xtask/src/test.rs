@@ -3,7 +3,8 @@
 //! Order: the module-cycle check (`cargo xtask cycles`: seconds, no build), kubectl,
 //! `cargo fmt --check`, the build of every target with clippy as the workspace's compiler
 //! (warnings denied; see [`Lint`]), every guest, the container image (as root, around the suite's
-//! own build: `image::Profile::Test`), then the test suite: the doc tests (which nextest skips),
+//! own build: `image::Profile::Test`; Debian's `docker-registry` and `chromium` for the OCI and
+//! status page browser tests), then the test suite: the doc tests (which nextest skips),
 //! the real-server tier (tests in modules named `real`, against kube-apiserver from
 //! `KUBEBUILDER_ASSETS`; skipped, and said so, without it), then the rest with cargo-nextest, or
 //! everything with `cargo test` alone. Then a table of how long each stage took (cycles, fmt,
@@ -70,6 +71,7 @@ fn run_stages(
         false
     };
     let registry_test = ensure_registry();
+    let browser_test = ensure_chromium();
     if cmd::succeeds(&cargo, &["nextest", "--version"]) {
         // nextest does not run doc tests: the documented examples must compile and pass too.
         // A doc test failure still lets the suite run: both are reported.
@@ -94,6 +96,9 @@ fn run_stages(
         }
         if !registry_test {
             filter.push_str(&format!(" and not ({E2E} and test(/^oci::/))"));
+        }
+        if !browser_test {
+            filter.push_str(&format!(" and not ({E2E} and test(/{BROWSER_TESTS}/))"));
         }
         let mut summary = None;
         let suite = stages.time("nextest", || {
@@ -132,6 +137,9 @@ fn run_stages(
         if !registry_test {
             command.args(["--skip", "oci::registry_"]);
         }
+        if !browser_test {
+            command.args(["--skip", BROWSER_TESTS]);
+        }
         Ok((stages.time("cargo test", || cmd::run(&mut command)), None))
     }
 }
@@ -155,6 +163,27 @@ fn ensure_registry() -> bool {
 
 /// Where Debian's `docker-registry` package puts the registry (the tests look there too).
 const REGISTRY: &str = "/usr/bin/docker-registry";
+
+/// Installs Debian's `chromium` (the headless browser the status page's test loads the page in)
+/// when it is missing; whether that test can run. Without it (not root), it is left out, said so.
+fn ensure_chromium() -> bool {
+    let present = || std::path::Path::new(CHROMIUM).exists();
+    match install::apt(&["chromium"], present, "the status page's browser test") {
+        Ok(()) => true,
+        Err(err) => {
+            eprintln!(
+                "xtask: status page browser test (host/tests/e2e/status_page.rs) SKIPPED: {err:#}"
+            );
+            false
+        }
+    }
+}
+
+/// Where Debian's `chromium` package puts the browser (the test looks there too).
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The tests that need [`CHROMIUM`], by name.
+const BROWSER_TESTS: &str = "status_page::the_status_page_in_a_browser";
 
 /// Runs the real-server tier on its own and prints how many of its tests ran and passed, or
 /// that it was skipped and why.

@@ -299,3 +299,59 @@ async fn forward(
         }
     }
 }
+
+/// The example plugins `cargo xtask build-guests` wrote, copied into `into`.
+///
+/// # Panics
+/// When there are none, saying to run `cargo xtask build-guests`.
+pub fn example_plugins(into: &Path) -> Vec<String> {
+    let built = kubewasm_tests::workspace_root().join("target/plugins");
+    let sources: Vec<PathBuf> = std::fs::read_dir(&built)
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        !sources.is_empty(),
+        "no example plugins in {}{}",
+        built.display(),
+        kubewasm_tests::MISSING_GUESTS
+    );
+    let mut names = Vec::new();
+    for source in sources {
+        let name = source.file_name().expect("a file name").to_owned();
+        std::fs::copy(&source, into.join(&name)).expect("copy an example plugin");
+        names.push(name.to_string_lossy().into_owned());
+    }
+    names.sort();
+    names
+}
+
+/// A child process (a `kubewasm` host) killed when dropped.
+pub struct Host(pub std::process::Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits, five minutes at most, for `/readyz` on `port` to answer 200.
+///
+/// # Panics
+/// When it does not, with the host's log from `log`.
+pub fn wait_until_ready(port: u16, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while kubewasm_tests::http_get(port, "/readyz").map(|(code, _)| code) != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the host never got ready; its log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -6,41 +6,11 @@
 //! bound: under 2% of one core over 10 s. The host once burnt a whole core here, its directory
 //! watcher reacting to the open events of its own rescans.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kubewasm_tests::{free_port, http_get as get};
-
-/// The example plugins `cargo xtask build-guests` wrote, copied into `into`.
-///
-/// # Panics
-/// When there are none, saying to run `cargo xtask build-guests`.
-fn example_plugins(into: &Path) -> Vec<String> {
-    let built = kubewasm_tests::workspace_root().join("target/plugins");
-    let sources: Vec<PathBuf> = std::fs::read_dir(&built)
-        .map(|dir| {
-            dir.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(
-        !sources.is_empty(),
-        "no example plugins in {}{}",
-        built.display(),
-        kubewasm_tests::MISSING_GUESTS
-    );
-    let mut names = Vec::new();
-    for source in sources {
-        let name = source.file_name().expect("a file name").to_owned();
-        std::fs::copy(&source, into.join(&name)).expect("copy an example plugin");
-        names.push(name.to_string_lossy().into_owned());
-    }
-    names.sort();
-    names
-}
 
 /// The CPU time (user + system) the process has used so far.
 fn cpu_time(pid: u32) -> Duration {
@@ -58,15 +28,6 @@ fn cpu_time(pid: u32) -> Duration {
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(100);
     Duration::from_secs_f64(ticks as f64 / per_second as f64)
-}
-
-struct Host(Child);
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The guest calls every plugin has returned from (events and reconciles), once every plugin's
@@ -94,7 +55,7 @@ fn an_idle_host_with_the_example_plugins_uses_under_two_percent_of_a_core() {
     let work = tempfile::tempdir().expect("work dir");
     let plugins = work.path().join("plugins");
     std::fs::create_dir(&plugins).expect("plugins dir");
-    let names = example_plugins(&plugins);
+    let names = crate::fixture::example_plugins(&plugins);
     let port = free_port();
     let log = work.path().join("host.log");
     // The suite's shared compile cache: what is measured is the host at rest, not the first
@@ -112,19 +73,11 @@ fn an_idle_host_with_the_example_plugins_uses_under_two_percent_of_a_core() {
     .stderr(std::fs::File::create(&log).expect("log file"))
     .spawn()
     .expect("start kubewasm dev");
-    let host = Host(host);
+    let host = crate::fixture::Host(host);
     let pid = host.0.id();
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
 
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while get(port, "/readyz").map(|(code, _)| code) != Some(200) {
-        assert!(
-            Instant::now() < deadline,
-            "the host never got ready; its log:\n{}",
-            log_text()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    crate::fixture::wait_until_ready(port, &log);
     let (_, listing) = get(port, "/plugins").expect("/plugins answers");
     let listing: serde_json::Value = serde_json::from_str(&listing).expect("JSON");
     let loaded = listing["plugins"].as_array().map_or(0, Vec::len);

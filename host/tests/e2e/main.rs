@@ -31,6 +31,7 @@ mod reload;
 mod reload_memory;
 mod sample_controller;
 mod scenario;
+mod status_page;
 
 /// Not a test: the keeper of the real API server the run's real-server tests share, run only
 /// when such a test starts this binary as one (see `kubewasm_tests::envtest::shared`).

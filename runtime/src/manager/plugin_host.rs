@@ -17,7 +17,7 @@ use crate::error::PluginError;
 use crate::events::event_loop::{ActorConfig, ActorHandle, PluginState, RestartPolicy};
 use crate::events::informers::{EventSource, InformerCache, InformerSubscriber};
 use crate::guest::calls::CallCounters;
-use crate::guest::declare::{CheckOptions, checked_scope, declare_v0_1, invalid};
+use crate::guest::declare::{CheckOptions, Contract, checked_scope, declare_v0_1, invalid};
 use crate::guest::instance::{Instance, Recipe};
 use crate::guest::log_gate::{LogLimits, LogTap};
 use crate::manager::controller::{Controller, QueueFeeder};
@@ -113,6 +113,8 @@ pub struct PluginStatus {
     pub source: PathBuf,
     /// The name its `init` returned: a label for people, never a key.
     pub name: String,
+    /// The contract version and world the running component was built for.
+    pub contract: Contract,
     /// SHA-256 of the component running now.
     pub content_hash: String,
     /// Each subscription as `group/version/Kind` plus namespace and selectors.
@@ -181,6 +183,7 @@ impl PluginStatus {
             key: key.clone(),
             source: source.to_owned(),
             name: name.to_owned(),
+            contract: Contract::V0_1,
             content_hash: hash.to_owned(),
             subscriptions: subscriptions.to_vec(),
             events_delivered: load(&calls.returned),
@@ -216,6 +219,7 @@ struct Entry {
     source: PathBuf,
     /// The name its `init` declared (a label).
     name: String,
+    contract: Contract,
     hash: String,
     subscriptions: Vec<String>,
     keys: Vec<InformerKey>,
@@ -254,6 +258,10 @@ impl Entry {
             key,
             source: compiled.file.clone(),
             name: info.name.clone(),
+            contract: match &*compiled.pre {
+                Linked::V0_1(_) => Contract::V0_1,
+                Linked::V0_2(pre) => Contract::V0_2(pre.world()),
+            },
             hash: compiled.hash.clone(),
             subscriptions: info
                 .subscriptions
@@ -323,6 +331,7 @@ impl Entry {
                 .and_then(|c| c.admission.as_ref())
                 .map(|r| r.policy().declaration().clone()),
             memory_bytes: self.memory.bytes(),
+            contract: self.contract,
             reads: self.reads.clone(),
             writes: self.writes.clone(),
             ..PluginStatus::new(
