@@ -12,6 +12,8 @@
 //! - `bench`: every benchmark in release, gathered into BENCHMARKS.md.
 //! - `image`: the container image (static binary, from scratch) as an OCI archive.
 
+#[cfg(test)]
+mod architecture;
 mod bench;
 mod bindings;
 mod cmd;

@@ -175,9 +175,11 @@ pub mod exports {
                     /// Answer the events that failed (none: an empty list). Like a `handler` error, each is
                     /// logged and counted and not retried. The call has the deadline of one call on the
                     /// guest's own CPU time: the host sizes batches to a small part of it from what earlier
-                    /// batches took. When an instance faults (trap, deadline, memory) during a batch, a fresh
-                    /// instance receives that batch's events again one per call, so an event before the fault
-                    /// may be handled twice, and the event that faults alone is dropped and counted.
+                    /// batches took. When an instance faults (trap, deadline, memory) during a batch, the
+                    /// instance is dropped and a fresh one, after a backoff, receives the whole cache again as
+                    /// adds flagged `in-initial-list`, one event per call until that replay is handled, then
+                    /// batches again: an event may be handled twice. An object version that faults twice is
+                    /// quarantined: its events are dropped and counted until the object changes.
                     #[allow(async_fn_in_trait)]
                     fn on_events(batch: EventBatch) -> _rt::Vec<EventError>;
                 }
