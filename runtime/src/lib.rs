@@ -79,3 +79,4 @@ pub use reconcile::workqueue::{
 pub use wasm::compile_work::CompileWork;
 pub use wasm::component::{CompiledPlugin, Origin};
 pub use wasm::engine::{EngineOptions, PluginEngine, engine_config, set_memory_release};
+pub use wasm::precompiled::{self, EngineStamp, PrecompiledError, WASMTIME_VERSION};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::client::{NoWriteObserver, WriteObserver};
 use crate::reconcile::workqueue::{NoQueueMetrics, QueueMetrics};
+use crate::wasm::component::Origin;
 
 /// Which handler an event went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,6 +102,9 @@ pub trait Observer: Send + Sync {
     }
     /// No loaded plugin is called `name` any more: its series can be removed.
     fn plugin_removed(&self, _name: &str) {}
+    /// A plugin version's compiled code was had from `origin` (a load or a replacement, before
+    /// `init`): how many compiles ran, and how many were saved.
+    fn code_loaded(&self, _origin: Origin) {}
 }
 
 /// One plugin's measurements. Calls come from its actor's task, on the hot path: they must be

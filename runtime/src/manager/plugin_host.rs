@@ -28,7 +28,7 @@ use crate::model::grants::{DeclarationLimits, Limits, describe, same_type};
 use crate::model::identity::PluginKey;
 use crate::observer::{DropReason, NoopObserver, Observer, PluginObserver};
 use crate::reconcile::workqueue::QueueStats;
-use crate::wasm::component::{CompiledPlugin, Linked};
+use crate::wasm::component::{CompiledPlugin, Linked, Origin};
 use crate::wasm::engine::{EngineOptions, PluginEngine};
 use crate::wasm::state::MemoryUse;
 
@@ -117,6 +117,9 @@ pub struct PluginStatus {
     pub contract: Contract,
     /// SHA-256 of the component running now.
     pub content_hash: String,
+    /// Where the running version's compiled code came from: compiled at its load, the
+    /// host's compile cache, verified precompiled code, or a copy already loaded.
+    pub origin: Origin,
     /// Each subscription as `group/version/Kind` plus namespace and selectors.
     pub subscriptions: Vec<String>,
     /// Events handled by handler calls that returned (ok or err); reconciles are not events.
@@ -185,6 +188,7 @@ impl PluginStatus {
             name: name.to_owned(),
             contract: Contract::V0_1,
             content_hash: hash.to_owned(),
+            origin: Origin::Compiled,
             subscriptions: subscriptions.to_vec(),
             events_delivered: load(&calls.returned),
             errors: load(&calls.errors),
@@ -221,6 +225,7 @@ struct Entry {
     name: String,
     contract: Contract,
     hash: String,
+    origin: Origin,
     subscriptions: Vec<String>,
     keys: Vec<InformerKey>,
     /// The shared indexes this plugin declared, by informer.
@@ -263,6 +268,7 @@ impl Entry {
                 Linked::V0_2(pre) => Contract::V0_2(pre.world()),
             },
             hash: compiled.hash.clone(),
+            origin: compiled.origin,
             subscriptions: info
                 .subscriptions
                 .iter()
@@ -332,6 +338,7 @@ impl Entry {
                 .map(|r| r.policy().declaration().clone()),
             memory_bytes: self.memory.bytes(),
             contract: self.contract,
+            origin: self.origin,
             reads: self.reads.clone(),
             writes: self.writes.clone(),
             ..PluginStatus::new(
@@ -422,6 +429,7 @@ impl PluginHost {
         self.reserve(&key, source)?;
         let loaded = async {
             let compiled = self.inner.engine.compile(source, bytes).await?;
+            self.inner.options.observer.code_loaded(compiled.origin);
             self.prepare(source, compiled, None).await
         };
         let prepared = match loaded.await {
@@ -484,7 +492,10 @@ impl PluginHost {
             })
             .ok_or(PluginError::UnknownPlugin(id.0))?;
         let prepared = match self.inner.engine.compile(&source, bytes).await {
-            Ok(compiled) => self.prepare(&source, compiled, context).await,
+            Ok(compiled) => {
+                self.inner.options.observer.code_loaded(compiled.origin);
+                self.prepare(&source, compiled, context).await
+            }
             Err(e) => Err(e),
         };
         let prepared = match prepared {

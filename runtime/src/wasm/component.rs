@@ -32,8 +32,8 @@ impl CompiledPlugin {
         &self.hash
     }
 
-    /// Whether compiling was skipped (the code came from the on-disk cache or from a copy
-    /// already loaded).
+    /// Whether compiling was skipped (the code came from the on-disk cache, from a verified
+    /// precompiled artifact or from a copy already loaded).
     pub fn from_cache(&self) -> bool {
         self.origin != Origin::Compiled
     }
@@ -53,6 +53,21 @@ pub enum Origin {
     DiskCache,
     /// Shared with a plugin already loaded from the same bytes.
     Memory,
+    /// Loaded from precompiled code shipped with the component and verified against this
+    /// host's engine ([`crate::PluginEngine::install_precompiled`]).
+    Precompiled,
+}
+
+impl Origin {
+    /// A lowercase label for `/plugins` and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Compiled => "compiled",
+            Origin::DiskCache => "cache",
+            Origin::Memory => "memory",
+            Origin::Precompiled => "precompiled",
+        }
+    }
 }
 
 /// A component linked against the contract version it was built for.

@@ -1,5 +1,7 @@
-//! The one wasmtime engine: configuration, the epoch ticker that drives call deadlines, and
-//! compilation through an on-disk cache keyed by content hash and engine fingerprint.
+//! The one wasmtime engine: configuration, the epoch ticker that drives call deadlines,
+//! compilation through an on-disk cache keyed by content hash and engine fingerprint, and
+//! precompiled artifacts: made by [`PluginEngine::precompile`], verified and kept by
+//! [`PluginEngine::install_precompiled`], loaded by [`PluginEngine::compile`] instead of compiling.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -19,6 +21,7 @@ use crate::wasm::compile_work::{CompileBudget, CompilePlan, CompileWork};
 use crate::wasm::component::{
     CompiledPlugin, Linked, Origin, {self},
 };
+use crate::wasm::precompiled::{self, EngineStamp, PrecompiledError, WASMTIME_VERSION};
 use crate::wasm::state::HostState;
 
 /// How often the epoch advances while a guest call is in progress: the granularity of call
@@ -91,6 +94,8 @@ struct Inner {
     cache_dir: Option<PathBuf>,
     /// Distinguishes compiled artefacts of different wasmtime versions and settings.
     fingerprint: String,
+    /// What precompiled code must have been compiled by to load here.
+    stamp: EngineStamp,
     ticker_stop: Arc<AtomicBool>,
     /// Components in use, by content hash: loading the same bytes again (another copy, a
     /// restart of the file) shares the compiled code instead of mapping it once more.
@@ -157,6 +162,11 @@ impl PluginEngine {
                 engine,
                 linker,
                 cache_dir: options.cache_dir,
+                stamp: EngineStamp {
+                    wasmtime: WASMTIME_VERSION.to_owned(),
+                    engine: fingerprint.clone(),
+                    target: EngineStamp::host_target(),
+                },
                 fingerprint,
                 ticker_stop,
                 loaded: Mutex::new(HashMap::new()),
@@ -174,6 +184,11 @@ impl PluginEngine {
     /// the engine's one budget ([`COMPILE_BUDGET_MIB`], [`CompileWork::plan`]), so that loads
     /// at once cannot add up past it; the memory is handed back to the system after each
     /// compile. A cache hit and a copy already loaded reserve nothing.
+    ///
+    /// Without an entry of its own, a precompiled entry that
+    /// [`install_precompiled`](Self::install_precompiled) verified for these bytes is loaded
+    /// instead of compiling ([`Origin::Precompiled`]); one wasmtime refuses is removed, logged
+    /// and the component compiled.
     pub async fn compile(
         &self,
         file: &Path,
@@ -189,18 +204,25 @@ impl PluginEngine {
                 origin: Origin::Memory,
             });
         }
-        let cached = match self.cached_entry(&hash) {
-            Some(entry) => {
-                let this = self.clone();
-                let owned_file = file.to_owned();
-                tokio::task::spawn_blocking(move || this.load_cached(&owned_file, &entry))
+        let mut cached = None;
+        for (entry, origin) in [
+            (self.cached_entry(&hash), Origin::DiskCache),
+            (self.precompiled_entry(&hash), Origin::Precompiled),
+        ] {
+            let Some(entry) = entry else { continue };
+            let this = self.clone();
+            let owned_file = file.to_owned();
+            let loaded =
+                tokio::task::spawn_blocking(move || this.load_cached(&owned_file, &entry, origin))
                     .await
-                    .map_err(|e| PluginError::Engine(format!("cache load task: {e}")))?
+                    .map_err(|e| PluginError::Engine(format!("cache load task: {e}")))?;
+            if let Some(component) = loaded {
+                cached = Some((component, origin));
+                break;
             }
-            None => None,
-        };
+        }
         let (component, origin) = match cached {
-            Some(component) => (component, Origin::DiskCache),
+            Some(loaded) => loaded,
             None => {
                 let plan = CompileWork::of(file, &bytes)?.plan(self.inner.compile_threads);
                 let waiting = std::time::Instant::now();
@@ -247,13 +269,30 @@ impl PluginEngine {
         Some(self.cache_entry(dir, hash)).filter(|entry| entry.is_file())
     }
 
+    /// The verified precompiled entry for `hash`, when there is one.
+    fn precompiled_entry(&self, hash: &str) -> Option<PathBuf> {
+        let dir = self.inner.cache_dir.as_ref()?;
+        Some(self.precompiled_path(dir, hash)).filter(|entry| entry.is_file())
+    }
+
     /// The component of cache entry `entry`; `None` when it is unusable (it is then compiled
-    /// again and the entry rewritten).
-    fn load_cached(&self, file: &Path, entry: &Path) -> Option<Component> {
-        // SAFETY: the file was written by `precompile_component` of an engine with the same
-        // fingerprint, into a directory only the host writes; wasmtime also checks its header.
+    /// again and the entry rewritten; a precompiled entry is removed).
+    fn load_cached(&self, file: &Path, entry: &Path, origin: Origin) -> Option<Component> {
+        // SAFETY: the file is in a directory only the host writes, written either by
+        // `precompile_component` of an engine with the same fingerprint, or by
+        // `install_precompiled` from an artifact whose header names this engine's stamp and
+        // these bytes' hash, and whose publisher the operator trusts with native code
+        // (docs/security.md). wasmtime also checks the code's own engine section.
         match unsafe { Component::deserialize_file(&self.inner.engine, entry) } {
             Ok(c) => Some(c),
+            Err(e) if origin == Origin::Precompiled => {
+                tracing::warn!(
+                    file = %file.display(), precompiled = %entry.display(),
+                    "precompiled code refused by wasmtime, compiling the component instead: {e:#}"
+                );
+                let _ = std::fs::remove_file(entry);
+                None
+            }
             Err(e) => {
                 tracing::warn!(
                     file = %file.display(), cache = %entry.display(),
@@ -266,6 +305,101 @@ impl PluginEngine {
 
     fn cache_entry(&self, dir: &Path, hash: &str) -> PathBuf {
         dir.join(format!("{hash}-{}.cwasm", self.inner.fingerprint))
+    }
+
+    /// Where verified precompiled code for `hash` is kept: beside the host's own entries, under
+    /// a name of its own so that its origin stays known.
+    fn precompiled_path(&self, dir: &Path, hash: &str) -> PathBuf {
+        dir.join(format!(
+            "{hash}-{}.precompiled.cwasm",
+            self.inner.fingerprint
+        ))
+    }
+
+    /// What precompiled code must have been compiled by to load into this engine.
+    pub fn stamp(&self) -> &EngineStamp {
+        &self.inner.stamp
+    }
+
+    /// Compiles `bytes` (read from `file`, named in errors) into a precompiled artifact for
+    /// engines like this one ([`precompiled::encode`]): what `kubewasm compile --out` writes
+    /// and `kubewasm push --precompiled` ships. The component must load into this host (it is
+    /// linked against the host's imports) so that an artifact is never made for a file the
+    /// host would refuse. Reserves its memory from the compile budget like [`Self::compile`].
+    pub async fn precompile(&self, file: &Path, bytes: Vec<u8>) -> Result<Vec<u8>, PluginError> {
+        component::classify(file, &bytes)?;
+        let hash = hex(&Sha256::digest(&bytes));
+        let plan = CompileWork::of(file, &bytes)?.plan(self.inner.compile_threads);
+        let _reservation = self.inner.budget.reserve(plan.estimate_mib).await;
+        let this = self.clone();
+        let owned_file = file.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let code = this.precompile_blocking(&owned_file, &bytes, plan);
+            drop(bytes);
+            release_freed_memory();
+            let code = code?;
+            let invalid = |e: wasmtime::Error| PluginError::Invalid {
+                file: owned_file.clone(),
+                reason: format!("{e:#}"),
+            };
+            // SAFETY: `code` was produced just now by a compiler whose settings differ from
+            // this engine's at most in parallel compilation.
+            let component =
+                unsafe { Component::deserialize(&this.inner.engine, &code) }.map_err(invalid)?;
+            component::link(&this.inner.linker, &component, &owned_file)?;
+            Ok(precompiled::encode(&this.inner.stamp, &hash, &code))
+        })
+        .await
+        .map_err(|e| PluginError::Engine(format!("compile task: {e}")))?
+    }
+
+    /// Verifies the precompiled artifact `artifact` for the component whose SHA-256 (hex) is
+    /// `component_sha256` and keeps its code in the compile cache, where [`Self::compile`]
+    /// of those component bytes finds it. Refused, naming what differs, unless its header
+    /// names this engine's wasmtime version, settings fingerprint and target and that
+    /// component; nothing is written then.
+    ///
+    /// This checks what the code was made for, not who made it: the caller hands it only
+    /// bytes whose origin the operator trusts (a digest-pinned layer of an artifact the
+    /// operator marked `trust-precompiled`).
+    pub fn install_precompiled(
+        &self,
+        artifact: &[u8],
+        component_sha256: &str,
+    ) -> Result<(), PrecompiledError> {
+        let parsed = precompiled::parse(artifact)?;
+        parsed.check(&self.inner.stamp, Some(component_sha256))?;
+        let dir = self
+            .inner
+            .cache_dir
+            .as_ref()
+            .ok_or(PrecompiledError::NoCache)?;
+        let entry = self.precompiled_path(dir, component_sha256);
+        write_cache_entry(dir, &entry, parsed.code)?;
+        Ok(())
+    }
+
+    /// Compiles `bytes` as `plan` says with a compiler of its own (see
+    /// [`Self::compile_blocking`]); wasmtime's serialized component.
+    fn precompile_blocking(
+        &self,
+        file: &Path,
+        bytes: &[u8],
+        plan: CompilePlan,
+    ) -> Result<Vec<u8>, PluginError> {
+        let mut config = engine_config();
+        if plan.serial {
+            config.parallel_compilation(false);
+        }
+        let compiler = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let compiled = compiler
+            .precompile_component(bytes)
+            .map_err(|e| PluginError::Invalid {
+                file: file.to_owned(),
+                reason: format!("{e:#}"),
+            });
+        drop(compiler);
+        compiled
     }
 
     fn loaded(&self, hash: &str) -> Option<Arc<Linked>> {
@@ -291,14 +425,7 @@ impl PluginEngine {
         // compiled (300 MiB kept after a serial compile of the Rust sample-controller). Its
         // output loads into `engine`: the settings differ at most in parallel compilation,
         // which does not change the code.
-        let mut config = engine_config();
-        if plan.serial {
-            config.parallel_compilation(false);
-        }
-        let compiler = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let compiled = compiler.precompile_component(bytes).map_err(invalid);
-        drop(compiler);
-        let compiled = compiled?;
+        let compiled = self.precompile_blocking(file, bytes, plan)?;
         if let Some(dir) = &self.inner.cache_dir {
             let cached = self.cache_entry(dir, hash);
             // The cache only saves later compiles: a plugin whose entry cannot be written (a
@@ -472,6 +599,79 @@ mod tests {
         // The entry was rewritten and is usable again.
         let compiled = engine.compile(Path::new("p.wasm"), probe()).await.unwrap();
         assert!(compiled.from_cache());
+    }
+
+    /// Precompiled by one engine, verified and kept by another with a cache dir of its own,
+    /// loaded there without a compile.
+    #[tokio::test]
+    async fn a_verified_precompiled_artifact_loads_without_compiling() {
+        let maker = PluginEngine::new(EngineOptions::default()).unwrap();
+        let artifact = maker
+            .precompile(Path::new("probe.wasm"), probe())
+            .await
+            .unwrap();
+        let hash = hex(&Sha256::digest(probe()));
+        let dir = tempfile::tempdir().unwrap();
+        let host = PluginEngine::new(EngineOptions {
+            cache_dir: Some(dir.path().to_owned()),
+        })
+        .unwrap();
+        host.install_precompiled(&artifact, &hash).unwrap();
+        let loaded = host.compile(Path::new("p.wasm"), probe()).await.unwrap();
+        assert_eq!(loaded.origin(), Origin::Precompiled);
+        assert_eq!(loaded.content_hash(), hash);
+    }
+
+    #[tokio::test]
+    async fn a_precompiled_artifact_for_another_engine_or_component_is_refused_and_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = PluginEngine::new(EngineOptions {
+            cache_dir: Some(dir.path().to_owned()),
+        })
+        .unwrap();
+        let artifact = host
+            .precompile(Path::new("probe.wasm"), probe())
+            .await
+            .unwrap();
+        let code = precompiled::parse(&artifact).unwrap().code.to_vec();
+        let hash = hex(&Sha256::digest(probe()));
+        let mut other = host.stamp().clone();
+        other.target = "riscv64-linux-musl".into();
+        let err = host
+            .install_precompiled(&precompiled::encode(&other, &hash, &code), &hash)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("target riscv64-linux-musl (this host: "),
+            "{err}"
+        );
+        let err = host
+            .install_precompiled(&artifact, &"0".repeat(64))
+            .unwrap_err();
+        assert_eq!(err.kind(), "other-component");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let compiled = host.compile(Path::new("p.wasm"), probe()).await.unwrap();
+        assert_eq!(compiled.origin(), Origin::Compiled);
+    }
+
+    /// Code whose header matches but which wasmtime refuses is removed and the component
+    /// compiled: never loaded wrong, never refused for good.
+    #[tokio::test]
+    async fn precompiled_code_wasmtime_refuses_falls_back_to_a_compile() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = PluginEngine::new(EngineOptions {
+            cache_dir: Some(dir.path().to_owned()),
+        })
+        .unwrap();
+        let hash = hex(&Sha256::digest(probe()));
+        let garbage = precompiled::encode(host.stamp(), &hash, b"\x7fELF not code");
+        host.install_precompiled(&garbage, &hash).unwrap();
+        let compiled = host.compile(Path::new("p.wasm"), probe()).await.unwrap();
+        assert_eq!(compiled.origin(), Origin::Compiled);
+        assert!(
+            host.precompiled_entry(&hash).is_none(),
+            "the bad entry was removed"
+        );
     }
 
     async fn compile_err(name: &str, bytes: Vec<u8>) -> PluginError {
