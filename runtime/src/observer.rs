@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::client::{NoWriteObserver, WriteObserver};
 use crate::reconcile::workqueue::{NoQueueMetrics, QueueMetrics};
-use crate::wasm::component::Origin;
+use crate::wasm::origin::Origin;
 
 /// Which handler an event went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

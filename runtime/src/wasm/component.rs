@@ -8,6 +8,7 @@ use wasmtime::component::{Component, Linker};
 
 use crate::contracts::{ControllerPre, v0_2};
 use crate::error::PluginError;
+pub use crate::wasm::origin::Origin;
 use crate::wasm::state::HostState;
 
 /// A component compiled for the host's engine and linked against its imports, ready to be
@@ -41,32 +42,6 @@ impl CompiledPlugin {
     /// Where the compiled code came from.
     pub fn origin(&self) -> Origin {
         self.origin
-    }
-}
-
-/// Where a [`CompiledPlugin`]'s code came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// Compiled now (and written to the on-disk cache when there is one).
-    Compiled,
-    /// Loaded from the on-disk compile cache.
-    DiskCache,
-    /// Shared with a plugin already loaded from the same bytes.
-    Memory,
-    /// Loaded from precompiled code shipped with the component and verified against this
-    /// host's engine ([`crate::PluginEngine::install_precompiled`]).
-    Precompiled,
-}
-
-impl Origin {
-    /// A lowercase label for `/plugins` and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Compiled => "compiled",
-            Origin::DiskCache => "cache",
-            Origin::Memory => "memory",
-            Origin::Precompiled => "precompiled",
-        }
     }
 }
 

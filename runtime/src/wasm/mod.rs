@@ -4,5 +4,6 @@
 pub(crate) mod compile_work;
 pub(crate) mod component;
 pub(crate) mod engine;
+pub(crate) mod origin;
 pub mod precompiled;
 pub(crate) mod state;
