@@ -345,7 +345,8 @@ pub async fn run_host(
         HostLoader(plugins.clone()),
         config.reload.debounce(),
     );
-    let sources = oci_sources(args, &config, &metrics)?;
+    let sources = oci_sources(args, &config, &metrics)?
+        .map(|sources| sources.with_engine(plugins.engine().clone()));
     let source_status = sources.as_ref().map(Sources::shared_status);
     metrics.set_plugin_source(plugin_source(plugins.clone()));
     let files = reloader.shared_status();
@@ -728,6 +729,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "name": p.name,
         "source": p.source,
         "content_hash": p.content_hash,
+        "origin": p.origin.as_str(),
         "state": format!("{:?}", p.state).to_lowercase(),
         "failed": p.failed,
         "subscriptions": p.subscriptions,

@@ -51,7 +51,9 @@ pub enum Command {
     /// container), so `run` loads them from the cache instead of compiling them.
     ///
     /// A file already in the cache is left as it is. The cache entries are only used by the
-    /// same kubewasm build (they are keyed by the engine's settings and version).
+    /// same kubewasm build (they are keyed by the engine's settings and version). With
+    /// `--out DIR`, writes precompiled artifacts (`NAME.cwasm`, versioned by engine and target)
+    /// to ship with the component (`kubewasm push --precompiled`) instead.
     Compile(CompileArgs),
     /// Print what `kubectl apply -f -` needs so the plugins can run: the namespace, the service
     /// account, and the (Cluster)Roles their subscriptions need with their bindings.
@@ -304,6 +306,13 @@ pub struct CompileArgs {
     /// which must not keep the pod from starting over a file the host would refuse anyway.
     #[arg(long)]
     pub keep_going: bool,
+
+    /// Write each plugin's precompiled artifact to this directory as `NAME.cwasm` instead of
+    /// filling the compile cache: for `kubewasm push --precompiled`. It loads only into a host
+    /// with this binary's engine (wasmtime version, settings, target): run the `compile` of the
+    /// binary (or image) that will load it.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -373,6 +382,11 @@ pub struct PushArgs {
     /// URL of the plugin's source, recorded as `org.opencontainers.image.source`.
     #[arg(long)]
     pub source: Option<String>,
+
+    /// A precompiled artifact of the file (`kubewasm compile --out`) to ship beside it as a
+    /// layer of its own; refused unless it was compiled from this very file.
+    #[arg(long, value_name = "CWASM")]
+    pub precompiled: Option<PathBuf>,
 
     #[command(flatten)]
     pub registry: RegistryArgs,

@@ -68,6 +68,8 @@
 //! [plugins.pod-diff-oci]       # a plugin pulled from a registry, linked as `pod-diff-oci.wasm`
 //! source = "oci://registry.example/team/pod-diff:1.2"   # or ...@sha256:<hex>
 //! poll-seconds = 60            # look for a moved tag this often (default: once per start)
+//! trust-precompiled = true     # load the artifact's precompiled code instead of compiling it
+//!                              # (it runs as native code: see docs/security.md)
 //!
 //! [plugins.sample-controller]
 //! writes = ["apps/Deployment", "Event:create,patch"]   # none by default
@@ -478,6 +480,11 @@ pub struct PluginConfig {
     pub source: Option<String>,
     /// How often a `source` tag is resolved again; a moved tag is pulled and hot-reloaded.
     pub poll_seconds: Option<u64>,
+    /// Load the precompiled code a `source`'s artifact ships (when it matches this host's
+    /// engine and target) instead of compiling its component: native code from the publisher
+    /// runs in the host's process, so it is off unless the operator trusts them with that.
+    #[serde(default)]
+    pub trust_precompiled: bool,
     pub grants: Option<Vec<Grant>>,
     /// What the plugin may write; nothing when absent.
     pub writes: Option<Vec<WriteGrantEntry>>,
@@ -716,6 +723,10 @@ impl Config {
             let checked = match (&plugin.source, plugin.poll_seconds) {
                 (_, Some(0)) => Err("poll-seconds must be > 0".to_owned()),
                 (None, Some(_)) => Err("poll-seconds needs a source".to_owned()),
+                (None, None) if plugin.trust_precompiled => Err(
+                    "trust-precompiled needs a source (only OCI artifacts ship precompiled code)"
+                        .to_owned(),
+                ),
                 (Some(source), poll) => {
                     SourceSpec::new(name, source, poll.map(Duration::from_secs)).map(drop)
                 }
@@ -756,7 +767,9 @@ impl Config {
             .iter()
             .filter_map(|(name, p)| {
                 let poll = p.poll_seconds.map(Duration::from_secs);
-                SourceSpec::new(name, p.source.as_deref()?, poll).ok()
+                SourceSpec::new(name, p.source.as_deref()?, poll)
+                    .ok()
+                    .map(|s| s.trusting_precompiled(p.trust_precompiled))
             })
             .collect()
     }
@@ -1094,19 +1107,26 @@ mod tests {
         let config = parse(
             "[registries]\nplain-http = [\"127.0.0.1:5000\"]\n\
              [plugins.a]\nsource = \"oci://127.0.0.1:5000/team/a:1\"\npoll-seconds = 5\n\
-             [plugins.b]\nconfig = \"x\"\n",
+             [plugins.b]\nconfig = \"x\"\n\
+             [plugins.c]\nsource = \"oci://127.0.0.1:5000/team/c:1\"\ntrust-precompiled = true\n",
         )
         .unwrap();
         let sources = config.sources();
-        assert_eq!(sources.len(), 1);
+        assert_eq!(sources.len(), 2);
         assert_eq!(sources[0].name, "a");
         assert_eq!(sources[0].poll, Some(Duration::from_secs(5)));
+        assert!(
+            !sources[0].trust_precompiled,
+            "off unless the operator says so"
+        );
+        assert!(sources[1].trust_precompiled);
         assert_eq!(config.registries.plain_http, ["127.0.0.1:5000"]);
         for bad in [
             "[plugins.a]\nsource = \"https://r.example/a:1\"\n",
             "[plugins.a]\nsource = \"oci://a:1\"\n",
             "[plugins.a]\nsource = \"oci://r.example/a:1\"\npoll-seconds = 0\n",
             "[plugins.a]\npoll-seconds = 5\n",
+            "[plugins.a]\ntrust-precompiled = true\n",
         ] {
             let err = parse(bad).unwrap_err().to_string();
             assert!(err.contains("[plugins.a]"), "{err}");

@@ -26,8 +26,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use kubewasm_runtime::{
-    DropReason, EventKind, FailureKind, Observer, PluginObserver, QueueMetrics, QueueRefusal,
-    QueueStats, ReconcileResult, Refusal, WriteObserver, WriteVerb,
+    DropReason, EventKind, FailureKind, Observer, Origin, PluginObserver, QueueMetrics,
+    QueueRefusal, QueueStats, ReconcileResult, Refusal, WriteObserver, WriteVerb,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -85,6 +85,17 @@ struct FailureLabels {
 struct ReloadLabels {
     plugin: String,
     result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OriginLabels {
+    origin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusedLabels {
+    plugin: String,
+    reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -173,6 +184,10 @@ pub struct Metrics {
     reload_seconds: Histogram,
     /// Registry checks of plugins configured by `source = "oci://..."`.
     oci_pulls: Family<ReloadLabels, Counter>,
+    /// Plugin versions' compiled code, by where it came from.
+    code_loads: Family<OriginLabels, Counter>,
+    /// Precompiled code refused (the component compiled instead), by plugin and reason.
+    precompiled_refused: Family<RefusedLabels, Counter>,
     leader: Family<LeaseLabels, Gauge>,
     /// What the status page's history holds (see [`crate::status_page`]).
     status_page_bytes: Gauge,
@@ -424,6 +439,33 @@ impl Metrics {
              error); the error itself is in the log and /plugins",
             oci_pulls.clone(),
         );
+        let code_loads = Family::<OriginLabels, Counter>::default();
+        registry.register(
+            "plugin_code_loads",
+            "Plugin versions loaded, by where their compiled code came from: compiled (a \
+             compile ran), cache (the host's compile cache), precompiled (verified precompiled \
+             code shipped with the component), memory (a copy already loaded)",
+            code_loads.clone(),
+        );
+        // Every origin from the start: `compiled 0` says no compile ran.
+        for origin in [
+            Origin::Compiled,
+            Origin::DiskCache,
+            Origin::Precompiled,
+            Origin::Memory,
+        ] {
+            drop(code_loads.get_or_create(&OriginLabels {
+                origin: origin.as_str().to_owned(),
+            }));
+        }
+        let precompiled_refused = Family::<RefusedLabels, Counter>::default();
+        registry.register(
+            "plugin_precompiled_refused",
+            "Precompiled code of OCI sources refused, by plugin and reason (other-engine, \
+             other-component, malformed, fetch, io): the component was compiled instead; the \
+             reason in full is in the log and /plugins",
+            precompiled_refused.clone(),
+        );
         let leader = Family::<LeaseLabels, Gauge>::default();
         registry.register(
             "leader",
@@ -505,6 +547,8 @@ impl Metrics {
             reloads,
             reload_seconds,
             oci_pulls,
+            code_loads,
+            precompiled_refused,
             leader,
             status_page_bytes,
             plugins,
@@ -807,6 +851,14 @@ impl Observer for Metrics {
     fn plugin_removed(&self, name: &str) {
         self.remove_plugin(name);
     }
+
+    fn code_loaded(&self, origin: Origin) {
+        self.code_loads
+            .get_or_create(&OriginLabels {
+                origin: origin.as_str().to_owned(),
+            })
+            .inc();
+    }
 }
 
 /// client-go's workqueue metrics in a registry of their own (no prefix): the pushed families,
@@ -1031,6 +1083,15 @@ impl prometheus_client::collector::Collector for InformerCollector {
 impl crate::oci::PullObserver for Metrics {
     fn pulled(&self, plugin: &str, ok: bool) {
         self.oci_pulled(plugin, ok);
+    }
+
+    fn precompiled_refused(&self, plugin: &str, reason: &str) {
+        self.precompiled_refused
+            .get_or_create(&RefusedLabels {
+                plugin: plugin.to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 }
 

@@ -36,13 +36,17 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let precompiled = match &args.precompiled {
+        Some(path) => Some(precompiled_for(path, &args.file, &wasm).map_err(UsageError)?),
+        None => None,
+    };
     let meta = Metadata {
         name,
         contract: contract.to_owned(),
         source: args.source,
     };
     let digest = registry(&args.registry)
-        .push(&reference, wasm, &file_name, &meta)
+        .push(&reference, wasm, precompiled, &file_name, &meta)
         .await?;
     tracing::info!(reference = %reference.whole(), %digest, plugin = %meta.name, "pushed");
     println!(
@@ -51,6 +55,35 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
         reference.repository()
     );
     Ok(())
+}
+
+/// The precompiled artifact at `path`, refused unless it is one and was compiled from `wasm`
+/// (read from `file`). Its engine is not checked here: it is for the hosts that load it, which
+/// check it against their own.
+fn precompiled_for(path: &Path, file: &Path, wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
+    use sha2::Digest as _;
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let parsed = kubewasm_runtime::precompiled::parse(&bytes)
+        .with_context(|| format!("{}: not usable as --precompiled", path.display()))?;
+    let hash: String = sha2::Sha256::digest(wasm)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let header = &parsed.header;
+    parsed.check(&header.stamp, Some(&hash)).with_context(|| {
+        format!(
+            "{} is not the precompiled code of {}",
+            path.display(),
+            file.display()
+        )
+    })?;
+    tracing::info!(
+        wasmtime = %header.stamp.wasmtime,
+        target = %header.stamp.target,
+        engine = %header.stamp.engine,
+        "shipping precompiled code"
+    );
+    Ok(bytes)
 }
 
 /// Fetches a plugin, checked against its digests; prints where it was written and its digest.

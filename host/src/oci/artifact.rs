@@ -1,6 +1,10 @@
 //! The Wasm OCI artifact layout (CNCF TAG Runtime): a config of media type
 //! `application/vnd.wasm.config.v0+json` and exactly one `application/wasm` layer, the
-//! component. kubewasm adds annotations saying which plugin it is and for which contract.
+//! component. kubewasm adds annotations saying which plugin it is and for which contract, and
+//! may add one layer of [`PRECOMPILED_MEDIA_TYPE`]: the component compiled ahead of time for
+//! one engine and target (`kubewasm compile --out`), which hosts that trust it load instead of
+//! compiling. kubewasm before this layer existed refuses such an artifact (it took exactly one
+//! layer).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +13,9 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The layer of precompiled code: kubewasm's precompiled format (header naming engine, target
+/// and component, then wasmtime's serialized component).
+pub const PRECOMPILED_MEDIA_TYPE: &str = "application/vnd.kubewasm.precompiled.v1";
 /// The plugin's name, as its `init` returns it.
 pub const ANNOTATION_PLUGIN: &str = "dev.kubewasm.plugin.name";
 /// The contract the component was built for, e.g. `kubewasm:controller@0.2.0`.
@@ -32,24 +39,37 @@ pub enum ArtifactError {
     /// The config says it is something else (a container image, a Helm chart, ...).
     #[error("not a Wasm artifact: its config is `{0}`, not `{CONFIG_MEDIA_TYPE}`")]
     Config(String),
-    /// Not exactly one layer of type `application/wasm`.
-    #[error("not a Wasm artifact: it must have exactly one `{LAYER_MEDIA_TYPE}` layer, it has {0}")]
+    /// Not exactly one layer of type `application/wasm` (and at most one precompiled layer).
+    #[error(
+        "not a Wasm artifact: it must have exactly one `{LAYER_MEDIA_TYPE}` layer and at most one `{PRECOMPILED_MEDIA_TYPE}` layer, it has {0}"
+    )]
     Layers(String),
     /// The layer is larger than any plugin the host takes ([`MAX_COMPONENT_BYTES`]).
     #[error("the component layer of {0} bytes is over the limit of {MAX_COMPONENT_BYTES} bytes")]
     TooLarge(i64),
+    /// The precompiled layer is larger than the host takes ([`MAX_PRECOMPILED_BYTES`]).
+    #[error(
+        "the precompiled layer of {0} bytes is over the limit of {MAX_PRECOMPILED_BYTES} bytes"
+    )]
+    PrecompiledTooLarge(i64),
 }
 
 /// The largest component the host pulls (the Python example, the largest, is 18 MB): a
 /// registry cannot make the host allocate whatever its manifest or its body claims.
 pub const MAX_COMPONENT_BYTES: usize = 256 << 20;
 
-/// The layer, config and manifest that publish `wasm` as a Wasm OCI artifact.
+/// The largest precompiled layer the host pulls: compiled code is larger than its component,
+/// so the bound is twice [`MAX_COMPONENT_BYTES`].
+pub const MAX_PRECOMPILED_BYTES: usize = 512 << 20;
+
+/// The layers, config and manifest that publish `wasm` (and, when given, its precompiled code)
+/// as a Wasm OCI artifact.
 pub(crate) fn build(
     wasm: Vec<u8>,
+    precompiled: Option<Vec<u8>>,
     file_name: &str,
     meta: &Metadata,
-) -> (ImageLayer, Config, OciImageManifest) {
+) -> (Vec<ImageLayer>, Config, OciImageManifest) {
     let layer = ImageLayer::new(
         wasm,
         LAYER_MEDIA_TYPE.to_owned(),
@@ -76,18 +96,46 @@ pub(crate) fn build(
     if let Some(source) = &meta.source {
         annotations.insert(ANNOTATION_SOURCE.to_owned(), source.clone());
     }
-    let manifest =
-        OciImageManifest::build(std::slice::from_ref(&layer), &config, Some(annotations));
-    (layer, config, manifest)
+    let mut layers = vec![layer];
+    if let Some(code) = precompiled {
+        layers.push(ImageLayer::new(
+            code,
+            PRECOMPILED_MEDIA_TYPE.to_owned(),
+            Some(BTreeMap::from([(
+                ANNOTATION_TITLE.to_owned(),
+                format!("{file_name}.cwasm"),
+            )])),
+        ));
+    }
+    let manifest = OciImageManifest::build(&layers, &config, Some(annotations));
+    (layers, config, manifest)
 }
 
 /// The component's layer of a Wasm artifact's manifest, refusing anything else.
 pub(crate) fn wasm_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor, ArtifactError> {
+    layers(manifest).map(|(wasm, _)| wasm)
+}
+
+/// The precompiled layer of a Wasm artifact's manifest, if it has one.
+pub(crate) fn precompiled_layer(
+    manifest: &OciImageManifest,
+) -> Result<Option<&OciDescriptor>, ArtifactError> {
+    layers(manifest).map(|(_, precompiled)| precompiled)
+}
+
+/// The component's layer and the precompiled layer, refusing any other layout.
+fn layers(
+    manifest: &OciImageManifest,
+) -> Result<(&OciDescriptor, Option<&OciDescriptor>), ArtifactError> {
     if manifest.config.media_type != CONFIG_MEDIA_TYPE {
         return Err(ArtifactError::Config(manifest.config.media_type.clone()));
     }
+    let is = |layer: &OciDescriptor, kind: &str| layer.media_type == kind;
     match manifest.layers.as_slice() {
-        [layer] if layer.media_type == LAYER_MEDIA_TYPE => Ok(layer),
+        [wasm] if is(wasm, LAYER_MEDIA_TYPE) => Ok((wasm, None)),
+        [wasm, code] if is(wasm, LAYER_MEDIA_TYPE) && is(code, PRECOMPILED_MEDIA_TYPE) => {
+            Ok((wasm, Some(code)))
+        }
         [] => Err(ArtifactError::Layers("none".to_owned())),
         layers => Err(ArtifactError::Layers(
             layers
@@ -110,9 +158,27 @@ mod tests {
             contract: "kubewasm:controller@0.1.0".into(),
             source: Some("https://example.org/pod-diff".into()),
         };
-        let (layer, _, manifest) = build(b"\0asm".to_vec(), "pod-diff.wasm", &meta);
+        let (layers, _, manifest) = build(b"\0asm".to_vec(), None, "pod-diff.wasm", &meta);
         let found = wasm_layer(&manifest).expect("a wasm artifact");
-        assert_eq!(found.digest, layer.sha256_digest());
+        assert_eq!(found.digest, layers[0].sha256_digest());
+        assert!(precompiled_layer(&manifest).unwrap().is_none());
+        let (with_code, _, both) = build(
+            b"\0asm".to_vec(),
+            Some(b"code".to_vec()),
+            "pod-diff.wasm",
+            &meta,
+        );
+        assert_eq!(wasm_layer(&both).unwrap().digest, layers[0].sha256_digest());
+        assert_eq!(
+            precompiled_layer(&both).unwrap().map(|l| l.digest.as_str()),
+            Some(with_code[1].sha256_digest().as_str())
+        );
+        let mut swapped = both.clone();
+        swapped.layers.reverse();
+        assert!(matches!(
+            wasm_layer(&swapped),
+            Err(ArtifactError::Layers(_))
+        ));
         let annotations = manifest.annotations.clone().unwrap_or_default();
         assert_eq!(annotations[ANNOTATION_PLUGIN], "pod-diff");
         assert_eq!(

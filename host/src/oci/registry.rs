@@ -12,11 +12,11 @@ use parking_lot::Mutex;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::artifact::{self, ArtifactError, MAX_COMPONENT_BYTES, Metadata};
+use super::artifact::{self, ArtifactError, MAX_COMPONENT_BYTES, MAX_PRECOMPILED_BYTES, Metadata};
 use super::credentials::{Credentials, CredentialsError};
 use super::store::{StoreError, sha256_digest, verify};
 
@@ -191,11 +191,16 @@ pub struct Pulled {
 impl Pulled {
     /// The component layer's digest.
     pub fn layer_digest(&self) -> &str {
-        // `fetch_manifest` refused manifests without exactly one Wasm layer.
-        self.manifest
-            .layers
-            .first()
-            .map_or("", |layer| layer.digest.as_str())
+        // `parse` refused manifests without exactly one Wasm layer.
+        artifact::wasm_layer(&self.manifest).map_or("", |layer| layer.digest.as_str())
+    }
+
+    /// The precompiled layer's digest, when the artifact ships precompiled code.
+    pub fn precompiled_digest(&self) -> Option<&str> {
+        artifact::precompiled_layer(&self.manifest)
+            .ok()
+            .flatten()
+            .map(|layer| layer.digest.as_str())
     }
 
     /// The annotation `key` of the manifest.
@@ -257,18 +262,20 @@ impl Registry {
         Ok((client.clone(), auth))
     }
 
-    /// Publishes `wasm` as a Wasm artifact at `reference`; returns the manifest's digest.
+    /// Publishes `wasm` as a Wasm artifact at `reference`, with `precompiled` code as a layer
+    /// of its own when given; returns the manifest's digest.
     pub async fn push(
         &self,
         reference: &Reference,
         wasm: Vec<u8>,
+        precompiled: Option<Vec<u8>>,
         file_name: &str,
         meta: &Metadata,
     ) -> Result<String, RegistryError> {
         let (client, auth) = self.client(reference)?;
-        let (layer, config, manifest) = artifact::build(wasm, file_name, meta);
+        let (layers, config, manifest) = artifact::build(wasm, precompiled, file_name, meta);
         client
-            .push(reference, &[layer], config, &auth, Some(manifest))
+            .push(reference, &layers, config, &auth, Some(manifest))
             .await
             .map_err(|e| RegistryError::from_client(reference, e))?;
         // The digest of the manifest as the registry stored it.
@@ -312,28 +319,69 @@ impl Registry {
         reference: &Reference,
         pulled: &Pulled,
     ) -> Result<Vec<u8>, RegistryError> {
+        let layer =
+            artifact::wasm_layer(&pulled.manifest).map_err(|source| RegistryError::NotWasm {
+                reference: reference.whole(),
+                source,
+            })?;
+        self.fetch_layer(
+            reference,
+            layer,
+            MAX_COMPONENT_BYTES,
+            ArtifactError::TooLarge,
+        )
+        .await
+    }
+
+    /// Fetches the precompiled code of `pulled`, if it ships any, checked against its digest.
+    pub async fn fetch_precompiled(
+        &self,
+        reference: &Reference,
+        pulled: &Pulled,
+    ) -> Result<Option<Vec<u8>>, RegistryError> {
+        let layer = artifact::precompiled_layer(&pulled.manifest).map_err(|source| {
+            RegistryError::NotWasm {
+                reference: reference.whole(),
+                source,
+            }
+        })?;
+        let Some(layer) = layer else {
+            return Ok(None);
+        };
+        self.fetch_layer(
+            reference,
+            layer,
+            MAX_PRECOMPILED_BYTES,
+            ArtifactError::PrecompiledTooLarge,
+        )
+        .await
+        .map(Some)
+    }
+
+    /// Fetches `layer`, refusing it past `limit` bytes (whatever its descriptor says) and
+    /// unless it hashes to its digest.
+    async fn fetch_layer(
+        &self,
+        reference: &Reference,
+        layer: &OciDescriptor,
+        limit: usize,
+        over: fn(i64) -> ArtifactError,
+    ) -> Result<Vec<u8>, RegistryError> {
         let (client, auth) = self.client(reference)?;
         client
             .store_auth_if_needed(reference.resolve_registry(), &auth)
             .await;
-        let layer = pulled
-            .manifest
-            .layers
-            .first()
-            .ok_or_else(|| RegistryError::NotWasm {
-                reference: reference.whole(),
-                source: ArtifactError::Layers("none".into()),
-            })?;
         let too_large = |size: i64| RegistryError::NotWasm {
             reference: reference.whole(),
-            source: ArtifactError::TooLarge(size),
+            source: over(size),
         };
         let declared = usize::try_from(layer.size).map_err(|_| too_large(layer.size))?;
-        if declared > MAX_COMPONENT_BYTES {
+        if declared > limit {
             return Err(too_large(layer.size));
         }
         let mut bounded = Bounded {
             buf: Vec::with_capacity(declared),
+            limit,
             overflowed: false,
         };
         let pulled = client.pull_blob(reference, layer, &mut bounded).await;
@@ -390,10 +438,11 @@ impl Pulled {
     }
 }
 
-/// A blob being pulled, refused once it would pass [`MAX_COMPONENT_BYTES`] whatever the
-/// manifest said its size was.
+/// A blob being pulled, refused once it would pass `limit` bytes whatever the manifest said
+/// its size was.
 struct Bounded {
     buf: Vec<u8>,
+    limit: usize,
     overflowed: bool,
 }
 
@@ -404,11 +453,9 @@ impl tokio::io::AsyncWrite for Bounded {
         data: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         let this = self.get_mut();
-        if this.buf.len() + data.len() > MAX_COMPONENT_BYTES {
+        if this.buf.len() + data.len() > this.limit {
             this.overflowed = true;
-            return std::task::Poll::Ready(Err(std::io::Error::other(
-                "component layer over the size limit",
-            )));
+            return std::task::Poll::Ready(Err(std::io::Error::other("layer over the size limit")));
         }
         this.buf.extend_from_slice(data);
         std::task::Poll::Ready(Ok(data.len()))
@@ -438,6 +485,7 @@ mod tests {
         use tokio::io::AsyncWriteExt;
         let mut bounded = Bounded {
             buf: vec![0; MAX_COMPONENT_BYTES - 1],
+            limit: MAX_COMPONENT_BYTES,
             overflowed: false,
         };
         bounded.write_all(b"x").await.expect("up to the limit");

@@ -11,11 +11,21 @@
 //! all leave the last good version linked (and running). The error is logged once per change,
 //! shown in `/plugins` and counted; the source is tried again at its next poll. A restart while
 //! the registry is down starts from the link left by the last run.
+//!
+//! # Precompiled code
+//! A source with `trust-precompiled` whose artifact ships a precompiled layer has it pulled
+//! (bounded, checked against the digest the manifest pins), verified by the engine against its
+//! own wasmtime version, settings and target and the component's digest, and kept in the
+//! compile cache before the link is swapped: the reloader's load then finds it and compiles
+//! nothing. Precompiled code that cannot be had or does not match is refused, logged,
+//! counted and shown in `/plugins` (`precompiled_error`); the component is linked anyway and
+//! compiled at its load, as without it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kubewasm_runtime::{PluginEngine, PrecompiledError};
 use oci_client::Reference;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -38,6 +48,10 @@ pub struct SourceSpec {
     pub reference: Reference,
     /// How often to look for a moved tag; `None`: resolved once per start.
     pub poll: Option<Duration>,
+    /// Whether the artifact's precompiled code may be loaded instead of compiling the
+    /// component: the operator trusts its publisher with native code in the host's process
+    /// (`trust-precompiled`).
+    pub trust_precompiled: bool,
 }
 
 impl SourceSpec {
@@ -54,7 +68,16 @@ impl SourceSpec {
             source: source.to_owned(),
             reference,
             poll,
+            trust_precompiled: false,
         })
+    }
+
+    /// The same source, loading its artifact's precompiled code when `trust` is set.
+    pub fn trusting_precompiled(self, trust: bool) -> SourceSpec {
+        SourceSpec {
+            trust_precompiled: trust,
+            ..self
+        }
     }
 }
 
@@ -76,11 +99,19 @@ pub struct SourceStatus {
     /// Registry checks (resolve, pull) so far, and how many failed.
     pub checks: u64,
     pub failures: u64,
+    /// The precompiled layer installed for the linked version (its digest), when the source
+    /// trusts precompiled code and the artifact ships it.
+    pub precompiled: Option<String>,
+    /// Why the linked version's precompiled code was refused (it is compiled instead).
+    pub precompiled_error: Option<String>,
 }
 
 /// Counts registry checks of sources, by plugin and outcome.
 pub trait PullObserver: Send + Sync {
     fn pulled(&self, plugin: &str, ok: bool);
+    /// The precompiled code of `plugin`'s artifact was refused for `reason` (a
+    /// [`PrecompiledError::kind`], or `fetch`): its component is compiled instead.
+    fn precompiled_refused(&self, _plugin: &str, _reason: &str) {}
 }
 
 /// Every source's status, by plugin.
@@ -93,6 +124,8 @@ pub struct Sources {
     store: BlobStore,
     status: SharedSources,
     observer: Option<Arc<dyn PullObserver>>,
+    /// What verifies and keeps precompiled code (`None`: every component is compiled).
+    engine: Option<PluginEngine>,
 }
 
 /// What one check of a source came to.
@@ -130,6 +163,15 @@ impl Sources {
             store,
             status: Arc::new(Mutex::new(status)),
             observer,
+            engine: None,
+        }
+    }
+
+    /// Installs the precompiled code of sources that trust it into `engine`'s compile cache.
+    pub fn with_engine(self, engine: PluginEngine) -> Sources {
+        Sources {
+            engine: Some(engine),
+            ..self
         }
     }
 
@@ -165,6 +207,7 @@ impl Sources {
                 if let Some(s) = status.get_mut(&spec.name) {
                     s.digest = Some(linked.manifest);
                     s.layer = Some(linked.layer);
+                    s.precompiled = linked.precompiled;
                 }
             }
         }
@@ -284,6 +327,7 @@ impl Sources {
                 .await?;
             self.store_blob(spec, &layer, &component)?;
         }
+        let precompiled = self.install_precompiled(spec, &pulled, &layer).await;
         self.store
             .link(
                 &spec.name,
@@ -291,6 +335,7 @@ impl Sources {
                     source: spec.source.clone(),
                     manifest: digest,
                     layer,
+                    precompiled,
                 },
             )
             .map_err(|e| RegistryError::Other {
@@ -298,6 +343,71 @@ impl Sources {
                 message: format!("cannot link the pulled plugin: {e}"),
             })?;
         Ok(Checked::Linked)
+    }
+
+    /// When `spec` trusts precompiled code and `pulled` ships it: pulls it into the store
+    /// (unless there), has the engine verify it for the component `layer` and keep it. Its
+    /// digest when installed; a refusal is logged, counted and shown, and the component is
+    /// then compiled at its load.
+    async fn install_precompiled(
+        &self,
+        spec: &SourceSpec,
+        pulled: &Pulled,
+        layer: &str,
+    ) -> Option<String> {
+        let engine = self.engine.as_ref().filter(|_| spec.trust_precompiled)?;
+        let digest = pulled.precompiled_digest()?.to_owned();
+        let installed = async {
+            let code = match self.store.read(&digest).ok().flatten() {
+                Some(code) => code,
+                None => {
+                    let code = self
+                        .registry
+                        .fetch_precompiled(&spec.reference, pulled)
+                        .await
+                        .map_err(|e| ("fetch", e.to_string()))?
+                        .ok_or(("fetch", "the precompiled layer is gone".to_owned()))?;
+                    self.store_blob(spec, &digest, &code)
+                        .map_err(|e| ("fetch", e.to_string()))?;
+                    code
+                }
+            };
+            let component = layer.strip_prefix("sha256:").unwrap_or(layer);
+            engine
+                .install_precompiled(&code, component)
+                .map_err(|e: PrecompiledError| (e.kind(), e.to_string()))
+        }
+        .await;
+        let mut status = self.status.lock();
+        let s = status.get_mut(&spec.name);
+        match installed {
+            Ok(()) => {
+                tracing::info!(plugin = %spec.name, precompiled = %digest, "precompiled code verified and kept: the plugin loads without a compile");
+                if let Some(s) = s {
+                    s.precompiled = Some(digest.clone());
+                    s.precompiled_error = None;
+                }
+                Some(digest)
+            }
+            Err((reason, message)) => {
+                tracing::warn!(
+                    plugin = %spec.name,
+                    source = %spec.source,
+                    precompiled = %digest,
+                    reason,
+                    error = %message,
+                    "precompiled code refused: the component is compiled instead"
+                );
+                if let Some(observer) = &self.observer {
+                    observer.precompiled_refused(&spec.name, reason);
+                }
+                if let Some(s) = s {
+                    s.precompiled = None;
+                    s.precompiled_error = Some(message);
+                }
+                None
+            }
+        }
     }
 
     fn store_blob(

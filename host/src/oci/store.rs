@@ -40,6 +40,10 @@ pub struct Linked {
     pub manifest: String,
     /// The component's (layer's) digest: the blob the link points at.
     pub layer: String,
+    /// The digest of the precompiled layer installed for it, when the source trusts
+    /// precompiled code and the artifact ships it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precompiled: Option<String>,
 }
 
 /// The store under one cache directory.
@@ -217,6 +221,7 @@ mod tests {
             source: "oci://r.example/p:1".into(),
             manifest: sha256_digest(b"manifest"),
             layer: layer.to_owned(),
+            precompiled: None,
         };
         store.link("p", &linked(&d1)).unwrap();
         let link = store.plugins_dir().join("p.wasm");

@@ -571,3 +571,177 @@ async fn registry_sources_hot_swap_and_survive_registry_faults() {
     app.stop().await;
     server.shutdown().await;
 }
+
+/// The value of the series `series` (name and labels, as exposed) in `/metrics`.
+fn metric(port: u16, series: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics")?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+/// Precompiled artifacts end to end: `kubewasm compile --out` makes them, `kubewasm push
+/// --precompiled` ships them as a layer of their own (refusing code of another component), and
+/// a host started from sources that trust them is ready with no compile run. Precompiled code
+/// for another target, and code of a source that does not trust it, are not loaded: those
+/// components are compiled, the refusal named in `/plugins` and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_started_from_precompiled_artifacts_compiles_nothing() {
+    let registry = TestRegistry::start(false);
+    let work = tempfile::tempdir().expect("work dir");
+    let dir = work.path();
+    let probe = guest_bytes("probe");
+    let [trusted, foreign, untrusted] = [1, 2, 3].map(|n| variant(&probe, n));
+    let files = [
+        ("pre", &trusted),
+        ("foreign", &foreign),
+        ("untrusted", &untrusted),
+    ]
+    .map(|(name, bytes)| plugin_file(dir, &format!("{name}.wasm"), bytes));
+    let out = dir.join("out");
+    let compiled = stdout(&kubewasm(
+        &[
+            "compile",
+            &files[0].to_string_lossy(),
+            &files[2].to_string_lossy(),
+            "--out",
+            &out.to_string_lossy(),
+        ],
+        dir,
+    ));
+    assert!(compiled.contains("loads only into a host"), "{compiled}");
+    let artifact = std::fs::read(out.join("pre.cwasm")).expect("pre.cwasm written");
+    let parsed = kubewasm_runtime::precompiled::parse(&artifact).expect("a precompiled artifact");
+    assert_eq!(parsed.header.component_sha256, sha256(&trusted));
+
+    let host = registry.host();
+    let precompiled = out.join("pre.cwasm");
+    let pre = push(
+        dir,
+        &files[0],
+        &format!("{host}/team/pre:1"),
+        &["--precompiled", &precompiled.to_string_lossy()],
+    );
+    let manifest = registry.manifest("team/pre", &pre);
+    assert_eq!(
+        manifest["layers"][1]["mediaType"],
+        kubewasm::oci::PRECOMPILED_MEDIA_TYPE
+    );
+    // Code of another component is refused at push, naming both.
+    let refused = kubewasm(
+        &[
+            "push",
+            &files[1].to_string_lossy(),
+            &format!("{host}/team/foreign:1"),
+            "--plain-http",
+            "--precompiled",
+            &precompiled.to_string_lossy(),
+        ],
+        dir,
+    );
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("is not the precompiled code of") && said.contains("foreign.wasm"),
+        "{said}"
+    );
+    // Code that claims another target (as if compiled by an aarch64 image's binary).
+    let foreign_code = {
+        let mut stamp = parsed.header.stamp.clone();
+        stamp.target = "aarch64-linux-musl".into();
+        kubewasm_runtime::precompiled::encode(&stamp, &sha256(&foreign), parsed.code)
+    };
+    let foreign_cwasm = dir.join("foreign.cwasm");
+    std::fs::write(&foreign_cwasm, foreign_code).unwrap();
+    push(
+        dir,
+        &files[1],
+        &format!("{host}/team/foreign:1"),
+        &["--precompiled", &foreign_cwasm.to_string_lossy()],
+    );
+    let untrusted_cwasm = out.join("untrusted.cwasm");
+    push(
+        dir,
+        &files[2],
+        &format!("{host}/team/untrusted:1"),
+        &["--precompiled", &untrusted_cwasm.to_string_lossy()],
+    );
+
+    let (server, client) = devserver().await;
+    let source = |name: &str, trust: bool| {
+        format!(
+            "[plugins.{name}]\nsource = \"oci://{host}/team/{name}:1\"\n\
+             trust-precompiled = {trust}\nconfig = '{}'\n",
+            probe_config(name)
+        )
+    };
+    let registries = format!("[registries]\nplain-http = [\"{host}\"]\n");
+
+    // A host whose only plugin ships matching precompiled code: ready, and no compile ran.
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let config = format!("{registries}{}", source("pre", true));
+    let app = App::start(client.clone(), &plugins, &dir.join("cache-1"), &config);
+    let ready = wait_until(PATIENCE, || {
+        http_get(app.port, "/readyz").is_some_and(|(code, _)| code == 200)
+    })
+    .await;
+    assert!(ready, "never ready; /plugins: {:#}", app.status());
+    assert_eq!(app.running("pre"), Some(sha256(&trusted)));
+    let plugin = |a: &App, name: &str| {
+        a.status()["plugins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["plugin"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(plugin(&app, "pre")["origin"], "precompiled");
+    assert_eq!(
+        app.source("pre")["precompiled"],
+        manifest["layers"][1]["digest"]
+    );
+    let loads = |a: &App, origin: &str| {
+        metric(
+            a.port,
+            &format!("kubewasm_plugin_code_loads_total{{origin=\"{origin}\"}}"),
+        )
+    };
+    assert_eq!(loads(&app, "compiled"), Some(0.0), "a compile ran");
+    assert_eq!(loads(&app, "precompiled"), Some(1.0));
+    app.stop().await;
+
+    // Mismatched and untrusted precompiled code is not loaded: compiled instead, and said so.
+    let config = format!(
+        "{registries}{}{}",
+        source("foreign", true),
+        source("untrusted", false)
+    );
+    let app = App::start(client, &plugins, &dir.join("cache-2"), &config);
+    app.wait("both run, compiled", |a| {
+        a.running("foreign") == Some(sha256(&foreign))
+            && a.running("untrusted") == Some(sha256(&untrusted))
+    })
+    .await;
+    for name in ["foreign", "untrusted"] {
+        assert_eq!(plugin(&app, name)["origin"], "compiled", "{name}");
+    }
+    let why = app.source("foreign")["precompiled_error"].to_string();
+    assert!(
+        why.contains("target aarch64-linux-musl (this host: "),
+        "{why}"
+    );
+    assert!(app.source("untrusted")["precompiled"].is_null());
+    assert!(app.source("untrusted")["precompiled_error"].is_null());
+    assert_eq!(loads(&app, "compiled"), Some(2.0));
+    assert_eq!(loads(&app, "precompiled"), Some(0.0));
+    assert_eq!(
+        metric(
+            app.port,
+            "kubewasm_plugin_precompiled_refused_total{plugin=\"foreign\",reason=\"other-engine\"}"
+        ),
+        Some(1.0)
+    );
+    app.stop().await;
+    server.shutdown().await;
+}
