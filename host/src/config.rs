@@ -1102,6 +1102,29 @@ mod tests {
         assert!(err.contains("connect-timeout-seconds"), "{err}");
     }
 
+    /// The config the deployment's registry example ships is one this host takes, with its
+    /// sources trusting their precompiled code.
+    #[test]
+    fn the_deployments_registry_config_parses_and_trusts_precompiled_code() {
+        let manifest = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/kubernetes/plugins-from-registry.yaml"
+        ))
+        .expect("the manifest");
+        let toml: String = manifest
+            .split_once("kubewasm.toml: |\n")
+            .expect("a kubewasm.toml key")
+            .1
+            .lines()
+            .take_while(|l| l.is_empty() || l.starts_with("    "))
+            .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+            .collect();
+        let config = parse(&toml).expect("the deployment's config parses");
+        let sources = config.sources();
+        assert_eq!(sources.len(), 2, "{toml}");
+        assert!(sources.iter().all(|s| s.trust_precompiled), "{toml}");
+    }
+
     #[test]
     fn oci_sources_are_checked_and_listed() {
         let config = parse(
