@@ -203,12 +203,11 @@ impl Sources {
         }
         for spec in &self.specs {
             if let Some(linked) = self.store.linked(&spec.name) {
-                let mut status = self.status.lock();
-                if let Some(s) = status.get_mut(&spec.name) {
-                    s.digest = Some(linked.manifest);
-                    s.layer = Some(linked.layer);
-                    s.precompiled = linked.precompiled;
+                if let Some(s) = self.status.lock().get_mut(&spec.name) {
+                    s.digest = Some(linked.manifest.clone());
+                    s.layer = Some(linked.layer.clone());
                 }
+                self.reinstall_precompiled(spec, &linked).await;
             }
         }
         futures::future::join_all(self.specs.iter().map(|spec| self.check_and_report(spec))).await;
@@ -343,6 +342,22 @@ impl Sources {
                 message: format!("cannot link the pulled plugin: {e}"),
             })?;
         Ok(Checked::Linked)
+    }
+
+    /// At start, for the version the last run linked: installs its precompiled code again from
+    /// the store, verified against this run's engine (which may be another build than the one
+    /// that installed it, or the cache entry may be gone), so a restart compiles nothing either.
+    async fn reinstall_precompiled(&self, spec: &SourceSpec, linked: &Linked) {
+        let Some(Ok(pulled)) = self
+            .store
+            .read(&linked.manifest)
+            .ok()
+            .flatten()
+            .map(|bytes| Pulled::parse(&spec.reference, &linked.manifest, bytes))
+        else {
+            return;
+        };
+        self.install_precompiled(spec, &pulled, &linked.layer).await;
     }
 
     /// When `spec` trusts precompiled code and `pulled` ships it: pulls it into the store

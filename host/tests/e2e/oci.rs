@@ -711,6 +711,37 @@ async fn a_host_started_from_precompiled_artifacts_compiles_nothing() {
     assert_eq!(loads(&app, "precompiled"), Some(1.0));
     app.stop().await;
 
+    // A restart with the registry down and the kept code gone from the compile cache: the code
+    // is verified again from the store, and still nothing is compiled.
+    let cache = dir.join("cache-1");
+    for entry in std::fs::read_dir(&cache).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().ends_with(".precompiled.cwasm") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let mut registry = registry;
+    registry.stop();
+    let app = App::start(client.clone(), &plugins, &cache, &config);
+    let ready = wait_until(PATIENCE, || {
+        http_get(app.port, "/readyz").is_some_and(|(code, _)| code == 200)
+    })
+    .await;
+    assert!(
+        ready,
+        "never ready after the restart; /plugins: {:#}",
+        app.status()
+    );
+    assert_eq!(plugin(&app, "pre")["origin"], "precompiled");
+    assert_eq!(app.source("pre")["error_kind"], "unreachable");
+    assert_eq!(
+        loads(&app, "compiled"),
+        Some(0.0),
+        "a compile ran at the restart"
+    );
+    app.stop().await;
+    registry.resume();
+
     // Mismatched and untrusted precompiled code is not loaded: compiled instead, and said so.
     let config = format!(
         "{registries}{}{}",
