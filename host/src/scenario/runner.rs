@@ -16,7 +16,7 @@ use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::matcher::{describe, matches};
+use super::matcher::{describe, matches, matches_since, uses_changed};
 use super::{Assert, Expect, PatchAction, PatchType, Scenario, Step};
 use crate::admission::loopback::LoopbackWebhooks;
 use crate::admission::{AdmissionMetrics, AdmissionRegistry};
@@ -283,6 +283,20 @@ impl Rig<'_> {
     ) -> Option<String> {
         let timeout = step.timeout.unwrap_or(self.default_timeout);
         let act_deadline = tokio::time::Instant::now() + timeout;
+        let before = match self.baseline(&step.assert).await {
+            Ok(before) => before,
+            Err(err) => {
+                return Some(format!(
+                    "reading the objects `$changed` compares with: {err:#}"
+                ));
+            }
+        };
+        let asserts = Asserts {
+            assert: &step.assert,
+            before: &before,
+            log_start,
+            line_start,
+        };
         if let Err(err) = self.act(step, act_deadline).await {
             return Some(match err.downcast_ref::<Unexpected>() {
                 Some(unexpected) => unexpected.0.clone(),
@@ -291,7 +305,7 @@ impl Rig<'_> {
         }
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let failures = self.check(&step.assert, log_start, line_start).await;
+            let failures = self.check(&asserts).await;
             if failures.is_empty() {
                 break;
             }
@@ -310,7 +324,7 @@ impl Rig<'_> {
             if let Err(e) = self.wait_quiet(deadline).await {
                 return Some(format!("converged: the plugins never went quiet: {e:#}"));
             }
-            let failures = self.check(&step.assert, log_start, line_start).await;
+            let failures = self.check(&asserts).await;
             if !failures.is_empty() {
                 return Some(format!(
                     "not true once the plugins settled:\n{}",
@@ -453,12 +467,54 @@ impl Rig<'_> {
         }
     }
 
-    /// Every assert that does not hold now, as readable lines.
-    async fn check(&mut self, assert: &Assert, log_start: usize, line_start: u64) -> Vec<String> {
-        let mut failures = Vec::new();
+    /// For each `exist` entry that uses `$changed`, the objects it may match as they are now,
+    /// before the step's action: what `$changed` compares with.
+    async fn baseline(&mut self, assert: &Assert) -> anyhow::Result<Vec<Vec<Value>>> {
+        let mut before = Vec::with_capacity(assert.exist.len());
         for expected in &assert.exist {
-            if let Err(why) = self.check_exists(expected).await {
+            before.push(if !uses_changed(expected) {
+                Vec::new()
+            } else if named(expected) {
+                self.get(expected).await?.into_iter().collect()
+            } else {
+                self.list(expected).await?
+            });
+        }
+        Ok(before)
+    }
+
+    /// Every assert that does not hold now, as readable lines.
+    async fn check(&mut self, asserts: &Asserts<'_>) -> Vec<String> {
+        let Asserts {
+            assert,
+            before,
+            log_start,
+            line_start,
+        } = *asserts;
+        let mut failures = Vec::new();
+        for (i, expected) in assert.exist.iter().enumerate() {
+            let before = before.get(i).map(Vec::as_slice).unwrap_or_default();
+            if let Err(why) = self.check_exists(expected, before).await {
                 failures.push(why);
+            }
+        }
+        for counted in &assert.count {
+            let bounds = counted.bounds();
+            match self.list(&counted.object).await {
+                Ok(found) => {
+                    let n = found
+                        .iter()
+                        .filter(|actual| matches(&counted.object, actual).is_empty())
+                        .count() as u64;
+                    if !bounds.hold(n) {
+                        failures.push(format!(
+                            "{}: {n} match, expected {bounds} (of {} of the kind)",
+                            describe(&counted.object),
+                            found.len()
+                        ));
+                    }
+                }
+                Err(err) => failures.push(format!("{}: {err:#}", describe(&counted.object))),
             }
         }
         for object in &assert.absent {
@@ -514,17 +570,8 @@ impl Rig<'_> {
                 .flat_map(|key| plugin_writes(&log[log_start.min(log.len())..], key))
                 .collect();
             let n = writes.len() as u64;
-            let ok = bound.exactly.is_none_or(|e| n == e)
-                && bound.min.is_none_or(|m| n >= m)
-                && bound.max.is_none_or(|m| n <= m);
-            if !ok {
-                let want = match (bound.exactly, bound.min, bound.max) {
-                    (Some(e), _, _) => format!("exactly {e}"),
-                    (None, Some(min), Some(max)) => format!("{min} to {max}"),
-                    (None, Some(min), None) => format!("at least {min}"),
-                    (None, None, Some(max)) => format!("at most {max}"),
-                    (None, None, None) => "a bound".to_owned(),
-                };
+            let want = bound.bounds();
+            if !want.hold(n) {
                 failures.push(format!(
                     "plugin {} made {n} writes in this step, expected {want}{}",
                     bound.plugin,
@@ -535,13 +582,16 @@ impl Rig<'_> {
         failures
     }
 
-    async fn check_exists(&mut self, expected: &Value) -> Result<(), String> {
+    /// Whether an object `expected` describes exists; `before` holds the objects it may match
+    /// as they were when the step began (for `$changed`; empty when it uses none).
+    async fn check_exists(&mut self, expected: &Value, before: &[Value]) -> Result<(), String> {
         let what = describe(expected);
-        if expected.pointer("/metadata/name").is_some() {
+        let diff = |actual: &Value| matches_since(expected, actual, previous(before, actual));
+        if named(expected) {
             return match self.get(expected).await {
                 Ok(None) => Err(format!("{what}: not found")),
                 Ok(Some(actual)) => {
-                    let diff = matches(expected, &actual);
+                    let diff = diff(&actual);
                     if diff.is_empty() {
                         Ok(())
                     } else {
@@ -555,16 +605,13 @@ impl Rig<'_> {
             .list(expected)
             .await
             .map_err(|err| format!("{what}: {err:#}"))?;
-        if found
-            .iter()
-            .any(|actual| matches(expected, actual).is_empty())
-        {
+        if found.iter().any(|actual| diff(actual).is_empty()) {
             return Ok(());
         }
         // The closest candidate's diff says most about what is wrong.
         let closest = found
             .iter()
-            .map(|actual| (matches(expected, actual), actual))
+            .map(|actual| (diff(actual), actual))
             .min_by_key(|(diff, _)| diff.len());
         Err(match closest {
             None => format!("{what}: no object of this kind exists"),
@@ -779,6 +826,38 @@ impl Rig<'_> {
         let probe = serde_json::json!({"apiVersion": "v1", "kind": "Event"});
         self.list(&probe).await
     }
+}
+
+/// A step's asserts and what they are measured from.
+#[derive(Clone, Copy)]
+struct Asserts<'a> {
+    assert: &'a Assert,
+    /// Per `exist` entry, the objects it may match when the step began.
+    before: &'a [Vec<Value>],
+    /// Where the step's writes start in the request log.
+    log_start: usize,
+    /// The step's first logged line.
+    line_start: u64,
+}
+
+/// Whether an object reference names one object (a string `metadata.name`); without, or with
+/// an operator in its place, it stands for any object of its kind.
+fn named(object: &Value) -> bool {
+    object
+        .pointer("/metadata/name")
+        .is_some_and(Value::is_string)
+}
+
+/// The object among `before` with the namespace and name of `actual`.
+fn previous<'a>(before: &'a [Value], actual: &Value) -> Option<&'a Value> {
+    let key = |o: &Value| {
+        (
+            text(o, "/metadata/namespace").to_owned(),
+            text(o, "/metadata/name").to_owned(),
+        )
+    };
+    let wanted = key(actual);
+    before.iter().find(|o| key(o) == wanted)
 }
 
 /// How kube-apiserver (and the dev server) begins the message of a webhook's denial.

@@ -154,6 +154,113 @@ steps:
     assert!(text.contains("PATCH configmaps default/a"), "{text}");
 }
 
+/// Every assert operator, holding: the mirror's uid is a UUID, its owner reference has some
+/// uid, it has no field the source lacks, one ConfigMap of the namespace has one owner, and a
+/// change to the source changes the copy's value. `FAILING` is replaced by a step that must
+/// fail.
+const OPERATORS: &str = r#"
+name: operators
+objects:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: app, namespace: default, labels: {kubewasm.io/mirror: "true"}}
+    data: {greeting: hello}
+steps:
+  - name: the mirror appears, owned by its source
+    assert:
+      exist:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: app-mirror
+            namespace: default
+            uid: {$matches: "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$"}
+            ownerReferences: [{name: app, uid: {$any: true}}]
+          data: {greeting: hello, other: {$absent: true}}
+      count:
+        - object: {apiVersion: v1, kind: ConfigMap, metadata: {namespace: default, ownerReferences: {$count: 1}}}
+          exactly: 1
+  - name: a change to the source changes the copy
+    patch:
+      object: {apiVersion: v1, kind: ConfigMap, metadata: {name: app}}
+      patch: {data: {greeting: hi}}
+    assert:
+      exist:
+        - {apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {greeting: {$changed: true}}}
+FAILING"#;
+
+#[test]
+fn assert_operators_hold_and_each_fails_saying_what_it_expected() {
+    let (output, _dir) = run_scenario(
+        "mirror-v0-2",
+        "[\"ConfigMap\"]",
+        &OPERATORS.replace("FAILING", ""),
+    );
+    let text = stdout(&output);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(text.matches("  ok   ").count(), 2, "{text}");
+
+    let failing = [
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {greeting: {$changed: true}}}]"#,
+            r#".data.greeting: expected a change from "hi", got "hi""#,
+        ),
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {missing: {$any: true}}}]"#,
+            ".data.missing: expected any value, missing",
+        ),
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {greeting: {$absent: true}}}]"#,
+            r#".data.greeting: expected no value, got "hi""#,
+        ),
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {greeting: {$matches: "^hello$"}}}]"#,
+            r#".data.greeting: expected a string matching /^hello$/, got "hi""#,
+        ),
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror, ownerReferences: {$count: 2}}}]"#,
+            ".metadata.ownerReferences: expected 2 items, got 1",
+        ),
+        (
+            r#"count: [{object: {apiVersion: v1, kind: ConfigMap, metadata: {labels: {kubewasm.io/mirror: "true"}}}, min: 2}]"#,
+            "v1 ConfigMap (any name): 1 match, expected at least 2",
+        ),
+    ];
+    for (assert, message) in failing {
+        let step =
+            format!("  - name: nothing changes\n    timeout: 1s\n    assert:\n      {assert}\n");
+        let (output, _dir) = run_scenario(
+            "mirror-v0-2",
+            "[\"ConfigMap\"]",
+            &OPERATORS.replace("FAILING", &step),
+        );
+        let text = stdout(&output);
+        assert_eq!(output.status.code(), Some(1), "{assert}: {text}");
+        assert!(text.contains("FAIL nothing changes"), "{assert}: {text}");
+        assert!(text.contains(message), "{assert}: {text}");
+    }
+}
+
+/// A mistake in an operator is refused before anything runs, saying where it is.
+#[test]
+fn a_misspelt_operator_is_refused_before_the_run() {
+    let scenario = OPERATORS
+        .replace("{$changed: true}", "{$chnaged: true}")
+        .replace("FAILING", "");
+    let (output, _dir) = run_scenario("mirror-v0-2", "[\"ConfigMap\"]", &scenario);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("step 2 (a change to the source changes the copy): exist v1 ConfigMap app-mirror: .data.greeting: `$chnaged` is not an assert operator"),
+        "{stderr}"
+    );
+    assert!(stdout(&output).is_empty(), "{}", stdout(&output));
+}
+
 /// A fault on one resource hits that resource only: 500s on updates of Secrets leave the
 /// mirror's ConfigMap update alone (one write), 500s on updates of ConfigMaps make it retry.
 /// The mirror logs each copy, which `logged` asserts; a line it never logs fails the step
