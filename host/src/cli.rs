@@ -435,6 +435,47 @@ pub struct TestArgs {
     /// `500ms`, `2m`): a broken plugin fails that much sooner.
     #[arg(long, default_value = "30s", value_parser = crate::scenario::parse_duration)]
     pub timeout: std::time::Duration,
+    /// Also log to stderr, as other commands do (at `--log`'s level). Without it only the
+    /// results are printed and the log goes to `--log-file`.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// Where the log goes without `--verbose`, replaced on each run [default:
+    /// $XDG_STATE_HOME/kubewasm/test.log, else ~/.local/state/kubewasm/test.log].
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+}
+
+impl TestArgs {
+    /// The file the log goes to, or `None` for stderr (`--verbose`).
+    pub fn log_file(&self) -> Option<PathBuf> {
+        if self.verbose {
+            return None;
+        }
+        Some(self.log_file.clone().unwrap_or_else(default_test_log))
+    }
+}
+
+/// `kubewasm test`'s log file when `--log-file` names none: the XDG state directory, where
+/// logs belong.
+fn default_test_log() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("kubewasm")
+        .join("test.log")
+}
+
+impl Command {
+    /// Where the command's log goes: a file (`kubewasm test` without `--verbose`, whose output
+    /// is its results), else `None`, stderr.
+    pub fn log_file(&self) -> Option<PathBuf> {
+        match self {
+            Command::Test(args) => args.log_file(),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

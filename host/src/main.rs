@@ -14,7 +14,11 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
         }
     };
-    if let Err(err) = kubewasm::logging::init(cli.log_format, &cli.log) {
+    let logged = match cli.command.log_file() {
+        Some(path) => kubewasm::logging::init_file(cli.log_format, &cli.log, &path),
+        None => kubewasm::logging::init(cli.log_format, &cli.log),
+    };
+    if let Err(err) = logged {
         eprintln!("kubewasm: {err:#}");
         return ExitCode::from(2);
     }

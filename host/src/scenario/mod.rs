@@ -47,7 +47,7 @@ use serde_json::Value;
 
 pub use junit::junit_xml;
 pub use matcher::{Mismatch, matches};
-pub use runner::{Outcome, RunOptions, StepResult, run};
+pub use runner::{Outcome, Progress, RunOptions, SLOW_LOAD, StepResult, run};
 
 /// A parsed scenario file.
 #[derive(Debug, Clone, Deserialize)]

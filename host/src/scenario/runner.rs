@@ -2,7 +2,7 @@
 //! informers on it, the scenario's objects, then each step's action and asserts.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,10 @@ use crate::app;
 use crate::config::Config;
 use crate::plugin::{HostOptions, LogTap, LoggedLine, PluginHost, PluginId};
 
+/// How long a plugin may take to load before `kubewasm test` says it is still loading
+/// (compiling a large component takes tens of seconds the first time; the compile cache makes
+/// it quick after).
+pub const SLOW_LOAD: Duration = Duration::from_secs(2);
 /// How often asserts are polled.
 const POLL: Duration = Duration::from_millis(100);
 /// How long the plugins get to load and handle their replay of the starting objects.
@@ -42,6 +46,8 @@ pub struct RunOptions {
     pub cache_dir: Option<PathBuf>,
     /// How long a step's asserts may take when the step names no timeout.
     pub default_timeout: Duration,
+    /// How long a plugin may load before [`Progress::SlowLoad`] says so ([`SLOW_LOAD`]).
+    pub slow_load: Duration,
 }
 
 /// How a scenario went.
@@ -55,6 +61,16 @@ impl Outcome {
     pub fn passed(&self) -> bool {
         self.steps.iter().all(|s| s.failure.is_none())
     }
+}
+
+/// What a run reports as it goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// A plugin has been loading for a while (it is compiling, most likely): said once per
+    /// plugin, so a long silence is explained.
+    SlowLoad { plugin: &'a Path },
+    /// A step ended.
+    Step(&'a StepResult),
 }
 
 /// How one step went: a failure is the readable diff; steps after a failure are skipped.
@@ -80,14 +96,14 @@ pub(super) fn parse_verb(verb: &str) -> Option<Verb> {
     })
 }
 
-/// Runs `scenario` (called `name` in reports); each finished step is handed to `report` as it
-/// ends. An error is a run that could not happen (server, plugin load); a failed assert is an
-/// outcome.
+/// Runs `scenario` (called `name` in reports); a slow plugin load and each finished step are
+/// handed to `report` as they happen. An error is a run that could not happen (server, plugin
+/// load); a failed assert is an outcome.
 pub async fn run(
     scenario: &Scenario,
     name: &str,
     options: &RunOptions,
-    mut report: impl FnMut(&StepResult),
+    mut report: impl FnMut(Progress<'_>),
 ) -> anyhow::Result<Outcome> {
     let server = DevServer::start(kubewasm_devserver::Options::default())
         .await
@@ -102,7 +118,7 @@ async fn run_on(
     scenario: &Scenario,
     name: &str,
     options: &RunOptions,
-    report: &mut impl FnMut(&StepResult),
+    report: &mut impl FnMut(Progress<'_>),
 ) -> anyhow::Result<Outcome> {
     server.seed(
         scenario
@@ -126,7 +142,7 @@ async fn run_on(
     let tap = LogTap::default();
     let admission = AdmissionRegistry::default();
     let host = PluginHost::new(
-        factory,
+        factory.clone(),
         clients.read.clone(),
         HostOptions {
             cache_dir: options.cache_dir.clone(),
@@ -159,10 +175,16 @@ async fn run_on(
         for path in &options.plugins {
             let bytes =
                 std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let id = host
-                .load(path, bytes.clone())
-                .await
-                .with_context(|| format!("{} did not load", path.display()))?;
+            let load = host.load(path, bytes.clone());
+            tokio::pin!(load);
+            let loaded = tokio::select! {
+                loaded = &mut load => loaded,
+                () = tokio::time::sleep(options.slow_load) => {
+                    report(Progress::SlowLoad { plugin: path });
+                    load.await
+                }
+            };
+            let id = loaded.with_context(|| format!("{} did not load", path.display()))?;
             rig.plugins.push(Loaded {
                 path: path.clone(),
                 bytes,
@@ -195,8 +217,12 @@ async fn run_on(
         rig.run_steps(scenario, name, report).await
     }
     .await;
+    // In order, before the caller stops the API server: the plugins, then the webhooks the API
+    // server calls, then the informers (kept through a reload by the informer grace), so
+    // nothing is left watching a server that is gone and logging that it cannot connect.
     host.shutdown(Duration::from_secs(2)).await;
     webhooks_cancel.cancel();
+    factory.shutdown().await;
     result
 }
 
@@ -229,7 +255,7 @@ impl Rig<'_> {
         &mut self,
         scenario: &Scenario,
         name: &str,
-        report: &mut impl FnMut(&StepResult),
+        report: &mut impl FnMut(Progress<'_>),
     ) -> anyhow::Result<Outcome> {
         let mut steps = Vec::new();
         let mut failed = false;
@@ -242,7 +268,7 @@ impl Rig<'_> {
                     failure: None,
                     skipped: true,
                 };
-                report(&result);
+                report(Progress::Step(&result));
                 steps.push(result);
                 continue;
             }
@@ -255,7 +281,7 @@ impl Rig<'_> {
                 failure,
                 skipped: false,
             };
-            report(&result);
+            report(Progress::Step(&result));
             steps.push(result);
         }
         Ok(Outcome {
