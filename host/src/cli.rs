@@ -100,7 +100,8 @@ pub struct HostArgs {
     #[arg(long, env = "KUBEWASM_PLUGINS")]
     pub plugins: PathBuf,
 
-    /// Config file: per-plugin grants, limits and config strings (TOML).
+    /// Config file: per-plugin grants, limits and config strings (TOML) [default: `dev` reads
+    /// ./kubewasm.toml when there is one; `run` none].
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -228,7 +229,8 @@ pub struct CheckArgs {
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
 
-    /// Config file whose grants the plugins are checked against.
+    /// Config file whose grants the plugins are checked against [default: ./kubewasm.toml when
+    /// there is one].
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
 }
@@ -423,7 +425,8 @@ pub struct TestArgs {
     #[arg(long, required = true)]
     pub scenario: Vec<PathBuf>,
 
-    /// Config file, as given to `run`: grants, limits and config strings.
+    /// Config file, as given to `run`: grants, limits and config strings [default:
+    /// ./kubewasm.toml when there is one].
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -483,7 +486,8 @@ pub struct BuildArgs {
     /// The project directory [default: the current directory].
     pub dir: Option<PathBuf>,
 
-    /// Config file whose grants the built plugin is checked against.
+    /// Config file whose grants the built plugin is checked against [default: the project's
+    /// kubewasm.toml when there is one].
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
 

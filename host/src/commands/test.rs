@@ -1,6 +1,7 @@
 //! `kubewasm test`: runs plugins through scenario files on the embedded API server and reports
 //! each step; a failed step shows which object differs and how.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -11,7 +12,7 @@ use crate::scenario::{self, Outcome, Progress, RunOptions, Scenario, StepResult}
 
 /// Runs every scenario; exit code 1 when a step failed. `--junit` writes the report as JUnit XML.
 pub async fn run(args: TestArgs) -> anyhow::Result<ExitCode> {
-    let config = app::load_config(args.config.as_deref())?;
+    let (config, _) = app::load_project_config(args.config.as_deref(), Path::new("."))?;
     let mut scenarios = Vec::new();
     for path in &args.scenario {
         let text = std::fs::read_to_string(path)

@@ -71,18 +71,23 @@ fn journey(
         "build prints the component's path:\n{}",
         text(&build)
     );
-    must_pass(
-        &outside.kubewasm(name, &["check", &wasm, "--config", "kubewasm.toml"]),
-        "kubewasm check",
+    // The project's kubewasm.toml is read with no flag: a controller's granted writes show.
+    let built = text(&build);
+    assert!(
+        built.contains("checked with the grants in ./kubewasm.toml"),
+        "{built}"
     );
-    let scenario = [
-        "test",
-        &wasm,
-        "--scenario",
-        "scenario.yaml",
-        "--config",
-        "kubewasm.toml",
-    ];
+    if kind == "controller" {
+        assert!(!built.contains("none granted"), "{built}");
+    }
+    let check = outside.kubewasm(name, &["check", &wasm]);
+    must_pass(&check, "kubewasm check");
+    assert!(
+        text(&check).contains("grants from ./kubewasm.toml"),
+        "{}",
+        text(&check)
+    );
+    let scenario = ["test", &wasm, "--scenario", "scenario.yaml"];
     let passed = outside.kubewasm(name, &scenario);
     must_pass(&passed, "kubewasm test on the scaffold's scenario");
     assert!(String::from_utf8_lossy(&passed.stdout).contains("1 scenarios passed"));

@@ -672,3 +672,46 @@ async fn a_slow_load_is_reported_before_the_steps() {
         ]
     );
 }
+
+/// `check` and `test` read the current directory's kubewasm.toml when `--config` names none,
+/// as `kubewasm new` lays a project out: the mirror's ConfigMap writes are granted by it;
+/// without the file, `check` says no grant was read and shows none.
+#[test]
+fn check_and_test_read_the_project_config_without_a_flag() {
+    let (output, dir) = run_quiet(&[]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .args(args)
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env_remove("KUBEWASM_CONFIG")
+            .output()
+            .expect("kubewasm runs")
+    };
+    let test = run(&["test", "mirror.wasm", "--scenario", "scenario.yaml"]);
+    assert!(test.status.success(), "{}", stdout(&test));
+    let check = run(&["check", "mirror.wasm"]);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    assert!(stderr.contains("grants from ./kubewasm.toml"), "{stderr}");
+    assert!(
+        stdout(&check).contains("writes:  core configmaps"),
+        "{}",
+        stdout(&check)
+    );
+
+    std::fs::remove_file(dir.path().join("kubewasm.toml")).unwrap();
+    let check = run(&["check", "mirror.wasm"]);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(
+        stderr.contains("no grants (no kubewasm.toml here, no --config)"),
+        "{stderr}"
+    );
+    assert!(
+        stdout(&check).contains("writes:  none granted"),
+        "{}",
+        stdout(&check)
+    );
+}
