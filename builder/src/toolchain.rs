@@ -58,11 +58,13 @@ impl Toolchains {
     }
 
     /// For a plugin author's project: finds tools on `PATH` or in the project, never installs.
+    /// The project's directory is made absolute, so a tool found in it (`.venv/bin/go` of `.`)
+    /// still runs from the scratch directory the build works in.
     pub fn for_project(project: &Path, cache_dir: impl Into<PathBuf>) -> Toolchains {
         Toolchains {
             dir: cache_dir.into(),
             install: false,
-            project: Some(project.to_owned()),
+            project: Some(std::path::absolute(project).unwrap_or_else(|_| project.to_owned())),
         }
     }
 

