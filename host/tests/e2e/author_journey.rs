@@ -278,6 +278,53 @@ fn a_go_build_runs_the_projects_virtualenv_go_from_its_scratch_directory() {
     assert!(!out.contains("No such file"), "{out}");
 }
 
+/// A contract 0.3 project in Python (the allowed-registries example's sources and the helper
+/// `kube.py` they import, with the WIT
+/// `kubewasm wit --contract 0.3` writes) builds with plain `kubewasm build`, which picks the
+/// package's `admission-policy` world (it passed `-w controller` and failed in componentize-py),
+/// and its scenario passes, denials included.
+#[test]
+fn a_python_policy_on_0_3_builds_with_plain_build_and_passes_its_scenario() {
+    let mut outside = outside();
+    let name = "registries";
+    let example = workspace_root().join("examples-guests/python/allowed-registries");
+    std::fs::create_dir_all(outside.path(name)).unwrap();
+    for file in [
+        "app.py",
+        "registries.py",
+        "scenario.yaml",
+        "../sample-controller/kube.py",
+    ] {
+        let to = outside
+            .path(name)
+            .join(Path::new(file).file_name().unwrap());
+        std::fs::copy(example.join(file), to).unwrap();
+    }
+    must_pass(
+        &outside.kubewasm(name, &["wit", "--contract", "0.3", "-o", "wit"]),
+        "kubewasm wit",
+    );
+    if let Err(why) = outside.prepare("python", name) {
+        eprintln!("\n!!! SKIPPED: {why} !!!\n");
+        return;
+    }
+    let build = outside.kubewasm(name, &["build"]);
+    must_pass(&build, "kubewasm build of a 0.3 project");
+    let built = text(&build);
+    assert!(
+        built.contains("built for kubewasm:controller@0.3.0"),
+        "{built}"
+    );
+    let wasm = format!("build/{name}.wasm");
+    let test = outside.kubewasm(name, &["test", &wasm, "--scenario", "scenario.yaml"]);
+    must_pass(&test, "kubewasm test of the policy");
+    assert!(
+        text(&test).contains("1 scenarios passed"),
+        "{}",
+        text(&test)
+    );
+}
+
 #[test]
 fn new_refuses_a_bad_name() {
     let outside = outside();
