@@ -77,10 +77,12 @@ pub enum Command {
     Build(BuildArgs),
     /// Run plugins through scenario files on the embedded API server: starting objects, steps
     /// (apply, patch, delete, wait, injected faults; `expect: {denied: TEXT}` for a write that
-    /// must be refused) and asserts after each (objects with given fields, objects absent,
-    /// Events, writes per plugin, convergence). Admission policies among the plugins are served
-    /// on loopback and configured in that server. Exit code 1 when a step fails, with a diff
-    /// naming the object.
+    /// must be refused) and asserts after each: `exist` (objects with given fields, a value
+    /// there or an operator: $any, $absent, $changed, $matches, $count), `absent`, `count` (how
+    /// many objects match), `events`, `writes` per plugin, `logged` lines, `converged`.
+    /// Admission policies among the plugins are served on loopback and configured in that
+    /// server. Prints the results only (the log goes to a file; `-v` shows it); exit code 1
+    /// when a step fails, with a diff naming the object.
     Test(TestArgs),
     /// Write a new plugin project (source, build file, the contract's WIT, config, a scenario
     /// that passes and a README) into `NAME/`.
