@@ -208,6 +208,41 @@ fn python_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
     }
 }
 
+/// `kubewasm new --kind policy` in Python (contract 0.3, world `admission-policy`): plain
+/// `kubewasm build`, `check` showing its webhooks, and `test` on its scenario, whose second step
+/// expects the policy's denial (422) and whose first a mutation.
+#[test]
+fn python_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+    let mut outside = outside();
+    if journey(&mut outside, "pypolicy", "python", "policy", None) {
+        let check = outside.kubewasm("pypolicy", &["check", "build/pypolicy.wasm"]);
+        let out = text(&check);
+        assert!(out.contains("contract: kubewasm:controller@0.3.0"), "{out}");
+        assert!(out.contains("webhook: validating"), "{out}");
+        assert!(out.contains("webhook: mutating"), "{out}");
+    }
+}
+
+/// Languages without a 0.3 template refuse `--kind policy`, saying which language has one,
+/// and write nothing.
+#[test]
+fn new_kind_policy_in_a_language_without_a_template_says_so() {
+    let outside = outside();
+    for lang in ["rust", "go", "js", "c"] {
+        let new = outside.kubewasm(
+            ".",
+            &["new", "nopolicy", "--lang", lang, "--kind", "policy"],
+        );
+        let out = text(&new);
+        assert_eq!(new.status.code(), Some(2), "{out}");
+        assert!(
+            out.contains("`--kind policy` is written in Python only so far"),
+            "{out}"
+        );
+        assert!(!outside.path("nopolicy").exists());
+    }
+}
+
 /// componentize-js builds take as long as Python's: the observer passes only.
 #[test]
 fn js_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
