@@ -26,7 +26,7 @@ pub enum Kind {
     /// Event handlers only: counts ConfigMaps and records an Event per new one.
     Observer,
     /// An admission policy (contract 0.3), validating and mutating: marks ConfigMaps on their
-    /// way in and denies one holding a password. Python only so far.
+    /// way in and denies one holding a password. Python and JavaScript only so far.
     Policy,
 }
 
@@ -41,9 +41,9 @@ pub enum ScaffoldError {
     #[error("{0} exists and is not empty")]
     NotEmpty(PathBuf),
     #[error(
-        "`--kind policy` is written in Python only so far: the {0} helpers have no contract 0.3 \
-         (admission) template yet; `kubewasm wit --contract 0.3` writes the contract for one \
-         written by hand"
+        "`--kind policy` is written in Python and JavaScript only so far: the {0} helpers have no \
+         contract 0.3 (admission) template yet; `kubewasm wit --contract 0.3` writes the \
+         contract for one written by hand"
     )]
     NoPolicyTemplate(&'static str),
     #[error("writing {0}: {1}")]
@@ -147,6 +147,7 @@ const JS_CONTROLLER: &str = include_str!("../templates/js/controller.js.tmpl");
 const JS_OBSERVER: &str = include_str!("../templates/js/observer.js.tmpl");
 /// The JavaScript examples' helper and its queue rules (node-tested beside them), written into
 /// each JavaScript project.
+const JS_POLICY: &str = include_str!("../templates/js/policy.js.tmpl");
 const JS_KUBE: &str = include_str!("../../examples-guests/js/propagator/kube.js");
 const JS_RULES: &str = include_str!("../../examples-guests/js/propagator/rules.js");
 const JS_ADMISSION: &str = include_str!("../../examples-guests/js/propagator/admission.js");
@@ -230,6 +231,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         (Lang::Python, Kind::Policy) => PYTHON_POLICY,
         (Lang::Js, Kind::Controller) => JS_CONTROLLER,
         (Lang::Js, Kind::Observer) => JS_OBSERVER,
+        (Lang::Js, Kind::Policy) => JS_POLICY,
         (Lang::Go, Kind::Controller) => GO_CONTROLLER,
         (Lang::Go, Kind::Observer) => GO_OBSERVER,
         (Lang::C, Kind::Controller) => C_CONTROLLER,
@@ -325,7 +327,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             ],
             "Needs Node.js with npm; `npm install` in this directory installs componentize-js \
              (package.json's dev dependency), and `kubewasm build` runs \
-             `componentize-js plugin.js --wit wit --world-name controller --disable http \
+             `componentize-js plugin.js --wit wit --world-name {{world}} --disable http \
              fetch-event`. The component carries a JavaScript engine (about 12 MB) and takes \
              seconds to compile once; the host caches it.",
         ),
@@ -744,8 +746,9 @@ mod tests {
     }
 
     #[test]
-    fn a_python_policy_is_on_contract_0_3_and_the_other_languages_refuse_one() {
+    fn python_and_js_policies_are_on_contract_0_3_and_the_other_languages_refuse_one() {
         check_project(Lang::Python, Kind::Policy, "app.py");
+        check_project(Lang::Js, Kind::Policy, "plugin.js");
         let project = files("my-plugin", Lang::Python, Kind::Policy).unwrap();
         let text = |path: &str| &project.iter().find(|f| f.path == path).unwrap().text;
         assert!(text("app.py").contains("class Admission(kube.Policy)"));
@@ -757,7 +760,7 @@ mod tests {
         assert!(text("README.md").contains("kubewasm:controller@0.3.0"));
         let scenario = crate::scenario::Scenario::parse(text("scenario.yaml")).unwrap();
         assert!(scenario.steps.iter().any(|s| s.expect.is_some()));
-        for lang in [Lang::Rust, Lang::Go, Lang::Js, Lang::C] {
+        for lang in [Lang::Rust, Lang::Go, Lang::C] {
             let err = files("my-plugin", lang, Kind::Policy).unwrap_err();
             assert!(matches!(err, ScaffoldError::NoPolicyTemplate(_)), "{err}");
         }
@@ -765,7 +768,7 @@ mod tests {
 
     #[test]
     fn a_js_project_names_its_module_and_compiler_and_has_every_module_it_imports() {
-        for kind in [Kind::Controller, Kind::Observer] {
+        for kind in [Kind::Controller, Kind::Observer, Kind::Policy] {
             let files = files("my-plugin", Lang::Js, kind).unwrap();
             let text = |path: &str| {
                 &files

@@ -208,19 +208,28 @@ fn python_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
     }
 }
 
-/// `kubewasm new --kind policy` in Python (contract 0.3, world `admission-policy`): plain
+/// `kubewasm new --kind policy` (contract 0.3, world `admission-policy`) in `lang`: plain
 /// `kubewasm build`, `check` showing its webhooks, and `test` on its scenario, whose second step
 /// expects the policy's denial (422) and whose first a mutation.
-#[test]
-fn python_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+fn policy_journey(name: &str, lang: &str) {
     let mut outside = outside();
-    if journey(&mut outside, "pypolicy", "python", "policy", None) {
-        let check = outside.kubewasm("pypolicy", &["check", "build/pypolicy.wasm"]);
+    if journey(&mut outside, name, lang, "policy", None) {
+        let check = outside.kubewasm(name, &["check", &format!("build/{name}.wasm")]);
         let out = text(&check);
         assert!(out.contains("contract: kubewasm:controller@0.3.0"), "{out}");
-        assert!(out.contains("webhook: validating"), "{out}");
-        assert!(out.contains("webhook: mutating"), "{out}");
+        assert!(out.contains("webhook: validating core configmaps"), "{out}");
+        assert!(out.contains("webhook: mutating core configmaps"), "{out}");
     }
+}
+
+#[test]
+fn python_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+    policy_journey("pypolicy", "python");
+}
+
+#[test]
+fn js_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+    policy_journey("jspolicy", "js");
 }
 
 /// Languages without a 0.3 template refuse `--kind policy`, saying which language has one,
@@ -228,7 +237,7 @@ fn python_policy_from_new_to_a_passing_test_with_an_expected_denial() {
 #[test]
 fn new_kind_policy_in_a_language_without_a_template_says_so() {
     let outside = outside();
-    for lang in ["rust", "go", "js", "c"] {
+    for lang in ["rust", "go", "c"] {
         let new = outside.kubewasm(
             ".",
             &["new", "nopolicy", "--lang", lang, "--kind", "policy"],
@@ -236,7 +245,7 @@ fn new_kind_policy_in_a_language_without_a_template_says_so() {
         let out = text(&new);
         assert_eq!(new.status.code(), Some(2), "{out}");
         assert!(
-            out.contains("`--kind policy` is written in Python only so far"),
+            out.contains("`--kind policy` is written in Python and JavaScript only so far"),
             "{out}"
         );
         assert!(!outside.path("nopolicy").exists());
