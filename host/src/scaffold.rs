@@ -260,6 +260,10 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             .replace("{{componentize_js}}", componentize_js_version())
             .replace("{{go_version}}", go_version())
             .replace("{{pypi_go}}", kubewasm_build::toolchain::PYPI_GO)
+            .replace(
+                "{{pypi_componentize_py}}",
+                kubewasm_build::toolchain::PYPI_COMPONENTIZE_PY,
+            )
             .replace("{{world}}", world)
     };
     let mut files = Vec::new();
@@ -300,7 +304,8 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 (".gitignore", "/build\n__pycache__/\n", "what builds write"),
             ],
             "Needs `componentize-py` on PATH or in the project's `.venv/` \
-             (`pip install componentize-py==0.25.1`); `kubewasm build` runs \
+             (`python3 -m venv .venv && .venv/bin/pip install {{pypi_componentize_py}}`); \
+             `kubewasm build` runs \
              `componentize-py -d wit -w {{world}} componentize -p . app`. The component \
              carries CPython (about 18 MB) and takes seconds to compile once; the host caches it.",
         ),
