@@ -40,6 +40,31 @@ pub fn load_config(path: Option<&Path>) -> Result<Config, UsageError> {
     }
 }
 
+/// The file an author's commands (`build`, `check`, `test`, `dev`) read when `--config` names
+/// none: the project's, as `kubewasm new` writes it.
+pub const PROJECT_CONFIG: &str = "kubewasm.toml";
+
+/// Loads the config file named on the command line; without one, the project's
+/// [`PROJECT_CONFIG`] in `project` when there is one, else the defaults. Also returns the file
+/// read, so the command can say which.
+pub fn load_project_config(
+    path: Option<&Path>,
+    project: &Path,
+) -> Result<(Config, Option<PathBuf>), UsageError> {
+    let file = match path {
+        Some(path) => path.to_path_buf(),
+        None => {
+            let file = project.join(PROJECT_CONFIG);
+            if !file.is_file() {
+                return Ok((Config::default(), None));
+            }
+            file
+        }
+    };
+    let config = load_config(Some(&file))?;
+    Ok((config, Some(file)))
+}
+
 /// Checks that the plugins directory can be read before anything starts.
 pub fn check_plugins_dir(dir: &Path) -> Result<(), UsageError> {
     std::fs::read_dir(dir)

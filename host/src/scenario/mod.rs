@@ -11,7 +11,13 @@
 //!     assert:
 //!       exist:
 //!         - {apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror, namespace: default}, data: {k: v}}
+//!       count: [{object: {apiVersion: v1, kind: ConfigMap, metadata: {namespace: default}}, exactly: 2}]
 //!       converged: true
+//!   - name: a change reaches the copy
+//!     patch: {object: {apiVersion: v1, kind: ConfigMap, metadata: {name: app}}, patch: {data: {k: w}}}
+//!     assert:
+//!       exist:   # operators: $any, $absent, $changed (since the step began), $matches, $count
+//!         - {apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {k: {$changed: true}}}
 //!   - name: a conflict on update is retried
 //!     fault: {verb: update, code: 409}
 //!     patch: ...
@@ -41,7 +47,7 @@ use serde_json::Value;
 
 pub use junit::junit_xml;
 pub use matcher::{Mismatch, matches};
-pub use runner::{Outcome, RunOptions, StepResult, run};
+pub use runner::{Outcome, Progress, RunOptions, SLOW_LOAD, StepResult, run};
 
 /// A parsed scenario file.
 #[derive(Debug, Clone, Deserialize)]
@@ -152,7 +158,9 @@ pub struct Expect {
 #[serde(deny_unknown_fields)]
 pub struct Assert {
     /// Objects that must exist and contain the given fields (without a name: any object of the
-    /// kind, in the namespace when one is given).
+    /// kind, in the namespace when one is given). A field's value may be an operator: `{$any:
+    /// true}`, `{$absent: true}`, `{$changed: true}` (differs from when the step began),
+    /// `{$matches: REGEX}`, `{$count: N}`.
     #[serde(default)]
     pub exist: Vec<Value>,
     /// Objects that must not exist (by apiVersion, kind, name and namespace).
@@ -161,6 +169,10 @@ pub struct Assert {
     /// core/v1 Events, each matched partially by some Event.
     #[serde(default)]
     pub events: Vec<Value>,
+    /// How many objects match a partial object (of its kind, in its namespace when it gives
+    /// one): three Pods with a label, no Secret left.
+    #[serde(default)]
+    pub count: Vec<ObjectCount>,
     /// How many writes each plugin made during this step (since the previous step ended; for
     /// the first step, since the plugins started loading).
     #[serde(default)]
@@ -189,6 +201,74 @@ pub struct WriteCount {
     pub min: Option<u64>,
     #[serde(default)]
     pub max: Option<u64>,
+}
+
+/// A bound on how many objects match a partial object.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectCount {
+    /// apiVersion, kind, and any fields (operators too, but `$changed`) the objects counted
+    /// contain; with `metadata.namespace`, only that namespace's.
+    pub object: Value,
+    #[serde(default)]
+    pub exactly: Option<u64>,
+    #[serde(default)]
+    pub min: Option<u64>,
+    #[serde(default)]
+    pub max: Option<u64>,
+}
+
+/// `exactly`, `min` and `max` of a count, as an assert gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub exactly: Option<u64>,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+}
+
+impl Bounds {
+    /// Whether `n` is within the bounds.
+    pub fn hold(&self, n: u64) -> bool {
+        self.exactly.is_none_or(|e| n == e)
+            && self.min.is_none_or(|m| n >= m)
+            && self.max.is_none_or(|m| n <= m)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.exactly.is_none() && self.min.is_none() && self.max.is_none()
+    }
+}
+
+impl std::fmt::Display for Bounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.exactly, self.min, self.max) {
+            (Some(e), _, _) => write!(f, "exactly {e}"),
+            (None, Some(min), Some(max)) => write!(f, "{min} to {max}"),
+            (None, Some(min), None) => write!(f, "at least {min}"),
+            (None, None, Some(max)) => write!(f, "at most {max}"),
+            (None, None, None) => f.write_str("any number"),
+        }
+    }
+}
+
+impl WriteCount {
+    pub fn bounds(&self) -> Bounds {
+        Bounds {
+            exactly: self.exactly,
+            min: self.min,
+            max: self.max,
+        }
+    }
+}
+
+impl ObjectCount {
+    pub fn bounds(&self) -> Bounds {
+        Bounds {
+            exactly: self.exactly,
+            min: self.min,
+            max: self.max,
+        }
+    }
 }
 
 /// A line some plugin logged: through the `log` import, stdout or stderr, at any level.
@@ -250,6 +330,33 @@ impl Scenario {
                 check_object(object, named)
                     .map_err(|e| ScenarioError::Invalid(format!("{at}: {e}")))?;
             }
+            let asserted = step
+                .assert
+                .exist
+                .iter()
+                .map(|o| (format!("exist {}", matcher::describe(o)), o, true))
+                .chain(
+                    (step.assert.events.iter().enumerate())
+                        .map(|(i, o)| (format!("events[{i}]"), o, false)),
+                )
+                .chain(step.assert.count.iter().map(|c| {
+                    let what = format!("count {}", matcher::describe(&c.object));
+                    (what, &c.object, false)
+                }));
+            for (what, object, changed_allowed) in asserted {
+                matcher::check_operators(object, changed_allowed)
+                    .map_err(|e| ScenarioError::Invalid(format!("{at}: {what}: {e}")))?;
+            }
+            for counted in &step.assert.count {
+                check_object(&counted.object, false)
+                    .map_err(|e| ScenarioError::Invalid(format!("{at}: count: {e}")))?;
+                if counted.bounds().is_empty() {
+                    return invalid(format!(
+                        "{at}: count of {} needs exactly, min or max",
+                        matcher::describe(&counted.object)
+                    ));
+                }
+            }
             if let Some(expect) = &step.expect {
                 if step.apply.is_empty() && step.patch.is_none() && step.delete.is_empty() {
                     return invalid(format!(
@@ -307,7 +414,7 @@ impl Scenario {
                 }
             }
             for bound in &step.assert.writes {
-                if bound.exactly.is_none() && bound.min.is_none() && bound.max.is_none() {
+                if bound.bounds().is_empty() {
                     return invalid(format!(
                         "{at}: writes of {} need exactly, min or max",
                         bound.plugin
@@ -444,6 +551,7 @@ steps:
         - {apiVersion: v1, kind: ConfigMap, metadata: {name: b-mirror}}
       writes: [{plugin: mirror, max: 1}]
       logged: [{plugin: mirror, contains: "copied a"}]
+      count: [{object: {apiVersion: v1, kind: Pod, metadata: {labels: {app: web}}}, min: 1, max: 3}]
       converged: true
   - fault: {verb: update, code: 409, count: 2}
   - fault: {dropWatches: true}
@@ -474,6 +582,9 @@ steps:
         assert_eq!(s.steps[0].timeout, Some(Duration::from_secs(5)));
         assert!(s.steps[0].assert.converged);
         assert_eq!(s.steps[0].assert.logged[0].contains, "copied a");
+        let counted = s.steps[0].assert.count[0].bounds();
+        assert!(!counted.hold(0) && counted.hold(1) && counted.hold(3) && !counted.hold(4));
+        assert_eq!(counted.to_string(), "1 to 3");
         assert_eq!(s.steps[1].fault.as_ref().unwrap().count, Some(2));
         assert!(s.steps[2].fault.as_ref().unwrap().drop_watches);
         let on_one = s.steps[3].fault.as_ref().unwrap();
@@ -556,6 +667,22 @@ steps:
             (
                 "steps: [{assert: {exist: [{metadata: {name: a}}]}}]",
                 "apiVersion and kind",
+            ),
+            (
+                "steps: [{assert: {count: [{object: {apiVersion: v1, kind: Pod}}]}}]",
+                "count of v1 Pod (any name) needs exactly, min or max",
+            ),
+            (
+                "steps: [{assert: {count: [{object: {kind: Pod}, exactly: 1}]}}]",
+                "count: an object needs apiVersion and kind",
+            ),
+            (
+                "steps: [{assert: {count: [{object: {apiVersion: v1, kind: Pod, spec: {$changed: true}}, exactly: 1}]}}]",
+                "count v1 Pod (any name): .spec: `$changed` compares with the object when the step began",
+            ),
+            (
+                "steps: [{assert: {events: [{reason: {$matches: \"(\"}}]}}]",
+                "events[0]: .reason: `$matches` \"(\" is not a regular expression",
             ),
         ];
         for (text, want) in cases {
