@@ -16,8 +16,8 @@ use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::format::{Assert, Expect, PatchAction, PatchType, Scenario, Step, parse_verb};
 use super::matcher::{describe, matches, matches_since, uses_changed};
-use super::{Assert, Expect, PatchAction, PatchType, Scenario, Step};
 use crate::admission::AdmissionMetrics;
 use crate::admission::loopback::LoopbackWebhooks;
 use crate::app;
@@ -81,20 +81,6 @@ pub struct StepResult {
     pub elapsed: Duration,
     pub failure: Option<String>,
     pub skipped: bool,
-}
-
-/// The verb a scenario's fault names.
-pub(super) fn parse_verb(verb: &str) -> Option<Verb> {
-    Some(match verb.to_ascii_lowercase().as_str() {
-        "get" => Verb::Get,
-        "list" => Verb::List,
-        "watch" => Verb::Watch,
-        "create" => Verb::Create,
-        "update" => Verb::Update,
-        "patch" => Verb::Patch,
-        "delete" => Verb::Delete,
-        _ => return None,
-    })
 }
 
 /// Runs `scenario` (called `name` in reports); a slow plugin load and each finished step are
@@ -1030,7 +1016,7 @@ fn list_lines(lines: &[&LoggedLine]) -> String {
     out
 }
 
-fn diff_text(what: &str, diff: &[super::Mismatch]) -> String {
+fn diff_text(what: &str, diff: &[super::matcher::Mismatch]) -> String {
     let mut out = format!("{what}: differs");
     for mismatch in diff {
         out.push_str(&format!("\n    {mismatch}"));
