@@ -34,8 +34,10 @@ mod key_hash;
 mod list_body;
 mod lister;
 mod lister_watcher;
+mod negotiate;
 mod object;
 mod processor;
+mod protobuf_body;
 mod reflector;
 mod shared_informer;
 mod store;
@@ -56,6 +58,7 @@ pub use lister_watcher::{
     INITIAL_EVENTS_END, KubeListerWatcher, ListPage, ListWatchOptions, ListerWatcher, WatchEvent,
     WatchStream, WatchTarget, parse_list, parse_watch_line,
 };
+pub use negotiate::{WireCounters, WireStats};
 pub use object::{Object, ObjectRef, OwnerReference, ParseOptions};
 pub use processor::{ListenerStats, ResourceEventHandler};
 pub use reflector::{ListStrategy, ReflectorOptions, TransformFunc, WatchErrorHandler};
