@@ -92,6 +92,7 @@ mod store;
 mod strategic;
 mod table;
 mod watch;
+mod wire;
 mod writes;
 
 pub use hooks::{BadResourceName, RequestRecord, ResourceName, Verb};

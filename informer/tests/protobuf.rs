@@ -336,3 +336,146 @@ mod real {
         );
     }
 }
+
+/// The dev server stores its own JSON layout (not Go's), so its two wires are compared as JSON
+/// values; the byte-for-byte comparison is the real tier's.
+mod dev {
+    use super::*;
+    use kubewasm_devserver::{DevServer, Options};
+    use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+
+    fn values(objects: &BTreeMap<String, String>) -> BTreeMap<String, Value> {
+        objects
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::from_str(v).expect("JSON")))
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn both_wires_list_and_watch_the_same_objects() {
+        let server = DevServer::start(Options::default())
+            .await
+            .expect("dev server");
+        let client = server.client();
+        let ns = "protobuf-dev";
+        seed(&client, ns).await;
+        for (resource, namespaced) in resources() {
+            let scope = namespaced.then_some(ns);
+            let (pb, pb_options) = lister(&client, resource.clone(), scope, true, true);
+            let (js, js_options) = lister(&client, resource.clone(), scope, false, true);
+            let (from_pb, _) = listed(&pb).await;
+            let (from_js, resource_version) = listed(&js).await;
+            assert!(!from_js.is_empty());
+            assert_eq!(values(&from_pb), values(&from_js), "{}", resource.kind);
+            let stats = pb_options.wire.snapshot();
+            assert!(
+                stats.protobuf_lists > 0 && stats.json_lists == 0,
+                "{stats:?}"
+            );
+            assert_eq!(js_options.wire.snapshot().protobuf_lists, 0);
+            if !namespaced {
+                continue;
+            }
+            let timeout = Duration::from_secs(300);
+            let mut pb_watch = pb
+                .watch(resource_version.clone(), false, timeout)
+                .await
+                .expect("watch");
+            let mut js_watch = js
+                .watch(resource_version, false, timeout)
+                .await
+                .expect("watch");
+            assert_eq!(pb_options.wire.snapshot().protobuf_watches, 1);
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+            let name = format!("watched-{}", resource.plural);
+            let mut object = json!({"apiVersion": "v1", "kind": resource.kind, "metadata": {"name": name, "annotations": {"t": TRICKY}}});
+            api.create(&PostParams::default(), &dynamic(&object))
+                .await
+                .expect("create");
+            object["metadata"]["labels"] = json!({"w": "2"});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&object))
+                .await
+                .expect("patch");
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .expect("delete");
+            let as_values = |events: Vec<(&'static str, String)>| -> Vec<(&'static str, Value)> {
+                events
+                    .into_iter()
+                    .map(|(t, j)| (t, serde_json::from_str(&j).expect("JSON")))
+                    .collect()
+            };
+            let from_pb = as_values(events(&mut pb_watch, 3).await);
+            let from_js = as_values(events(&mut js_watch, 3).await);
+            assert_eq!(from_pb, from_js, "{}", resource.kind);
+        }
+        server.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_undecodable_protobuf_list_falls_back_to_json_and_loses_nothing() {
+        let server = DevServer::start(Options::default())
+            .await
+            .expect("dev server");
+        let client = server.client();
+        for i in 0..7 {
+            server
+                .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm-{i}"), "namespace": "default"}, "data": {"i": i.to_string()}}))
+                .expect("create");
+        }
+        server.garble_protobuf_lists(1);
+        let mut options = FactoryOptions::default();
+        options.list_watch.page_size = 3;
+        options.reflector.backoff.initial = Duration::from_millis(20);
+        let wire = options.list_watch.wire.clone();
+        let factory = SharedInformerFactory::new(client, options);
+        let informer = factory.informer_for(InformerKey::all(ApiResource::erase::<
+            k8s_openapi::api::core::v1::ConfigMap,
+        >(&())));
+        factory.start();
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), factory.wait_for_cache_sync())
+                .await
+                .expect("synced in time"),
+        );
+        let keys: Vec<String> = informer
+            .indexer()
+            .list()
+            .iter()
+            .map(|o| o.key().to_owned())
+            .collect();
+        assert_eq!(keys.len(), 7, "{keys:?}");
+        let stats = wire.snapshot();
+        assert_eq!(stats.fallbacks, 1, "{stats:?}");
+        assert_eq!(
+            stats.protobuf_lists, 1,
+            "only the garbled answer was protobuf: {stats:?}"
+        );
+        assert!(stats.json_lists >= 1, "{stats:?}");
+        // Later changes arrive over a JSON watch.
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            server.client(),
+            "default",
+            &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        );
+        api.delete("cm-0", &DeleteParams::default())
+            .await
+            .expect("delete");
+        let indexer = informer.indexer();
+        assert!(
+            kubewasm_tests::wait_until(Duration::from_secs(60), || indexer
+                .get("default/cm-0")
+                .is_none())
+            .await,
+            "the deletion arrives"
+        );
+        let stats = wire.snapshot();
+        assert!(
+            stats.json_watches >= 1 && stats.protobuf_watches == 0,
+            "{stats:?}"
+        );
+        factory.shutdown().await;
+        server.shutdown().await;
+    }
+}
