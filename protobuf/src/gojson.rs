@@ -30,36 +30,63 @@ pub fn push_string(out: &mut String, bytes: &[u8]) {
     out.push('"');
 }
 
+/// The bytes [`push_valid`] stops at: control characters, `"`, `\\`, `<`, `>`, `&`, and 0xE2
+/// (the first byte of U+2028 and U+2029).
+const SPECIAL: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table[b'<' as usize] = true;
+    table[b'>' as usize] = true;
+    table[b'&' as usize] = true;
+    table[0xE2] = true;
+    table
+};
+
 fn push_valid(out: &mut String, s: &str) {
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        let escape: Option<&str> = match c {
-            '"' => Some("\\\""),
-            '\\' => Some("\\\\"),
-            '\n' => Some("\\n"),
-            '\r' => Some("\\r"),
-            '\t' => Some("\\t"),
-            '\u{8}' => Some("\\b"),
-            '\u{c}' => Some("\\f"),
-            '\u{2028}' => Some("\\u2028"),
-            '\u{2029}' => Some("\\u2029"),
-            _ => None,
-        };
-        let needs_hex = (c as u32) < 0x20 || matches!(c, '<' | '>' | '&');
-        if escape.is_none() && !needs_hex {
+    let bytes = s.as_bytes();
+    let (mut start, mut i) = (0, 0);
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !SPECIAL[usize::from(b)] {
+            i += 1;
             continue;
         }
+        let (escape, len): (Option<&str>, usize) = match b {
+            b'"' => (Some("\\\""), 1),
+            b'\\' => (Some("\\\\"), 1),
+            b'\n' => (Some("\\n"), 1),
+            b'\r' => (Some("\\r"), 1),
+            b'\t' => (Some("\\t"), 1),
+            0x08 => (Some("\\b"), 1),
+            0x0c => (Some("\\f"), 1),
+            0xE2 => match bytes.get(i + 1..i + 3) {
+                Some([0x80, 0xA8]) => (Some("\\u2028"), 3),
+                Some([0x80, 0xA9]) => (Some("\\u2029"), 3),
+                // Another character starting with 0xE2: copied as it is.
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            },
+            _ => (None, 1),
+        };
         out.push_str(&s[start..i]);
         match escape {
             Some(e) => out.push_str(e),
             None => {
-                let b = c as u8;
                 out.push_str("\\u00");
                 out.push(HEX[usize::from(b >> 4)] as char);
                 out.push(HEX[usize::from(b & 0xf)] as char);
             }
         }
-        start = i + c.len_utf8();
+        i += len;
+        start = i;
     }
     out.push_str(&s[start..]);
 }
@@ -121,6 +148,32 @@ mod tests {
         );
         assert_eq!(string(b"a\xffb\xe2\x82c"), r#""a\ufffdb\ufffd\ufffdc""#);
         assert_eq!(string(b""), r#""""#);
+    }
+
+    #[test]
+    fn escaped_strings_read_back_as_the_original() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let alphabet: Vec<char> = "ab\"\\<>&\n\u{1}\u{7f}é€\u{2028}\u{2029}\u{2027}😀 "
+            .chars()
+            .collect();
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..2000 {
+            let n = rng.random_range(0..24);
+            let text: String = (0..n)
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect();
+            let json = string(text.as_bytes());
+            assert_eq!(
+                serde_json::from_str::<String>(&json).unwrap(),
+                text,
+                "{json}"
+            );
+            assert!(
+                !json.contains(['<', '>', '&', '\u{2028}', '\u{2029}', '\n']),
+                "{json}"
+            );
+        }
     }
 
     #[test]
