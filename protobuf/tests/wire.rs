@@ -167,3 +167,16 @@ fn objects_the_schema_cannot_hold_are_not_encoded() {
     assert!(cm(json!({"metadata": {"name": 1}})).is_err());
     assert!(encode_object(&json!({"metadata": {"name": "n"}}), "v1", "Pod").is_err());
 }
+
+#[test]
+fn a_bookmark_frame_carries_its_version_and_annotations() {
+    let bookmark = json!({"metadata": {"resourceVersion": "9",
+        "annotations": {"k8s.io/initial-events-end": "true"}}});
+    let frame = encode_watch_event("BOOKMARK", &bookmark, "v1", "Secret").unwrap();
+    let (kind, json) = watch_event(&frame[4..]).unwrap();
+    assert_eq!(kind, "BOOKMARK");
+    assert_eq!(
+        json,
+        r#"{"kind":"Secret","apiVersion":"v1","metadata":{"resourceVersion":"9","creationTimestamp":null,"annotations":{"k8s.io/initial-events-end":"true"}}}"#
+    );
+}
