@@ -1,6 +1,11 @@
 //! client-go's SharedInformerFactory in Rust: reflector, DeltaFIFO, indexed store, shared
 //! processor, over kube's client, with a compact cached object.
 //!
+//! Lists and watches ask for protobuf, as client-go does, for the built-in kinds
+//! `kubewasm-protobuf` decodes (ConfigMap, Secret, Namespace, ServiceAccount), and JSON for every
+//! other kind; either way the cache holds the JSON text the API server's JSON wire sends
+//! ([`ListWatchOptions::protobuf`] turns protobuf off, [`WireCounters`] counts the wires).
+//!
 //! ```no_run
 //! # async fn demo(client: kube::Client) {
 //! use std::sync::Arc;
