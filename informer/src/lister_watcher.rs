@@ -217,27 +217,21 @@ impl KubeListerWatcher {
             .await
             .map_err(idle)??;
         if protobuf {
-            let (api_version, kind) = self.parse.type_meta.clone().unwrap_or_default();
-            let mut body = ProtobufList::new(&self.parse, &api_version, &kind)
-                .map_err(|e| self.negotiation.fall_back(e))?;
+            let mut body = ProtobufList::new(&self.parse, &self.negotiation)?;
             loop {
                 let chunk = tokio::time::timeout(limit, reader.fill_buf())
                     .await
                     .map_err(idle)?
                     .map_err(|e| body_error("LIST body", e))?;
                 if chunk.is_empty() {
-                    let (items, resource_version, continue_token) =
-                        body.finish().map_err(|e| self.negotiation.fall_back(e))?;
+                    let (items, resource_version, continue_token) = body.finish()?;
                     return Ok(ListPage {
                         items,
                         resource_version,
                         continue_token,
                     });
                 }
-                body.feed(chunk).map_err(|e| match e {
-                    Ok(undecodable) => self.negotiation.fall_back(undecodable),
-                    Err(refused) => refused,
-                })?;
+                body.feed(chunk)?;
                 let n = chunk.len();
                 reader.consume_unpin(n);
             }

@@ -4,49 +4,50 @@
 
 use futures::io::{AsyncBufRead, AsyncReadExt};
 
-use crate::error::Error;
+use crate::error::Result;
+use crate::negotiate::Negotiation;
 use crate::object::{Object, ParseOptions};
 
-/// A protobuf LIST body, fed in pieces of any size.
+/// A protobuf LIST body, fed in pieces of any size. A body that does not decode turns the
+/// resource to JSON through `negotiation` and fails the LIST.
 pub(crate) struct ProtobufList<'p> {
     parse: &'p ParseOptions,
+    negotiation: &'p Negotiation,
     reader: kubewasm_protobuf::ListReader,
     items: Vec<Object>,
 }
 
 impl<'p> ProtobufList<'p> {
-    /// A reader of a list of `kind` in `api_version`.
-    pub(crate) fn new(
-        parse: &'p ParseOptions,
-        api_version: &str,
-        kind: &str,
-    ) -> std::result::Result<Self, kubewasm_protobuf::Error> {
+    /// A reader of a list of `parse`'s kind.
+    pub(crate) fn new(parse: &'p ParseOptions, negotiation: &'p Negotiation) -> Result<Self> {
+        let (api_version, kind) = parse.type_meta.clone().unwrap_or_default();
+        let reader = kubewasm_protobuf::ListReader::new(&api_version, &kind)
+            .map_err(|e| negotiation.fall_back(e))?;
         Ok(ProtobufList {
             parse,
-            reader: kubewasm_protobuf::ListReader::new(api_version, kind)?,
+            negotiation,
+            reader,
             items: Vec::new(),
         })
     }
 
-    /// Reads the next piece; a body that does not decode is `Err(Ok(_))` (a reason to read
-    /// JSON), an object the cache refuses `Err(Err(_))`.
-    pub(crate) fn feed(
-        &mut self,
-        bytes: &[u8],
-    ) -> std::result::Result<(), std::result::Result<kubewasm_protobuf::Error, Error>> {
-        self.reader.feed(bytes).map_err(Ok)?;
+    /// Reads the next piece.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Result<()> {
+        self.reader
+            .feed(bytes)
+            .map_err(|e| self.negotiation.fall_back(e))?;
         for json in self.reader.take_items() {
-            self.items
-                .push(Object::parse(&json, self.parse).map_err(Err)?);
+            self.items.push(Object::parse(&json, self.parse)?);
         }
         Ok(())
     }
 
     /// The objects, the list's resourceVersion and its continue token (`None` on the last page).
-    pub(crate) fn finish(
-        self,
-    ) -> std::result::Result<(Vec<Object>, String, Option<String>), kubewasm_protobuf::Error> {
-        let meta = self.reader.finish()?;
+    pub(crate) fn finish(self) -> Result<(Vec<Object>, String, Option<String>)> {
+        let meta = self
+            .reader
+            .finish()
+            .map_err(|e| self.negotiation.fall_back(e))?;
         let token = Some(meta.continue_token).filter(|t| !t.is_empty());
         Ok((self.items, meta.resource_version, token))
     }
