@@ -321,6 +321,61 @@ mod real {
         assert!(compared > 20, "{compared}");
     }
 
+    /// A streaming list (a watch with sendInitialEvents) into a cache: its objects by key, and
+    /// the wires it was answered in.
+    async fn streamed(
+        client: &kube::Client,
+        ns: &str,
+        protobuf: bool,
+    ) -> (BTreeMap<String, String>, WireStats) {
+        use kubewasm_informer::{FactoryOptions, ListStrategy, SharedInformerFactory};
+        let mut options = FactoryOptions::default();
+        options.reflector.list = ListStrategy::Streaming;
+        options.list_watch.protobuf = protobuf;
+        let wire = options.list_watch.wire.clone();
+        let factory = SharedInformerFactory::new(client.clone(), options);
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let informer = factory.informer_for(InformerKey::all(resource).in_namespace(ns));
+        factory.start();
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), factory.wait_for_cache_sync())
+                .await
+                .expect("synced in time")
+        );
+        let cached = informer
+            .indexer()
+            .list()
+            .iter()
+            .map(|o| (o.key().to_owned(), o.json().to_owned()))
+            .collect();
+        factory.shutdown().await;
+        (cached, wire.snapshot())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_streaming_list_in_protobuf_fills_the_cache_as_in_json() {
+        let server = Envtest::start().await.expect("the real API server starts");
+        let client = server.admin();
+        let ns = "protobuf-stream";
+        seed(&client, ns).await;
+        let (from_pb, pb) = streamed(&client, ns, true).await;
+        let (from_js, js) = streamed(&client, ns, false).await;
+        assert!(from_js.len() > 3);
+        assert_eq!(from_pb, from_js);
+        assert!(pb.protobuf_watches >= 1, "{pb:?}");
+        assert_eq!(
+            (
+                pb.protobuf_lists,
+                pb.json_lists,
+                pb.json_watches,
+                pb.fallbacks
+            ),
+            (0, 0, 0, 0),
+            "{pb:?}"
+        );
+        assert!(js.json_watches >= 1 && js.protobuf_watches == 0, "{js:?}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn kinds_without_a_schema_are_read_as_json() {
         let server = Envtest::start().await.expect("the real API server starts");
