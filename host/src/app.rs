@@ -306,17 +306,21 @@ pub async fn run_host(
         client.default_namespace(),
     )?;
     let shards = shard_count(&args.leader, &config.leader_election);
+    let list_watch = config.informers.list_watch();
+    let wire = list_watch.wire.clone();
     let factory = SharedInformerFactory::new(
         client.clone(),
         FactoryOptions {
             reflector: config.informers.reflector(),
+            list_watch,
             ..FactoryOptions::default()
         },
     );
     factory.start();
 
     let informers = factory.clone();
-    let metrics = Arc::new(Metrics::new(Arc::new(move || informer_samples(&informers))));
+    let metrics = Metrics::new(Arc::new(move || informer_samples(&informers)));
+    let metrics = Arc::new(metrics.with_wire(wire));
 
     // Whether the informers reach the API server: readiness says so, and (unless
     // `follow-health = false`) a replica that cannot gives up leading.
