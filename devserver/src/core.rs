@@ -4,6 +4,7 @@ use crate::Options;
 use crate::hooks::Hooks;
 use crate::registry::Registry;
 use crate::store::Store;
+use crate::wire::JsonOnly;
 
 /// Everything a request handler needs; one per server, shared by `Arc`.
 pub(crate) struct Core {
@@ -11,6 +12,8 @@ pub(crate) struct Core {
     pub registry: Registry,
     pub hooks: Hooks,
     pub options: Options,
+    /// Resources no longer answered in protobuf.
+    pub json_only: JsonOnly,
 }
 
 impl Core {
@@ -20,6 +23,7 @@ impl Core {
             registry: Registry::with_builtins(),
             hooks: Hooks::default(),
             options,
+            json_only: JsonOnly::default(),
         }
     }
 }

@@ -562,6 +562,28 @@ fn list(
         let table = table::table(resource, &objects, metadata, include, true)?;
         return Ok(json_response(StatusCode::OK, &table));
     }
+    let accept = request
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    if let Some(protobuf) = core.json_only.negotiate(resource, accept) {
+        let items: Vec<&[u8]> = page.items.iter().map(|o| &o.json[..]).collect();
+        let token = page.continue_token.as_deref().unwrap_or_default();
+        match protobuf.list(&items, &page.resource_version.to_string(), token) {
+            Ok(mut body) => {
+                if core.hooks.take_garbled_list() {
+                    body.truncate(body.len().saturating_sub(1));
+                }
+                let mut response = bytes_response(StatusCode::OK, body);
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(kubewasm_protobuf::CONTENT_TYPE),
+                );
+                return Ok(response);
+            }
+            Err(error) => core.json_only.fall_back(&protobuf, &error),
+        }
+    }
     Ok(bytes_response(
         StatusCode::OK,
         list::list_body(resource, &page),
@@ -607,13 +629,30 @@ fn watch(
         send_initial_events,
         timeout,
         table: table_request(request)?,
+        protobuf: None,
+    };
+    let watch_request = WatchRequest {
+        protobuf: match watch_request.table {
+            Some(_) => None,
+            None => core.json_only.negotiate(
+                resource,
+                request
+                    .headers
+                    .get(header::ACCEPT)
+                    .and_then(|v| v.to_str().ok()),
+            ),
+        },
+        ..watch_request
+    };
+    let content_type = match watch_request.protobuf {
+        Some(_) => HeaderValue::from_static("application/vnd.kubernetes.protobuf;stream=watch"),
+        None => HeaderValue::from_static("application/json"),
     };
     let stream = watch::watch(Arc::clone(core), resource, watch_request)?;
     let mut response = Response::new(Body::from_stream(stream));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, content_type);
     Ok(response)
 }
 

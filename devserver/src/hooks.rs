@@ -123,6 +123,8 @@ pub(crate) struct Hooks {
     log: Mutex<Vec<RequestRecord>>,
     /// Bumped by each stall: a watch opened before the bump goes silent.
     stalls: tokio::sync::watch::Sender<u64>,
+    /// Protobuf LIST answers still to be cut short by a byte.
+    garbled_lists: std::sync::atomic::AtomicUsize,
 }
 
 impl Hooks {
@@ -146,6 +148,23 @@ impl Hooks {
         } else {
             failures.insert((verb, resource), (n, code));
         }
+    }
+
+    /// The next `n` LIST answers in protobuf lose their last byte (a body that does not decode).
+    pub fn garble_protobuf_lists(&self, n: usize) {
+        self.garbled_lists
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether this protobuf LIST answer is to be garbled (and one fewer is).
+    pub fn take_garbled_list(&self) -> bool {
+        self.garbled_lists
+            .fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| n.checked_sub(1),
+            )
+            .is_ok()
     }
 
     pub fn set_latency(&self, latency: Duration) {

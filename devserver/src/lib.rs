@@ -43,10 +43,12 @@
 //!   fields (`spec.nodeName`, `status.phase`, a Secret's `type`, ...) and a CRD's
 //!   `selectableFields`.
 //! - CRD versions are not converted: an object keeps the apiVersion it was written with.
-//! - Responses are JSON; kubectl's Tables have a few columns per built-in kind and a CRD's
-//!   `additionalPrinterColumns` (simple `.a.b` paths only); protobuf is decoded only for the create
-//!   bodies of kubectl's generators for ConfigMap, Secret, Namespace, ServiceAccount,
-//!   Deployment and Job.
+//! - Responses are JSON, but for LISTs and watches of ConfigMaps, Secrets, Namespaces and
+//!   ServiceAccounts asked for in protobuf (`kubewasm-protobuf`'s encoder); the stored JSON keeps
+//!   the dev server's own member order, not Go's. kubectl's Tables have a few columns per
+//!   built-in kind and a CRD's `additionalPrinterColumns` (simple `.a.b` paths only); protobuf
+//!   is decoded only for the create bodies of kubectl's generators for ConfigMap, Secret,
+//!   Namespace, ServiceAccount, Deployment and Job.
 //!
 //! ```
 //! # #[tokio::main] async fn main() -> anyhow::Result<()> {
@@ -93,6 +95,7 @@ mod store;
 mod strategic;
 mod table;
 mod watch;
+mod wire;
 mod writes;
 
 pub use hooks::{BadResourceName, RequestRecord, ResourceName, Verb};

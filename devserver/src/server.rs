@@ -253,6 +253,12 @@ impl DevServer {
             .fail_next(verb, Some(resource.clone()), n, code);
     }
 
+    /// Test hook: the next `n` LIST answers in protobuf lose their last byte, a body the client
+    /// cannot decode (a client that falls back to JSON gets a whole answer next).
+    pub fn garble_protobuf_lists(&self, n: usize) {
+        self.inner.core.hooks.garble_protobuf_lists(n);
+    }
+
     /// Test hook: every request waits this long before it is handled.
     pub fn set_latency(&self, latency: Duration) {
         self.inner.core.hooks.set_latency(latency);

@@ -18,6 +18,7 @@ use crate::filter::Filter;
 use crate::object::StoredObject;
 use crate::resource::ResourceInfo;
 use crate::table::{self, IncludeObject};
+use crate::wire::Protobuf;
 
 /// Chunks grow to about this size when many events are ready at once.
 const CHUNK_TARGET: usize = 64 * 1024;
@@ -33,6 +34,8 @@ pub(crate) struct WatchRequest {
     pub timeout: Option<Duration>,
     /// Send each object as a one-row Table (kubectl get -w), with these row objects.
     pub table: Option<IncludeObject>,
+    /// Send length-prefixed protobuf frames instead of JSON lines.
+    pub protobuf: Option<Protobuf>,
 }
 
 /// Opens a watch. Request errors answer with an HTTP status; a resourceVersion that is too old
@@ -84,6 +87,7 @@ pub(crate) fn watch(
             include,
             headers_sent: AtomicBool::new(false),
         }),
+        protobuf: request.protobuf,
     };
     let start = match core.store.watch(&resource.storage_key(), start_from) {
         Ok(start) => start,
@@ -134,6 +138,8 @@ struct WatchState {
     stall: tokio::sync::watch::Receiver<u64>,
     /// Set when the client asked for Tables instead of objects.
     table: Option<TableWatch>,
+    /// Set when the answer is protobuf: each chunk of lines is sent as frames.
+    protobuf: Option<Protobuf>,
 }
 
 /// Table mode of a watch: objects become one-row Tables; only the first carries the columns.
@@ -147,7 +153,17 @@ impl WatchState {
     fn into_stream(self) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
         futures::stream::unfold(self, |mut state| async move {
             let chunk = state.next_chunk().await?;
-            Some((Ok(chunk), state))
+            let Some(protobuf) = &state.protobuf else {
+                return Some((Ok(chunk), state));
+            };
+            match protobuf.frames(&chunk) {
+                Ok(frames) => Some((Ok(frames), state)),
+                Err(error) => {
+                    // The stream ends; the client's next watch is answered in JSON.
+                    state.core.json_only.fall_back(protobuf, &error);
+                    None
+                }
+            }
         })
     }
 

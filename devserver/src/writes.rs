@@ -687,11 +687,20 @@ fn same_except(a: &Value, b: &Value, skip: &[&str], skip_meta: &[&str]) -> bool 
     }
 }
 
-/// The status the server gives new objects of a few built-in kinds; a CRD is at once
+/// The status the server gives new objects of a few built-in kinds (and a namespace its
+/// `spec.finalizers`); a CRD is at once
 /// Established (controllers and tests wait for that condition).
 fn default_status(resource: &ResourceInfo, object: &mut Value) {
     let status = match (resource.group.as_str(), resource.kind.as_str()) {
-        ("", "Namespace") => json!({"phase": "Active"}),
+        ("", "Namespace") => {
+            // The API server's namespace strategy gives every new namespace its finalizer.
+            if let Some(map) = object.as_object_mut()
+                && !map.get("spec").is_some_and(Value::is_object)
+            {
+                map.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+            }
+            json!({"phase": "Active"})
+        }
         ("", "Pod") => json!({"phase": "Pending"}),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             let names = object

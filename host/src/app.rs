@@ -40,6 +40,31 @@ pub fn load_config(path: Option<&Path>) -> Result<Config, UsageError> {
     }
 }
 
+/// The file an author's commands (`build`, `check`, `test`, `dev`) read when `--config` names
+/// none: the project's, as `kubewasm new` writes it.
+pub const PROJECT_CONFIG: &str = "kubewasm.toml";
+
+/// Loads the config file named on the command line; without one, the project's
+/// [`PROJECT_CONFIG`] in `project` when there is one, else the defaults. Also returns the file
+/// read, so the command can say which.
+pub fn load_project_config(
+    path: Option<&Path>,
+    project: &Path,
+) -> Result<(Config, Option<PathBuf>), UsageError> {
+    let file = match path {
+        Some(path) => path.to_path_buf(),
+        None => {
+            let file = project.join(PROJECT_CONFIG);
+            if !file.is_file() {
+                return Ok((Config::default(), None));
+            }
+            file
+        }
+    };
+    let config = load_config(Some(&file))?;
+    Ok((config, Some(file)))
+}
+
 /// Checks that the plugins directory can be read before anything starts.
 pub fn check_plugins_dir(dir: &Path) -> Result<(), UsageError> {
     std::fs::read_dir(dir)
@@ -281,17 +306,21 @@ pub async fn run_host(
         client.default_namespace(),
     )?;
     let shards = shard_count(&args.leader, &config.leader_election);
+    let list_watch = config.informers.list_watch();
+    let wire = list_watch.wire.clone();
     let factory = SharedInformerFactory::new(
         client.clone(),
         FactoryOptions {
             reflector: config.informers.reflector(),
+            list_watch,
             ..FactoryOptions::default()
         },
     );
     factory.start();
 
     let informers = factory.clone();
-    let metrics = Arc::new(Metrics::new(Arc::new(move || informer_samples(&informers))));
+    let metrics = Metrics::new(Arc::new(move || informer_samples(&informers)));
+    let metrics = Arc::new(metrics.with_wire(wire));
 
     // Whether the informers reach the API server: readiness says so, and (unless
     // `follow-health = false`) a replica that cannot gives up leading.

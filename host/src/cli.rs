@@ -81,10 +81,12 @@ pub enum Command {
     Build(BuildArgs),
     /// Run plugins through scenario files on the embedded API server: starting objects, steps
     /// (apply, patch, delete, wait, injected faults; `expect: {denied: TEXT}` for a write that
-    /// must be refused) and asserts after each (objects with given fields, objects absent,
-    /// Events, writes per plugin, convergence). Admission policies among the plugins are served
-    /// on loopback and configured in that server. Exit code 1 when a step fails, with a diff
-    /// naming the object.
+    /// must be refused) and asserts after each: `exist` (objects with given fields, a value
+    /// there or an operator: $any, $absent, $changed, $matches, $count), `absent`, `count` (how
+    /// many objects match), `events`, `writes` per plugin, `logged` lines, `converged`.
+    /// Admission policies among the plugins are served on loopback and configured in that
+    /// server. Prints the results only (the log goes to a file; `-v` shows it); exit code 1
+    /// when a step fails, with a diff naming the object.
     Test(TestArgs),
     /// Write a new plugin project (source, build file, the contract's WIT, config, a scenario
     /// that passes and a README) into `NAME/`.
@@ -98,7 +100,8 @@ pub struct HostArgs {
     #[arg(long, env = "KUBEWASM_PLUGINS")]
     pub plugins: PathBuf,
 
-    /// Config file: per-plugin grants, limits and config strings (TOML).
+    /// Config file: per-plugin grants, limits and config strings (TOML) [default: `dev` reads
+    /// ./kubewasm.toml when there is one; `run` none].
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -227,7 +230,8 @@ pub struct CheckArgs {
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
 
-    /// Config file whose grants the plugins are checked against.
+    /// Config file whose grants the plugins are checked against [default: ./kubewasm.toml when
+    /// there is one].
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
 }
@@ -434,7 +438,8 @@ pub struct TestArgs {
     #[arg(long, required = true)]
     pub scenario: Vec<PathBuf>,
 
-    /// Config file, as given to `run`: grants, limits and config strings.
+    /// Config file, as given to `run`: grants, limits and config strings [default:
+    /// ./kubewasm.toml when there is one].
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -446,6 +451,47 @@ pub struct TestArgs {
     /// `500ms`, `2m`): a broken plugin fails that much sooner.
     #[arg(long, default_value = "30s", value_parser = crate::scenario::parse_duration)]
     pub timeout: std::time::Duration,
+    /// Also log to stderr, as other commands do (at `--log`'s level). Without it only the
+    /// results are printed and the log goes to `--log-file`.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// Where the log goes without `--verbose`, replaced on each run [default:
+    /// $XDG_STATE_HOME/kubewasm/test.log, else ~/.local/state/kubewasm/test.log].
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+}
+
+impl TestArgs {
+    /// The file the log goes to, or `None` for stderr (`--verbose`).
+    pub fn log_file(&self) -> Option<PathBuf> {
+        if self.verbose {
+            return None;
+        }
+        Some(self.log_file.clone().unwrap_or_else(default_test_log))
+    }
+}
+
+/// `kubewasm test`'s log file when `--log-file` names none: the XDG state directory, where
+/// logs belong.
+fn default_test_log() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("kubewasm")
+        .join("test.log")
+}
+
+impl Command {
+    /// Where the command's log goes: a file (`kubewasm test` without `--verbose`, whose output
+    /// is its results), else `None`, stderr.
+    pub fn log_file(&self) -> Option<PathBuf> {
+        match self {
+            Command::Test(args) => args.log_file(),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -453,7 +499,8 @@ pub struct BuildArgs {
     /// The project directory [default: the current directory].
     pub dir: Option<PathBuf>,
 
-    /// Config file whose grants the built plugin is checked against.
+    /// Config file whose grants the built plugin is checked against [default: the project's
+    /// kubewasm.toml when there is one].
     #[arg(long, env = "KUBEWASM_CONFIG")]
     pub config: Option<PathBuf>,
 

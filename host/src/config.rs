@@ -15,6 +15,8 @@
 //! list = "any-version"         # or "streaming", "paginated": how informers list
 //! bookmark-idle-seconds = 90   # a watch whose server sends bookmarks and then sends nothing,
 //!                              # bookmark or event, for this long is restarted
+//! protobuf = true              # protobuf for the built-in kinds that have it (ConfigMap, Secret,
+//!                              # Namespace, ServiceAccount), as client-go asks; false: JSON only
 //!
 //! [connection]                 # how the host's connections to the API server are checked
 //! http2 = true                 # HTTP/2 where the server offers it (TLS, ALPN h2), else HTTP/1.1
@@ -106,7 +108,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kubewasm_informer::{ListStrategy, ReflectorOptions};
+use kubewasm_informer::{ListStrategy, ListWatchOptions, ReflectorOptions};
 use serde::Deserialize;
 
 use crate::api_client::ConnectionOptions;
@@ -228,6 +230,10 @@ pub struct InformersConfig {
     /// bookmark) for this long, is presumed dead and restarted. kube-apiserver sends a
     /// bookmark about once a minute.
     pub bookmark_idle_seconds: u64,
+    /// Ask for protobuf, as client-go does, when listing and watching the built-in kinds the
+    /// informer decodes it for (the cache holds the same JSON either way; every other kind is
+    /// read as JSON). `false` reads everything as JSON.
+    pub protobuf: bool,
 }
 
 impl Default for InformersConfig {
@@ -235,6 +241,7 @@ impl Default for InformersConfig {
         InformersConfig {
             list: ListStrategy::default(),
             bookmark_idle_seconds: ReflectorOptions::default().bookmark_idle_limit.as_secs(),
+            protobuf: ListWatchOptions::default().protobuf,
         }
     }
 }
@@ -246,6 +253,14 @@ impl InformersConfig {
             list: self.list,
             bookmark_idle_limit: Duration::from_secs(self.bookmark_idle_seconds),
             ..ReflectorOptions::default()
+        }
+    }
+
+    /// The list and watch options these settings give.
+    pub fn list_watch(&self) -> ListWatchOptions {
+        ListWatchOptions {
+            protobuf: self.protobuf,
+            ..ListWatchOptions::default()
         }
     }
 }
@@ -883,6 +898,13 @@ mod tests {
             err.contains("kubewasm.toml") && err.contains("paginated"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn informers_ask_for_protobuf_unless_turned_off() {
+        assert!(parse("").unwrap().informers.list_watch().protobuf);
+        let off = parse("[informers]\nprotobuf = false\n").unwrap();
+        assert!(!off.informers.list_watch().protobuf);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal as _;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -49,6 +51,19 @@ pub enum LogFormat {
 pub fn init(format: LogFormat, filter: &str) -> anyhow::Result<()> {
     let ansi = std::io::stderr().is_terminal();
     tracing::subscriber::set_global_default(subscriber(format, filter, std::io::stderr, ansi)?)
+        .context("a global log subscriber is already set")
+}
+
+/// Installs the process-wide log as [`init`] does, but into `path` (replaced; its directory
+/// created), without colour: for a command whose own output is what the user reads.
+pub fn init_file(format: LogFormat, filter: &str, path: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create {} for the log", dir.display()))?;
+    }
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot write the log to {}", path.display()))?;
+    tracing::subscriber::set_global_default(subscriber(format, filter, Arc::new(file), false)?)
         .context("a global log subscriber is already set")
 }
 

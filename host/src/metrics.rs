@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use kubewasm_informer::WireCounters;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -374,6 +375,13 @@ impl std::fmt::Debug for Metrics {
 
 impl Metrics {
     /// Creates the metrics; `informers` is read on every scrape.
+    /// Adds the counts of the wires the informers' lists and watches were answered in.
+    pub fn with_wire(mut self, wire: WireCounters) -> Metrics {
+        self.registry
+            .register_collector(Box::new(WireCollector(wire)));
+        self
+    }
+
     pub fn new(informers: InformerSource) -> Metrics {
         let mut registry = Registry::with_prefix("kubewasm");
         let events = Family::<EventLabels, Counter>::default();
@@ -1080,6 +1088,51 @@ impl prometheus_client::collector::Collector for InformerCollector {
     }
 }
 
+/// The wires the informers' lists and watches were answered in, and the fallbacks to JSON.
+struct WireCollector(WireCounters);
+
+impl std::fmt::Debug for WireCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WireCollector")
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WireLabels {
+    request: &'static str,
+    wire: &'static str,
+}
+
+impl prometheus_client::collector::Collector for WireCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = self.0.snapshot();
+        let mut family = encoder.encode_descriptor(
+            "informer_answers",
+            "LIST answers and watch streams the informers read, by request and wire (protobuf \
+             for the built-in kinds that have it, JSON otherwise)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (request, wire, value) in [
+            ("list", "protobuf", stats.protobuf_lists),
+            ("list", "json", stats.json_lists),
+            ("watch", "protobuf", stats.protobuf_watches),
+            ("watch", "json", stats.json_watches),
+        ] {
+            ConstCounter::new(value)
+                .encode(family.encode_family(&WireLabels { request, wire })?)?;
+        }
+        let family = encoder.encode_descriptor(
+            "informer_protobuf_fallbacks",
+            "Resources read as JSON since a protobuf answer of theirs did not decode",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(stats.fallbacks).encode(family)?;
+        Ok(())
+    }
+}
+
 impl crate::oci::PullObserver for Metrics {
     fn pulled(&self, plugin: &str, ok: bool) {
         self.oci_pulled(plugin, ok);
@@ -1098,6 +1151,20 @@ impl crate::oci::PullObserver for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encodes_the_informers_wires() {
+        let wire = kubewasm_informer::WireCounters::default();
+        let metrics = Metrics::new(Arc::new(Vec::new)).with_wire(wire);
+        let text = metrics.encode();
+        for line in [
+            r#"kubewasm_informer_answers_total{request="list",wire="protobuf"} 0"#,
+            r#"kubewasm_informer_answers_total{request="watch",wire="json"} 0"#,
+            "kubewasm_informer_protobuf_fallbacks_total 0",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+    }
 
     #[test]
     fn encodes_plugin_and_informer_metrics() {

@@ -25,6 +25,9 @@ pub enum Kind {
     Controller,
     /// Event handlers only: counts ConfigMaps and records an Event per new one.
     Observer,
+    /// An admission policy (contract 0.3), validating and mutating: marks ConfigMaps on their
+    /// way in and denies one holding a password. Python and JavaScript only so far.
+    Policy,
 }
 
 /// Why a project was not written.
@@ -37,6 +40,12 @@ pub enum ScaffoldError {
     BadName(String),
     #[error("{0} exists and is not empty")]
     NotEmpty(PathBuf),
+    #[error(
+        "`--kind policy` is written in Python and JavaScript only so far: the {0} helpers have no \
+         contract 0.3 (admission) template yet; `kubewasm wit --contract 0.3` writes the \
+         contract for one written by hand"
+    )]
+    NoPolicyTemplate(&'static str),
     #[error("writing {0}: {1}")]
     Io(PathBuf, std::io::Error),
     /// The Rust SDK this binary carries could not be made a standalone crate (a bug in the build
@@ -52,8 +61,10 @@ pub struct File {
     pub text: String,
 }
 
-/// The contract every template but Rust's targets.
+/// The contract every template but Rust's and the policies targets.
 const CONTRACT: &str = "0.2";
+/// The contract of policies: admission (world `admission-policy`).
+const POLICY_CONTRACT: &str = "0.3";
 /// The contract of Rust projects: the one the Rust SDK builds against (world `batch-controller`
 /// of 0.2.2, which includes `reconciler`, the world `kubewasm build` checks it against).
 const RUST_CONTRACT: &str = "0.2.2";
@@ -62,6 +73,8 @@ const README: &str = include_str!("../templates/common/README.md.tmpl");
 const CONTROLLER_SCENARIO: &str = include_str!("../templates/common/controller.scenario.yaml.tmpl");
 const OBSERVER_SCENARIO: &str = include_str!("../templates/common/observer.scenario.yaml.tmpl");
 const CONTROLLER_CONFIG: &str = include_str!("../templates/common/controller.kubewasm.toml.tmpl");
+const POLICY_SCENARIO: &str = include_str!("../templates/common/policy.scenario.yaml.tmpl");
+const POLICY_CONFIG: &str = include_str!("../templates/common/policy.kubewasm.toml.tmpl");
 const OBSERVER_CONFIG: &str = include_str!("../templates/common/observer.kubewasm.toml.tmpl");
 const RUST_CARGO: &str = include_str!("../templates/rust/Cargo.toml.tmpl");
 const RUST_CONTROLLER: &str = include_str!("../templates/rust/src/controller.rs.tmpl");
@@ -126,6 +139,7 @@ pub struct ControllerGuide;
 ";
 const PYTHON_CONTROLLER: &str = include_str!("../templates/python/controller.py.tmpl");
 const PYTHON_OBSERVER: &str = include_str!("../templates/python/observer.py.tmpl");
+const PYTHON_POLICY: &str = include_str!("../templates/python/policy.py.tmpl");
 /// The Python helper of the examples, written into each Python project.
 const PYTHON_KUBE: &str = include_str!("../../examples-guests/python/sample-controller/kube.py");
 const JS_PACKAGE: &str = include_str!("../templates/js/package.json.tmpl");
@@ -133,6 +147,7 @@ const JS_CONTROLLER: &str = include_str!("../templates/js/controller.js.tmpl");
 const JS_OBSERVER: &str = include_str!("../templates/js/observer.js.tmpl");
 /// The JavaScript examples' helper and its queue rules (node-tested beside them), written into
 /// each JavaScript project.
+const JS_POLICY: &str = include_str!("../templates/js/policy.js.tmpl");
 const JS_KUBE: &str = include_str!("../../examples-guests/js/propagator/kube.js");
 const JS_RULES: &str = include_str!("../../examples-guests/js/propagator/rules.js");
 const JS_ADMISSION: &str = include_str!("../../examples-guests/js/propagator/admission.js");
@@ -201,13 +216,40 @@ pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
 /// The files of a new `lang` project of `kind` called `name`.
 pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldError> {
     check_name(name)?;
+    let lang_name = match lang {
+        Lang::Rust => "Rust",
+        Lang::Go => "Go",
+        Lang::Python => "Python",
+        Lang::Js => "JavaScript",
+        Lang::C => "C",
+    };
+    let source = match (lang, kind) {
+        (Lang::Rust, Kind::Controller) => RUST_CONTROLLER,
+        (Lang::Rust, Kind::Observer) => RUST_OBSERVER,
+        (Lang::Python, Kind::Controller) => PYTHON_CONTROLLER,
+        (Lang::Python, Kind::Observer) => PYTHON_OBSERVER,
+        (Lang::Python, Kind::Policy) => PYTHON_POLICY,
+        (Lang::Js, Kind::Controller) => JS_CONTROLLER,
+        (Lang::Js, Kind::Observer) => JS_OBSERVER,
+        (Lang::Js, Kind::Policy) => JS_POLICY,
+        (Lang::Go, Kind::Controller) => GO_CONTROLLER,
+        (Lang::Go, Kind::Observer) => GO_OBSERVER,
+        (Lang::C, Kind::Controller) => C_CONTROLLER,
+        (Lang::C, Kind::Observer) => C_OBSERVER,
+        (_, Kind::Policy) => return Err(ScaffoldError::NoPolicyTemplate(lang_name)),
+    };
     let sdk = Sdk::carried()?;
-    let contract = contracts::find(if lang == Lang::Rust {
-        RUST_CONTRACT
-    } else {
-        CONTRACT
+    let contract = contracts::find(match (lang, kind) {
+        (_, Kind::Policy) => POLICY_CONTRACT,
+        (Lang::Rust, _) => RUST_CONTRACT,
+        _ => CONTRACT,
     })
     .map_err(|e| ScaffoldError::Sdk(e.to_string()))?;
+    // The world `kubewasm build` picks from the contract's package, named in the README.
+    let world = match kind {
+        Kind::Policy => "admission-policy",
+        Kind::Controller | Kind::Observer => "controller",
+    };
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
@@ -218,6 +260,11 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             .replace("{{componentize_js}}", componentize_js_version())
             .replace("{{go_version}}", go_version())
             .replace("{{pypi_go}}", kubewasm_build::toolchain::PYPI_GO)
+            .replace(
+                "{{pypi_componentize_py}}",
+                kubewasm_build::toolchain::PYPI_COMPONENTIZE_PY,
+            )
+            .replace("{{world}}", world)
     };
     let mut files = Vec::new();
     let (own, toolchain): (Vec<(&str, &str, &str)>, &str) = match lang {
@@ -228,14 +275,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     RUST_CARGO,
                     "the crate: the Rust SDK `kubewasm-guest-v0-2` by version, from `vendor/`",
                 ),
-                (
-                    "src/lib.rs",
-                    match kind {
-                        Kind::Controller => RUST_CONTROLLER,
-                        Kind::Observer => RUST_OBSERVER,
-                    },
-                    "the plugin",
-                ),
+                ("src/lib.rs", source, "the plugin"),
                 (".gitignore", "/target\n/build\n", "what builds write"),
             ],
             "Needs Rust {{sdk_rust_version}} or newer with the `wasm32-wasip2` target (`rustup \
@@ -253,10 +293,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             vec![
                 (
                     "app.py",
-                    match kind {
-                        Kind::Controller => PYTHON_CONTROLLER,
-                        Kind::Observer => PYTHON_OBSERVER,
-                    },
+                    source,
                     "the plugin (componentize-py's `app` module)",
                 ),
                 (
@@ -267,8 +304,9 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 (".gitignore", "/build\n__pycache__/\n", "what builds write"),
             ],
             "Needs `componentize-py` on PATH or in the project's `.venv/` \
-             (`pip install componentize-py==0.25.1`); `kubewasm build` runs \
-             `componentize-py -d wit -w controller componentize -p . app`. The component \
+             (`python3 -m venv .venv && .venv/bin/pip install {{pypi_componentize_py}}`); \
+             `kubewasm build` runs \
+             `componentize-py -d wit -w {{world}} componentize -p . app`. The component \
              carries CPython (about 18 MB) and takes seconds to compile once; the host caches it.",
         ),
         Lang::Js => (
@@ -278,14 +316,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     JS_PACKAGE,
                     "the package: an ES module, componentize-js as a dev dependency",
                 ),
-                (
-                    "plugin.js",
-                    match kind {
-                        Kind::Controller => JS_CONTROLLER,
-                        Kind::Observer => JS_OBSERVER,
-                    },
-                    "the plugin (package.json's `main`)",
-                ),
+                ("plugin.js", source, "the plugin (package.json's `main`)"),
                 (
                     "kube.js",
                     JS_KUBE,
@@ -301,7 +332,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             ],
             "Needs Node.js with npm; `npm install` in this directory installs componentize-js \
              (package.json's dev dependency), and `kubewasm build` runs \
-             `componentize-js plugin.js --wit wit --world-name controller --disable http \
+             `componentize-js plugin.js --wit wit --world-name {{world}} --disable http \
              fetch-event`. The component carries a JavaScript engine (about 12 MB) and takes \
              seconds to compile once; the host caches it.",
         ),
@@ -312,14 +343,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     GO_MOD,
                     "the module (named after the plugin; standard library only)",
                 ),
-                (
-                    "plugin/plugin.go",
-                    match kind {
-                        Kind::Controller => GO_CONTROLLER,
-                        Kind::Observer => GO_OBSERVER,
-                    },
-                    "the plugin",
-                ),
+                ("plugin/plugin.go", source, "the plugin"),
                 (
                     "kube/kube.go",
                     GO_KUBE,
@@ -348,14 +372,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         ),
         Lang::C => {
             let mut own = vec![
-                (
-                    "plugin.c",
-                    match kind {
-                        Kind::Controller => C_CONTROLLER,
-                        Kind::Observer => C_OBSERVER,
-                    },
-                    "the plugin",
-                ),
+                ("plugin.c", source, "the plugin"),
                 (
                     "kube.h",
                     C_KUBE_H,
@@ -413,6 +430,13 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             "it counts the ConfigMaps of each namespace from events and records an Event \
              `Counted` on each new one with the count.",
         ),
+        Kind::Policy => (
+            POLICY_SCENARIO,
+            POLICY_CONFIG,
+            "an admission policy: its mutating webhook annotates every ConfigMap created or \
+             updated outside `kube-system` with `example.com/checked-by`, its validating webhook \
+             denies one with a password among its data keys.",
+        ),
     };
     files.push(File {
         path: "scenario.yaml".into(),
@@ -422,16 +446,10 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         path: "kubewasm.toml".into(),
         text: fill(config),
     });
-    let lang_name = match lang {
-        Lang::Rust => "Rust",
-        Lang::Go => "Go",
-        Lang::Python => "Python",
-        Lang::Js => "JavaScript",
-        Lang::C => "C",
-    };
     let kind_name = match kind {
         Kind::Controller => "controller",
         Kind::Observer => "observer",
+        Kind::Policy => "admission policy",
     };
     files.push(File {
         path: "README.md".into(),
@@ -694,11 +712,11 @@ mod tests {
         {
             let files = files("my-plugin", lang, kind).unwrap();
             let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-            // Rust projects claim the SDK's contract, 0.2.2; the others 0.2.0.
-            let wit = if lang == Lang::Rust {
-                "wit/predicates.wit"
-            } else {
-                "wit/controller.wit"
+            // Rust projects claim the SDK's contract, 0.2.2; policies 0.3; the others 0.2.0.
+            let wit = match (lang, kind) {
+                (_, Kind::Policy) => "wit/admission.wit",
+                (Lang::Rust, _) => "wit/predicates.wit",
+                _ => "wit/controller.wit",
             };
             for want in [source, "scenario.yaml", "kubewasm.toml", "README.md", wit] {
                 assert!(paths.contains(&want), "{want} missing from {paths:?}");
@@ -733,8 +751,29 @@ mod tests {
     }
 
     #[test]
+    fn python_and_js_policies_are_on_contract_0_3_and_the_other_languages_refuse_one() {
+        check_project(Lang::Python, Kind::Policy, "app.py");
+        check_project(Lang::Js, Kind::Policy, "plugin.js");
+        let project = files("my-plugin", Lang::Python, Kind::Policy).unwrap();
+        let text = |path: &str| &project.iter().find(|f| f.path == path).unwrap().text;
+        assert!(text("app.py").contains("class Admission(kube.Policy)"));
+        assert!(
+            text("README.md").contains("-w admission-policy"),
+            "{}",
+            text("README.md")
+        );
+        assert!(text("README.md").contains("kubewasm:controller@0.3.0"));
+        let scenario = crate::scenario::Scenario::parse(text("scenario.yaml")).unwrap();
+        assert!(scenario.steps.iter().any(|s| s.expect.is_some()));
+        for lang in [Lang::Rust, Lang::Go, Lang::C] {
+            let err = files("my-plugin", lang, Kind::Policy).unwrap_err();
+            assert!(matches!(err, ScaffoldError::NoPolicyTemplate(_)), "{err}");
+        }
+    }
+
+    #[test]
     fn a_js_project_names_its_module_and_compiler_and_has_every_module_it_imports() {
-        for kind in [Kind::Controller, Kind::Observer] {
+        for kind in [Kind::Controller, Kind::Observer, Kind::Policy] {
             let files = files("my-plugin", Lang::Js, kind).unwrap();
             let text = |path: &str| {
                 &files

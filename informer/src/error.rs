@@ -68,6 +68,9 @@ pub enum Error {
     /// A response body could not be read or parsed.
     #[error("malformed response from the API server: {0}")]
     Response(String),
+    /// A protobuf answer did not decode; the resource is read as JSON from then on.
+    #[error("a protobuf answer did not decode (reading JSON instead from now on): {0}")]
+    Protobuf(#[source] kubewasm_protobuf::Error),
     /// A transform function rejected an object.
     #[error("transform failed: {0}")]
     Transform(String),

@@ -1,6 +1,11 @@
 //! client-go's SharedInformerFactory in Rust: reflector, DeltaFIFO, indexed store, shared
 //! processor, over kube's client, with a compact cached object.
 //!
+//! Lists and watches ask for protobuf, as client-go does, for the built-in kinds
+//! `kubewasm-protobuf` decodes (ConfigMap, Secret, Namespace, ServiceAccount), and JSON for every
+//! other kind; either way the cache holds the JSON text the API server's JSON wire sends
+//! ([`ListWatchOptions::protobuf`] turns protobuf off, [`WireCounters`] counts the wires).
+//!
 //! ```no_run
 //! # async fn demo(client: kube::Client) {
 //! use std::sync::Arc;
@@ -35,8 +40,10 @@ mod list_body;
 mod list_page;
 mod lister;
 mod lister_watcher;
+mod negotiate;
 mod object;
 mod processor;
+mod protobuf_body;
 mod reflector;
 mod shared_informer;
 mod store;
@@ -57,6 +64,7 @@ pub use lister_watcher::{
     INITIAL_EVENTS_END, KubeListerWatcher, ListPage, ListWatchOptions, ListerWatcher, WatchEvent,
     WatchStream, WatchTarget, parse_list, parse_watch_line,
 };
+pub use negotiate::{WireCounters, WireStats};
 pub use object::{Object, ObjectRef, OwnerReference, ParseOptions};
 pub use processor::{ListenerStats, ResourceEventHandler};
 pub use reflector::{ListStrategy, ReflectorOptions, TransformFunc, WatchErrorHandler};

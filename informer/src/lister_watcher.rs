@@ -1,10 +1,11 @@
 //! The source of lists and watches: the API server through kube's client, parsed compactly.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::io::AsyncBufReadExt;
+use futures::io::{AsyncBufRead, AsyncBufReadExt};
 use futures::stream::{self, BoxStream};
 use kube::api::{ListParams, WatchParams};
 use kube::core::Request;
@@ -14,7 +15,9 @@ use serde_json::value::RawValue;
 use crate::error::{Error, Result};
 use crate::key::InformerKey;
 use crate::list_body::ListBody;
+use crate::negotiate::{Negotiation, WireCounters};
 use crate::object::{Object, ParseOptions};
+use crate::protobuf_body::{ProtobufList, next_frame};
 
 pub use crate::list_page::ListPage;
 
@@ -111,6 +114,12 @@ pub struct ListWatchOptions {
     /// retried after the reflector's backoff. It bounds silence, not the whole LIST, so a big
     /// list that keeps arriving is never cut off.
     pub list_idle_limit: Duration,
+    /// Ask for protobuf, as client-go does, for the built-in kinds `kubewasm-protobuf` decodes
+    /// (the cache holds the same JSON either way); every other kind, and every kind when this
+    /// is off, is read as JSON.
+    pub protobuf: bool,
+    /// Where the wires lists and watches were answered in are counted.
+    pub wire: WireCounters,
 }
 
 impl Default for ListWatchOptions {
@@ -119,6 +128,8 @@ impl Default for ListWatchOptions {
             page_size: 500,
             strip_managed_fields: true,
             list_idle_limit: Duration::from_secs(60),
+            protobuf: true,
+            wire: WireCounters::default(),
         }
     }
 }
@@ -133,6 +144,7 @@ pub struct KubeListerWatcher {
     field_selector: Option<String>,
     options: ListWatchOptions,
     parse: ParseOptions,
+    negotiation: Arc<Negotiation>,
 }
 
 impl KubeListerWatcher {
@@ -142,9 +154,18 @@ impl KubeListerWatcher {
             strip_managed_fields: options.strip_managed_fields,
             type_meta: Some((key.resource.api_version.clone(), key.resource.kind.clone())),
         };
+        let target = WatchTarget::of(key);
+        let negotiation = Arc::new(Negotiation::new(
+            options.protobuf,
+            &key.resource.api_version,
+            &key.resource.kind,
+            target.resource.clone(),
+            options.wire.clone(),
+        ));
         KubeListerWatcher {
             client,
-            target: WatchTarget::of(key),
+            target,
+            negotiation,
             request: Request::new(key.collection_path()),
             label_selector: key.label_selector.clone(),
             field_selector: key.field_selector.clone(),
@@ -182,8 +203,30 @@ impl KubeListerWatcher {
             .map_err(|e| Error::Client(kube::Error::BuildRequest(e)))?;
         let limit = self.options.list_idle_limit;
         let idle = |_| Error::ListIdle(limit);
-        let response = tokio::time::timeout(limit, self.client.request_stream(request));
-        let mut reader = Box::pin(response.await.map_err(idle)??);
+        let response = self.negotiation.send(&self.client, request, false);
+        let (protobuf, mut reader) = tokio::time::timeout(limit, response)
+            .await
+            .map_err(idle)??;
+        if protobuf {
+            let mut body = ProtobufList::new(&self.parse, &self.negotiation)?;
+            loop {
+                let chunk = tokio::time::timeout(limit, reader.fill_buf())
+                    .await
+                    .map_err(idle)?
+                    .map_err(|e| body_error("LIST body", e))?;
+                if chunk.is_empty() {
+                    let (items, resource_version, continue_token) = body.finish()?;
+                    return Ok(ListPage {
+                        items,
+                        resource_version,
+                        continue_token,
+                    });
+                }
+                body.feed(chunk)?;
+                let n = chunk.len();
+                reader.consume_unpin(n);
+            }
+        }
         let mut body = ListBody::new(&self.parse);
         loop {
             let chunk = tokio::time::timeout(limit, reader.fill_buf())
@@ -221,8 +264,11 @@ impl KubeListerWatcher {
             http::header::ACCEPT_ENCODING,
             http::HeaderValue::from_static("identity"),
         );
-        let reader = Box::pin(self.client.request_stream(request).await?);
+        let (protobuf, reader) = self.negotiation.send(&self.client, request, true).await?;
         let parse = self.parse.clone();
+        if protobuf {
+            return Ok(self.protobuf_watch(reader, parse));
+        }
         let events = stream::unfold(
             (reader, Vec::new(), parse, false),
             |(mut reader, mut line, parse, done)| async move {
@@ -256,6 +302,36 @@ impl KubeListerWatcher {
             },
         );
         Ok(Box::pin(events))
+    }
+}
+
+impl KubeListerWatcher {
+    /// The events of a protobuf watch stream; a frame that does not decode ends the stream
+    /// with an error and turns this resource to JSON.
+    fn protobuf_watch(
+        &self,
+        reader: Box<dyn AsyncBufRead + Send + Unpin>,
+        parse: ParseOptions,
+    ) -> WatchStream {
+        let events = stream::unfold(
+            (reader, parse, false, Arc::clone(&self.negotiation)),
+            |(mut reader, parse, done, negotiation)| async move {
+                if done {
+                    return None;
+                }
+                let event = match next_frame(&mut *reader).await {
+                    Ok(None) => return None,
+                    Ok(Some(frame)) => match kubewasm_protobuf::watch_event(&frame) {
+                        Ok((kind, object)) => parse_event(&kind, &object, &parse),
+                        Err(e) => Err(negotiation.fall_back(e)),
+                    },
+                    Err(e) => Err(body_error("watch stream", e)),
+                };
+                let failed = event.is_err();
+                Some((event, (reader, parse, failed, negotiation)))
+            },
+        );
+        Box::pin(events)
     }
 }
 

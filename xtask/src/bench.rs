@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 10] = [
+const BENCHES: [(&str, &str); 11] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -20,6 +20,10 @@ const BENCHES: [(&str, &str); 10] = [
     (
         "initial_sync",
         "Informer: initial sync and memory, against kube-runtime",
+    ),
+    (
+        "initial_sync_real",
+        "Informer: protobuf against JSON on a real kube-apiserver (issue 37)",
     ),
     ("dispatch", "Informer: event dispatch"),
     (

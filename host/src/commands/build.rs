@@ -16,7 +16,7 @@ use crate::inspect;
 /// missing toolchain fails with the command that installs it.
 pub async fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
-    let config = app::load_config(args.config.as_deref())?;
+    let (config, config_file) = app::load_project_config(args.config.as_deref(), &dir)?;
     let project = Project::detect(&dir).map_err(UsageError)?;
     eprintln!(
         "kubewasm: building {} ({} project, {})",
@@ -44,6 +44,13 @@ pub async fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
     let report = inspect::inspect_file(&built.path, &config)
         .await
         .with_context(|| format!("{} was built but would not load", built.path.display()))?;
+    match &config_file {
+        Some(file) => eprintln!("kubewasm: checked with the grants in {}", file.display()),
+        None => eprintln!(
+            "kubewasm: checked with no grants (no {} in the project, no --config)",
+            app::PROJECT_CONFIG
+        ),
+    }
     eprint!("{report}");
     eprintln!("kubewasm: built for {}", built.contract);
     println!("{}", built.path.display());

@@ -1,5 +1,7 @@
 //! `kubewasm dev`: the host against the embedded development API server, no cluster needed.
 
+use std::path::Path;
+
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
@@ -9,7 +11,11 @@ use crate::cli::DevArgs;
 /// Starts the development API server, writes its kubeconfig, and runs the host against it
 /// until SIGINT or SIGTERM.
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
-    let config = app::load_config(args.host.config.as_deref())?;
+    let (config, config_file) =
+        app::load_project_config(args.host.config.as_deref(), Path::new("."))?;
+    if let Some(file) = &config_file {
+        tracing::info!(config = %file.display(), "config loaded");
+    }
     app::check_plugins_dir(&args.host.plugins)?;
     let server = kubewasm_devserver::DevServer::start(kubewasm_devserver::Options {
         port: args.port,

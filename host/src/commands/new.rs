@@ -17,7 +17,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<()> {
     }
     eprintln!(
         "kubewasm: next: cd {} && kubewasm build && kubewasm test build/{}.wasm --scenario \
-         scenario.yaml --config kubewasm.toml",
+         scenario.yaml",
         dir.display(),
         args.name
     );

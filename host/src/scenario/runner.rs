@@ -2,7 +2,7 @@
 //! informers on it, the scenario's objects, then each step's action and asserts.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,8 +16,8 @@ use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::matcher::{describe, matches};
-use super::{Assert, Expect, PatchAction, PatchType, Scenario, Step};
+use super::format::{Assert, Expect, PatchAction, PatchType, Scenario, Step, parse_verb};
+use super::matcher::{describe, matches, matches_since, uses_changed};
 use crate::admission::AdmissionMetrics;
 use crate::admission::loopback::LoopbackWebhooks;
 use crate::app;
@@ -25,6 +25,10 @@ use crate::config::Config;
 use kubewasm_runtime::admission::registry::AdmissionRegistry;
 use kubewasm_runtime::{HostOptions, LogTap, LoggedLine, PluginHost, PluginId};
 
+/// How long a plugin may take to load before `kubewasm test` says it is still loading
+/// (compiling a large component takes tens of seconds the first time; the compile cache makes
+/// it quick after).
+pub const SLOW_LOAD: Duration = Duration::from_secs(2);
 /// How often asserts are polled.
 const POLL: Duration = Duration::from_millis(100);
 /// How long the plugins get to load and handle their replay of the starting objects.
@@ -43,6 +47,8 @@ pub struct RunOptions {
     pub cache_dir: Option<PathBuf>,
     /// How long a step's asserts may take when the step names no timeout.
     pub default_timeout: Duration,
+    /// How long a plugin may load before [`Progress::SlowLoad`] says so ([`SLOW_LOAD`]).
+    pub slow_load: Duration,
 }
 
 /// How a scenario went.
@@ -58,6 +64,16 @@ impl Outcome {
     }
 }
 
+/// What a run reports as it goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// A plugin has been loading for a while (it is compiling, most likely): said once per
+    /// plugin, so a long silence is explained.
+    SlowLoad { plugin: &'a Path },
+    /// A step ended.
+    Step(&'a StepResult),
+}
+
 /// How one step went: a failure is the readable diff; steps after a failure are skipped.
 #[derive(Debug, Clone)]
 pub struct StepResult {
@@ -67,28 +83,14 @@ pub struct StepResult {
     pub skipped: bool,
 }
 
-/// The verb a scenario's fault names.
-pub(super) fn parse_verb(verb: &str) -> Option<Verb> {
-    Some(match verb.to_ascii_lowercase().as_str() {
-        "get" => Verb::Get,
-        "list" => Verb::List,
-        "watch" => Verb::Watch,
-        "create" => Verb::Create,
-        "update" => Verb::Update,
-        "patch" => Verb::Patch,
-        "delete" => Verb::Delete,
-        _ => return None,
-    })
-}
-
-/// Runs `scenario` (called `name` in reports); each finished step is handed to `report` as it
-/// ends. An error is a run that could not happen (server, plugin load); a failed assert is an
-/// outcome.
+/// Runs `scenario` (called `name` in reports); a slow plugin load and each finished step are
+/// handed to `report` as they happen. An error is a run that could not happen (server, plugin
+/// load); a failed assert is an outcome.
 pub async fn run(
     scenario: &Scenario,
     name: &str,
     options: &RunOptions,
-    mut report: impl FnMut(&StepResult),
+    mut report: impl FnMut(Progress<'_>),
 ) -> anyhow::Result<Outcome> {
     let server = DevServer::start(kubewasm_devserver::Options::default())
         .await
@@ -103,7 +105,7 @@ async fn run_on(
     scenario: &Scenario,
     name: &str,
     options: &RunOptions,
-    report: &mut impl FnMut(&StepResult),
+    report: &mut impl FnMut(Progress<'_>),
 ) -> anyhow::Result<Outcome> {
     server.seed(
         scenario
@@ -127,7 +129,7 @@ async fn run_on(
     let tap = LogTap::default();
     let admission = AdmissionRegistry::default();
     let host = PluginHost::new(
-        factory,
+        factory.clone(),
         clients.read.clone(),
         HostOptions {
             cache_dir: options.cache_dir.clone(),
@@ -160,10 +162,16 @@ async fn run_on(
         for path in &options.plugins {
             let bytes =
                 std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let id = host
-                .load(path, bytes.clone())
-                .await
-                .with_context(|| format!("{} did not load", path.display()))?;
+            let load = host.load(path, bytes.clone());
+            tokio::pin!(load);
+            let loaded = tokio::select! {
+                loaded = &mut load => loaded,
+                () = tokio::time::sleep(options.slow_load) => {
+                    report(Progress::SlowLoad { plugin: path });
+                    load.await
+                }
+            };
+            let id = loaded.with_context(|| format!("{} did not load", path.display()))?;
             rig.plugins.push(Loaded {
                 path: path.clone(),
                 bytes,
@@ -196,8 +204,12 @@ async fn run_on(
         rig.run_steps(scenario, name, report).await
     }
     .await;
+    // In order, before the caller stops the API server: the plugins, then the webhooks the API
+    // server calls, then the informers (kept through a reload by the informer grace), so
+    // nothing is left watching a server that is gone and logging that it cannot connect.
     host.shutdown(Duration::from_secs(2)).await;
     webhooks_cancel.cancel();
+    factory.shutdown().await;
     result
 }
 
@@ -230,7 +242,7 @@ impl Rig<'_> {
         &mut self,
         scenario: &Scenario,
         name: &str,
-        report: &mut impl FnMut(&StepResult),
+        report: &mut impl FnMut(Progress<'_>),
     ) -> anyhow::Result<Outcome> {
         let mut steps = Vec::new();
         let mut failed = false;
@@ -243,7 +255,7 @@ impl Rig<'_> {
                     failure: None,
                     skipped: true,
                 };
-                report(&result);
+                report(Progress::Step(&result));
                 steps.push(result);
                 continue;
             }
@@ -256,7 +268,7 @@ impl Rig<'_> {
                 failure,
                 skipped: false,
             };
-            report(&result);
+            report(Progress::Step(&result));
             steps.push(result);
         }
         Ok(Outcome {
@@ -284,6 +296,20 @@ impl Rig<'_> {
     ) -> Option<String> {
         let timeout = step.timeout.unwrap_or(self.default_timeout);
         let act_deadline = tokio::time::Instant::now() + timeout;
+        let before = match self.baseline(&step.assert).await {
+            Ok(before) => before,
+            Err(err) => {
+                return Some(format!(
+                    "reading the objects `$changed` compares with: {err:#}"
+                ));
+            }
+        };
+        let asserts = Asserts {
+            assert: &step.assert,
+            before: &before,
+            log_start,
+            line_start,
+        };
         if let Err(err) = self.act(step, act_deadline).await {
             return Some(match err.downcast_ref::<Unexpected>() {
                 Some(unexpected) => unexpected.0.clone(),
@@ -292,7 +318,7 @@ impl Rig<'_> {
         }
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let failures = self.check(&step.assert, log_start, line_start).await;
+            let failures = self.check(&asserts).await;
             if failures.is_empty() {
                 break;
             }
@@ -311,7 +337,7 @@ impl Rig<'_> {
             if let Err(e) = self.wait_quiet(deadline).await {
                 return Some(format!("converged: the plugins never went quiet: {e:#}"));
             }
-            let failures = self.check(&step.assert, log_start, line_start).await;
+            let failures = self.check(&asserts).await;
             if !failures.is_empty() {
                 return Some(format!(
                     "not true once the plugins settled:\n{}",
@@ -454,12 +480,54 @@ impl Rig<'_> {
         }
     }
 
-    /// Every assert that does not hold now, as readable lines.
-    async fn check(&mut self, assert: &Assert, log_start: usize, line_start: u64) -> Vec<String> {
-        let mut failures = Vec::new();
+    /// For each `exist` entry that uses `$changed`, the objects it may match as they are now,
+    /// before the step's action: what `$changed` compares with.
+    async fn baseline(&mut self, assert: &Assert) -> anyhow::Result<Vec<Vec<Value>>> {
+        let mut before = Vec::with_capacity(assert.exist.len());
         for expected in &assert.exist {
-            if let Err(why) = self.check_exists(expected).await {
+            before.push(if !uses_changed(expected) {
+                Vec::new()
+            } else if named(expected) {
+                self.get(expected).await?.into_iter().collect()
+            } else {
+                self.list(expected).await?
+            });
+        }
+        Ok(before)
+    }
+
+    /// Every assert that does not hold now, as readable lines.
+    async fn check(&mut self, asserts: &Asserts<'_>) -> Vec<String> {
+        let Asserts {
+            assert,
+            before,
+            log_start,
+            line_start,
+        } = *asserts;
+        let mut failures = Vec::new();
+        for (i, expected) in assert.exist.iter().enumerate() {
+            let before = before.get(i).map(Vec::as_slice).unwrap_or_default();
+            if let Err(why) = self.check_exists(expected, before).await {
                 failures.push(why);
+            }
+        }
+        for counted in &assert.count {
+            let bounds = counted.bounds();
+            match self.list(&counted.object).await {
+                Ok(found) => {
+                    let n = found
+                        .iter()
+                        .filter(|actual| matches(&counted.object, actual).is_empty())
+                        .count() as u64;
+                    if !bounds.hold(n) {
+                        failures.push(format!(
+                            "{}: {n} match, expected {bounds} (of {} of the kind)",
+                            describe(&counted.object),
+                            found.len()
+                        ));
+                    }
+                }
+                Err(err) => failures.push(format!("{}: {err:#}", describe(&counted.object))),
             }
         }
         for object in &assert.absent {
@@ -515,17 +583,8 @@ impl Rig<'_> {
                 .flat_map(|key| plugin_writes(&log[log_start.min(log.len())..], key))
                 .collect();
             let n = writes.len() as u64;
-            let ok = bound.exactly.is_none_or(|e| n == e)
-                && bound.min.is_none_or(|m| n >= m)
-                && bound.max.is_none_or(|m| n <= m);
-            if !ok {
-                let want = match (bound.exactly, bound.min, bound.max) {
-                    (Some(e), _, _) => format!("exactly {e}"),
-                    (None, Some(min), Some(max)) => format!("{min} to {max}"),
-                    (None, Some(min), None) => format!("at least {min}"),
-                    (None, None, Some(max)) => format!("at most {max}"),
-                    (None, None, None) => "a bound".to_owned(),
-                };
+            let want = bound.bounds();
+            if !want.hold(n) {
                 failures.push(format!(
                     "plugin {} made {n} writes in this step, expected {want}{}",
                     bound.plugin,
@@ -536,13 +595,16 @@ impl Rig<'_> {
         failures
     }
 
-    async fn check_exists(&mut self, expected: &Value) -> Result<(), String> {
+    /// Whether an object `expected` describes exists; `before` holds the objects it may match
+    /// as they were when the step began (for `$changed`; empty when it uses none).
+    async fn check_exists(&mut self, expected: &Value, before: &[Value]) -> Result<(), String> {
         let what = describe(expected);
-        if expected.pointer("/metadata/name").is_some() {
+        let diff = |actual: &Value| matches_since(expected, actual, previous(before, actual));
+        if named(expected) {
             return match self.get(expected).await {
                 Ok(None) => Err(format!("{what}: not found")),
                 Ok(Some(actual)) => {
-                    let diff = matches(expected, &actual);
+                    let diff = diff(&actual);
                     if diff.is_empty() {
                         Ok(())
                     } else {
@@ -556,16 +618,13 @@ impl Rig<'_> {
             .list(expected)
             .await
             .map_err(|err| format!("{what}: {err:#}"))?;
-        if found
-            .iter()
-            .any(|actual| matches(expected, actual).is_empty())
-        {
+        if found.iter().any(|actual| diff(actual).is_empty()) {
             return Ok(());
         }
         // The closest candidate's diff says most about what is wrong.
         let closest = found
             .iter()
-            .map(|actual| (matches(expected, actual), actual))
+            .map(|actual| (diff(actual), actual))
             .min_by_key(|(diff, _)| diff.len());
         Err(match closest {
             None => format!("{what}: no object of this kind exists"),
@@ -782,6 +841,38 @@ impl Rig<'_> {
     }
 }
 
+/// A step's asserts and what they are measured from.
+#[derive(Clone, Copy)]
+struct Asserts<'a> {
+    assert: &'a Assert,
+    /// Per `exist` entry, the objects it may match when the step began.
+    before: &'a [Vec<Value>],
+    /// Where the step's writes start in the request log.
+    log_start: usize,
+    /// The step's first logged line.
+    line_start: u64,
+}
+
+/// Whether an object reference names one object (a string `metadata.name`); without, or with
+/// an operator in its place, it stands for any object of its kind.
+fn named(object: &Value) -> bool {
+    object
+        .pointer("/metadata/name")
+        .is_some_and(Value::is_string)
+}
+
+/// The object among `before` with the namespace and name of `actual`.
+fn previous<'a>(before: &'a [Value], actual: &Value) -> Option<&'a Value> {
+    let key = |o: &Value| {
+        (
+            text(o, "/metadata/namespace").to_owned(),
+            text(o, "/metadata/name").to_owned(),
+        )
+    };
+    let wanted = key(actual);
+    before.iter().find(|o| key(o) == wanted)
+}
+
 /// How kube-apiserver (and the dev server) begins the message of a webhook's denial.
 const WEBHOOK_DENIAL: &str = "admission webhook \"";
 
@@ -925,7 +1016,7 @@ fn list_lines(lines: &[&LoggedLine]) -> String {
     out
 }
 
-fn diff_text(what: &str, diff: &[super::Mismatch]) -> String {
+fn diff_text(what: &str, diff: &[super::matcher::Mismatch]) -> String {
     let mut out = format!("{what}: differs");
     for mismatch in diff {
         out.push_str(&format!("\n    {mismatch}"));

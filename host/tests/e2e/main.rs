@@ -20,6 +20,7 @@ mod examples_polyglot;
 mod examples_rust;
 mod fixture;
 mod handler_faults;
+mod help_text;
 mod idle_cpu;
 mod image;
 mod oci;

@@ -154,6 +154,113 @@ steps:
     assert!(text.contains("PATCH configmaps default/a"), "{text}");
 }
 
+/// Every assert operator, holding: the mirror's uid is a UUID, its owner reference has some
+/// uid, it has no field the source lacks, one ConfigMap of the namespace has one owner, and a
+/// change to the source changes the copy's value. `FAILING` is replaced by a step that must
+/// fail.
+const OPERATORS: &str = r#"
+name: operators
+objects:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: app, namespace: default, labels: {kubewasm.io/mirror: "true"}}
+    data: {greeting: hello}
+steps:
+  - name: the mirror appears, owned by its source
+    assert:
+      exist:
+        - apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: app-mirror
+            namespace: default
+            uid: {$matches: "^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$"}
+            ownerReferences: [{name: app, uid: {$any: true}}]
+          data: {greeting: hello, other: {$absent: true}}
+      count:
+        - object: {apiVersion: v1, kind: ConfigMap, metadata: {namespace: default, ownerReferences: {$count: 1}}}
+          exactly: 1
+  - name: a change to the source changes the copy
+    patch:
+      object: {apiVersion: v1, kind: ConfigMap, metadata: {name: app}}
+      patch: {data: {greeting: hi}}
+    assert:
+      exist:
+        - {apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {greeting: {$changed: true}}}
+FAILING"#;
+
+#[test]
+fn assert_operators_hold_and_each_fails_saying_what_it_expected() {
+    let (output, _dir) = run_scenario(
+        "mirror-v0-2",
+        "[\"ConfigMap\"]",
+        &OPERATORS.replace("FAILING", ""),
+    );
+    let text = stdout(&output);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(text.matches("  ok   ").count(), 2, "{text}");
+
+    let failing = [
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {greeting: {$changed: true}}}]"#,
+            r#".data.greeting: expected a change from "hi", got "hi""#,
+        ),
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {missing: {$any: true}}}]"#,
+            ".data.missing: expected any value, missing",
+        ),
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {greeting: {$absent: true}}}]"#,
+            r#".data.greeting: expected no value, got "hi""#,
+        ),
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}, data: {greeting: {$matches: "^hello$"}}}]"#,
+            r#".data.greeting: expected a string matching /^hello$/, got "hi""#,
+        ),
+        (
+            r#"exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror, ownerReferences: {$count: 2}}}]"#,
+            ".metadata.ownerReferences: expected 2 items, got 1",
+        ),
+        (
+            r#"count: [{object: {apiVersion: v1, kind: ConfigMap, metadata: {labels: {kubewasm.io/mirror: "true"}}}, min: 2}]"#,
+            "v1 ConfigMap (any name): 1 match, expected at least 2",
+        ),
+    ];
+    for (assert, message) in failing {
+        let step =
+            format!("  - name: nothing changes\n    timeout: 1s\n    assert:\n      {assert}\n");
+        let (output, _dir) = run_scenario(
+            "mirror-v0-2",
+            "[\"ConfigMap\"]",
+            &OPERATORS.replace("FAILING", &step),
+        );
+        let text = stdout(&output);
+        assert_eq!(output.status.code(), Some(1), "{assert}: {text}");
+        assert!(text.contains("FAIL nothing changes"), "{assert}: {text}");
+        assert!(text.contains(message), "{assert}: {text}");
+    }
+}
+
+/// A mistake in an operator is refused before anything runs, saying where it is.
+#[test]
+fn a_misspelt_operator_is_refused_before_the_run() {
+    let scenario = OPERATORS
+        .replace("{$changed: true}", "{$chnaged: true}")
+        .replace("FAILING", "");
+    let (output, _dir) = run_scenario("mirror-v0-2", "[\"ConfigMap\"]", &scenario);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("step 2 (a change to the source changes the copy): exist v1 ConfigMap app-mirror: .data.greeting: `$chnaged` is not an assert operator"),
+        "{stderr}"
+    );
+    assert!(stdout(&output).is_empty(), "{}", stdout(&output));
+}
+
 /// A fault on one resource hits that resource only: 500s on updates of Secrets leave the
 /// mirror's ConfigMap update alone (one write), 500s on updates of ConfigMaps make it retry.
 /// The mirror logs each copy, which `logged` asserts; a line it never logs fails the step
@@ -426,4 +533,185 @@ fn every_example_scenario_passes_as_its_header_runs_it() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(runs >= files.len());
+}
+
+const QUIET: &str = r#"
+name: quiet
+objects:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: app, namespace: default, labels: {kubewasm.io/mirror: "true"}}
+steps:
+  - name: the mirror appears
+    assert:
+      exist: [{apiVersion: v1, kind: ConfigMap, metadata: {name: app-mirror}}]
+      converged: true
+"#;
+
+/// `kubewasm test` with the given extra arguments on the mirror and [`QUIET`], logging at the
+/// default level (info).
+fn run_quiet(extra: &[&str]) -> (Output, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(guest_path("mirror-v0-2"), dir.path().join("mirror.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("kubewasm.toml"),
+        "[plugins.mirror]\nwrites = [\"ConfigMap\"]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("scenario.yaml"), QUIET).unwrap();
+    let output = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["test", "mirror.wasm", "--scenario", "scenario.yaml"])
+        .args(["--config", "kubewasm.toml"])
+        .args(extra)
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("kubewasm runs");
+    (output, dir)
+}
+
+/// A green run prints its results and nothing else: the host's and plugins' lines (INFO and
+/// up) go to the log file, which holds no complaint about the API server going away at the
+/// end (the informers stop before it); `--verbose` puts them on stderr instead.
+#[test]
+fn a_green_run_prints_only_results_and_logs_to_a_file() {
+    let (output, dir) = run_quiet(&[]);
+    let text = stdout(&output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}\n{stderr}");
+    assert_eq!(
+        text,
+        "scenario quiet\n  ok   the mirror appears (TIME)\n1 scenarios passed\n".replace(
+            "TIME",
+            text.split_once("appears (")
+                .and_then(|(_, rest)| rest.split_once(')'))
+                .map_or("?", |(time, _)| time)
+        ),
+        "{text}"
+    );
+    assert!(stderr.is_empty(), "{stderr}");
+    let log = std::fs::read_to_string(dir.path().join("state/kubewasm/test.log"))
+        .expect("the log is in the XDG state directory");
+    assert!(log.contains("RECONCILED default/app"), "{log}");
+    assert!(log.contains("plugin loaded"), "{log}");
+    assert!(!log.contains("WARN") && !log.contains("ERROR"), "{log}");
+
+    let named = tempfile::tempdir().unwrap();
+    let file = named.path().join("logs/run.log");
+    let (output, _dir) = run_quiet(&["--log-file", file.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    let log = std::fs::read_to_string(&file).expect("the log is where --log-file says");
+    assert!(log.contains("RECONCILED default/app"), "{log}");
+
+    let (output, dir) = run_quiet(&["-v"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("RECONCILED default/app"), "{stderr}");
+    assert!(!stderr.contains("list/watch failed"), "{stderr}");
+    assert!(!dir.path().join("state/kubewasm/test.log").exists());
+}
+
+/// A failed run says where the log is.
+#[test]
+fn a_failed_run_says_where_the_log_is() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenario = QUIET.replace("app-mirror}", "app-mirror}, data: {never: there}");
+    std::fs::write(
+        dir.path().join("failing.yaml"),
+        scenario.replace("converged: true", ""),
+    )
+    .unwrap();
+    let failing = dir.path().join("failing.yaml");
+    let (output, run_dir) =
+        run_quiet(&["--scenario", failing.to_str().unwrap(), "--timeout", "1s"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let log = run_dir.path().join("state/kubewasm/test.log");
+    assert!(
+        text.contains(&format!("the plugins' and host's log: {}", log.display())),
+        "{text}"
+    );
+}
+
+/// A plugin still loading after `slow_load` (here: at once, as a large plugin compiling for
+/// tens of seconds would) is reported once, before the steps, so a long first load is not a
+/// silent wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_load_is_reported_before_the_steps() {
+    use kubewasm::scenario::{self, Progress, RunOptions, Scenario};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plugin = dir.path().join("mirror.wasm");
+    std::fs::copy(guest_path("mirror-v0-2"), &plugin).unwrap();
+    let parsed = Scenario::parse("steps: [{name: loaded}]").unwrap();
+    let options = RunOptions {
+        plugins: vec![plugin.clone()],
+        config: kubewasm::config::Config::default(),
+        // No cache: the component is compiled, which is never instant.
+        cache_dir: None,
+        default_timeout: std::time::Duration::from_secs(30),
+        slow_load: std::time::Duration::ZERO,
+    };
+    let mut seen = Vec::new();
+    let outcome = scenario::run(&parsed, "slow", &options, |progress| {
+        seen.push(match progress {
+            Progress::SlowLoad { plugin } => format!("loading {}", plugin.display()),
+            Progress::Step(step) => format!("step {}", step.name),
+        })
+    })
+    .await
+    .expect("the run happens");
+    assert!(outcome.passed(), "{outcome:?}");
+    assert_eq!(
+        seen,
+        [
+            format!("loading {}", plugin.display()),
+            "step loaded".to_owned()
+        ]
+    );
+}
+
+/// `check` and `test` read the current directory's kubewasm.toml when `--config` names none,
+/// as `kubewasm new` lays a project out: the mirror's ConfigMap writes are granted by it;
+/// without the file, `check` says no grant was read and shows none.
+#[test]
+fn check_and_test_read_the_project_config_without_a_flag() {
+    let (output, dir) = run_quiet(&[]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .args(args)
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .env("XDG_STATE_HOME", dir.path().join("state"))
+            .env_remove("KUBEWASM_CONFIG")
+            .output()
+            .expect("kubewasm runs")
+    };
+    let test = run(&["test", "mirror.wasm", "--scenario", "scenario.yaml"]);
+    assert!(test.status.success(), "{}", stdout(&test));
+    let check = run(&["check", "mirror.wasm"]);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    assert!(stderr.contains("grants from ./kubewasm.toml"), "{stderr}");
+    assert!(
+        stdout(&check).contains("writes:  core configmaps"),
+        "{}",
+        stdout(&check)
+    );
+
+    std::fs::remove_file(dir.path().join("kubewasm.toml")).unwrap();
+    let check = run(&["check", "mirror.wasm"]);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(
+        stderr.contains("no grants (no kubewasm.toml here, no --config)"),
+        "{stderr}"
+    );
+    assert!(
+        stdout(&check).contains("writes:  none granted"),
+        "{}",
+        stdout(&check)
+    );
 }

@@ -1,0 +1,281 @@
+//! Initial sync of many ConfigMaps from a real kube-apiserver (envtest), kubewasm-informer over
+//! protobuf (the default for built-in kinds) against the same informer over JSON, each variant
+//! in a fresh child process. The API server's side is read from /proc: its CPU time and the
+//! bytes it wrote (`wchar`: the TLS bytes on the client's connection; a LIST at
+//! resourceVersion=0 is answered from the watch cache, so etcd adds nothing) over each sync.
+//!
+//! `KUBEBUILDER_ASSETS=/work/shared/envtest/bin cargo bench -p kubewasm-informer --bench initial_sync_real`
+//! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3).
+
+use std::io::Write;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use kubewasm_informer::{FactoryOptions, InformerKey, ListWatchOptions, SharedInformerFactory};
+use kubewasm_tests::envtest::{Envtest, User};
+use serde_json::json;
+
+/// (name, protobuf).
+const VARIANTS: &[(&str, bool)] = &[
+    (
+        "kubewasm, protobuf (default), one LIST at resourceVersion=0",
+        true,
+    ),
+    (
+        "kubewasm, JSON ([informers] protobuf = false), one LIST at resourceVersion=0",
+        false,
+    ),
+];
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        let variant: usize = args.get(i + 1).context("variant")?.parse()?;
+        let kubeconfig = args.get(i + 2).context("kubeconfig")?.clone();
+        return child(variant, &kubeconfig);
+    }
+    parent()
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The reference figures' ConfigMap: one label, one annotation, a 1000-character value; created
+/// by server-side apply, so it carries one managedFields entry.
+fn config_map(i: usize) -> serde_json::Value {
+    let value: String = (0..1000)
+        .map(|k| (b'a' + ((i + k) % 26) as u8) as char)
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": format!("bench-{i:06}"),
+            "namespace": "default",
+            "labels": {"app.kubernetes.io/name": "bench"},
+            "annotations": {"bench.kubewasm.io/note": format!("object number {i}")},
+        },
+        "data": {"value": value},
+    })
+}
+
+/// `(CPU ms, bytes written)` of process `pid`, from /proc.
+fn process_counters(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap_or_default();
+    let wchar = io
+        .lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    ((ticks(11) + ticks(12)) * 10.0, wchar)
+}
+
+fn parent() -> Result<()> {
+    let objects = env_usize("BENCH_OBJECTS", 100_000);
+    let runs = env_usize("BENCH_RUNS", 3);
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let server = Envtest::start().await?;
+        let api_server = *server
+            .process_ids()
+            .last()
+            .context("the kube-apiserver's process")?;
+        let started = Instant::now();
+        let api: Api<ConfigMap> = Api::namespaced(server.admin(), "default");
+        futures::stream::iter(0..objects)
+            .map(|i| {
+                let api = api.clone();
+                async move {
+                    api.patch(
+                        &format!("bench-{i:06}"),
+                        &PatchParams::apply("kubectl"),
+                        &Patch::Apply(config_map(i)),
+                    )
+                    .await
+                }
+            })
+            .buffer_unordered(16)
+            .try_for_each(|_| async { Ok(()) })
+            .await?;
+        eprintln!(
+            "seeded {objects} ConfigMaps in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        let kubeconfig = server.kubeconfig(User::Admin);
+        let exe = std::env::current_exe()?;
+        let mut results: Vec<Vec<Sample>> = vec![Vec::new(); VARIANTS.len()];
+        for run in 0..runs {
+            for (v, (name, _)) in VARIANTS.iter().enumerate() {
+                let (cpu0, written0) = process_counters(api_server);
+                let out = tokio::task::spawn_blocking({
+                    let exe = exe.clone();
+                    let kubeconfig = kubeconfig.clone();
+                    move || {
+                        Command::new(exe)
+                            .arg("--child")
+                            .arg(v.to_string())
+                            .arg(kubeconfig)
+                            .output()
+                    }
+                })
+                .await??;
+                if !out.status.success() {
+                    bail!("{name} failed: {}", String::from_utf8_lossy(&out.stderr));
+                }
+                let (cpu1, written1) = process_counters(api_server);
+                let mut sample: Sample = serde_json::from_slice(&out.stdout)
+                    .with_context(|| String::from_utf8_lossy(&out.stdout).to_string())?;
+                sample.server_cpu_ms = cpu1 - cpu0;
+                sample.server_bytes = written1.saturating_sub(written0);
+                if sample.objects != objects {
+                    bail!(
+                        "{name} cached {} objects, expected {objects}",
+                        sample.objects
+                    );
+                }
+                eprintln!("run {run} {name}: {:.0} ms", sample.sync_ms);
+                results[v].push(sample);
+            }
+        }
+        print_table(objects, &results);
+        Ok(())
+    })
+}
+
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct Sample {
+    objects: usize,
+    sync_ms: f64,
+    cpu_ms: f64,
+    idle_rss: u64,
+    synced_rss: u64,
+    /// What the child saw: LIST answers in protobuf and in JSON.
+    protobuf_lists: u64,
+    json_lists: u64,
+    #[serde(default)]
+    server_cpu_ms: f64,
+    #[serde(default)]
+    server_bytes: u64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn print_table(objects: usize, results: &[Vec<Sample>]) {
+    println!();
+    println!(
+        "Initial sync of {objects} ConfigMaps (one managedFields entry each, stripped by the \
+         informer) from a real kube-apiserver, medians of {} fresh processes, the variants \
+         interleaved. Client CPU = user + system time of the client process; server CPU and \
+         bytes written = the kube-apiserver process's over the sync (/proc stat and io wchar); \
+         bytes per object = (RSS after sync - idle RSS) / objects.",
+        results[0].len()
+    );
+    println!();
+    println!(
+        "| client | wire seen | sync, wall (ms) | client CPU (ms) | server CPU (ms) | server wrote (MB) | RSS after sync (MiB) | bytes per object |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for ((name, _), samples) in VARIANTS.iter().zip(results) {
+        let med = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
+        let wire = match (samples[0].protobuf_lists, samples[0].json_lists) {
+            (p, 0) if p > 0 => "protobuf",
+            (0, j) if j > 0 => "JSON",
+            _ => "mixed",
+        };
+        println!(
+            "| {name} | {wire} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} |",
+            med(|s| s.sync_ms),
+            med(|s| s.cpu_ms),
+            med(|s| s.server_cpu_ms),
+            med(|s| s.server_bytes as f64) / 1e6,
+            med(|s| s.synced_rss as f64) / 1048576.0,
+            med(|s| s.synced_rss.saturating_sub(s.idle_rss) as f64) / objects as f64,
+        );
+    }
+}
+
+/// Resident set size in bytes, from /proc/self/status.
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn child(variant: usize, kubeconfig: &str) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let sample = rt.block_on(async move {
+        let file = kube::config::Kubeconfig::read_from(kubeconfig)?;
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
+        let client = kube::Client::try_from(config)?;
+        client.apiserver_version().await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let idle_rss = rss();
+        let cpu0 = process_counters(std::process::id()).0;
+        let started = Instant::now();
+        let list_watch = ListWatchOptions {
+            protobuf: VARIANTS[variant].1,
+            ..ListWatchOptions::default()
+        };
+        let wire = list_watch.wire.clone();
+        let options = FactoryOptions {
+            list_watch,
+            ..FactoryOptions::default()
+        };
+        let factory = SharedInformerFactory::new(client, options);
+        let informer = factory.informer_for(
+            InformerKey::all(kube::discovery::ApiResource::erase::<ConfigMap>(&()))
+                .with_label_selector("app.kubernetes.io/name=bench"),
+        );
+        factory.start();
+        informer.wait_synced().await;
+        let objects = informer.indexer().len();
+        let sync_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let cpu = process_counters(std::process::id()).0 - cpu0;
+        let stats = wire.snapshot();
+        std::mem::forget(factory);
+        anyhow::Ok(Sample {
+            objects,
+            sync_ms,
+            cpu_ms: cpu,
+            idle_rss,
+            synced_rss: rss(),
+            protobuf_lists: stats.protobuf_lists,
+            json_lists: stats.json_lists,
+            server_cpu_ms: 0.0,
+            server_bytes: 0,
+        })
+    })?;
+    let mut stdout = std::io::stdout();
+    serde_json::to_writer(&mut stdout, &sample)?;
+    stdout.flush()?;
+    std::process::exit(0);
+}
