@@ -445,7 +445,7 @@ pub async fn run_host(
     };
     let server_cancel = CancellationToken::new();
     let (addr, server) = server::serve(args.metrics_addr, probes, server_cancel.clone()).await?;
-    tracing::info!(%addr, "serving the status page (/), /metrics, /healthz, /readyz and /plugins");
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /plugins and the status page (/)");
     let sampler = {
         let metrics = metrics.clone();
         status.spawn_sampler(

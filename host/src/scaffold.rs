@@ -119,6 +119,10 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         include_str!("../../guest-sdk/v0.2/src/log.rs"),
     ),
     (
+        "src/queue.rs",
+        include_str!("../../guest-sdk/v0.2/src/queue.rs"),
+    ),
+    (
         "src/runtime.rs",
         include_str!("../../guest-sdk/v0.2/src/runtime.rs"),
     ),
