@@ -711,6 +711,60 @@ async fn a_host_started_from_precompiled_artifacts_compiles_nothing() {
     assert_eq!(loads(&app, "precompiled"), Some(1.0));
     app.stop().await;
 
+    // The real binary, as a pod runs it (`kubewasm dev`: the same host on its embedded API
+    // server), from a fresh cache: ready with no compile.
+    let config_file = dir.join("kubewasm.toml");
+    std::fs::write(&config_file, &config).unwrap();
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args(["dev", "--plugins", &plugins.to_string_lossy()])
+        .args(["--config", &config_file.to_string_lossy()])
+        .args(["--cache-dir", &dir.join("cache-bin").to_string_lossy()])
+        .args([
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+            "--port",
+            "0",
+        ])
+        .args([
+            "--kubeconfig-out",
+            &dir.join("dev.kubeconfig").to_string_lossy(),
+        ])
+        .current_dir(dir)
+        .env("DOCKER_CONFIG", dir.join("no-docker-config"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubewasm dev starts");
+    struct Killed<'a>(&'a mut Child);
+    impl Drop for Killed<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let binary = Killed(&mut child);
+    let ready = wait_until(PATIENCE, || {
+        http_get(port, "/readyz").is_some_and(|(code, _)| code == 200)
+    })
+    .await;
+    let plugins_json = http_get(port, "/plugins").map(|(_, body)| body);
+    assert!(ready, "the binary never became ready: {plugins_json:?}");
+    let compiled = metric(
+        port,
+        "kubewasm_plugin_code_loads_total{origin=\"compiled\"}",
+    );
+    let precompiled = metric(
+        port,
+        "kubewasm_plugin_code_loads_total{origin=\"precompiled\"}",
+    );
+    assert_eq!(
+        (compiled, precompiled),
+        (Some(0.0), Some(1.0)),
+        "the binary compiled: {plugins_json:?}"
+    );
+    drop(binary);
+
     // A restart with the registry down and the kept code gone from the compile cache: the code
     // is verified again from the store, and still nothing is compiled.
     let cache = dir.join("cache-1");
