@@ -367,6 +367,17 @@ impl PluginEngine {
         artifact: &[u8],
         component_sha256: &str,
     ) -> Result<(), PrecompiledError> {
+        // The hash names the file the code is kept in: nothing but 64 hex digits gets there.
+        if component_sha256.len() != 64
+            || !component_sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(PrecompiledError::Header(format!(
+                "the component's digest `{}` is not 64 lowercase hex digits",
+                component_sha256.escape_debug()
+            )));
+        }
         let parsed = precompiled::parse(artifact)?;
         parsed.check(&self.inner.stamp, Some(component_sha256))?;
         let dir = self
@@ -649,6 +660,10 @@ mod tests {
             .install_precompiled(&artifact, &"0".repeat(64))
             .unwrap_err();
         assert_eq!(err.kind(), "other-component");
+        let err = host
+            .install_precompiled(&artifact, "../../escape")
+            .unwrap_err();
+        assert!(err.to_string().contains("not 64 lowercase hex"), "{err}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         let compiled = host.compile(Path::new("p.wasm"), probe()).await.unwrap();
         assert_eq!(compiled.origin(), Origin::Compiled);
