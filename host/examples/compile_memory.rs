@@ -103,7 +103,8 @@ fn memory_kib() -> anyhow::Result<(u64, u64)> {
 /// The child: compiles `file` with `setting`, prints `before_kib peak_kib millis`.
 fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    // As the host's engine does when it starts (`before` is the host before issue 33).
+    // As the host does when it starts (`allocator::install`; `before` is the host before
+    // issue 33).
     if setting != "before" {
         kubewasm::allocator::limit_retained_memory();
     }
