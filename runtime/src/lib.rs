@@ -1,7 +1,10 @@
 //! The plugin runtime: WebAssembly components as controllers and policies over the host's
 //! shared informers.
 //!
-//! Layers, from the bottom up (a module imports only from layers below it or beside it):
+//! Modules by concept, from what a plugin is to the manager that runs it. No file imports a
+//! file that imports it back (`cargo xtask cycles`); the directories are not yet strict layers
+//! (a store's data in `wasm` holds the plugin's reconcile context and log cap, and the manager
+//! and the admission pool use each other's types):
 //!
 //! - [`model`]: what a plugin is and declares, in the host's own types: its key, its
 //!   subscriptions and indexes, its read grants and limits, and the checked names a guest
