@@ -24,6 +24,9 @@ use kubewasm_informer::{
 };
 use serde_json::json;
 
+mod common;
+use common::{config_map, env_usize, median, rss};
+
 /// (name, keeps managedFields).
 const VARIANTS: &[(&str, bool)] = &[
     ("kubewasm, one LIST at resourceVersion=0 (default)", false),
@@ -49,31 +52,6 @@ fn main() -> Result<()> {
         return child(variant, &url);
     }
     parent()
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A ConfigMap as the reference figures used: one label, one annotation, a 1000-character value.
-fn config_map(i: usize) -> serde_json::Value {
-    let value: String = (0..1000)
-        .map(|k| (b'a' + ((i + k) % 26) as u8) as char)
-        .collect();
-    json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": format!("bench-{i:06}"),
-            "namespace": "default",
-            "labels": {"app.kubernetes.io/name": "bench"},
-            "annotations": {"bench.kubewasm.io/note": format!("object number {i}")},
-        },
-        "data": {"value": value},
-    })
 }
 
 /// The one managedFields entry kubectl's client-side apply leaves on such an object.
@@ -228,11 +206,6 @@ struct Sample {
     server_cpu_ms: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn print_table(objects: usize, json: &JsonSize, results: &[Vec<Sample>]) {
     println!();
     println!(
@@ -273,19 +246,6 @@ fn print_table(objects: usize, json: &JsonSize, results: &[Vec<Sample>]) {
             per_object / kept
         );
     }
-}
-
-/// Resident set size in bytes, from /proc/self/status.
-fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
 }
 
 /// User + system CPU time of this process in milliseconds (from /proc/self/stat, 100 Hz ticks).

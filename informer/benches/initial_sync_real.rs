@@ -17,7 +17,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kubewasm_informer::{FactoryOptions, InformerKey, ListWatchOptions, SharedInformerFactory};
 use kubewasm_tests::envtest::{Envtest, User};
-use serde_json::json;
+
+mod common;
+use common::{config_map, env_usize, median, rss};
 
 /// (name, protobuf).
 const VARIANTS: &[(&str, bool)] = &[
@@ -39,32 +41,6 @@ fn main() -> Result<()> {
         return child(variant, &kubeconfig);
     }
     parent()
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// The reference figures' ConfigMap: one label, one annotation, a 1000-character value; created
-/// by server-side apply, so it carries one managedFields entry.
-fn config_map(i: usize) -> serde_json::Value {
-    let value: String = (0..1000)
-        .map(|k| (b'a' + ((i + k) % 26) as u8) as char)
-        .collect();
-    json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": format!("bench-{i:06}"),
-            "namespace": "default",
-            "labels": {"app.kubernetes.io/name": "bench"},
-            "annotations": {"bench.kubewasm.io/note": format!("object number {i}")},
-        },
-        "data": {"value": value},
-    })
 }
 
 /// `(CPU ms, bytes written)` of process `pid`, from /proc.
@@ -175,11 +151,6 @@ struct Sample {
     server_bytes: u64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn print_table(objects: usize, results: &[Vec<Sample>]) {
     println!();
     println!(
@@ -212,19 +183,6 @@ fn print_table(objects: usize, results: &[Vec<Sample>]) {
             med(|s| s.synced_rss.saturating_sub(s.idle_rss) as f64) / objects as f64,
         );
     }
-}
-
-/// Resident set size in bytes, from /proc/self/status.
-fn rss() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
 }
 
 fn child(variant: usize, kubeconfig: &str) -> Result<()> {
