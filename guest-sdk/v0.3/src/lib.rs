@@ -117,7 +117,8 @@ pub fn gvk<K: k8s_openapi::Resource>() -> Gvk {
 }
 
 /// A cache-only subscription to every object of `K`: what a policy reads during a review, with
-/// [`Cache`] at its position in `PluginInfo::subscriptions`. A policy has no events and no
+/// [`Cache`] at its position in `PluginInfo::subscriptions`, and indexed with
+/// [`IndexDecl::field`] and its siblings. A policy has no events and no
 /// queue; the host keeps the cache and answers reads from it.
 pub fn subscribe<K: k8s_openapi::Resource>() -> Subscription {
     Subscription {
@@ -131,13 +132,37 @@ pub fn subscribe<K: k8s_openapi::Resource>() -> Subscription {
     }
 }
 
-/// An index `name` over subscription `subscription`, each object's values taken from
-/// `source`: what [`Cache::by_index`] reads.
-pub fn index(name: &str, subscription: u32, source: IndexSource) -> IndexDecl {
-    IndexDecl {
-        name: name.to_owned(),
-        subscription,
-        source,
+impl IndexDecl {
+    /// Index `name` over subscription `subscription`: each object under the value of its label
+    /// `key` (objects without it are not indexed).
+    pub fn label(name: &str, subscription: u32, key: &str) -> IndexDecl {
+        IndexDecl::new(name, subscription, IndexSource::Label(key.to_owned()))
+    }
+
+    /// Index `name`: each object under the value of its annotation `key`.
+    pub fn annotation(name: &str, subscription: u32, key: &str) -> IndexDecl {
+        IndexDecl::new(name, subscription, IndexSource::Annotation(key.to_owned()))
+    }
+
+    /// Index `name`: each object under the value at the dotted `path` (`spec.nodeName`). A
+    /// string, number or bool indexes as its text; a list of them as each element; a path
+    /// through a list (`spec.rules.host`) takes the field of each of its elements.
+    pub fn field(name: &str, subscription: u32, path: &str) -> IndexDecl {
+        IndexDecl::new(name, subscription, IndexSource::Field(path.to_owned()))
+    }
+
+    /// Index `name`: each object under the UID of every owner reference (its owners' objects
+    /// find it with `by_index(name, owner_uid)`).
+    pub fn owner_uid(name: &str, subscription: u32) -> IndexDecl {
+        IndexDecl::new(name, subscription, IndexSource::OwnerUid)
+    }
+
+    fn new(name: &str, subscription: u32, source: IndexSource) -> IndexDecl {
+        IndexDecl {
+            subscription,
+            name: name.to_owned(),
+            source,
+        }
     }
 }
 
@@ -146,6 +171,25 @@ mod tests {
     use k8s_openapi::api::networking::v1::Ingress;
 
     use super::*;
+
+    #[test]
+    fn an_index_names_its_subscription_and_its_source() {
+        let hosts = IndexDecl::field("host", 0, "spec.rules.host");
+        assert_eq!((hosts.name.as_str(), hosts.subscription), ("host", 0));
+        assert!(matches!(hosts.source, IndexSource::Field(ref p) if p == "spec.rules.host"));
+        assert!(matches!(
+            IndexDecl::label("app", 1, "app").source,
+            IndexSource::Label(ref k) if k == "app"
+        ));
+        assert!(matches!(
+            IndexDecl::annotation("owner", 1, "example.com/owner").source,
+            IndexSource::Annotation(ref k) if k == "example.com/owner"
+        ));
+        assert!(matches!(
+            IndexDecl::owner_uid("owners", 2).source,
+            IndexSource::OwnerUid
+        ));
+    }
 
     #[test]
     fn a_subscription_is_cache_only_and_names_its_type() {
