@@ -166,7 +166,7 @@ fn set(object: &mut Value, path: &[String], value: &Value, keep: bool) -> Result
         Value::Array(array) if last == "-" => array.push(value.clone()),
         Value::Array(array) => {
             let i = index(array, last)?;
-            if !(keep && !array[i].is_null()) {
+            if !keep || array[i].is_null() {
                 array[i] = value.clone();
             }
         }
