@@ -67,12 +67,10 @@ impl Review {
     /// patched object when it differs, unchanged when it does not. An error when the review has
     /// no object (a delete) or the patch does not fit it.
     pub fn patched(&self, patch: &Patch) -> Result<Mutation, Error> {
-        let object = self.object.as_ref().ok_or_else(|| {
-            Error(format!(
-                "a {:?} review has no object to patch",
-                self.operation
-            ))
-        })?;
+        let object = self
+            .object
+            .as_ref()
+            .ok_or_else(|| Error("the review has no object to patch (a delete has none)".into()))?;
         let mut changed = object.clone();
         patch.apply(&mut changed)?;
         Ok(if &changed == object {
