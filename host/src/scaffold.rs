@@ -26,7 +26,7 @@ pub enum Kind {
     /// Event handlers only: counts ConfigMaps and records an Event per new one.
     Observer,
     /// An admission policy (contract 0.3), validating and mutating: marks ConfigMaps on their
-    /// way in and denies one holding a password. Python and JavaScript only so far.
+    /// way in and denies one holding a password. Rust, Python and JavaScript only so far.
     Policy,
 }
 
@@ -41,7 +41,7 @@ pub enum ScaffoldError {
     #[error("{0} exists and is not empty")]
     NotEmpty(PathBuf),
     #[error(
-        "`--kind policy` is written in Python and JavaScript only so far: the {0} helpers have no \
+        "`--kind policy` is written in Rust, Python and JavaScript only so far: the {0} helpers have no \
          contract 0.3 (admission) template yet; `kubewasm wit --contract 0.3` writes the \
          contract for one written by hand"
     )]
@@ -79,68 +79,148 @@ const OBSERVER_CONFIG: &str = include_str!("../templates/common/observer.kubewas
 const RUST_CARGO: &str = include_str!("../templates/rust/Cargo.toml.tmpl");
 const RUST_CONTROLLER: &str = include_str!("../templates/rust/src/controller.rs.tmpl");
 const RUST_OBSERVER: &str = include_str!("../templates/rust/src/observer.rs.tmpl");
-/// The Rust SDK of contract 0.2 (`guest-sdk/v0.2`, crate `kubewasm-guest-v0-2`), written into
-/// each Rust project under [`SDK_DIR`]: its manifest (made standalone with the workspace's
-/// values, [`standalone_manifest`]) and its sources as they are.
-const SDK_MANIFEST: &str = include_str!("../../guest-sdk/v0.2/Cargo.toml");
-/// The workspace manifest the SDK's `workspace = true` entries refer to.
+const RUST_POLICY: &str = include_str!("../templates/rust/src/policy.rs.tmpl");
+
+/// A Rust SDK crate as this binary carries it, written into each Rust project under
+/// `vendor/NAME/`: its manifest (made standalone with the workspace's values,
+/// [`standalone_manifest`]), its sources as they are, and the WIT its bindings bind.
+struct SdkCrate {
+    /// The crate's name, also its directory below `vendor/`.
+    name: &'static str,
+    /// The contract it binds, as its manifest's header names it.
+    contract: &'static str,
+    manifest: &'static str,
+    sources: &'static [(&'static str, &'static str)],
+    /// The contract versions (each also its directory under the crate's `wit/`) its committed
+    /// bindings are generated from by `cargo xtask bindings`: the contract the plugin is bound
+    /// to, beside the code.
+    wit: &'static [&'static str],
+    /// The one item of its `lib.rs` that is not written: it compiles a chapter of the guide as
+    /// doc tests, a file that exists only in a checkout of this repository.
+    guide_hook: &'static str,
+}
+
+impl SdkCrate {
+    /// Where a project keeps its copy.
+    fn dir(&self) -> String {
+        format!("vendor/{}", self.name)
+    }
+}
+
+/// The workspace manifest the SDKs' `workspace = true` entries refer to.
 const WORKSPACE_MANIFEST: &str = include_str!("../../Cargo.toml");
-const SDK_SOURCES: &[(&str, &str)] = &[
-    (
-        "src/lib.rs",
-        include_str!("../../guest-sdk/v0.2/src/lib.rs"),
-    ),
-    (
-        "src/bindings.rs",
-        include_str!("../../guest-sdk/v0.2/src/bindings.rs"),
-    ),
-    (
-        "src/bindings/reconciler.rs",
-        include_str!("../../guest-sdk/v0.2/src/bindings/reconciler.rs"),
-    ),
-    (
-        "src/bindings/batch.rs",
-        include_str!("../../guest-sdk/v0.2/src/bindings/batch.rs"),
-    ),
-    (
-        "src/cache.rs",
-        include_str!("../../guest-sdk/v0.2/src/cache.rs"),
-    ),
-    (
-        "src/client.rs",
-        include_str!("../../guest-sdk/v0.2/src/client.rs"),
-    ),
-    (
-        "src/error.rs",
-        include_str!("../../guest-sdk/v0.2/src/error.rs"),
-    ),
-    (
-        "src/log.rs",
-        include_str!("../../guest-sdk/v0.2/src/log.rs"),
-    ),
-    (
-        "src/queue.rs",
-        include_str!("../../guest-sdk/v0.2/src/queue.rs"),
-    ),
-    (
-        "src/runtime.rs",
-        include_str!("../../guest-sdk/v0.2/src/runtime.rs"),
-    ),
-];
-/// The SDK's WIT directories (its committed bindings are generated from `wit/0.2`, `wit/0.2.1`,
-/// `wit/0.2.2` by `cargo xtask bindings`), each the top file of the contract of that version this
-/// binary carries: the contract the plugin is bound to, beside the code.
-const SDK_WIT: &[(&str, &str)] = &[("0.2", "0.2"), ("0.2.1", "0.2.1"), ("0.2.2", "0.2.2")];
-/// Where a Rust project keeps its copy of the SDK.
-pub const SDK_DIR: &str = "vendor/kubewasm-guest-v0-2";
-/// The one item of the SDK's `lib.rs` that is not written: it compiles the repository's
-/// controller chapter as doc tests, a file that exists only in a checkout of this repository.
-const SDK_GUIDE_HOOK: &str = "\n/// The controller chapter of the guest guide (`docs/controllers.md`), its Rust examples compiled
+
+/// The SDK of controllers and observers (`guest-sdk/v0.2`).
+const SDK_V0_2: SdkCrate = SdkCrate {
+    name: "kubewasm-guest-v0-2",
+    contract: "0.2",
+    manifest: include_str!("../../guest-sdk/v0.2/Cargo.toml"),
+    sources: &[
+        (
+            "src/lib.rs",
+            include_str!("../../guest-sdk/v0.2/src/lib.rs"),
+        ),
+        (
+            "src/bindings.rs",
+            include_str!("../../guest-sdk/v0.2/src/bindings.rs"),
+        ),
+        (
+            "src/bindings/reconciler.rs",
+            include_str!("../../guest-sdk/v0.2/src/bindings/reconciler.rs"),
+        ),
+        (
+            "src/bindings/batch.rs",
+            include_str!("../../guest-sdk/v0.2/src/bindings/batch.rs"),
+        ),
+        (
+            "src/cache.rs",
+            include_str!("../../guest-sdk/v0.2/src/cache.rs"),
+        ),
+        (
+            "src/client.rs",
+            include_str!("../../guest-sdk/v0.2/src/client.rs"),
+        ),
+        (
+            "src/error.rs",
+            include_str!("../../guest-sdk/v0.2/src/error.rs"),
+        ),
+        (
+            "src/log.rs",
+            include_str!("../../guest-sdk/v0.2/src/log.rs"),
+        ),
+        (
+            "src/queue.rs",
+            include_str!("../../guest-sdk/v0.2/src/queue.rs"),
+        ),
+        (
+            "src/runtime.rs",
+            include_str!("../../guest-sdk/v0.2/src/runtime.rs"),
+        ),
+    ],
+    wit: &["0.2", "0.2.1", "0.2.2"],
+    guide_hook: "\n/// The controller chapter of the guest guide (`docs/controllers.md`), its Rust examples compiled
 /// as doc tests so the chapter cannot drift from the SDK.
 #[cfg(doctest)]
 #[doc = include_str!(\"../../../docs/controllers.md\")]
 pub struct ControllerGuide;
-";
+",
+};
+
+/// The SDK of admission policies (`guest-sdk/v0.3`).
+const SDK_V0_3: SdkCrate = SdkCrate {
+    name: "kubewasm-guest-v0-3",
+    contract: "0.3",
+    manifest: include_str!("../../guest-sdk/v0.3/Cargo.toml"),
+    sources: &[
+        (
+            "src/lib.rs",
+            include_str!("../../guest-sdk/v0.3/src/lib.rs"),
+        ),
+        (
+            "src/bindings.rs",
+            include_str!("../../guest-sdk/v0.3/src/bindings.rs"),
+        ),
+        (
+            "src/bindings/admission.rs",
+            include_str!("../../guest-sdk/v0.3/src/bindings/admission.rs"),
+        ),
+        (
+            "src/cache.rs",
+            include_str!("../../guest-sdk/v0.3/src/cache.rs"),
+        ),
+        (
+            "src/error.rs",
+            include_str!("../../guest-sdk/v0.3/src/error.rs"),
+        ),
+        (
+            "src/log.rs",
+            include_str!("../../guest-sdk/v0.3/src/log.rs"),
+        ),
+        (
+            "src/patch.rs",
+            include_str!("../../guest-sdk/v0.3/src/patch.rs"),
+        ),
+        (
+            "src/review.rs",
+            include_str!("../../guest-sdk/v0.3/src/review.rs"),
+        ),
+        (
+            "src/runtime.rs",
+            include_str!("../../guest-sdk/v0.3/src/runtime.rs"),
+        ),
+        (
+            "src/webhook.rs",
+            include_str!("../../guest-sdk/v0.3/src/webhook.rs"),
+        ),
+    ],
+    wit: &["0.2", "0.2.1", "0.3"],
+    guide_hook: "\n/// The admission chapter of the guest guide (`docs/admission.md`), its Rust examples compiled
+/// as doc tests so the chapter cannot drift from the SDK.
+#[cfg(doctest)]
+#[doc = include_str!(\"../../../docs/admission.md\")]
+pub struct AdmissionGuide;
+",
+};
 const PYTHON_CONTROLLER: &str = include_str!("../templates/python/controller.py.tmpl");
 const PYTHON_OBSERVER: &str = include_str!("../templates/python/observer.py.tmpl");
 const PYTHON_POLICY: &str = include_str!("../templates/python/policy.py.tmpl");
@@ -230,6 +310,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
     let source = match (lang, kind) {
         (Lang::Rust, Kind::Controller) => RUST_CONTROLLER,
         (Lang::Rust, Kind::Observer) => RUST_OBSERVER,
+        (Lang::Rust, Kind::Policy) => RUST_POLICY,
         (Lang::Python, Kind::Controller) => PYTHON_CONTROLLER,
         (Lang::Python, Kind::Observer) => PYTHON_OBSERVER,
         (Lang::Python, Kind::Policy) => PYTHON_POLICY,
@@ -242,7 +323,10 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         (Lang::C, Kind::Observer) => C_OBSERVER,
         (_, Kind::Policy) => return Err(ScaffoldError::NoPolicyTemplate(lang_name)),
     };
-    let sdk = Sdk::carried()?;
+    let sdk = Sdk::carried(match kind {
+        Kind::Policy => &SDK_V0_3,
+        Kind::Controller | Kind::Observer => &SDK_V0_2,
+    })?;
     let contract = contracts::find(match (lang, kind) {
         (_, Kind::Policy) => POLICY_CONTRACT,
         (Lang::Rust, _) => RUST_CONTRACT,
@@ -257,6 +341,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
+            .replace("{{sdk_crate}}", sdk.name)
             .replace("{{sdk_version}}", &sdk.version)
             .replace("{{sdk_rust_version}}", &sdk.rust_version)
             .replace("{{contract_package}}", contract.package)
@@ -277,7 +362,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 (
                     "Cargo.toml",
                     RUST_CARGO,
-                    "the crate: the Rust SDK `kubewasm-guest-v0-2` by version, from `vendor/`",
+                    "the crate: the Rust SDK `{{sdk_crate}}` by version, from `vendor/`",
                 ),
                 ("src/lib.rs", source, "the plugin"),
                 (".gitignore", "/target\n/build\n", "what builds write"),
@@ -287,8 +372,8 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
              wasm32-wasip2` for the edit loop (the `dev` profile: unoptimised, no debug info), \
              `kubewasm build --release` the same with `--release`, the component to ship \
              (cargo fetches the SDK's dependencies, wit-bindgen's runtime, serde, serde_json and \
-             k8s-openapi, from crates.io). The SDK, `kubewasm-guest-v0-2` \
-             {{sdk_version}}, is the crate in `vendor/kubewasm-guest-v0-2/`, with the WIT it \
+             k8s-openapi, from crates.io). The SDK, `{{sdk_crate}}` \
+             {{sdk_version}}, is the crate in `vendor/{{sdk_crate}}/`, with the WIT it \
              binds inside it; `Cargo.toml` depends on it by version with a `path` to that copy, \
              because the crate is not on crates.io yet. Once it is, delete `path = ...` from the \
              dependency and the `vendor/` directory: the same version then comes from crates.io.",
@@ -410,15 +495,18 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
             path: (*path).to_owned(),
             text: fill(template),
         });
-        table.push_str(&format!("| `{path}` | {what} |\n"));
+        table.push_str(&format!("| `{path}` | {} |\n", fill(what)));
     }
     if lang == Lang::Rust {
         // The SDK's own files, as they are (no placeholders filled in them).
         files.extend(sdk.files);
+        let wit: Vec<String> = sdk.wit.iter().map(|v| format!("`wit/{v}`")).collect();
         table.push_str(&format!(
-            "| `{SDK_DIR}/` | the Rust SDK `kubewasm-guest-v0-2` {}: its sources, a standalone \
-             Cargo.toml and the WIT it binds (`wit/0.2`, `wit/0.2.1`, `wit/0.2.2`) |\n",
-            sdk.version
+            "| `vendor/{name}/` | the Rust SDK `{name}` {}: its sources, a standalone \
+             Cargo.toml and the WIT it binds ({}) |\n",
+            sdk.version,
+            wit.join(", "),
+            name = sdk.name,
         ));
     }
     let (scenario, config, what) = match kind {
@@ -473,18 +561,20 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
     Ok(files)
 }
 
-/// The Rust SDK as a Rust project carries it: its version, the Rust it needs, and its files
-/// below [`SDK_DIR`].
+/// A Rust SDK as a Rust project carries it: its name, version, the Rust it needs, the contract
+/// versions it binds, and its files below `vendor/NAME/`.
 struct Sdk {
+    name: &'static str,
     version: String,
     rust_version: String,
+    wit: &'static [&'static str],
     files: Vec<File>,
 }
 
 impl Sdk {
-    /// The SDK this binary carries, as a standalone crate.
-    fn carried() -> Result<Sdk, ScaffoldError> {
-        let manifest = standalone_manifest(SDK_MANIFEST, WORKSPACE_MANIFEST)?;
+    /// The SDK `krate` this binary carries, as a standalone crate.
+    fn carried(krate: &SdkCrate) -> Result<Sdk, ScaffoldError> {
+        let manifest = standalone_manifest(krate.manifest, WORKSPACE_MANIFEST, krate.contract)?;
         let table: toml::Table = manifest
             .parse()
             .map_err(|e| ScaffoldError::Sdk(format!("its standalone Cargo.toml: {e}")))?;
@@ -497,44 +587,49 @@ impl Sdk {
                 .ok_or_else(|| ScaffoldError::Sdk(format!("its Cargo.toml has no package.{key}")))
         };
         let (version, rust_version) = (field("version")?, field("rust-version")?);
-        let lib = SDK_SOURCES
+        let lib = krate
+            .sources
             .iter()
             .find(|(path, _)| *path == "src/lib.rs")
             .map(|(_, text)| *text)
             .unwrap_or_default();
-        if lib.matches(SDK_GUIDE_HOOK).count() != 1 {
-            return Err(ScaffoldError::Sdk(
-                "its lib.rs no longer has the doc-test item `kubewasm new` leaves out".into(),
-            ));
+        if lib.matches(krate.guide_hook).count() != 1 {
+            return Err(ScaffoldError::Sdk(format!(
+                "{}'s lib.rs no longer has the doc-test item `kubewasm new` leaves out",
+                krate.name
+            )));
         }
+        let dir = krate.dir();
         let mut files = vec![File {
-            path: format!("{SDK_DIR}/Cargo.toml"),
+            path: format!("{dir}/Cargo.toml"),
             text: manifest,
         }];
-        for (path, text) in SDK_SOURCES {
+        for (path, text) in krate.sources {
             let text = if *path == "src/lib.rs" {
-                text.replacen(SDK_GUIDE_HOOK, "", 1)
+                text.replacen(krate.guide_hook, "", 1)
             } else {
                 (*text).to_owned()
             };
             files.push(File {
-                path: format!("{SDK_DIR}/{path}"),
+                path: format!("{dir}/{path}"),
                 text,
             });
         }
-        for (dir, version) in SDK_WIT {
+        for version in krate.wit {
             let contract =
                 contracts::find(version).map_err(|e| ScaffoldError::Sdk(e.to_string()))?;
             // A contract's own package is its first file; the others are its deps.
             let own = &contract.files[0];
             files.push(File {
-                path: format!("{SDK_DIR}/wit/{dir}/{}", own.path),
+                path: format!("{dir}/wit/{version}/{}", own.path),
                 text: own.text.to_owned(),
             });
         }
         Ok(Sdk {
+            name: krate.name,
             version,
             rust_version,
+            wit: krate.wit,
             files,
         })
     }
@@ -547,6 +642,7 @@ impl Sdk {
 fn standalone_manifest(
     crate_manifest: &str,
     workspace_manifest: &str,
+    contract: &str,
 ) -> Result<String, ScaffoldError> {
     let bad = ScaffoldError::Sdk;
     let parse = |text: &str, which: &str| {
@@ -573,9 +669,10 @@ fn standalone_manifest(
             )));
         }
     }
-    let mut out = String::from(
-        "# The Rust SDK of kubewasm contract 0.2, as `kubewasm new` writes it: the crate's own\n\
-         # manifest as it is published, every version and feature written out.\n\n[package]\n",
+    let mut out = format!(
+        "# The Rust SDK of kubewasm contract {contract}, as `kubewasm new` writes it: the crate's \
+         own\n# manifest as it is published, every version and feature written out.\n\n\
+         [package]\n"
     );
     let package = section(&manifest, &["package"]);
     // Name and version first, as cargo's own manifests have them.
@@ -758,6 +855,7 @@ mod tests {
     fn python_and_js_policies_are_on_contract_0_3_and_the_other_languages_refuse_one() {
         check_project(Lang::Python, Kind::Policy, "app.py");
         check_project(Lang::Js, Kind::Policy, "plugin.js");
+        check_project(Lang::Rust, Kind::Policy, "src/lib.rs");
         let project = files("my-plugin", Lang::Python, Kind::Policy).unwrap();
         let text = |path: &str| &project.iter().find(|f| f.path == path).unwrap().text;
         assert!(text("app.py").contains("class Admission(kube.Policy)"));
@@ -769,7 +867,7 @@ mod tests {
         assert!(text("README.md").contains("kubewasm:controller@0.3.0"));
         let scenario = crate::scenario::Scenario::parse(text("scenario.yaml")).unwrap();
         assert!(scenario.steps.iter().any(|s| s.expect.is_some()));
-        for lang in [Lang::Rust, Lang::Go, Lang::C] {
+        for lang in [Lang::Go, Lang::C] {
             let err = files("my-plugin", lang, Kind::Policy).unwrap_err();
             assert!(matches!(err, ScaffoldError::NoPolicyTemplate(_)), "{err}");
         }
@@ -855,9 +953,9 @@ mod tests {
         }
     }
 
-    /// The SDK's files in this checkout, by path below `guest-sdk/v0.2`: every source file
-    /// (so a file added to the crate and not to [`SDK_SOURCES`] fails) and `Cargo.toml`.
-    fn sdk_on_disk() -> Vec<(String, String)> {
+    /// An SDK's source files in this checkout, by path below `guest-sdk/DIR`: every one, so a
+    /// file added to the crate and not to its [`SdkCrate::sources`] fails.
+    fn sdk_on_disk(dir: &str) -> Vec<(String, String)> {
         fn walk(root: &Path, dir: &Path, found: &mut Vec<(String, String)>) {
             for entry in std::fs::read_dir(dir).unwrap() {
                 let path = entry.unwrap().path();
@@ -872,7 +970,9 @@ mod tests {
                 ));
             }
         }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/v0.2");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../guest-sdk")
+            .join(dir);
         let mut found = Vec::new();
         walk(&root, &root.join("src"), &mut found);
         found.sort();
@@ -881,7 +981,20 @@ mod tests {
 
     #[test]
     fn a_rust_project_carries_the_sdk_crate_as_it_is_with_a_standalone_manifest() {
-        for kind in [Kind::Controller, Kind::Observer] {
+        // Controllers and observers carry the 0.2 SDK, policies the 0.3 SDK; each project
+        // claims the contract its SDK binds (the top file of its newest WIT).
+        let cases = [
+            (
+                Kind::Controller,
+                &SDK_V0_2,
+                "v0.2",
+                "predicates.wit",
+                "0.2.2",
+            ),
+            (Kind::Observer, &SDK_V0_2, "v0.2", "predicates.wit", "0.2.2"),
+            (Kind::Policy, &SDK_V0_3, "v0.3", "admission.wit", "0.3.0"),
+        ];
+        for (kind, krate, checkout_dir, top_wit, contract) in cases {
             let files = files("my-plugin", Lang::Rust, kind).unwrap();
             let text = |path: &str| {
                 files
@@ -890,65 +1003,69 @@ mod tests {
                     .map(|f| f.text.as_str())
                     .unwrap_or_else(|| panic!("{path} missing"))
             };
+            let sdk_dir = krate.dir();
             // Every source file of the crate, equal to the checkout's (lib.rs without the
             // doc-test hook that includes a file of this repository), and nothing else.
-            let on_disk = sdk_on_disk();
+            let on_disk = sdk_on_disk(checkout_dir);
             for (path, want) in &on_disk {
                 let want = if path == "src/lib.rs" {
-                    assert!(want.contains(SDK_GUIDE_HOOK), "the hook left lib.rs");
-                    want.replacen(SDK_GUIDE_HOOK, "", 1)
+                    assert!(want.contains(krate.guide_hook), "the hook left lib.rs");
+                    want.replacen(krate.guide_hook, "", 1)
                 } else {
                     want.clone()
                 };
-                assert_eq!(text(&format!("{SDK_DIR}/{path}")), want, "{path} drifted");
+                assert_eq!(text(&format!("{sdk_dir}/{path}")), want, "{path} drifted");
             }
             let sources = files
                 .iter()
-                .filter(|f| f.path.starts_with(&format!("{SDK_DIR}/src/")))
+                .filter(|f| f.path.starts_with(&format!("{sdk_dir}/src/")))
                 .count();
             assert_eq!(sources, on_disk.len());
             // The WIT its committed bindings were generated from, each the repository's file.
-            for (dir, file) in [
-                ("0.2", "controller.wit"),
-                ("0.2.1", "batch.wit"),
-                ("0.2.2", "predicates.wit"),
-            ] {
+            for dir in krate.wit {
                 let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
                     .join("../wit")
-                    .join(dir)
-                    .join(file);
-                assert_eq!(
-                    text(&format!("{SDK_DIR}/wit/{dir}/{file}")),
-                    std::fs::read_to_string(repo).unwrap()
-                );
+                    .join(dir);
+                for entry in std::fs::read_dir(&repo).unwrap() {
+                    let path = entry.unwrap().path();
+                    let file = path.file_name().unwrap().to_string_lossy();
+                    assert_eq!(
+                        text(&format!("{sdk_dir}/wit/{dir}/{file}")),
+                        std::fs::read_to_string(&path).unwrap()
+                    );
+                }
             }
             // The manifest: the crate's name and the workspace's version, concrete versions.
-            let manifest_text = text(&format!("{SDK_DIR}/Cargo.toml"));
+            let manifest_text = text(&format!("{sdk_dir}/Cargo.toml"));
             assert!(!manifest_text.contains("workspace"), "{manifest_text}");
             let manifest: toml::Table = manifest_text.parse().unwrap();
             let package = manifest["package"].as_table().unwrap();
-            assert_eq!(package["name"].as_str(), Some("kubewasm-guest-v0-2"));
+            assert_eq!(package["name"].as_str(), Some(krate.name));
             assert_eq!(package["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
             assert_eq!(package["license"].as_str(), Some("Apache-2.0"));
             assert!(package["description"].as_str().is_some());
             let deps = manifest["dependencies"].as_table().unwrap();
-            let sdk: toml::Table = SDK_MANIFEST.parse().unwrap();
+            let sdk: toml::Table = krate.manifest.parse().unwrap();
             let wanted: Vec<&String> = sdk["dependencies"].as_table().unwrap().keys().collect();
             assert_eq!(deps.keys().collect::<Vec<_>>(), wanted);
             assert_eq!(deps["wit-bindgen"]["version"].as_str(), Some("0.63"));
             let features = deps["k8s-openapi"]["features"].as_array().unwrap();
             assert!(features.iter().any(|f| f.as_str() == Some("v1_35")));
-            // The project depends on it by exact version, through the copy.
+            // The project depends on it, and on it alone, by exact version, through the copy.
             let project: toml::Table = text("Cargo.toml").parse().unwrap();
-            let dep = &project["dependencies"]["kubewasm-guest-v0-2"];
+            let project_deps = project["dependencies"].as_table().unwrap();
+            assert_eq!(project_deps.keys().collect::<Vec<_>>(), [krate.name]);
+            let dep = &project_deps[krate.name];
             assert_eq!(
                 dep["version"].as_str(),
                 Some(format!("={}", env!("CARGO_PKG_VERSION")).as_str())
             );
-            assert_eq!(dep["path"].as_str(), Some(SDK_DIR));
+            assert_eq!(dep["path"].as_str(), Some(sdk_dir.as_str()));
+            assert!(text("src/lib.rs").contains(&krate.name.replace('-', "_")));
             // The project claims the contract the SDK binds.
-            assert!(text("wit/predicates.wit").contains("package kubewasm:controller@0.2.2;"));
-            assert!(text("README.md").contains("`kubewasm:controller@0.2.2`"));
+            let package_line = format!("package kubewasm:controller@{contract};");
+            assert!(text(&format!("wit/{top_wit}")).contains(&package_line));
+            assert!(text("README.md").contains(&format!("`kubewasm:controller@{contract}`")));
         }
     }
 
@@ -959,7 +1076,7 @@ mod tests {
                          local = { path = \"local\" }\n";
         let krate = "[package]\nname = \"x\"\nversion.workspace = true\n\
                      [dependencies]\nserde = { workspace = true, features = [\"rc\"], optional = true }\n";
-        let out: toml::Table = standalone_manifest(krate, workspace)
+        let out: toml::Table = standalone_manifest(krate, workspace, "9.9")
             .unwrap()
             .parse()
             .unwrap();
@@ -975,12 +1092,12 @@ mod tests {
             .collect();
         assert_eq!(features, ["derive", "rc"]);
         let local = "[package]\nname = \"x\"\n[dependencies]\nlocal.workspace = true\n";
-        let err = standalone_manifest(local, workspace)
+        let err = standalone_manifest(local, workspace, "9.9")
             .unwrap_err()
             .to_string();
         assert!(err.contains("local") && err.contains("path"), "{err}");
         let missing = "[package]\nname = \"x\"\nedition.workspace = true\n";
-        let err = standalone_manifest(missing, workspace)
+        let err = standalone_manifest(missing, workspace, "9.9")
             .unwrap_err()
             .to_string();
         assert!(err.contains("package.edition"), "{err}");

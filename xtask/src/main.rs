@@ -1,6 +1,6 @@
 //! Repository chores, run as `cargo xtask <command>`.
 //!
-//! - `bindings`: regenerate the Rust guest SDK's committed wit-bindgen bindings from `wit/`.
+//! - `bindings`: regenerate the Rust guest SDKs' committed wit-bindgen bindings from `wit/`.
 //! - `cycles`: fail when files of one crate import each other in a circle.
 //! - `build-guests`: build every example and test guest (Rust, C, Go, Python, JavaScript) into
 //!   `target/plugins/` (test guests into `target/test-plugins/`), installing missing language
@@ -90,7 +90,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [args]
 
 commands:
-  bindings       regenerate the Rust guest SDK's wit-bindgen bindings (guest-sdk/v0.2/src/bindings/)
+  bindings       regenerate the Rust guest SDKs' wit-bindgen bindings (guest-sdk/v0.*/src/bindings/)
                  from wit/ after a contract change (a test fails while they are stale)
   build-guests   build every example guest into target/plugins/ and every test guest into
                  target/test-plugins/ (installs missing language toolchains first)

@@ -163,6 +163,40 @@ impl QueueRule {
     }
 }
 
+impl IndexDecl {
+    /// Index `name` over subscription `subscription`: each object under the value of its label
+    /// `key` (objects without it are not indexed).
+    pub fn label(name: &str, subscription: u32, key: &str) -> IndexDecl {
+        IndexDecl::new(name, subscription, IndexSource::Label(key.to_owned()))
+    }
+
+    /// Index `name`: each object under the value of its annotation `key`.
+    pub fn annotation(name: &str, subscription: u32, key: &str) -> IndexDecl {
+        IndexDecl::new(name, subscription, IndexSource::Annotation(key.to_owned()))
+    }
+
+    /// Index `name`: each object under the value at the dotted `path` (`spec.nodeName`). A
+    /// string, number or bool indexes as its text; a list of them as each element; a path
+    /// through a list (`spec.rules.host`) takes the field of each of its elements.
+    pub fn field(name: &str, subscription: u32, path: &str) -> IndexDecl {
+        IndexDecl::new(name, subscription, IndexSource::Field(path.to_owned()))
+    }
+
+    /// Index `name`: each object under the UID of every owner reference (its owners' objects
+    /// find it with `by_index(name, owner_uid)`).
+    pub fn owner_uid(name: &str, subscription: u32) -> IndexDecl {
+        IndexDecl::new(name, subscription, IndexSource::OwnerUid)
+    }
+
+    fn new(name: &str, subscription: u32, source: IndexSource) -> IndexDecl {
+        IndexDecl {
+            subscription,
+            name: name.to_owned(),
+            source,
+        }
+    }
+}
+
 /// Records a Kubernetes Event about `object` (aggregated and rate-limited by the host, written
 /// in the background).
 pub fn record_event<K>(
@@ -216,6 +250,25 @@ mod tests {
         assert!(matches!(
             spec.when[..],
             [Predicate::Generation, Predicate::Labels]
+        ));
+    }
+
+    #[test]
+    fn an_index_names_its_subscription_and_its_source() {
+        let by_node = IndexDecl::field("node", 2, "spec.nodeName");
+        assert_eq!((by_node.name.as_str(), by_node.subscription), ("node", 2));
+        assert!(matches!(by_node.source, IndexSource::Field(ref p) if p == "spec.nodeName"));
+        assert!(matches!(
+            IndexDecl::label("app", 0, "app.kubernetes.io/name").source,
+            IndexSource::Label(ref k) if k == "app.kubernetes.io/name"
+        ));
+        assert!(matches!(
+            IndexDecl::annotation("owner", 1, "example.com/owner").source,
+            IndexSource::Annotation(ref k) if k == "example.com/owner"
+        ));
+        assert!(matches!(
+            IndexDecl::owner_uid("owners", 3).source,
+            IndexSource::OwnerUid
         ));
     }
 

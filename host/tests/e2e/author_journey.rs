@@ -232,12 +232,17 @@ fn js_policy_from_new_to_a_passing_test_with_an_expected_denial() {
     policy_journey("jspolicy", "js");
 }
 
+#[test]
+fn rust_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+    policy_journey("rspolicy", "rust");
+}
+
 /// Languages without a 0.3 template refuse `--kind policy`, saying which language has one,
 /// and write nothing.
 #[test]
 fn new_kind_policy_in_a_language_without_a_template_says_so() {
     let outside = outside();
-    for lang in ["rust", "go", "c"] {
+    for lang in ["go", "c"] {
         let new = outside.kubewasm(
             ".",
             &["new", "nopolicy", "--lang", lang, "--kind", "policy"],
@@ -245,7 +250,7 @@ fn new_kind_policy_in_a_language_without_a_template_says_so() {
         let out = text(&new);
         assert_eq!(new.status.code(), Some(2), "{out}");
         assert!(
-            out.contains("`--kind policy` is written in Python and JavaScript only so far"),
+            out.contains("`--kind policy` is written in Rust, Python and JavaScript only so far"),
             "{out}"
         );
         assert!(!outside.path("nopolicy").exists());

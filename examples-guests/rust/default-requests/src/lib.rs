@@ -1,28 +1,19 @@
-//! A mutating admission policy: every container (and init container) of a Pod being created
-//! gets the CPU and memory requests it does not set, from the plugin's config. The host turns
-//! the returned object into the JSONPatch the API server applies.
+//! A mutating admission policy on the Rust SDK `kubewasm-guest-v0-3`: every container (and init
+//! container) of a Pod being created gets the CPU and memory requests it does not set, from the
+//! plugin's config. The host turns the returned object into the JSONPatch the API server applies.
 //!
 //! Config (JSON, optional): `{"name": "default-requests", "cpu": "100m", "memory": "128Mi"}`.
 //! Pods in namespaces labelled `kubewasm.dev/default-requests: off` are left alone (a
 //! namespace selector, evaluated by the API server).
 
-wit_bindgen::generate!({
-    path: ["../../../wit/0.2", "../../../wit/0.2.1", "../../../wit/0.3"],
-    world: "kubewasm:controller/admission-policy@0.3.0",
-    generate_all,
-});
-
-use exports::kubewasm::controller0_2_0::plugin;
-use exports::kubewasm::controller0_3_0::admission;
-use kubewasm::controller0_2_0::types::PluginInfo;
-use kubewasm::controller0_3_0::admission_types::{
-    AdmissionInfo, AdmissionRequest, FailurePolicy, LabelSelector, Mutation, Operation, Rule,
-    Scope, SelectorOperator, SelectorRequirement, SideEffects, Verdict, Webhook,
+use kubewasm_guest_v0_3::k8s_openapi::api::core::v1::Pod;
+use kubewasm_guest_v0_3::serde_json::{self, Value};
+use kubewasm_guest_v0_3::{
+    AdmissionInfo, Error, FailurePolicy, LabelSelector, Mutation, Operation, Patch, PluginInfo,
+    Policy, Review, Rule, Webhook, export_policy,
 };
 
-use std::cell::RefCell;
-
-#[derive(serde::Deserialize, Clone)]
+#[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct Config {
     name: String,
@@ -40,120 +31,75 @@ impl Default for Config {
     }
 }
 
-thread_local! {
-    static CONFIG: RefCell<Config> = RefCell::new(Config::default());
+struct DefaultRequests {
+    config: Config,
 }
 
-struct Guest;
-
-impl plugin::Guest for Guest {
-    fn init(config: String) -> Result<PluginInfo, String> {
+impl Policy for DefaultRequests {
+    fn init(config: &str) -> Result<(Self, PluginInfo), Error> {
         let config: Config = if config.is_empty() {
             Config::default()
         } else {
-            serde_json::from_str(&config).map_err(|e| format!("config: {e}"))?
+            serde_json::from_str(config).map_err(|e| Error(format!("config: {e}")))?
         };
-        let name = config.name.clone();
-        CONFIG.with(|c| *c.borrow_mut() = config);
-        Ok(PluginInfo {
-            name,
+        let info = PluginInfo {
+            name: config.name.clone(),
             subscriptions: Vec::new(),
             indexes: Vec::new(),
-        })
+        };
+        Ok((DefaultRequests { config }, info))
     }
-}
 
-fn allowed() -> Verdict {
-    Verdict {
-        allowed: true,
-        code: 0,
-        message: String::new(),
-        warnings: Vec::new(),
-    }
-}
-
-impl admission::Guest for Guest {
-    fn declare() -> Result<AdmissionInfo, String> {
+    fn webhooks(&self) -> Result<AdmissionInfo, Error> {
+        let pods = Webhook::new([Rule::of::<Pod>().on(&[Operation::Create])])
+            // A Pod without defaults is better than no Pod.
+            .failure_policy(FailurePolicy::Ignore)
+            .timeout_seconds(5)
+            .namespaces(LabelSelector::not_in(
+                "kubewasm.dev/default-requests",
+                &["off"],
+            ));
         Ok(AdmissionInfo {
             validating: None,
-            mutating: Some(Webhook {
-                rules: vec![Rule {
-                    operations: vec![Operation::Create],
-                    api_groups: vec![String::new()],
-                    api_versions: vec!["v1".into()],
-                    resources: vec!["pods".into()],
-                    scope: Scope::Namespaced,
-                }],
-                // A Pod without defaults is better than no Pod.
-                failure_policy: FailurePolicy::Ignore,
-                side_effects: SideEffects::None,
-                timeout_seconds: 5,
-                namespace_selector: Some(LabelSelector {
-                    match_labels: Vec::new(),
-                    match_expressions: vec![SelectorRequirement {
-                        key: "kubewasm.dev/default-requests".into(),
-                        operator: SelectorOperator::NotIn,
-                        values: vec!["off".into()],
-                    }],
-                }),
-                object_selector: None,
-            }),
+            mutating: Some(pods),
         })
     }
 
-    fn validate(_request: AdmissionRequest) -> Result<Verdict, String> {
-        Err("this policy declares no validating webhook".into())
-    }
-
-    fn mutate(request: AdmissionRequest) -> Result<Mutation, String> {
-        let object = request.object.as_deref().ok_or("no Pod to mutate")?;
-        let mut pod: serde_json::Value =
-            serde_json::from_str(object).map_err(|e| format!("not JSON: {e}"))?;
-        let config = CONFIG.with(|c| c.borrow().clone());
+    fn mutate(&mut self, review: &Review) -> Result<Mutation, Error> {
+        let pod = review
+            .object
+            .as_ref()
+            .ok_or_else(|| Error("no Pod to mutate".into()))?;
+        let mut patch = Patch::new();
         let mut defaulted = Vec::new();
         for list in ["initContainers", "containers"] {
-            let Some(containers) = pod
-                .pointer_mut(&format!("/spec/{list}"))
-                .and_then(serde_json::Value::as_array_mut)
-            else {
+            let Some(containers) = pod["spec"][list].as_array() else {
                 continue;
             };
-            for container in containers {
-                let name = container["name"].as_str().unwrap_or_default().to_owned();
-                let Some(c) = container.as_object_mut() else {
+            for (i, container) in containers.iter().enumerate() {
+                if !container.is_object() {
                     continue;
-                };
-                let requests = c
-                    .entry("resources")
-                    .or_insert_with(|| serde_json::json!({}))
-                    .as_object_mut()
-                    .ok_or("resources is not an object")?
-                    .entry("requests")
-                    .or_insert_with(|| serde_json::json!({}))
-                    .as_object_mut()
-                    .ok_or("resources.requests is not an object")?;
-                for (resource, value) in [("cpu", &config.cpu), ("memory", &config.memory)] {
-                    if !requests.contains_key(resource) {
-                        requests.insert(resource.into(), value.clone().into());
+                }
+                let name = container["name"].as_str().unwrap_or_default();
+                let requests = &container["resources"]["requests"];
+                for (resource, value) in
+                    [("cpu", &self.config.cpu), ("memory", &self.config.memory)]
+                {
+                    if requests.get(resource).is_none() {
+                        let index = i.to_string();
+                        let path = ["spec", list, &index, "resources", "requests", resource];
+                        patch = patch.set(&path, Value::from(value.as_str()));
                         defaulted.push(format!("{name}: {resource}={value}"));
                     }
                 }
             }
         }
         if defaulted.is_empty() {
-            return Ok(Mutation {
-                verdict: allowed(),
-                object: None,
-            });
+            return Ok(Mutation::unchanged());
         }
-        Ok(Mutation {
-            verdict: Verdict {
-                warnings: vec![format!("default requests set: {}", defaulted.join(", "))],
-                ..allowed()
-            },
-            object: Some(pod.to_string()),
-        })
+        let warning = format!("default requests set: {}", defaulted.join(", "));
+        Ok(review.patched(&patch)?.with_warning(warning))
     }
 }
 
-export!(Guest);
+export_policy!(DefaultRequests);
