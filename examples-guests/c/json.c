@@ -229,3 +229,160 @@ char *json_get_string(const char *json, size_t len, const char *const *path, siz
     value[value_len] = '\0';
     return value;
 }
+
+int json_each_key(const char *json, size_t len, const char *const *path, size_t depth,
+                  int (*each)(const char *key, void *ctx), void *ctx) {
+    cursor_t c = {json, json + len};
+    if (!find_path(&c, path, depth)) return 0;
+    if (c.at >= c.end || *c.at != '{') return 0;
+    // The whole object must be well formed before any key is handed out.
+    cursor_t whole = c;
+    if (!skip_value(&whole, 1)) return 0;
+    c.at++;
+    skip_ws(&c);
+    if (c.at < c.end && *c.at == '}') return 1;
+    for (;;) {
+        skip_ws(&c);
+        cursor_t probe = c;
+        size_t key_len;
+        if (!read_string(&probe, NULL, &key_len)) return 0;
+        char *key = malloc(key_len + 1);
+        if (key == NULL) return 0;
+        read_string(&c, key, NULL);
+        key[key_len] = '\0';
+        int more = each(key, ctx);
+        free(key);
+        if (!more) return 1;
+        skip_ws(&c);
+        c.at++;  // the ':' (checked by skip_value above)
+        if (!skip_value(&c, 1)) return 0;
+        skip_ws(&c);
+        if (*c.at == '}') return 1;
+        c.at++;  // the ','
+    }
+}
+
+// The length of `text` as a JSON string, quotes included; writes it to `out` when not NULL.
+static size_t quote(const char *text, char *out) {
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    if (out) out[n] = '"';
+    n++;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        char plain = 0;
+        switch (*p) {
+            case '"': plain = '"'; break;
+            case '\\': plain = '\\'; break;
+            case '\n': plain = 'n'; break;
+            case '\r': plain = 'r'; break;
+            case '\t': plain = 't'; break;
+            default: break;
+        }
+        if (plain) {
+            if (out) {
+                out[n] = '\\';
+                out[n + 1] = plain;
+            }
+            n += 2;
+        } else if (*p < 0x20) {
+            if (out) {
+                memcpy(out + n, "\\u00", 4);
+                out[n + 4] = hex[*p >> 4];
+                out[n + 5] = hex[*p & 0xF];
+            }
+            n += 6;
+        } else {
+            if (out) out[n] = (char)*p;
+            n++;
+        }
+    }
+    if (out) out[n] = '"';
+    return n + 1;
+}
+
+// Whether the JSON text `from..to` is the string `value` (however it is escaped).
+static int is_string(const char *from, const char *to, const char *value) {
+    cursor_t c = {from, to};
+    size_t n, want = strlen(value);
+    if (!read_string(&c, NULL, &n) || n != want) return 0;
+    char *text = malloc(n + 1);
+    if (text == NULL) return 0;
+    c.at = from;
+    read_string(&c, text, NULL);
+    int same = memcmp(text, value, n) == 0;
+    free(text);
+    return same;
+}
+
+char *json_set_string(const char *json, size_t len, const char *const *path, size_t depth,
+                      const char *value, size_t *out_len, int *changed) {
+    if (depth == 0) return NULL;
+    cursor_t whole = {json, json + len};
+    skip_ws(&whole);
+    if (whole.at >= whole.end || *whole.at != '{' || !skip_value(&whole, 1)) return NULL;
+    skip_ws(&whole);
+    if (whole.at != whole.end) return NULL;
+
+    // Walk down while the members exist: `object` is the innermost object reached.
+    cursor_t c = {json, json + len};
+    skip_ws(&c);
+    const char *object = c.at;
+    size_t found = 0;
+    while (found < depth) {
+        cursor_t member = {object, json + len};
+        if (!find_member(&member, path[found])) break;
+        found++;
+        if (found == depth) {
+            c = member;
+            break;
+        }
+        if (member.at >= member.end || *member.at != '{') return NULL;
+        object = member.at;
+    }
+
+    size_t quoted = quote(value, NULL);
+    const char *cut_from, *cut_to;  // the span of `json` replaced
+    size_t insert_len;
+    int in_empty = 0;
+    if (found == depth) {
+        // The member exists: its value is replaced.
+        cut_from = c.at;
+        if (!skip_value(&c, 1)) return NULL;
+        cut_to = c.at;
+        insert_len = quoted;
+    } else {
+        // Inserted first in `object`: `"k1":{"k2":...{"kn":"value"}...}` and a `,` unless empty.
+        cursor_t inside = {object + 1, json + len};
+        skip_ws(&inside);
+        in_empty = *inside.at == '}';
+        cut_from = cut_to = object + 1;
+        insert_len = quoted + (in_empty ? 0 : 1);
+        for (size_t i = found; i < depth; i++) {
+            insert_len += quote(path[i], NULL) + 1;  // "key":
+            if (i + 1 < depth) insert_len += 2;       // { }
+        }
+    }
+    size_t head = (size_t)(cut_from - json), tail = len - (size_t)(cut_to - json);
+    size_t total = head + insert_len + tail;
+    char *out = malloc(total + 1);
+    if (out == NULL) return NULL;
+    memcpy(out, json, head);
+    char *at = out + head;
+    if (found == depth) {
+        at += quote(value, at);
+    } else {
+        for (size_t i = found; i < depth; i++) {
+            at += quote(path[i], at);
+            *at++ = ':';
+            if (i + 1 < depth) *at++ = '{';
+        }
+        at += quote(value, at);
+        for (size_t i = found; i + 1 < depth; i++) *at++ = '}';
+        if (!in_empty) *at++ = ',';
+    }
+    memcpy(at, cut_to, tail);
+    out[total] = '\0';
+    if (out_len) *out_len = total;
+    if (changed) *changed = found != depth || !is_string(cut_from, cut_to, value);
+    return out;
+}

@@ -19,4 +19,20 @@ char *json_get_string(const char *json, size_t len, const char *const *path, siz
 const char *json_get_raw(const char *json, size_t len, const char *const *path, size_t depth,
                          size_t *raw_len);
 
+// Calls `each(key, ctx)` with every key of the object at `path`, in document order (the key
+// unescaped and NUL-terminated, valid during the call only), until it returns 0. Returns 1 when
+// every key was seen or `each` stopped, 0 when the path is missing, is not an object, the
+// document is malformed along the way or memory runs out.
+int json_each_key(const char *json, size_t len, const char *const *path, size_t depth,
+                  int (*each)(const char *key, void *ctx), void *ctx);
+
+// A copy of the document `json[0..len)` (malloc'ed, NUL-terminated, its length in `*out_len`)
+// with the member at `path` (depth >= 1) set to the string `value` (escaped here), making the
+// objects on the way that are missing; the rest of the document is copied as it is. NULL when
+// the document is not a well-formed JSON object, a member on the way is not an object (null
+// included), or memory runs out. `*changed` (may be NULL) says whether the member had another
+// value or none.
+char *json_set_string(const char *json, size_t len, const char *const *path, size_t depth,
+                      const char *value, size_t *out_len, int *changed);
+
 #endif

@@ -30,6 +30,39 @@ static void expect_raw(const char *json, const char *const *path, size_t depth, 
     }
 }
 
+// Appends each key and a `|` to the buffer `ctx`; stops after the key "stop".
+static int collect(const char *key, void *ctx) {
+    strcat((char *)ctx, key);
+    strcat((char *)ctx, "|");
+    return strcmp(key, "stop") != 0;
+}
+
+static void expect_keys(const char *json, const char *const *path, size_t depth, int want_ok,
+                        const char *want) {
+    char seen[256] = "";
+    int ok = json_each_key(json, strlen(json), path, depth, collect, seen);
+    if (ok != want_ok || (want_ok && strcmp(seen, want) != 0)) {
+        failures++;
+        fprintf(stderr, "FAIL keys of %s: want %d %s, got %d %s\n", json, want_ok, want, ok, seen);
+    }
+}
+
+static void expect_set(const char *json, const char *const *path, size_t depth, const char *value,
+                       const char *want, int want_changed) {
+    size_t len = 0;
+    int changed = -1;
+    char *got = json_set_string(json, strlen(json), path, depth, value, &len, &changed);
+    int ok = (want == NULL && got == NULL) ||
+             (want != NULL && got != NULL && strcmp(got, want) == 0 && len == strlen(want) &&
+              changed == want_changed);
+    if (!ok) {
+        failures++;
+        fprintf(stderr, "FAIL set %s: want %s (changed %d), got %s (changed %d)\n", json,
+                want ? want : "(null)", want_changed, got ? got : "(null)", changed);
+    }
+    free(got);
+}
+
 int main(void) {
     static const char *const name[] = {"metadata", "name"};
     static const char *const app[] = {"metadata", "labels", "app"};
@@ -61,6 +94,42 @@ int main(void) {
     expect_raw("{\"data\":42,\"x\":1}", data, 1, "42");
     expect_raw("{\"metadata\":{}}", data, 1, NULL);                         // missing
     expect_raw("{\"data\":{\"a\":}", data, 1, NULL);                       // malformed value
+
+    static const char *const no_path[] = {NULL};
+    expect_keys("{\"data\":{\"a\":1,\"b-password\":{\"x\":[]},\"c\\u0021\":\"v\"}}", data, 1, 1,
+                "a|b-password|c!|");                                     // every key, unescaped
+    expect_keys("{\"data\":{}}", data, 1, 1, "");                        // none
+    expect_keys("{\"data\":{\"stop\":1,\"after\":2}}", data, 1, 1, "stop|");  // `each` stops
+    expect_keys(" {\"k\" : 1 , \"l\":2 } ", no_path, 0, 1, "k|l|");    // the root, spaced
+    expect_keys("{\"data\":[1]}", data, 1, 0, "");                       // not an object
+    expect_keys("{\"x\":1}", data, 1, 0, "");                            // missing
+    expect_keys("{\"data\":{\"a\":1,\"b\"}}", data, 1, 0, "");          // malformed: nothing seen
+
+    static const char *const mark[] = {"metadata", "annotations", "example.com/checked-by"};
+    expect_set("{\"metadata\":{\"name\":\"a\"},\"data\":{}}", mark, 3, "me",
+               "{\"metadata\":{\"annotations\":{\"example.com/checked-by\":\"me\"},\"name\":\"a\"},"
+               "\"data\":{}}", 1);                                       // objects made on the way
+    expect_set("{\"metadata\":{\"annotations\":{\"x\":\"y\"}}}", mark, 3, "me",
+               "{\"metadata\":{\"annotations\":{\"example.com/checked-by\":\"me\",\"x\":\"y\"}}}", 1);
+    expect_set("{\"metadata\":{\"annotations\":{ }}}", mark, 3, "me",
+               "{\"metadata\":{\"annotations\":{\"example.com/checked-by\":\"me\" }}}", 1);
+    expect_set("{}", mark, 3, "me",
+               "{\"metadata\":{\"annotations\":{\"example.com/checked-by\":\"me\"}}}", 1);
+    expect_set("{\"metadata\":{\"annotations\":{\"example.com/checked-by\":\"other\",\"x\":1}}}",
+               mark, 3, "me",
+               "{\"metadata\":{\"annotations\":{\"example.com/checked-by\":\"me\",\"x\":1}}}", 1);
+    expect_set("{\"metadata\":{\"annotations\":{\"example.com\\/checked-by\":\"m\\u0065\"}}}", mark,
+               3, "me", "{\"metadata\":{\"annotations\":{\"example.com\\/checked-by\":\"me\"}}}",
+               0);                                                       // the same value, escaped
+    expect_set("{\"metadata\":{\"annotations\":{\"example.com/checked-by\":7}}}", mark, 3, "me",
+               "{\"metadata\":{\"annotations\":{\"example.com/checked-by\":\"me\"}}}", 1);
+    expect_set("{\"a\":1}", top, 1, "q\"\\\n\x01", "{\"kind\":\"q\\\"\\\\\\n\\u0001\",\"a\":1}", 1);
+    expect_set("{\"metadata\":{\"annotations\":null}}", mark, 3, "me", NULL, 0);   // null on the way
+    expect_set("{\"metadata\":[]}", mark, 3, "me", NULL, 0);             // not an object on the way
+    expect_set("{\"metadata\":{}", mark, 3, "me", NULL, 0);              // malformed
+    expect_set("{\"metadata\":{}} x", mark, 3, "me", NULL, 0);           // trailing text
+    expect_set("[1]", mark, 3, "me", NULL, 0);                             // not an object
+    expect_set("{}", mark, 0, "me", NULL, 0);                              // no path
 
     if (failures) return 1;
     printf("json_test: all passed\n");

@@ -26,7 +26,7 @@ pub enum Kind {
     /// Event handlers only: counts ConfigMaps and records an Event per new one.
     Observer,
     /// An admission policy (contract 0.3), validating and mutating: marks ConfigMaps on their
-    /// way in and denies one holding a password. Rust, Python and JavaScript only so far.
+    /// way in and denies one holding a password. Every language `new` writes has one.
     Policy,
 }
 
@@ -40,12 +40,6 @@ pub enum ScaffoldError {
     BadName(String),
     #[error("{0} exists and is not empty")]
     NotEmpty(PathBuf),
-    #[error(
-        "`--kind policy` is written in Rust, Python and JavaScript only so far: the {0} helpers have no \
-         contract 0.3 (admission) template yet; `kubewasm wit --contract 0.3` writes the \
-         contract for one written by hand"
-    )]
-    NoPolicyTemplate(&'static str),
     #[error("writing {0}: {1}")]
     Io(PathBuf, std::io::Error),
     /// The Rust SDK this binary carries could not be made a standalone crate (a bug in the build
@@ -244,6 +238,13 @@ const GO_KUBE: &str = include_str!("../templates/go/kube.go.tmpl");
 const GO_EXPORT_PLUGIN: &str = include_str!("../templates/go/exports.plugin.go.tmpl");
 const GO_EXPORT_HANDLER: &str = include_str!("../templates/go/exports.handler.go.tmpl");
 const GO_EXPORT_RECONCILE: &str = include_str!("../templates/go/exports.reconcile.go.tmpl");
+/// `kube`'s reconcile answers (controllers and observers).
+const GO_KUBE_RECONCILE: &str = include_str!("../templates/go/reconcile.go.tmpl");
+/// `kube`'s admission helpers (contract 0.3).
+const GO_KUBE_ADMISSION: &str = include_str!("../templates/go/admission.go.tmpl");
+const GO_POLICY: &str = include_str!("../templates/go/policy.go.tmpl");
+/// The package the generated `admission` entry points call, handing over to `plugin`.
+const GO_EXPORT_ADMISSION: &str = include_str!("../templates/go/exports.admission.go.tmpl");
 const C_CONTROLLER: &str = include_str!("../templates/c/controller.c.tmpl");
 const C_OBSERVER: &str = include_str!("../templates/c/observer.c.tmpl");
 /// The C examples' helpers (natively tested beside them), written into each C project.
@@ -253,6 +254,11 @@ const C_JSON_H: &str = include_str!("../../examples-guests/c/json.h");
 const C_JSON_C: &str = include_str!("../../examples-guests/c/json.c");
 const C_COUNTS_H: &str = include_str!("../../examples-guests/c/counts.h");
 const C_COUNTS_C: &str = include_str!("../../examples-guests/c/counts.c");
+const C_POLICY: &str = include_str!("../templates/c/policy.c.tmpl");
+/// The C admission helpers (contract 0.3; natively tested beside them), written into each C
+/// policy.
+const C_ADMISSION_H: &str = include_str!("../../examples-guests/c/admission/admission.h");
+const C_ADMISSION_C: &str = include_str!("../../examples-guests/c/admission/admission.c");
 
 /// The componentize-js version `kubewasm build` is known to work with (the one the repository's
 /// own build pins), for a JavaScript project's package.json.
@@ -279,8 +285,9 @@ const GO_TOOLCHAIN: &str = "Needs Go {{go_version}} or newer on PATH or in the p
     adapts the WASI preview1 module into a component (about 4.5 MB; it takes a second or two \
     to compile once, and the host caches it). Go's automatic garbage collector is off (a \
     collection inside `cabi_realloc`, while the host copies data in, traps the plugin); \
-    `kube.AfterCall` (which `kube.Done`, `kube.Handled` and `kube.Initialized` run) collects \
-    between calls: keep every export going through them.";
+    `kube.AfterCall` (which `kube.Done`, `kube.Handled`, `kube.Initialized` and a policy's \
+    `kube.Declared`, `kube.Validated` and `kube.Mutated` run) collects between calls: keep \
+    every export going through them.";
 
 /// Whether `name` can name a plugin, a package and a file.
 pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -319,9 +326,10 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         (Lang::Js, Kind::Policy) => JS_POLICY,
         (Lang::Go, Kind::Controller) => GO_CONTROLLER,
         (Lang::Go, Kind::Observer) => GO_OBSERVER,
+        (Lang::Go, Kind::Policy) => GO_POLICY,
         (Lang::C, Kind::Controller) => C_CONTROLLER,
         (Lang::C, Kind::Observer) => C_OBSERVER,
-        (_, Kind::Policy) => return Err(ScaffoldError::NoPolicyTemplate(lang_name)),
+        (Lang::C, Kind::Policy) => C_POLICY,
     };
     let sdk = Sdk::carried(match kind {
         Kind::Policy => &SDK_V0_3,
@@ -338,10 +346,17 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
         Kind::Policy => "admission-policy",
         Kind::Controller | Kind::Observer => "controller",
     };
+    // The prefix wit-bindgen's Go generator gives the packages of the 0.2.0 interfaces: with
+    // the version when the contract's WIT holds more than one version of the package (0.3's).
+    let go_bindings = match kind {
+        Kind::Policy => "kubewasm_controller_0_2_0_",
+        Kind::Controller | Kind::Observer => "kubewasm_controller_",
+    };
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
             .replace("{{sdk_crate}}", sdk.name)
+            .replace("{{go_bindings}}", go_bindings)
             .replace("{{sdk_version}}", &sdk.version)
             .replace("{{sdk_rust_version}}", &sdk.rust_version)
             .replace("{{contract_package}}", contract.package)
@@ -354,6 +369,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 kubewasm_build::toolchain::PYPI_COMPONENTIZE_PY,
             )
             .replace("{{world}}", world)
+            .replace("{{c_header}}", &format!("{}.h", world.replace('-', "_")))
     };
     let mut files = Vec::new();
     let (own, toolchain): (Vec<(&str, &str, &str)>, &str) = match lang {
@@ -425,8 +441,8 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
              fetch-event`. The component carries a JavaScript engine (about 12 MB) and takes \
              seconds to compile once; the host caches it.",
         ),
-        Lang::Go => (
-            vec![
+        Lang::Go => {
+            let mut own = vec![
                 (
                     "go.mod",
                     GO_MOD,
@@ -439,26 +455,54 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     "a small typed helper over the contract's cache, client and log, and the \
                      garbage-collector workaround every Go plugin needs",
                 ),
-                (
-                    "export_kubewasm_controller_plugin/plugin.go",
-                    GO_EXPORT_PLUGIN,
-                    "the packages the generated entry points call, one per exported interface \
-                     (the names are wit-bindgen's): they hand over to `plugin`",
-                ),
-                (
-                    "export_kubewasm_controller_handler/handler.go",
-                    GO_EXPORT_HANDLER,
-                    "(the event handlers)",
-                ),
-                (
-                    "export_kubewasm_controller_reconcile/reconcile.go",
-                    GO_EXPORT_RECONCILE,
-                    "(reconcile)",
-                ),
-                (".gitignore", "/build\n", "what builds write"),
-            ],
-            GO_TOOLCHAIN,
-        ),
+            ];
+            if kind == Kind::Policy {
+                own.extend([
+                    (
+                        "kube/admission.go",
+                        GO_KUBE_ADMISSION,
+                        "(webhooks, reviews, verdicts and `SetPath` for a mutated object)",
+                    ),
+                    (
+                        "export_kubewasm_controller_0_2_0_plugin/plugin.go",
+                        GO_EXPORT_PLUGIN,
+                        "the packages the generated entry points call, one per exported \
+                         interface (the names are wit-bindgen's): they hand over to `plugin`",
+                    ),
+                    (
+                        "export_kubewasm_controller_0_3_0_admission/admission.go",
+                        GO_EXPORT_ADMISSION,
+                        "(declare, validate, mutate)",
+                    ),
+                ]);
+            } else {
+                own.extend([
+                    (
+                        "kube/reconcile.go",
+                        GO_KUBE_RECONCILE,
+                        "(reconcile's answers)",
+                    ),
+                    (
+                        "export_kubewasm_controller_plugin/plugin.go",
+                        GO_EXPORT_PLUGIN,
+                        "the packages the generated entry points call, one per exported \
+                         interface (the names are wit-bindgen's): they hand over to `plugin`",
+                    ),
+                    (
+                        "export_kubewasm_controller_handler/handler.go",
+                        GO_EXPORT_HANDLER,
+                        "(the event handlers)",
+                    ),
+                    (
+                        "export_kubewasm_controller_reconcile/reconcile.go",
+                        GO_EXPORT_RECONCILE,
+                        "(reconcile)",
+                    ),
+                ]);
+            }
+            own.push((".gitignore", "/build\n", "what builds write"));
+            (own, GO_TOOLCHAIN)
+        }
         Lang::C => {
             let mut own = vec![
                 ("plugin.c", source, "the plugin"),
@@ -471,7 +515,8 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 (
                     "json.h",
                     C_JSON_H,
-                    "a small JSON reader (wasi-libc has none)",
+                    "a small JSON reader (wasi-libc has none) and `json_set_string` for an \
+                     edited copy",
                 ),
                 ("json.c", C_JSON_C, "(its code)"),
                 (".gitignore", "/build\n", "what builds write"),
@@ -480,11 +525,20 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 own.push(("counts.h", C_COUNTS_H, "counts by name (a hash table)"));
                 own.push(("counts.c", C_COUNTS_C, "(its code)"));
             }
+            if kind == Kind::Policy {
+                own.push((
+                    "admission.h",
+                    C_ADMISSION_H,
+                    "webhooks, verdicts and the request's fields over the contract's admission \
+                     types",
+                ));
+                own.push(("admission.c", C_ADMISSION_C, "(its code)"));
+            }
             (
                 own,
                 "Needs clang 19 with wasi-libc (Debian: `apt-get install clang-19 lld-19 \
                  libclang-rt-19-dev-wasm32 wasi-libc`); `kubewasm build` generates \
-                 `controller.h` from `wit/` and compiles every `.c` file here (not `*_test.c`) \
+                 `{{c_header}}` from `wit/` and compiles every `.c` file here (not `*_test.c`) \
                  for wasm32-wasip2 into a component.",
             )
         }
@@ -852,10 +906,12 @@ mod tests {
     }
 
     #[test]
-    fn python_and_js_policies_are_on_contract_0_3_and_the_other_languages_refuse_one() {
+    fn policies_are_on_contract_0_3_in_every_language() {
         check_project(Lang::Python, Kind::Policy, "app.py");
         check_project(Lang::Js, Kind::Policy, "plugin.js");
         check_project(Lang::Rust, Kind::Policy, "src/lib.rs");
+        check_project(Lang::Go, Kind::Policy, "plugin/plugin.go");
+        check_project(Lang::C, Kind::Policy, "plugin.c");
         let project = files("my-plugin", Lang::Python, Kind::Policy).unwrap();
         let text = |path: &str| &project.iter().find(|f| f.path == path).unwrap().text;
         assert!(text("app.py").contains("class Admission(kube.Policy)"));
@@ -867,10 +923,64 @@ mod tests {
         assert!(text("README.md").contains("kubewasm:controller@0.3.0"));
         let scenario = crate::scenario::Scenario::parse(text("scenario.yaml")).unwrap();
         assert!(scenario.steps.iter().any(|s| s.expect.is_some()));
-        for lang in [Lang::Go, Lang::C] {
-            let err = files("my-plugin", lang, Kind::Policy).unwrap_err();
-            assert!(matches!(err, ScaffoldError::NoPolicyTemplate(_)), "{err}");
+    }
+
+    /// A Go policy's packages are the ones wit-bindgen generates for 0.3's WIT (its 0.2.0
+    /// interfaces named with their version), and it has no reconcile; a C policy includes
+    /// `admission_policy.h` and carries the admission helpers. Their READMEs name the world.
+    #[test]
+    fn go_and_c_policies_use_the_names_of_contract_0_3s_bindings() {
+        let go = files("my-plugin", Lang::Go, Kind::Policy).unwrap();
+        let text = |files: &[File], path: &str| {
+            files
+                .iter()
+                .find(|f| f.path == path)
+                .unwrap_or_else(|| panic!("{path} missing"))
+                .text
+                .clone()
+        };
+        let kube = text(&go, "kube/kube.go");
+        assert!(
+            kube.contains("\"my-plugin/kubewasm_controller_0_2_0_cache\""),
+            "{kube}"
+        );
+        assert!(!kube.contains("reconcile"), "{kube}");
+        assert!(!go.iter().any(|f| f.path == "kube/reconcile.go"));
+        for export in [
+            "export_kubewasm_controller_0_2_0_plugin/plugin.go",
+            "export_kubewasm_controller_0_3_0_admission/admission.go",
+        ] {
+            text(&go, export);
         }
+        assert!(text(&go, "README.md").contains("`kube.Validated`"));
+        let controller = files("my-plugin", Lang::Go, Kind::Controller).unwrap();
+        let kube = text(&controller, "kube/kube.go");
+        assert!(
+            kube.contains("\"my-plugin/kubewasm_controller_cache\""),
+            "{kube}"
+        );
+        assert!(text(&controller, "kube/reconcile.go").contains("func Done("));
+        assert!(!controller.iter().any(|f| f.path == "kube/admission.go"));
+
+        let c = files("my-plugin", Lang::C, Kind::Policy).unwrap();
+        let plugin = text(&c, "plugin.c");
+        assert!(
+            plugin.contains("#include \"admission_policy.h\""),
+            "{plugin}"
+        );
+        assert!(plugin.contains("exports_kubewasm_controller_0_3_0_admission_validate"));
+        for helper in ["admission.h", "admission.c", "json.c", "kube.c"] {
+            text(&c, helper);
+        }
+        let readme = text(&c, "README.md");
+        assert!(
+            readme.contains("generates `admission_policy.h`"),
+            "{readme}"
+        );
+        assert!(
+            text(&files("p", Lang::C, Kind::Controller).unwrap(), "README.md")
+                .contains("generates `controller.h`")
+        );
     }
 
     #[test]
@@ -913,7 +1023,7 @@ mod tests {
 
     #[test]
     fn a_go_project_is_its_own_module_and_imports_only_what_it_has_or_the_build_generates() {
-        for kind in [Kind::Controller, Kind::Observer] {
+        for kind in [Kind::Controller, Kind::Observer, Kind::Policy] {
             let files = files("my-plugin", Lang::Go, kind).unwrap();
             let go_mod = &files.iter().find(|f| f.path == "go.mod").unwrap().text;
             assert_eq!(

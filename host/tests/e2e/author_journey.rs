@@ -237,22 +237,42 @@ fn rust_policy_from_new_to_a_passing_test_with_an_expected_denial() {
     policy_journey("rspolicy", "rust");
 }
 
-/// Languages without a 0.3 template refuse `--kind policy`, saying which language has one,
-/// and write nothing.
+/// The Go policy is built with plain `kubewasm build` in its directory, as every journey is.
 #[test]
-fn new_kind_policy_in_a_language_without_a_template_says_so() {
+fn go_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+    policy_journey("gopolicy", "go");
+}
+
+#[test]
+fn c_policy_from_new_to_a_passing_test_with_an_expected_denial() {
+    policy_journey("cpolicy", "c");
+}
+
+/// A kind or language `new` does not know is refused by name, with the ones it takes, and
+/// nothing is written.
+#[test]
+fn new_refuses_an_unknown_kind_or_language_and_writes_nothing() {
     let outside = outside();
-    for lang in ["go", "c"] {
-        let new = outside.kubewasm(
-            ".",
-            &["new", "nopolicy", "--lang", lang, "--kind", "policy"],
-        );
+    for (args, known) in [
+        (
+            ["--lang", "go", "--kind", "webhook"],
+            "controller, observer, policy",
+        ),
+        (
+            ["--lang", "cobol", "--kind", "policy"],
+            "rust, go, python, js, c",
+        ),
+    ] {
+        let new = outside.kubewasm(".", &[&["new", "nopolicy"], &args[..]].concat());
         let out = text(&new);
         assert_eq!(new.status.code(), Some(2), "{out}");
-        assert!(
-            out.contains("`--kind policy` is written in Rust, Python and JavaScript only so far"),
-            "{out}"
-        );
+        let unknown = if args[1] == "cobol" {
+            "cobol"
+        } else {
+            "webhook"
+        };
+        assert!(out.contains(&format!("invalid value '{unknown}'")), "{out}");
+        assert!(out.contains(known), "{out}");
         assert!(!outside.path("nopolicy").exists());
     }
 }

@@ -139,6 +139,30 @@ mod tests {
         let _ = std::fs::remove_dir_all(&scratch);
     }
 
+    /// The admission helpers of C policies (`admission/admission.c`) against
+    /// `admission/admission_test.c`, compiled with the generated bindings of 0.3's
+    /// `admission-policy` world on the include path.
+    #[test]
+    fn the_c_admission_helpers_pass_their_native_tests() {
+        let scratch =
+            std::env::temp_dir().join(format!("kubewasm-c-admission-{}", std::process::id()));
+        let (wit, bindings) = (scratch.join("wit"), scratch.join("bindings"));
+        crate::guests::toolchain::assemble_v0_3(&crate::workspace::root().join("wit"), &wit)
+            .expect("assembling 0.3's WIT");
+        std::fs::create_dir_all(&bindings).expect("a bindings directory");
+        let target = kubewasm_build::Target {
+            wit_dir: wit,
+            world: "admission-policy".to_owned(),
+        };
+        kubewasm_build::c::bindings(&target, &bindings).expect("generating the C bindings");
+        run_native_test_with(
+            "admission/admission_test.c",
+            &["admission/admission.c"],
+            &[bindings],
+        );
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+
     /// The example's counts table (`examples-guests/c/counts.c`) against `counts_test.c`.
     #[test]
     fn the_c_examples_counts_pass_their_native_tests() {

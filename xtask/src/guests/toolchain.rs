@@ -61,7 +61,7 @@ impl Contract {
     pub fn prepare(self, ctx: &Ctx) -> anyhow::Result<()> {
         match self {
             Contract::V0_2_2 => assemble_v0_2_2(&ctx.wit_dir, &self.wit_dir(ctx)),
-            Contract::V0_3 => assemble(&ctx.wit_dir, &self.wit_dir(ctx), "0.3/admission.wit"),
+            Contract::V0_3 => assemble_v0_3(&ctx.wit_dir, &self.wit_dir(ctx)),
             Contract::V0_1 | Contract::V0_2 => Ok(()),
         }
     }
@@ -71,6 +71,12 @@ impl Contract {
 /// top, 0.2.0's and 0.2.1's under `deps/`.
 pub fn assemble_v0_2_2(wit: &Path, dir: &Path) -> anyhow::Result<()> {
     assemble(wit, dir, "0.2.2/predicates.wit")
+}
+
+/// Writes 0.3's WIT into `dir` (emptied first) from the repository's `wit`: its package at the
+/// top, 0.2.0's and 0.2.1's under `deps/`.
+pub fn assemble_v0_3(wit: &Path, dir: &Path) -> anyhow::Result<()> {
+    assemble(wit, dir, "0.3/admission.wit")
 }
 
 /// Writes the package in `wit/PACKAGE` into `dir` (emptied first), with 0.2.0's and 0.2.1's
