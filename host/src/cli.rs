@@ -128,7 +128,10 @@ pub struct HostArgs {
     #[arg(long, env = "KUBEWASM_REGISTRY_CONFIG")]
     pub registry_config: Option<PathBuf>,
 
-    #[command(flatten)]
+    /// Leader election: `run`'s flags ([`RunArgs::leader`]); `dev` takes none (one replica
+    /// against the API server inside it), so it runs with these defaults: only the config
+    /// file's `[leader-election]` can turn election on there.
+    #[arg(skip)]
     pub leader: LeaderElectArgs,
 }
 
@@ -200,6 +203,9 @@ pub struct RunArgs {
     /// Kubeconfig context to use (default: the current context).
     #[arg(long, env = "KUBEWASM_CONTEXT")]
     pub context: Option<String>,
+
+    #[command(flatten)]
+    pub leader: LeaderElectArgs,
 }
 
 #[derive(Debug, Args)]
@@ -575,7 +581,7 @@ mod tests {
         let Command::Run(run) = cli.command else {
             panic!("not run")
         };
-        let leader = run.host.leader;
+        let leader = run.leader;
         assert!(leader.leader_elect);
         assert_eq!(leader.leader_elect_namespace.as_deref(), Some("ops"));
         assert_eq!(
@@ -611,5 +617,17 @@ mod tests {
         };
         assert_eq!(dev.port, 8080);
         assert_eq!(dev.host.plugins, PathBuf::from("p"));
+    }
+
+    #[test]
+    fn dev_refuses_the_leader_election_flags_it_would_not_honour() {
+        for flag in [
+            "--leader-elect",
+            "--shards=2",
+            "--leader-elect-namespace=ops",
+        ] {
+            let parsed = Cli::try_parse_from(["kubewasm", "dev", "--plugins", "p", flag]);
+            assert!(parsed.is_err(), "dev took {flag}");
+        }
     }
 }

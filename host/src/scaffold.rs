@@ -55,8 +55,14 @@ pub struct File {
     pub text: String,
 }
 
-/// The contract every template but Rust's and the policies targets.
+/// The contract of the observers in Python, JavaScript, Go and C, and of Go's and C's
+/// controllers: world `controller`, whose per-event `handler` an observer needs (0.2.2 has
+/// handlers only as batches, in `batch-controller`).
 const CONTRACT: &str = "0.2";
+/// The contract of the Python and JavaScript controllers: world `reconciler` of 0.2.2 (queue
+/// rules with predicates; no handlers to write), which componentize-py and componentize-js
+/// both build.
+const PYJS_CONTROLLER_CONTRACT: &str = "0.2.2";
 /// The contract of policies: admission (world `admission-policy`).
 const POLICY_CONTRACT: &str = "0.3";
 /// The contract of Rust projects: the one the Rust SDK builds against (world `batch-controller`
@@ -227,6 +233,7 @@ const JS_OBSERVER: &str = include_str!("../templates/js/observer.js.tmpl");
 /// each JavaScript project.
 const JS_POLICY: &str = include_str!("../templates/js/policy.js.tmpl");
 const JS_KUBE: &str = include_str!("../../examples-guests/js/propagator/kube.js");
+const JS_PATCH: &str = include_str!("../../examples-guests/js/propagator/patch.js");
 const JS_RULES: &str = include_str!("../../examples-guests/js/propagator/rules.js");
 const JS_ADMISSION: &str = include_str!("../../examples-guests/js/propagator/admission.js");
 const GO_MOD: &str = include_str!("../templates/go/go.mod.tmpl");
@@ -338,13 +345,15 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
     let contract = contracts::find(match (lang, kind) {
         (_, Kind::Policy) => POLICY_CONTRACT,
         (Lang::Rust, _) => RUST_CONTRACT,
+        (Lang::Python | Lang::Js, Kind::Controller) => PYJS_CONTROLLER_CONTRACT,
         _ => CONTRACT,
     })
     .map_err(|e| ScaffoldError::Sdk(e.to_string()))?;
     // The world `kubewasm build` picks from the contract's package, named in the README.
-    let world = match kind {
-        Kind::Policy => "admission-policy",
-        Kind::Controller | Kind::Observer => "controller",
+    let world = match (lang, kind) {
+        (_, Kind::Policy) => "admission-policy",
+        (Lang::Python | Lang::Js, Kind::Controller) => "reconciler",
+        _ => "controller",
     };
     // The prefix wit-bindgen's Go generator gives the packages of the 0.2.0 interfaces: with
     // the version when the contract's WIT holds more than one version of the package (0.3's).
@@ -404,7 +413,8 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                 (
                     "kube.py",
                     PYTHON_KUBE,
-                    "a small helper over the contract's cache and client",
+                    "a small helper over the contract's cache, client and queue, and the \
+                     declaration's indexes, predicates and webhooks",
                 ),
                 (".gitignore", "/build\n__pycache__/\n", "what builds write"),
             ],
@@ -427,7 +437,16 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     JS_KUBE,
                     "a small typed helper over the contract's cache, client, queue and log",
                 ),
-                ("rules.js", JS_RULES, "the queue rules kube.js exports"),
+                (
+                    "rules.js",
+                    JS_RULES,
+                    "the queue rules and index sources kube.js exports",
+                ),
+                (
+                    "patch.js",
+                    JS_PATCH,
+                    "the patch bodies and delays kube.js exports",
+                ),
                 (
                     "admission.js",
                     JS_ADMISSION,
@@ -867,10 +886,13 @@ mod tests {
         {
             let files = files("my-plugin", lang, kind).unwrap();
             let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-            // Rust projects claim the SDK's contract, 0.2.2; policies 0.3; the others 0.2.0.
+            // Rust projects and Python and JavaScript controllers claim 0.2.2; policies 0.3;
+            // the others 0.2.0.
             let wit = match (lang, kind) {
                 (_, Kind::Policy) => "wit/admission.wit",
-                (Lang::Rust, _) => "wit/predicates.wit",
+                (Lang::Rust, _) | (Lang::Python | Lang::Js, Kind::Controller) => {
+                    "wit/predicates.wit"
+                }
                 _ => "wit/controller.wit",
             };
             for want in [source, "scenario.yaml", "kubewasm.toml", "README.md", wit] {
@@ -1018,6 +1040,47 @@ mod tests {
                 }
             }
             assert!(text("plugin.js").contains("name: 'my-plugin'"));
+        }
+    }
+
+    /// The Python and JavaScript controllers are on the newest contract their compilers build,
+    /// 0.2.2's `reconciler`: their README names that world, their wit/ is 0.2.2 with the 0.2.0
+    /// and 0.2.1 packages it uses, and they queue through 0.2.2's predicates with no handler.
+    #[test]
+    fn python_and_js_controllers_are_on_0_2_2_reconciler() {
+        for (lang, source, handler) in [
+            (Lang::Python, "app.py", "class Handler"),
+            (Lang::Js, "plugin.js", "export const handler"),
+        ] {
+            let files = files("my-plugin", lang, Kind::Controller).unwrap();
+            let text = |path: &str| {
+                &files
+                    .iter()
+                    .find(|f| f.path == path)
+                    .unwrap_or_else(|| panic!("{path} missing"))
+                    .text
+            };
+            let readme = text("README.md");
+            assert!(readme.contains("kubewasm:controller@0.2.2"), "{readme}");
+            assert!(readme.contains("reconciler"), "{readme}");
+            assert!(text("wit/predicates.wit").contains("world reconciler"));
+            for dep in ["kubewasm-controller-0.2.0", "kubewasm-controller-0.2.1"] {
+                assert!(
+                    files
+                        .iter()
+                        .any(|f| f.path.starts_with(&format!("wit/deps/{dep}/"))),
+                    "{dep} missing"
+                );
+            }
+            let plugin = text(source);
+            assert!(plugin.contains("@0.2.2"), "{plugin}");
+            assert!(plugin.contains("when("), "{plugin}");
+            assert!(!plugin.contains(handler), "{plugin}");
+        }
+        // The observers keep 0.2.0's per-event handlers.
+        for lang in [Lang::Python, Lang::Js] {
+            let files = files("my-plugin", lang, Kind::Observer).unwrap();
+            assert!(files.iter().any(|f| f.path == "wit/controller.wit"));
         }
     }
 

@@ -1,6 +1,11 @@
 // A small typed layer over the kubewasm 0.2 imports, for JavaScript guests: objects cross as
 // plain objects (not JSON text), paged cache answers are iterators, and every refusal of the API
-// server or the host is an `ApiError` whose `reason` says which one. For contract 0.3's
+// server or the host is an `ApiError` whose `reason` says which one. `Resource` is one
+// subscribed resource: its declaration (`subscription`, `index` with `byLabel`, `byAnnotation`,
+// `byField`, `byOwnerUid`), its cache (`get`, `list`, `keys`, `count`, `byIndex`,
+// `indexValues`), its queue (`enqueue`, `enqueueAfter`; `DONE` and `requeueAfter` answer
+// `reconcile`) and its writes (`create`, `update`, `updateStatus`, `mergePatch`, `jsonPatch`,
+// their `*Status` forms, `apply`, `delete`, `recordEvent`). For contract 0.3's
 // admission (world `admission-policy`): `policy`, the `admission` export, and the records of
 // `admission.js` (`webhook`, `rule`, `allow`, `deny`, `mutated`).
 //
@@ -11,6 +16,7 @@ import * as queue from 'kubewasm:controller/queue@0.2.0';
 import { log as hostLog } from 'kubewasm:controller/log@0.2.0';
 
 import { review } from './admission.js';
+import { applyPatch, gvkOf, jsonPatch, mergePatch, millis } from './patch.js';
 
 /**
  * @typedef {{ group: string, version: string, kind: string }} Gvk
@@ -29,14 +35,18 @@ import { review } from './admission.js';
 
 // Queue rules for `subscription({ queue })`, with 0.2.2's predicates (`when`).
 export { PREDICATES, controllingOwner, ownKey, when } from './rules.js';
+// Index sources for `Resource.index`.
+export { byAnnotation, byField, byLabel, byOwnerUid } from './rules.js';
+// Patch bodies and the delay check, for code calling `client` or `queue` itself.
+export { JSON_PATCH_OPS, applyPatch, gvkOf, jsonPatch, mergePatch, millis } from './patch.js';
 // Contract 0.3's admission records and the checked review.
 export { ReviewError, allow, deny, mutated, notIn, review, rule, webhook } from './admission.js';
 
 /** What `reconcile` returns when the key is settled. */
 export const DONE = Object.freeze({ tag: 'done' });
 
-/** @returns {Action} reconcile the key again after `ms` milliseconds. */
-export const requeueAfter = (ms) => ({ tag: 'requeue-after', val: ms });
+/** @returns {Action} reconcile the key again after `ms` milliseconds (rounded up). */
+export const requeueAfter = (ms) => ({ tag: 'requeue-after', val: millis(ms) });
 
 /** Guest log lines, by level, into the host's log. */
 export const log = Object.fromEntries(
@@ -108,8 +118,11 @@ export function policy({ validating, mutating, check, change }) {
   };
 }
 
-/** Runs an import call, turning the error it throws for `err(e)` into an ApiError. */
-function call(what, f) {
+/**
+ * Runs an import call of `client`, turning the error it throws for `err(e)` into an ApiError;
+ * for code calling the bindings itself.
+ */
+export function call(what, f) {
   try {
     return f();
   } catch (e) {
@@ -150,8 +163,13 @@ export class Resource {
     return { gvk: this.gvk, namespace, labelSelector, fieldSelector, resyncSeconds, events, queue };
   }
 
-  /** An index on this resource for `init`: `source` is an `index-source` variant. */
+  /**
+   * An index on this resource for `init`'s `indexes`: `source` is `byLabel(key)`,
+   * `byAnnotation(key)`, `byField(path)` or `byOwnerUid()`; `byIndex(name, value)` reads it.
+   */
   index(name, source) {
+    if (typeof name !== 'string' || name === '') throw new TypeError('an index needs a name');
+    if (typeof source?.tag !== 'string') throw new TypeError(`index ${name}: the source is no index source`);
     return { subscription: this.handle, name, source };
   }
 
@@ -173,6 +191,11 @@ export class Resource {
     return paged((page) => cache.listKeys(this.handle, namespace, labelSelector, page));
   }
 
+  /** @returns {number} how many objects `list` would yield. */
+  count({ namespace, labelSelector } = {}) {
+    return cache.count(this.handle, namespace, labelSelector);
+  }
+
   /** @returns {Generator<KubeObject>} the cached objects whose index `index` holds `value`. */
   *byIndex(index, value) {
     for (const json of paged((page) => cache.byIndex(this.handle, index, value, page))) {
@@ -180,14 +203,24 @@ export class Resource {
     }
   }
 
+  /** @returns {Generator<string>} the values the index `index` files objects under. */
+  indexValues(index) {
+    return paged((page) => cache.indexValues(this.handle, index, page));
+  }
+
   /** @returns {Key} */
   key(namespace, name) {
     return { subscription: this.handle, namespace, name };
   }
 
-  /** Queues the object's key for `reconcile`. */
+  /** Queues the object's key for `reconcile` (queued twice before it runs, it runs once). */
   enqueue(namespace, name) {
     queue.add(this.key(namespace, name));
+  }
+
+  /** Queues the object's key after `ms` milliseconds (a key waiting sooner keeps its time). */
+  enqueueAfter(namespace, name, ms) {
+    queue.addAfter(this.key(namespace, name), millis(ms));
   }
 
   /** Creates `object` (of this resource). @returns {KubeObject} the created object. */
@@ -202,14 +235,62 @@ export class Resource {
     return JSON.parse(call(`update ${namespace}/${name}`, () => client.update(JSON.stringify(object))));
   }
 
+  /** Replaces the status of `object`; its metadata.resourceVersion is the precondition. */
+  updateStatus(object) {
+    const { namespace, name } = object.metadata;
+    return JSON.parse(call(`update status ${namespace}/${name}`, () => client.updateStatus(JSON.stringify(object))));
+  }
+
+  /** @returns {KubeObject} the object after `body` (a `patch-body`) patched it or its status. */
+  #patch(namespace, name, body, status) {
+    const what = `patch${status ? ' status' : ''} ${namespace}/${name}`;
+    const target = ref(this.gvk, namespace, name);
+    return JSON.parse(call(what, () => (status ? client.patchStatus : client.patch)(target, body)));
+  }
+
+  /** Applies a JSON merge patch (`mergePatch`) to the object. @returns {KubeObject} */
+  mergePatch(namespace, name, patch) {
+    return this.#patch(namespace, name, mergePatch(patch), false);
+  }
+
+  /** Applies a JSON merge patch to the object's status subresource. @returns {KubeObject} */
+  mergePatchStatus(namespace, name, patch) {
+    return this.#patch(namespace, name, mergePatch(patch), true);
+  }
+
+  /** Applies a JSON patch (`jsonPatch`: RFC 6902 operations) to the object. @returns {KubeObject} */
+  jsonPatch(namespace, name, operations) {
+    return this.#patch(namespace, name, jsonPatch(operations), false);
+  }
+
+  /** Applies a JSON patch to the object's status subresource. @returns {KubeObject} */
+  jsonPatchStatus(namespace, name, operations) {
+    return this.#patch(namespace, name, jsonPatch(operations), true);
+  }
+
   /**
-   * Deletes the object, only if it still has `uid` when one is given.
+   * Server-side apply of `object` (of this resource) as the plugin's field manager; `force`
+   * takes over fields another manager owns instead of answering `conflict`.
+   * @returns {KubeObject}
+   */
+  apply(object, { force = false } = {}) {
+    const gvk = gvkOf(object);
+    if (gvk.group !== this.gvk.group || gvk.kind !== this.gvk.kind) {
+      throw new TypeError(`apply: a ${gvk.kind} of group '${gvk.group}' is not a ${this.gvk.kind}`);
+    }
+    const { namespace, name } = object.metadata ?? {};
+    return this.#patch(namespace, name, applyPatch(object, force), false);
+  }
+
+  /**
+   * Deletes the object, only if it still has `uid` when one is given; `propagation` is
+   * `'background'`, `'foreground'` or `'orphan'` (undefined: the resource's default).
    * @returns {boolean} whether it was there to delete.
    */
-  delete(namespace, name, { uid } = {}) {
+  delete(namespace, name, { uid, propagation } = {}) {
     try {
       call(`delete ${namespace}/${name}`, () =>
-        client.delete(ref(this.gvk, namespace, name), { uid, resourceVersion: undefined, propagation: undefined }),
+        client.delete(ref(this.gvk, namespace, name), { uid, resourceVersion: undefined, propagation }),
       );
       return true;
     } catch (e) {

@@ -1,6 +1,7 @@
-// Queue rules for `init`'s subscriptions, as componentize-js lowers them: 0.2.0's `queue-rule`
-// (a variant: `{ tag, val }`) and 0.2.2's `queue-spec`, a rule with predicates (enum cases as
-// strings). Plain data and no imports, so node tests it as it is (rules_test.js).
+// Queue rules and index sources for `init`'s declaration, as componentize-js lowers them:
+// 0.2.0's `queue-rule` and `index-source` (variants: `{ tag, val }`) and 0.2.2's `queue-spec`, a
+// rule with predicates (enum cases as strings). Plain data and no imports, so node tests it as
+// it is (rules_test.js).
 
 /**
  * @typedef {{ tag: 'own-key' } | { tag: 'controlling-owner', val: number }} QueueRule
@@ -35,3 +36,25 @@ export function when(rule, ...predicates) {
   }
   return { rule, when: predicates };
 }
+
+/** @param {string} what @param {unknown} text */
+function named(what, text) {
+  if (typeof text !== 'string' || text === '') throw new TypeError(`an index by ${what} needs a non-empty ${what}`);
+  return text;
+}
+
+/** An index source for `Resource.index`: the value of the label `key`. */
+export const byLabel = (key) => ({ tag: 'label', val: named('label', key) });
+
+/** An index source for `Resource.index`: the value of the annotation `key`. */
+export const byAnnotation = (key) => ({ tag: 'annotation', val: named('annotation', key) });
+
+/**
+ * An index source for `Resource.index`: the values at a dotted field path (`spec.nodeName`). A
+ * path crosses lists: `spec.containers.image` files a Pod under each container's image, and a
+ * list of strings, numbers or bools is filed under each element.
+ */
+export const byField = (path) => ({ tag: 'field', val: named('field', path) });
+
+/** An index source for `Resource.index`: the UID of every owner reference. */
+export const byOwnerUid = () => ({ tag: 'owner-uid' });

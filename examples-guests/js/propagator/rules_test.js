@@ -5,7 +5,16 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { PREDICATES, controllingOwner, ownKey, when } from './rules.js';
+import {
+  PREDICATES,
+  byAnnotation,
+  byField,
+  byLabel,
+  byOwnerUid,
+  controllingOwner,
+  ownKey,
+  when,
+} from './rules.js';
 
 test('a rule alone queues on every update', () => {
   assert.deepEqual(when(ownKey()), { rule: { tag: 'own-key' }, when: [] });
@@ -34,5 +43,16 @@ test('every predicate of the WIT is accepted, anything else refused', () => {
   for (const predicate of PREDICATES) assert.deepEqual(when(ownKey(), predicate).when, [predicate]);
   for (const bad of ['Generation', 'resourceVersion', 'status', '', undefined, 1]) {
     assert.throws(() => when(ownKey(), bad), TypeError);
+  }
+});
+
+test('index sources are the index-source cases, their names required', () => {
+  assert.deepEqual(byLabel('app'), { tag: 'label', val: 'app' });
+  assert.deepEqual(byAnnotation('team'), { tag: 'annotation', val: 'team' });
+  assert.deepEqual(byField('spec.nodeName'), { tag: 'field', val: 'spec.nodeName' });
+  assert.deepEqual(byOwnerUid(), { tag: 'owner-uid' });
+  for (const bad of ['', undefined, 3]) {
+    assert.throws(() => byLabel(bad), TypeError);
+    assert.throws(() => byField(bad), TypeError);
   }
 });

@@ -1,21 +1,32 @@
-"""A small, Pythonic face over the kubewasm 0.2 contract's `cache` and `client` imports, over
-contract 0.2.2's declaration: queue rules with predicates (`when`), and over contract 0.3's
-admission export: `Policy`, a base class for the exported `Admission` class that hands a
-subclass each review as a checked `Review` (its objects parsed into dicts) and builds the
-verdicts (`allow`, `deny`, `mutated`) and the webhook declaration (`webhook`, `rule`).
+"""A small, Pythonic face over the kubewasm 0.2 contract's `cache`, `client` and `queue`
+imports (reads: `get`, `list_objects`, `list_keys`, `count`, `by_index`, `index_values`; writes:
+`create`, `update`, `update_status`, `merge_patch`, `json_patch`, `apply`, `delete`, the
+`*_status` patches, `record_event`; the queue: `enqueue`, `enqueue_after`, and `DONE` /
+`requeue_after` for `reconcile`'s answer), over the declaration (`index`, and contract 0.2.2's
+queue rules with predicates, `when`), and over contract 0.3's admission export: `Policy`, a
+base class for the exported `Admission` class that hands a subclass each review as a checked
+`Review` (its objects parsed into dicts) and builds the verdicts (`allow`, `deny`, `mutated`)
+and the webhook declaration (`webhook`, `rule`).
 
 Objects stay the API server's JSON, as dicts, typed with `TypedDict`s for the fields a controller
 reads: an object read, changed and written back keeps every field, also those not typed here.
 A refused write raises an `ApiError` subclass (`Conflict`, `NotFound`, ...), so a controller
 catches exactly what it can act on and lets the rest fail the reconcile (the host retries it
-with backoff).
+with backoff). Code calling the raw bindings turns their `Err` into the same classes with
+`api_error`.
 """
 
 import json
-from typing import Any, NotRequired, Optional, Sequence, TypedDict
+import math
+from typing import Any, Callable, Iterator, NotRequired, Optional, Sequence, TypedDict
 
 from componentize_py_types import Err
-from wit_world.imports import cache, client, log, types
+from wit_world.imports import cache, client, log, queue, types
+
+try:  # reconcile's answer (worlds `controller`, `reconciler`); a policy or an observer has none
+    from wit_world.exports import reconcile as _reconcile
+except ImportError:
+    _reconcile = None
 
 try:  # contract 0.2.2's declaration (world `reconciler`); a 0.2.0 world has no predicates
     from wit_world.exports.plugin import Predicate, QueueSpec
@@ -58,43 +69,53 @@ class ObjectMeta(TypedDict, total=False):
 
 
 class ApiError(Exception):
-    """A write the API server (or the host) refused."""
+    """A write the API server (or the host) refused. `reason` is the WIT `api-error` case
+    (`"conflict"`, `"not-found"`, ...; `"unknown"` for a case newer than this helper), `detail`
+    its payload: the server's message, or for `invalid` and `server-error` the record."""
+
+    reason = "unknown"
+
+    def __init__(self, message: str = "", detail: Any = None):
+        super().__init__(message)
+        self.detail = detail
 
 
 class Conflict(ApiError):
     """A stale resourceVersion: the cache will have the newer object; retry."""
+    reason = "conflict"
 
 
 class NotFound(ApiError):
-    pass
+    reason = "not-found"
 
 
 class AlreadyExists(ApiError):
-    pass
+    reason = "already-exists"
 
 
 class Forbidden(ApiError):
-    pass
+    reason = "forbidden"
 
 
 class Invalid(ApiError):
-    pass
+    reason = "invalid"
 
 
 class NotGranted(ApiError):
     """The host's config does not grant this write."""
+    reason = "not-granted"
 
 
 class TooManyRequests(ApiError):
-    pass
+    reason = "too-many-requests"
 
 
 class Timeout(ApiError):
-    pass
+    reason = "timeout"
 
 
 class ServerError(ApiError):
-    pass
+    reason = "server-error"
 
 
 _ERRORS: dict[type, type[ApiError]] = {
@@ -110,29 +131,118 @@ _ERRORS: dict[type, type[ApiError]] = {
 }
 
 
-def _api_error(error: Err) -> ApiError:
+def api_error(error: Err) -> ApiError:
+    """The `ApiError` subclass for the `Err` a raw `client` binding raised (`Conflict` for
+    `api-error.conflict`, ...), for code that calls the bindings itself."""
     value = error.value
-    return _ERRORS.get(type(value), ApiError)(repr(value.value))
+    detail = getattr(value, "value", value)
+    message = detail if isinstance(detail, str) else getattr(detail, "message", repr(detail))
+    return _ERRORS.get(type(value), ApiError)(message, detail)
 
 
 def _write(call, *args) -> dict:
     try:
         return json.loads(call(*args))
     except Err as error:
-        raise _api_error(error) from None
+        raise api_error(error) from None
 
 
 class CacheError(Exception):
     """A cache query the host refused (a subscription or index it does not know)."""
 
 
-def get(subscription: int, namespace: Optional[str], name: str) -> Optional[dict]:
-    """The object from the host's cache, or None."""
+def _read(call, *args):
     try:
-        found = cache.get(subscription, namespace, name)
+        return call(*args)
     except Err as error:
         raise CacheError(repr(error.value)) from None
+
+
+def get(subscription: int, namespace: Optional[str], name: str) -> Optional[dict]:
+    """The object from the host's cache, or None."""
+    found = _read(cache.get, subscription, namespace, name)
     return json.loads(found) if found is not None else None
+
+
+def _pages(query: Callable[["types.PageRequest"], Any]) -> Iterator:
+    """The items of a paged cache query, page after page (each page as large as the host
+    allows, `limit` 0)."""
+    token: Optional[str] = None
+    while True:
+        page = _read(query, types.PageRequest(limit=0, continue_token=token))
+        yield from getattr(page, "objects", None) or getattr(page, "items", None) or []
+        token = page.continue_token
+        if token is None:
+            return
+
+
+def list_objects(
+    subscription: int, namespace: Optional[str] = None, label_selector: Optional[str] = None
+) -> Iterator[dict]:
+    """The cached objects of the subscription, optionally of one namespace and matching a label
+    selector (`app=web,tier!=db`), read page by page as the loop goes."""
+    for text in _pages(lambda page: cache.list_objects(subscription, namespace, label_selector, page)):
+        yield json.loads(text)
+
+
+def list_keys(
+    subscription: int, namespace: Optional[str] = None, label_selector: Optional[str] = None
+) -> Iterator[str]:
+    """The keys (`namespace/name`, or `name` for cluster-scoped objects) of the same selection
+    as `list_objects`, without copying the objects."""
+    return _pages(lambda page: cache.list_keys(subscription, namespace, label_selector, page))
+
+
+def count(
+    subscription: int, namespace: Optional[str] = None, label_selector: Optional[str] = None
+) -> int:
+    """How many cached objects `list_objects` would yield."""
+    return _read(cache.count, subscription, namespace, label_selector)
+
+
+def by_index(subscription: int, index_name: str, value: str) -> Iterator[dict]:
+    """The cached objects the index `index_name` (declared in `init`, see `index`; `namespace`
+    always exists) files under `value`."""
+    for text in _pages(lambda page: cache.by_index(subscription, index_name, value, page)):
+        yield json.loads(text)
+
+
+def index_values(subscription: int, index_name: str) -> Iterator[str]:
+    """The values the index `index_name` files objects under."""
+    return _pages(lambda page: cache.index_values(subscription, index_name, page))
+
+
+def index(
+    subscription: int,
+    name: str,
+    *,
+    label: Optional[str] = None,
+    annotation: Optional[str] = None,
+    field: Optional[str] = None,
+    owner_uid: bool = False,
+) -> types.IndexDecl:
+    """An index for `init`'s `indexes`, on one subscription, from exactly one source: a label's
+    value, an annotation's, a dotted field path (`spec.nodeName`; a path crosses lists:
+    `spec.containers.image` files a Pod under each container's image, and a list of strings,
+    numbers or bools under each element) or, with `owner_uid=True`, the UID of every owner
+    reference. The host computes it; `by_index` reads it."""
+    sources = [
+        types.IndexSource_Label(label) if label is not None else None,
+        types.IndexSource_Annotation(annotation) if annotation is not None else None,
+        types.IndexSource_Field(field) if field is not None else None,
+        types.IndexSource_OwnerUid() if owner_uid else None,
+    ]
+    chosen = [source for source in sources if source is not None]
+    if len(chosen) != 1:
+        raise ValueError(
+            f"index {name!r}: give exactly one of label, annotation, field, owner_uid=True"
+        )
+    if not name:
+        raise ValueError("an index needs a name")
+    for text in (label, annotation, field):
+        if text is not None and not text:
+            raise ValueError(f"index {name!r}: an empty label, annotation or field path")
+    return types.IndexDecl(subscription=subscription, name=name, source=chosen[0])
 
 
 def create(obj: dict) -> dict:
@@ -145,17 +255,162 @@ def update(obj: dict) -> dict:
     return _write(client.update, json.dumps(obj))
 
 
+def update_status(obj: dict) -> dict:
+    """Replaces the status subresource of `obj`; its metadata.resourceVersion is the
+    precondition (stale: `Conflict`)."""
+    return _write(client.update_status, json.dumps(obj))
+
+
+def _ref(gvk: types.Gvk, meta: ObjectMeta) -> types.ObjectRef:
+    return types.ObjectRef(gvk=gvk, namespace=meta.get("namespace"), name=meta["name"])
+
+
+def merge_patch(gvk: types.Gvk, meta: ObjectMeta, patch: dict[str, Any]) -> dict:
+    """Applies a JSON merge patch (RFC 7386) to the object `meta` names (`name`, `namespace`):
+    keys set are replaced, keys set to None removed, the rest kept; lists are replaced whole.
+    Answers the server's object."""
+    return _write(client.patch, _ref(gvk, meta), client.PatchBody_Merge(json.dumps(patch)))
+
+
 def merge_patch_status(gvk: types.Gvk, meta: ObjectMeta, patch: dict[str, Any]) -> dict:
     """Applies a JSON merge patch to the object's status subresource."""
-    target = types.ObjectRef(gvk=gvk, namespace=meta.get("namespace"), name=meta["name"])
-    return _write(client.patch_status, target, client.PatchBody_Merge(json.dumps(patch)))
+    return _write(client.patch_status, _ref(gvk, meta), client.PatchBody_Merge(json.dumps(patch)))
+
+
+_JSON_PATCH_OPS = {"add", "remove", "replace", "move", "copy", "test"}
+
+
+def _json_patch_body(operations: Sequence[dict[str, Any]]) -> str:
+    """The text of a JSON patch (RFC 6902), each operation checked for what the server would
+    refuse anyway, so the mistake is named here: its `op`, a `path` that is empty or starts with
+    `/`, a `value` for add, replace and test, a `from` for move and copy."""
+    for i, operation in enumerate(operations):
+        op = operation.get("op")
+        if op not in _JSON_PATCH_OPS:
+            raise ValueError(f"JSON patch operation {i}: op {op!r} is not one of {sorted(_JSON_PATCH_OPS)}")
+        path = operation.get("path")
+        if not isinstance(path, str) or not (path == "" or path.startswith("/")):
+            raise ValueError(f"JSON patch operation {i}: path {path!r} is not a JSON pointer")
+        if op in ("add", "replace", "test") and "value" not in operation:
+            raise ValueError(f"JSON patch operation {i}: {op} needs a value")
+        if op in ("move", "copy") and not isinstance(operation.get("from"), str):
+            raise ValueError(f"JSON patch operation {i}: {op} needs a `from` pointer")
+    return json.dumps(list(operations))
+
+
+def json_patch(gvk: types.Gvk, meta: ObjectMeta, operations: Sequence[dict[str, Any]]) -> dict:
+    """Applies a JSON patch (RFC 6902: `[{"op": "replace", "path": "/spec/replicas", "value":
+    3}]`) to the object `meta` names. A `test` operation makes it conditional: the server
+    refuses the whole patch (`Invalid`) when it fails. Answers the server's object."""
+    return _write(client.patch, _ref(gvk, meta), client.PatchBody_Json(_json_patch_body(operations)))
+
+
+def json_patch_status(
+    gvk: types.Gvk, meta: ObjectMeta, operations: Sequence[dict[str, Any]]
+) -> dict:
+    """`json_patch` on the object's status subresource."""
+    return _write(
+        client.patch_status, _ref(gvk, meta), client.PatchBody_Json(_json_patch_body(operations))
+    )
+
+
+def apply(obj: dict, force: bool = False) -> dict:
+    """Server-side apply of `obj` (with apiVersion, kind and metadata.name), as the plugin's
+    field manager: the fields `obj` sets become the plugin's; `force` takes over fields another
+    manager owns instead of answering `Conflict`."""
+    meta = obj["metadata"]
+    group, _, version = obj["apiVersion"].rpartition("/")
+    gvk = types.Gvk(group=group, version=version, kind=obj["kind"])
+    body = client.PatchBody_Apply(client.ApplyPatch(object=json.dumps(obj), force=force))
+    return _write(client.patch, _ref(gvk, meta), body)
+
+
+def delete(
+    gvk: types.Gvk,
+    namespace: Optional[str],
+    name: str,
+    uid: Optional[str] = None,
+    propagation: Optional[str] = None,
+) -> Optional[dict]:
+    """Deletes the object, only if it still has `uid` when one is given (else `Conflict`).
+    `propagation` is `"background"`, `"foreground"` or `"orphan"` (None: the resource's
+    default). Answers None when the object is gone, or the object still there with its
+    deletionTimestamp while finalizers run. An object already gone raises `NotFound`."""
+    options = client.DeleteOptions(
+        uid=uid,
+        resource_version=None,
+        propagation=None if propagation is None else client.Propagation[propagation.upper()],
+    )
+    target = types.ObjectRef(gvk=gvk, namespace=namespace, name=name)
+    try:
+        deleted = client.delete(target, options)
+    except Err as error:
+        raise api_error(error) from None
+    if isinstance(deleted, client.Deleted_Pending):
+        return json.loads(deleted.value)
+    return None
+
+
+# The workqueue and reconcile's answer.
+
+
+class QueueError(Exception):
+    """A key the host would not queue (no such subscription, or a plugin without `reconcile`)."""
+
+
+def _key(subscription: int, namespace: Optional[str], name: str) -> types.Key:
+    return types.Key(subscription=subscription, namespace=namespace, name=name)
+
+
+def _millis(seconds: float) -> int:
+    """`seconds` as the WIT's u32 milliseconds, refused when it is not a number of them."""
+    if not isinstance(seconds, (int, float)) or math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"{seconds!r} is not a delay in seconds")
+    millis = math.ceil(seconds * 1000)
+    if millis > 0xFFFF_FFFF:
+        raise ValueError(f"a delay of {seconds} s is longer than the contract's 49.7 days")
+    return millis
+
+
+def enqueue(subscription: int, namespace: Optional[str], name: str) -> None:
+    """Queues the key for `reconcile` now (a key queued twice before it runs runs once)."""
+    try:
+        queue.add(_key(subscription, namespace, name))
+    except Err as error:
+        raise QueueError(str(error.value)) from None
+
+
+def enqueue_after(subscription: int, namespace: Optional[str], name: str, seconds: float) -> None:
+    """Queues the key after `seconds` (a key already waiting sooner keeps the sooner time)."""
+    try:
+        queue.add_after(_key(subscription, namespace, name), _millis(seconds))
+    except Err as error:
+        raise QueueError(str(error.value)) from None
+
+
+def _need_reconcile() -> None:
+    if _reconcile is None:
+        raise RuntimeError("reconcile's answer needs a world with `reconcile`")
+
+
+def done() -> "_reconcile.Action":
+    """`reconcile`'s answer when the key is settled."""
+    _need_reconcile()
+    return _reconcile.Action_Done()
+
+
+def requeue_after(seconds: float) -> "_reconcile.Action":
+    """`reconcile`'s answer that reconciles the key again after `seconds` (a periodic check,
+    a wait for something outside the cluster); a failure is raised instead, for backoff."""
+    _need_reconcile()
+    return _reconcile.Action_RequeueAfter(_millis(seconds))
 
 
 def record_event(gvk: types.Gvk, meta: ObjectMeta, warning: bool, reason: str, message: str) -> None:
     """Records a Kubernetes Event about the object (aggregated and rate limited by the host). A
     refusal is logged: an Event is never worth failing a reconcile for."""
     event = client.Event(
-        regarding=types.ObjectRef(gvk=gvk, namespace=meta.get("namespace"), name=meta["name"]),
+        regarding=_ref(gvk, meta),
         uid=meta.get("uid"),
         event_type=client.EventType.WARNING if warning else client.EventType.NORMAL,
         reason=reason,
@@ -164,7 +419,7 @@ def record_event(gvk: types.Gvk, meta: ObjectMeta, warning: bool, reason: str, m
     try:
         client.record_event(event)
     except Err as error:
-        log.log(log.Level.WARN, f"recording event {reason}: {_api_error(error)!r}")
+        log.log(log.Level.WARN, f"recording event {reason}: {api_error(error)!r}")
 
 
 def controlled_by(meta: ObjectMeta, uid: str) -> bool:
@@ -175,10 +430,7 @@ def controlled_by(meta: ObjectMeta, uid: str) -> bool:
 def has_synced(subscription: int) -> bool:
     """Whether the subscription's cache has been filled by its first list: a policy answering
     from a cache still filling would answer from a partial picture."""
-    try:
-        return cache.has_synced(subscription)
-    except Err as error:
-        raise CacheError(repr(error.value)) from None
+    return _read(cache.has_synced, subscription)
 
 
 # Contract 0.3: admission policies (world `admission-policy`, wit/0.3).

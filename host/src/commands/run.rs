@@ -14,5 +14,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let clients = app::Clients::new(kube_config, &config.connection.options())?;
     let cancel = CancellationToken::new();
     app::cancel_on_signals(cancel.clone())?;
-    app::run(clients, &args.host, config, cancel).await
+    let mut host = args.host;
+    host.leader = args.leader;
+    app::run(clients, &host, config, cancel).await
 }

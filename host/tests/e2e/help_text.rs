@@ -1,7 +1,8 @@
 //! The help texts and the guide say what the binary does: every contract `wit --list` carries
 //! is named by `wit --help` and written by `wit` with worlds the guide names; every language
 //! `new --lang` takes is named by `build --help` and has a row in the guide's `kubewasm new`
-//! table; every assert a scenario takes is named by `test --help`.
+//! table; every assert a scenario takes is named by `test --help`; `dev --help` lists only flags
+//! `dev` honours and says where its webhooks are served.
 
 use std::process::Command;
 
@@ -123,5 +124,39 @@ fn every_scenario_assert_and_operator_is_in_test_help() {
         "--log-file",
     ] {
         assert!(help.contains(assert), "test --help omits {assert}: {help}");
+    }
+}
+
+/// `dev` is one replica against the API server inside it: the leader-election and sharding
+/// flags are `run`'s alone, and without `--webhook-addr` its webhooks are still served (on
+/// loopback), which the help must not contradict.
+#[test]
+fn dev_help_lists_only_what_dev_honours() {
+    let dev = flat(&kubewasm(&["dev", "--help"]));
+    let run = flat(&kubewasm(&["run", "--help"]));
+    for flag in [
+        "--leader-elect ",
+        "--leader-elect-lease-name",
+        "--leader-elect-namespace",
+        "--leader-elect-lease-duration",
+        "--leader-elect-renew-deadline",
+        "--leader-elect-retry-period",
+        "--shards",
+    ] {
+        assert!(!dev.contains(flag), "dev --help lists {flag}: {dev}");
+        assert!(run.contains(flag), "run --help omits {flag}: {run}");
+    }
+    assert!(
+        dev.contains("`dev` serves them on loopback"),
+        "dev --help must say where webhooks go without --webhook-addr: {dev}"
+    );
+    assert!(!dev.contains("no webhooks"), "{dev}");
+    for flag in [
+        "--webhook-addr",
+        "--webhook-cert",
+        "--webhook-key",
+        "--manifests",
+    ] {
+        assert!(dev.contains(flag), "dev --help omits {flag}: {dev}");
     }
 }

@@ -53,12 +53,14 @@ fn build_one(ctx: &Ctx, contract: Contract, name: &str, module: &Path) -> anyhow
 mod tests {
     use std::process::Command;
 
-    /// The helpers `kube.js` re-exports, the queue rules (`rules.js`) and the admission records
-    /// and checked review (`admission.js`), against `rules_test.js` and `admission_test.js`,
-    /// under node's test runner (the modules are ES modules in a directory without a
-    /// package.json).
+    /// The helpers `kube.js` re-exports, the queue rules and index sources (`rules.js`), the
+    /// patch bodies and delays (`patch.js`) and the admission records and checked review
+    /// (`admission.js`), against `rules_test.js`, `patch_test.js` and `admission_test.js`, and
+    /// `kube.js`'s `Resource` over a stand-in host (`kube_test.js`, its imports resolved by
+    /// `test_host.js`), under node's test runner (the modules are ES modules in a directory
+    /// without a package.json).
     #[test]
-    fn the_js_queue_rule_helpers_pass_their_node_tests() {
+    fn the_js_kube_helpers_pass_their_node_tests() {
         let dir = crate::workspace::root().join("examples-guests/js/propagator");
         let run = Command::new("node")
             .current_dir(&dir)
@@ -66,13 +68,15 @@ mod tests {
                 "--experimental-default-type=module",
                 "--test",
                 "rules_test.js",
+                "patch_test.js",
                 "admission_test.js",
+                "kube_test.js",
             ])
             .output()
             .unwrap_or_else(|e| panic!("running node (the JavaScript tests need it): {e}"));
         assert!(
             run.status.success(),
-            "rules_test.js or admission_test.js failed:\n{}{}",
+            "the node tests of kube.js and its modules failed:\n{}{}",
             String::from_utf8_lossy(&run.stdout),
             String::from_utf8_lossy(&run.stderr)
         );

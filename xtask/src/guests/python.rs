@@ -79,21 +79,37 @@ fn build_one(
 mod tests {
     use std::process::Command;
 
-    /// allowed-registries' image-name and allow-list rules (`registries.py`, plain Python)
-    /// against `registries_test.py`, under the system's python3.
-    #[test]
-    fn the_registry_rules_pass_their_python_tests() {
-        let dir = crate::workspace::root().join("examples-guests/python/allowed-registries");
+    /// Runs the unittest module `module` in `examples-guests/python/DIR` under the system's
+    /// python3.
+    fn unittest(dir: &str, module: &str) {
+        let dir = crate::workspace::root()
+            .join("examples-guests/python")
+            .join(dir);
         let run = Command::new("python3")
             .current_dir(&dir)
-            .args(["-B", "-m", "unittest", "registries_test"])
+            .args(["-B", "-m", "unittest", module])
             .output()
             .unwrap_or_else(|e| panic!("running python3 (the Python tests need it): {e}"));
         assert!(
             run.status.success(),
-            "registries_test.py failed:\n{}{}",
+            "{module}.py failed:\n{}{}",
             String::from_utf8_lossy(&run.stdout),
             String::from_utf8_lossy(&run.stderr)
         );
+    }
+
+    /// allowed-registries' image-name and allow-list rules (`registries.py`, plain Python)
+    /// against `registries_test.py`.
+    #[test]
+    fn the_registry_rules_pass_their_python_tests() {
+        unittest("allowed-registries", "registries_test");
+    }
+
+    /// The helper `kube.py` (the one `kubewasm new` writes into Python projects) against
+    /// `kube_test.py`: its writes, patches, paged reads, index declarations, queue calls and
+    /// error classes, over stand-ins for the generated bindings.
+    #[test]
+    fn the_python_kube_helpers_pass_their_python_tests() {
+        unittest("sample-controller", "kube_test");
     }
 }
