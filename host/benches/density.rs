@@ -3,7 +3,8 @@
 //! set of ConfigMaps. Per N and variant: resident memory (the host's, or the sum over the
 //! processes), the API server's open watches (`apiserver_longrunning_requests{verb="WATCH"}`
 //! from its /metrics, less those open before the start) and its CPU time (/proc) from the start
-//! to ready and over the updates, time to ready, and update-to-handler latency.
+//! to ready and over the updates, time to ready, and update-to-handler latency. Its requests per
+//! verb from start to ready (`apiserver_request_total`) go to stderr with the progress.
 //!
 //! Variants (each with its own cap on N, `BENCH_CAP_<VARIANT>`, because the machine or the
 //! time runs out before N = 1,000 for some):
@@ -231,6 +232,9 @@ fn parent() -> Result<()> {
     })
 }
 
+/// The verbs counted in the API server's requests from start to ready.
+const REQUEST_VERBS: [&str; 7] = ["GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE"];
+
 /// How long the API server's idle rate is measured, with no client but this benchmark's.
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
 
@@ -307,6 +311,7 @@ impl Setup<'_> {
     /// One fresh start of `variant` with `n` controllers (the plugin files already written).
     async fn measure(&self, variant: Variant, n: usize) -> Result<Sample> {
         let watches_before = self.watches().await?;
+        let requests_before = self.requests().await?;
         let cpu_before = cpu_ms(self.api_server)?;
         let started = Instant::now();
         let mut run = match variant.guest() {
@@ -318,6 +323,18 @@ impl Setup<'_> {
         let server_cpu_start_ms = cpu_ms(self.api_server)? - cpu_before;
         // Reported at once by the host and each process once synced: the watches are open.
         let watches = self.watches().await? - watches_before;
+        let requests: Vec<String> = self
+            .requests()
+            .await?
+            .iter()
+            .zip(&requests_before)
+            .map(|((verb, after), (_, before))| format!("{verb} {}", after - before))
+            .collect();
+        eprintln!(
+            "N={n} {}: API server requests from start to ready (this bench's one GET included): {}",
+            variant.key(),
+            requests.join(", ")
+        );
         let cpu_before = cpu_ms(self.api_server)?;
         let (latencies_ms, missing) = self.updates(&run, n).await?;
         let server_cpu_updates_ms = cpu_ms(self.api_server)? - cpu_before;
@@ -335,6 +352,19 @@ impl Setup<'_> {
             latencies_ms,
             missing,
         })
+    }
+
+    /// The API server's requests served so far (`apiserver_request_total`), per verb.
+    async fn requests(&self) -> Result<Vec<(&'static str, f64)>> {
+        let request = http::Request::get("/metrics").body(Vec::new())?;
+        let text = self.admin.request_text(request).await?;
+        Ok(REQUEST_VERBS
+            .iter()
+            .map(|&verb| {
+                let count = metric_sum(&text, "apiserver_request_total", &[("verb", verb)]);
+                (verb, count.unwrap_or(0.0))
+            })
+            .collect())
     }
 
     /// Open watches on the API server (every client's; this benchmark keeps none open).
