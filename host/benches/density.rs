@@ -240,7 +240,8 @@ const IDLE_WINDOW: Duration = Duration::from_secs(10);
 
 /// The kube-apiserver's CPU time per second of wall time with no controller running (its own
 /// loops, etcd's heartbeats, the shared machine's scheduling), in ms/s: the start-to-ready CPU
-/// less this rate times the time to ready is what the controllers' lists and watches cost it.
+/// less this rate times the time to ready estimates what the controllers cost it (an estimate:
+/// on a loaded machine the rate itself moves).
 async fn idle_cpu_rate(api_server: u32) -> Result<f64> {
     let before = cpu_ms(api_server)?;
     let started = Instant::now();
