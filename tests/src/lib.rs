@@ -4,6 +4,7 @@
 //!
 //! This crate must not depend on `kubewasm` (the host's own tests use these helpers).
 
+pub mod density;
 pub mod envtest;
 pub mod journey;
 pub mod proxy;

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::{cmd, guests, image};
 
 /// (bench target, title), in the order of the data flow: API server, informer, plugins.
-const BENCHES: [(&str, &str); 11] = [
+const BENCHES: [(&str, &str); 12] = [
     (
         "watch_fanout",
         "Development API server: watch fan-out and lists",
@@ -48,14 +48,19 @@ const BENCHES: [(&str, &str); 11] = [
         "journey",
         "Plugin authors: from `kubewasm new` to a green test, per language",
     ),
+    (
+        "density",
+        "Density: N plugins in one host against N controllers (issue 37)",
+    ),
 ];
 
 /// Benches that load the example components of `target/plugins/` (built first).
-const NEEDS_EXAMPLES: [&str; 4] = [
+const NEEDS_EXAMPLES: [&str; 5] = [
     "propagator",
     "controller_languages",
     "admission",
     "admission_apiserver",
+    "density",
 ];
 
 /// Every benchmark is built and run with all bench packages selected, so shared dependencies
