@@ -416,7 +416,11 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     "a small helper over the contract's cache, client and queue, and the \
                      declaration's indexes, predicates and webhooks",
                 ),
-                (".gitignore", "/build\n__pycache__/\n", "what builds write"),
+                (
+                    ".gitignore",
+                    "/build\n__pycache__/\n/.venv\n",
+                    "what builds write, and the toolchain's virtualenv",
+                ),
             ],
             "Needs `componentize-py` on PATH or in the project's `.venv/` \
              (`python3 -m venv .venv && .venv/bin/pip install {{pypi_componentize_py}}`); \
@@ -519,7 +523,11 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     ),
                 ]);
             }
-            own.push((".gitignore", "/build\n", "what builds write"));
+            own.push((
+                ".gitignore",
+                "/build\n/.venv\n",
+                "what builds write, and the toolchain's virtualenv",
+            ));
             (own, GO_TOOLCHAIN)
         }
         Lang::C => {
@@ -1046,6 +1054,26 @@ mod tests {
     /// The Python and JavaScript controllers are on the newest contract their compilers build,
     /// 0.2.2's `reconciler`: their README names that world, their wit/ is 0.2.2 with the 0.2.0
     /// and 0.2.1 packages it uses, and they queue through 0.2.2's predicates with no handler.
+    /// Python and Go projects keep their toolchain in `.venv/` (the README's install line):
+    /// git must not see it.
+    #[test]
+    fn projects_whose_toolchain_lives_in_a_virtualenv_ignore_it() {
+        for lang in [Lang::Python, Lang::Go] {
+            for kind in [Kind::Controller, Kind::Observer, Kind::Policy] {
+                let project = files("my-plugin", lang, kind).unwrap();
+                let ignore = &project
+                    .iter()
+                    .find(|f| f.path == ".gitignore")
+                    .expect(".gitignore")
+                    .text;
+                assert!(
+                    ignore.lines().any(|l| l == "/.venv"),
+                    "{lang:?} {kind:?}: {ignore}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn python_and_js_controllers_are_on_0_2_2_reconciler() {
         for (lang, source, handler) in [
