@@ -2,7 +2,8 @@
 //! container), so the host's first start loads every plugin from the cache instead of
 //! compiling it, in a fraction of the memory and time; or, with `--out`, writes precompiled
 //! artifacts (`NAME.cwasm`: header naming engine, target and component, then the code) to
-//! ship in the plugin's OCI artifact (`kubewasm push --precompiled`).
+//! ship in the plugin's OCI artifact (`kubewasm push --precompiled`). With `--precompiled DIR`,
+//! installs such artifacts into the cache instead of compiling (the deployment's init container).
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
