@@ -12,6 +12,9 @@
 //! set just before compiling. The dev profile builds Cranelift, regalloc2 and wasmtime at
 //! opt-level 2-3, so the memory is as in a release build; times are not (and the machine is
 //! shared). Prints a Markdown table; `--one FILE SETTING` is the child's mode.
+//!
+//! `--write FILE SETTING OUT` writes the compiled code (an ELF object) to OUT instead, for
+//! reading the functions' stack frames with `objdump -d` (the `sub $N,%rsp` of each prologue).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -209,6 +212,16 @@ fn main() -> anyhow::Result<()> {
             bail!("usage: --functions FILE");
         };
         return functions(Path::new(file));
+    }
+    if args.first().map(String::as_str) == Some("--write") {
+        let [_, file, setting, out] = &args[..] else {
+            bail!("usage: --write FILE SETTING OUT");
+        };
+        let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
+        let compiled = Engine::new(&configure(setting)?)?
+            .precompile_component(&bytes)
+            .map_err(|e| anyhow::anyhow!("compiling {file}: {e:#}"))?;
+        return std::fs::write(out, compiled).with_context(|| format!("writing {out}"));
     }
     if args.first().map(String::as_str) == Some("--one") {
         let [_, file, setting] = &args[..] else {

@@ -323,6 +323,14 @@ pub struct CompileArgs {
     /// binary (or image) that will load it.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Precompiled artifacts (`NAME.cwasm`, from `compile --out` of this same binary or image)
+    /// to install into the cache instead of compiling: `NAME.wasm` loads from `DIR/NAME.cwasm`
+    /// once its header names this engine and that file's exact bytes. A file without an
+    /// artifact, or whose artifact is refused (the reason is printed), is compiled. What is in
+    /// DIR runs as native code in the host: give it only a directory the operator controls.
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub precompiled: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

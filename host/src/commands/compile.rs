@@ -2,16 +2,20 @@
 //! container), so the host's first start loads every plugin from the cache instead of
 //! compiling it, in a fraction of the memory and time; or, with `--out`, writes precompiled
 //! artifacts (`NAME.cwasm`: header naming engine, target and component, then the code) to
-//! ship in the plugin's OCI artifact (`kubewasm push --precompiled`).
+//! ship in the plugin's OCI artifact (`kubewasm push --precompiled`). With `--precompiled DIR`,
+//! installs such artifacts into the cache instead of compiling (the deployment's init container).
 
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context as _;
+use sha2::{Digest as _, Sha256};
 
 use crate::app;
 use crate::cli::CompileArgs;
+use crate::oci::MAX_PRECOMPILED_BYTES;
 use kubewasm_runtime::{EngineOptions, Origin, PluginEngine};
 
 /// Compiles each plugin file (a directory: its `*.wasm` files) into the cache (or `--out`),
@@ -35,21 +39,36 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
         cache_dir: Some(cache_dir.clone()),
     })?;
     let mut failed = false;
+    let mut count = Counts::default();
     for (size, file) in sized {
         let started = Instant::now();
         let compiled = match std::fs::read(&file) {
-            Ok(bytes) => engine
-                .compile(&file, bytes)
-                .await
-                .map_err(anyhow::Error::from),
+            Ok(bytes) => {
+                if let Some(dir) = &args.precompiled {
+                    install(&engine, dir, &file, &bytes);
+                }
+                engine
+                    .compile(&file, bytes)
+                    .await
+                    .map_err(anyhow::Error::from)
+            }
             Err(err) => Err(anyhow::Error::from(err).context("cannot read it")),
         };
         match compiled {
             Ok(compiled) => {
                 let what = match compiled.origin() {
-                    Origin::DiskCache => "already in the cache",
-                    Origin::Precompiled => "precompiled code in the cache",
-                    Origin::Compiled | Origin::Memory => "compiled",
+                    Origin::DiskCache => {
+                        count.cached += 1;
+                        "already in the cache"
+                    }
+                    Origin::Precompiled => {
+                        count.precompiled += 1;
+                        "precompiled code in the cache"
+                    }
+                    Origin::Compiled | Origin::Memory => {
+                        count.compiled += 1;
+                        "compiled"
+                    }
                 };
                 println!(
                     "{}: {what} ({size} bytes, sha256 {}, {} ms)",
@@ -64,12 +83,76 @@ pub async fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!("cache: {}", cache_dir.display());
+    println!(
+        "cache: {} ({} compiled, {} from precompiled code, {} already there)",
+        cache_dir.display(),
+        count.compiled,
+        count.precompiled,
+        count.cached
+    );
     Ok(if failed && !args.keep_going {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// How the files of one run got into the cache.
+#[derive(Default)]
+struct Counts {
+    compiled: usize,
+    precompiled: usize,
+    cached: usize,
+}
+
+/// Installs `dir/STEM.cwasm`, when there is one, as the precompiled code of `file` (whose
+/// bytes are `bytes`), so that loading `file` needs no compile. A missing artifact is silent;
+/// one that cannot be read or is refused is printed with the reason, and the file is compiled.
+fn install(engine: &PluginEngine, dir: &Path, file: &Path, bytes: &[u8]) {
+    let stem = file.file_stem().unwrap_or_default().to_string_lossy();
+    let artifact = dir.join(format!("{stem}.cwasm"));
+    let code = match read_bounded(&artifact, MAX_PRECOMPILED_BYTES) {
+        Ok(Some(code)) => code,
+        Ok(None) => return,
+        Err(err) => {
+            println!(
+                "{}: precompiled code {} not used, compiling instead: {err:#}",
+                file.display(),
+                artifact.display()
+            );
+            return;
+        }
+    };
+    let sha256: String = Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if let Err(err) = engine.install_precompiled(&code, &sha256) {
+        println!(
+            "{}: precompiled code {} refused ({}), compiling instead: {err}",
+            file.display(),
+            artifact.display(),
+            err.kind()
+        );
+    }
+}
+
+/// The contents of `path`, `None` when there is no such file, an error when it is larger than
+/// `limit` bytes or cannot be read.
+fn read_bounded(path: &Path, limit: usize) -> anyhow::Result<Option<Vec<u8>>> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(anyhow::Error::from(err).context("cannot open it")),
+    };
+    let mut code = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut code)
+        .context("cannot read it")?;
+    if code.len() > limit {
+        anyhow::bail!("it is over the limit of {limit} bytes");
+    }
+    Ok(Some(code))
 }
 
 /// Writes each file's precompiled artifact to `out/STEM.cwasm`, one at a time, and prints

@@ -18,7 +18,7 @@ mod store;
 
 pub use artifact::{
     ANNOTATION_CONTRACT, ANNOTATION_PLUGIN, ANNOTATION_SOURCE, ArtifactError, CONFIG_MEDIA_TYPE,
-    LAYER_MEDIA_TYPE, Metadata, PRECOMPILED_MEDIA_TYPE,
+    LAYER_MEDIA_TYPE, MAX_PRECOMPILED_BYTES, Metadata, PRECOMPILED_MEDIA_TYPE,
 };
 pub use credentials::{Credentials, CredentialsError};
 pub use reference::{ReferenceError, parse_reference};

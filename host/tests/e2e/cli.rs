@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kubewasm_tests::{guest_path, wait_until};
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -505,6 +506,148 @@ async fn compile_fills_the_cache_that_the_host_then_loads_from() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("broken.wasm: FAILED"), "{text}");
+}
+
+/// The Deployment of `deploy/kubernetes/kubewasm.yaml`, as JSON.
+fn shipped_deployment() -> Value {
+    let path = kubewasm_tests::workspace_root().join("deploy/kubernetes/kubewasm.yaml");
+    let text = std::fs::read_to_string(&path).expect("kubewasm.yaml");
+    serde_norway::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).expect("a YAML document"))
+        .find(|doc| doc["kind"] == "Deployment")
+        .expect("a Deployment in kubewasm.yaml")
+}
+
+/// The shipped deployment starts from precompiled code: its init container's own command, run
+/// with its volumes standing in as directories, over plugins whose precompiled artifacts (made
+/// by `compile --out` of the same binary, as the image's binary makes them) are in its
+/// precompiled volume, compiles nothing, and the host's engine over the cache it filled (the
+/// volume the host container mounts) loads each plugin as precompiled code. A plugin without an
+/// artifact, and one whose artifact is of other bytes (refused, with the reason), are compiled.
+#[tokio::test]
+async fn the_deployment_starts_from_precompiled_code_without_compiling() {
+    let deployment = shipped_deployment();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let init = &pod["initContainers"][0];
+    let mounts = |container: &Value| -> Vec<(String, String)> {
+        container["volumeMounts"]
+            .as_array()
+            .expect("volume mounts")
+            .iter()
+            .map(|m| {
+                let field = |k: &str| m[k].as_str().expect("a string").to_owned();
+                (field("name"), field("mountPath"))
+            })
+            .collect()
+    };
+    let host_cache = mounts(&pod["containers"][0])
+        .into_iter()
+        .find(|(name, _)| name == "cache")
+        .expect("the host mounts the cache volume");
+    assert!(
+        mounts(init).contains(&host_cache),
+        "the init container fills the cache the host loads from"
+    );
+    // The image's `KUBEWASM_CACHE_DIR`, where `compile` writes without `--cache-dir`.
+    assert_eq!(host_cache.1, "/var/cache/kubewasm");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let volumes: Vec<(String, PathBuf)> = mounts(init)
+        .into_iter()
+        .map(|(name, path)| {
+            let local = dir.path().join(&name);
+            std::fs::create_dir_all(&local).expect("volume dir");
+            (path, local)
+        })
+        .collect();
+    let local = |name: &str| dir.path().join(name);
+    let command: Vec<String> = init["command"]
+        .as_array()
+        .expect("the init container's command")
+        .iter()
+        .map(|a| a.as_str().expect("a string").to_owned())
+        .collect();
+    assert_eq!(command[0], "/usr/local/bin/kubewasm");
+    let run_init = || {
+        let args: Vec<String> = command[1..]
+            .iter()
+            .map(|arg| {
+                volumes
+                    .iter()
+                    .find_map(|(path, local)| {
+                        arg.strip_prefix(path.as_str())
+                            .map(|rest| format!("{}{rest}", local.display()))
+                    })
+                    .unwrap_or_else(|| arg.clone())
+            })
+            .collect();
+        let out = Command::new(BIN)
+            .args(&args)
+            .env("KUBEWASM_CACHE_DIR", local("cache"))
+            .output()
+            .expect("kubewasm runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{args:?}: {text}");
+        text
+    };
+
+    let plugins = local("plugins");
+    for guest in ["pod-diff", "ready-pods"] {
+        std::fs::copy(guest_path(guest), plugins.join(format!("{guest}.wasm"))).expect("copy");
+    }
+    let made = Command::new(BIN)
+        .args(["compile", "--out"])
+        .arg(local("precompiled"))
+        .arg(&plugins)
+        .output()
+        .expect("kubewasm runs");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stdout)
+    );
+
+    let text = run_init();
+    assert_eq!(text.matches(": compiled (").count(), 0, "{text}");
+    assert_eq!(
+        text.matches(": precompiled code in the cache (").count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains("(0 compiled, 2 from precompiled code"),
+        "{text}"
+    );
+    let engine = kubewasm_runtime::PluginEngine::new(kubewasm_runtime::EngineOptions {
+        cache_dir: Some(local("cache")),
+    })
+    .expect("engine");
+    for guest in ["pod-diff", "ready-pods"] {
+        let file = plugins.join(format!("{guest}.wasm"));
+        let bytes = std::fs::read(&file).expect("plugin");
+        let loaded = engine.compile(&file, bytes).await.expect("loads");
+        assert_eq!(loaded.origin(), kubewasm_runtime::Origin::Precompiled);
+    }
+
+    // A new pod (an empty cache): a plugin dropped in without an artifact, and one whose
+    // artifact is of other bytes, are compiled; the others still are not.
+    std::fs::remove_dir_all(local("cache")).expect("empty the cache");
+    std::fs::copy(guest_path("probe"), plugins.join("probe.wasm")).expect("copy");
+    std::fs::copy(
+        local("precompiled").join("pod-diff.cwasm"),
+        local("precompiled").join("ready-pods.cwasm"),
+    )
+    .expect("copy");
+    let text = run_init();
+    assert_eq!(text.matches(": compiled (").count(), 2, "{text}");
+    assert!(
+        text.contains("ready-pods.cwasm refused (other-component), compiling instead"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(2 compiled, 1 from precompiled code"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -59,8 +59,10 @@ impl CompileWork {
 /// MiB (the Rust sample-controller, 700,920: 741 MiB with two at once, 536 MiB one at a time).
 /// The largest product among the other examples is 194,228 (the JavaScript ones, whose peak
 /// comes from their volume, not one function). regalloc2's single-pass allocator would bring
-/// the sample-controller to 151 MiB, but its code for that function needs a stack frame larger
-/// than wasmtime allows (every reconcile trapped with "call stack exhausted"), so it is not used.
+/// the sample-controller to 151 MiB, but its code for that function needs a 1.6 MiB stack frame,
+/// over wasmtime's 512 KiB `max_wasm_stack` (every reconcile trapped with "call stack
+/// exhausted"); with the stack raised it runs, but wasmtime calls that allocator not
+/// production-ready and outside its security advisories, so it is not used (BENCHMARKS.md).
 pub const SERIAL_LOCALS_BY_BLOCKS: u64 = 250_000;
 
 /// How a component will be compiled, and the memory that is expected to take.
