@@ -2,11 +2,12 @@
 //! a real kube-apiserver and etcd, started from the envtest assets that `KUBEBUILDER_ASSETS`
 //! names (one server shared by the tests that keep to their own namespaces, one per test for
 //! those that restart or compact it). Without them the tier is skipped, and the summary says so.
+//! The tier runs inside the suite's one nextest run, where its tests, which mostly wait on the
+//! API server, fill the thread the long serial lanes leave; its counts are read back from the
+//! run's JUnit report ([`Tally`]).
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
@@ -59,48 +60,65 @@ impl Tier {
     }
 }
 
-/// The counts of a nextest summary line without its skipped count (the tests of other tiers):
-/// `Summary [ 40.1s] 7 tests run: 6 passed, 1 failed, 296 skipped` gives
-/// `7 tests run: 6 passed, 1 failed`.
-pub fn counts(summary: &str) -> &str {
-    let Some((_, counts)) = summary.split_once("] ") else {
-        return "no summary from nextest";
-    };
-    match counts.rsplit_once(", ") {
-        Some((kept, skipped)) if skipped.ends_with("skipped") => kept,
-        _ => counts,
-    }
+/// Where nextest writes the run's JUnit report (`[profile.default.junit]` in
+/// `.config/nextest.toml`), relative to the workspace root.
+pub const JUNIT: &str = "target/nextest/default/junit.xml";
+
+/// How the tier's tests ended in one nextest run, read from its JUnit report.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub passed: usize,
+    pub failed: usize,
 }
 
-/// What a nextest run reported in its closing summary line.
-pub struct Outcome {
-    /// nextest's summary line, e.g. `Summary [ 40.1s] 11 tests run: 11 passed, 0 skipped`.
-    pub summary: String,
-    pub passed: bool,
-}
-
-/// Runs `command` (a `cargo nextest run`), echoing its output, and keeps its summary line.
-pub fn run_reporting(command: &mut Command) -> anyhow::Result<Outcome> {
-    eprintln!("xtask: running the real-server tier");
-    let mut child = command
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot start cargo nextest for the real-server tier")?;
-    let mut summary = String::new();
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines() {
-            let line = line.context("reading nextest's output")?;
-            eprintln!("{line}");
-            if line.trim_start().starts_with("Summary") {
-                summary = line.trim().to_owned();
+impl Tally {
+    /// The tier's tests in a JUnit report: every `<testcase>` whose name has a module named
+    /// `real`, failed when it holds a `<failure>` or an `<error>`.
+    pub fn from_junit(xml: &str) -> Tally {
+        let mut tally = Tally::default();
+        for case in xml.split("<testcase ").skip(1) {
+            // A case without output closes its own tag; otherwise it ends at `</testcase>`.
+            let head_end = case.find('>').unwrap_or(case.len());
+            let head = &case[..head_end];
+            let body = if head.ends_with('/') {
+                ""
+            } else {
+                case.split("</testcase>").next().unwrap_or(case)
+            };
+            let Some(name) = attribute(head, "name") else {
+                continue;
+            };
+            if !name.contains("::real::") {
+                continue;
+            }
+            if body.contains("<failure") || body.contains("<error") {
+                tally.failed += 1;
+            } else {
+                tally.passed += 1;
             }
         }
+        tally
     }
-    let status = child.wait().context("waiting for cargo nextest")?;
-    Ok(Outcome {
-        summary,
-        passed: status.success(),
-    })
+
+    /// `7 tests run: 6 passed, 1 failed`, the way nextest counts.
+    pub fn counts(&self) -> String {
+        let run = self.passed + self.failed;
+        let mut text = format!("{run} tests run: {} passed", self.passed);
+        if self.failed > 0 {
+            text.push_str(&format!(", {} failed", self.failed));
+        }
+        text
+    }
+}
+
+/// The value of `key="..."` in a tag's attributes. A value holds no `"` (XML escapes it), so
+/// splitting at them alternates between ` key=` and the value.
+fn attribute<'a>(tag: &'a str, key: &str) -> Option<&'a str> {
+    let parts: Vec<&str> = tag.split('"').collect();
+    parts
+        .chunks_exact(2)
+        .find(|pair| pair[0].trim().strip_suffix('=') == Some(key))
+        .map(|pair| pair[1])
 }
 
 #[cfg(test)]
@@ -137,15 +155,35 @@ mod tests {
     }
 
     #[test]
-    fn counts_drop_the_skipped_tests_of_other_tiers() {
+    fn the_tally_counts_the_real_tests_of_a_junit_report_and_their_failures() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="nextest-run" tests="5" failures="1" errors="1">
+  <testsuite name="kubewasm::e2e" tests="5">
+    <testcase name="differential::real::a_write_is_refused" classname="kubewasm::e2e" time="1.2"/>
+    <testcase name="differential::real::refused_writes" classname="kubewasm::e2e" time="2.0">
+      <failure type="test failure">thread panicked</failure>
+      <system-err>left: 1 &lt; right: 2</system-err>
+    </testcase>
+    <testcase name="envtest::real::servers_die" classname="kubewasm::e2e" time="0.4">
+      <error type="SIGSEGV">crashed</error>
+    </testcase>
+    <testcase name="cli::real::rbac" classname="kubewasm::e2e" time="3.1">
+      <system-out>ok</system-out>
+    </testcase>
+    <testcase name="differential::dev::a_write_is_refused" classname="kubewasm::e2e" time="0.1">
+      <failure type="test failure">not the tier's</failure>
+    </testcase>
+  </testsuite>
+</testsuites>"#;
+        let tally = Tally::from_junit(xml);
         assert_eq!(
-            counts("     Summary [  34.863s] 7 tests run: 7 passed, 296 skipped"),
-            "7 tests run: 7 passed"
+            tally,
+            Tally {
+                passed: 2,
+                failed: 2
+            }
         );
-        assert_eq!(
-            counts("Summary [ 9.1s] 8 tests run: 6 passed, 2 failed, 0 skipped"),
-            "8 tests run: 6 passed, 2 failed"
-        );
-        assert_eq!(counts(""), "no summary from nextest");
+        assert_eq!(tally.counts(), "4 tests run: 2 passed, 2 failed");
+        assert_eq!(Tally::from_junit("").counts(), "0 tests run: 0 passed");
     }
 }

@@ -23,10 +23,12 @@ impl Outcome {
     }
 }
 
-/// One stage: its name, how long it took and how it ended.
+/// One stage: its name, how long it took, the stage it ran inside (its time then counted in
+/// that one's) and how it ended.
 struct Stage {
     name: &'static str,
     took: Duration,
+    within: Option<&'static str>,
     outcome: Outcome,
 }
 
@@ -67,10 +69,26 @@ impl Stages {
         self.record(name, Duration::ZERO, Outcome::Skipped);
     }
 
+    /// Records a stage that ran inside the stage named `outer` (its time is part of that one's).
+    pub fn within(&mut self, name: &'static str, outer: &'static str, passed: bool) {
+        let outcome = if passed {
+            Outcome::Passed
+        } else {
+            Outcome::Failed
+        };
+        self.stages.push(Stage {
+            name,
+            took: Duration::ZERO,
+            within: Some(outer),
+            outcome,
+        });
+    }
+
     fn record(&mut self, name: &'static str, took: Duration, outcome: Outcome) {
         self.stages.push(Stage {
             name,
             took,
+            within: None,
             outcome,
         });
     }
@@ -96,11 +114,19 @@ fn table(stages: &[Stage], total: Duration) -> String {
     };
     row("stage", "time", "result");
     for stage in stages {
-        let took = match stage.outcome {
-            Outcome::Skipped => "-".to_owned(),
-            _ => minutes_seconds(stage.took),
+        let took = if stage.outcome == Outcome::Skipped || stage.within.is_some() {
+            "-".to_owned()
+        } else {
+            minutes_seconds(stage.took)
         };
-        row(stage.name, &took, stage.outcome.as_str());
+        match stage.within {
+            Some(outer) => row(
+                stage.name,
+                &took,
+                &format!("{} (inside {outer})", stage.outcome.as_str()),
+            ),
+            None => row(stage.name, &took, stage.outcome.as_str()),
+        }
     }
     row("total", &minutes_seconds(total), "");
     out
@@ -121,12 +147,17 @@ mod tests {
         let stage = |name, millis, outcome| Stage {
             name,
             took: Duration::from_millis(millis),
+            within: None,
             outcome,
         };
         let stages = [
             stage("fmt", 420, Outcome::Passed),
             stage("image", 0, Outcome::Skipped),
-            stage("real tier", 754_260, Outcome::Failed),
+            stage("nextest", 754_260, Outcome::Failed),
+            Stage {
+                within: Some("nextest"),
+                ..stage("real tier", 0, Outcome::Passed)
+            },
         ];
         let text = table(&stages, Duration::from_secs(3_725));
         assert_eq!(
@@ -134,7 +165,8 @@ mod tests {
             "xtask:   stage           time  result\n\
              xtask:   fmt           0:00.4  ok\n\
              xtask:   image              -  skipped\n\
-             xtask:   real tier    12:34.2  FAILED\n\
+             xtask:   nextest      12:34.2  FAILED\n\
+             xtask:   real tier          -  ok (inside nextest)\n\
              xtask:   total        62:05.0\n"
         );
     }
@@ -145,13 +177,15 @@ mod tests {
         assert_eq!(stages.time("a", || Ok(7)).unwrap(), 7);
         assert!(stages.time::<()>("b", || anyhow::bail!("no")).is_err());
         stages.skipped("c");
+        stages.within("d", "a", false);
         let outcomes: Vec<_> = stages.stages.iter().map(|s| (s.name, s.outcome)).collect();
         assert_eq!(
             outcomes,
             [
                 ("a", Outcome::Passed),
                 ("b", Outcome::Failed),
-                ("c", Outcome::Skipped)
+                ("c", Outcome::Skipped),
+                ("d", Outcome::Failed)
             ]
         );
     }
