@@ -1299,6 +1299,52 @@ fn role_binding(namespace: &str, name: &str, account: &str) -> serde_json::Value
     })
 }
 
+/// A policy that answers from a cache-only subscription is not ready, and neither is the
+/// host, until that cache has synced: readiness that ignored such caches sent the API server
+/// to a policy still refusing every review ("the RoleBinding cache has not synced yet").
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_is_not_ready_before_the_caches_it_answers_from_have_synced() {
+    let a = AdmissionRig::start().await;
+    let role_bindings: kubewasm_devserver::ResourceName = "rolebindings.rbac.authorization.k8s.io"
+        .parse()
+        .expect("resource name");
+    a.rig.server.fail_next_on(
+        kubewasm_devserver::Verb::List,
+        &role_bindings,
+        usize::MAX,
+        500,
+    );
+    let path = a.dir.path().join("bound-service-account.wasm");
+    a.rig
+        .host
+        .load(&path, kubewasm_tests::guest_bytes("bound-service-account"))
+        .await
+        .expect("the policy loads");
+    let listed = || {
+        a.rig
+            .server
+            .requests()
+            .iter()
+            .any(|r| r.verb == kubewasm_devserver::Verb::List && r.resource == "rolebindings")
+    };
+    assert!(
+        kubewasm_tests::wait_until(Duration::from_secs(30), listed).await,
+        "the host never lists RoleBindings"
+    );
+    // Every LIST of RoleBindings fails: the cache cannot have synced.
+    assert!(
+        !a.rig.host.ready(),
+        "ready with the policy's cache unsynced"
+    );
+    a.rig
+        .server
+        .fail_next_on(kubewasm_devserver::Verb::List, &role_bindings, 0, 500);
+    assert!(
+        kubewasm_tests::wait_until(Duration::from_secs(30), || a.rig.host.ready()).await,
+        "never ready once RoleBindings list"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pods_service_account_must_be_bound_in_its_namespace() {
     let a = AdmissionRig::start().await;

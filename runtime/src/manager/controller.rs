@@ -23,6 +23,9 @@ pub(crate) struct Controller {
     pub(super) context: Arc<Context>,
     /// The handlers that feed the queue; removed on [`stop`](Self::stop).
     pub(super) registrations: Vec<(SharedIndexInformer, Registration)>,
+    /// The informer of every subscription, cache-only ones included: a policy answering from
+    /// a cache still filling would answer wrongly, so it is not ready until each has synced.
+    pub(super) caches: Vec<SharedIndexInformer>,
     pub(super) workers: Vec<JoinHandle<()>>,
     /// The admission policy the webhook server answers with (contract 0.3); dropping it stops
     /// serving it unless a newer version took its place.
@@ -42,9 +45,11 @@ impl Controller {
         }
     }
 
-    /// Whether the handlers that feed the queue have handed over the informers' replay.
+    /// Whether every cache it reads has synced and the handlers that feed the queue have
+    /// handed over the informers' replay.
     pub(super) fn synced(&self) -> bool {
-        self.registrations.iter().all(|(_, r)| r.has_synced())
+        self.caches.iter().all(SharedIndexInformer::has_synced)
+            && self.registrations.iter().all(|(_, r)| r.has_synced())
     }
 
     /// Whether a reconcile worker runs.

@@ -926,7 +926,7 @@ impl PluginHost {
                 } else {
                     self.inner.options.leader.clone()
                 },
-                caches: CacheSync::new(caches),
+                caches: CacheSync::new(caches.clone()),
             };
             workers = spawn_workers(workers_recipe, policy.reconcile.max_concurrent_reconciles);
         }
@@ -934,6 +934,7 @@ impl PluginHost {
         entry.controller = Some(Controller {
             context,
             registrations,
+            caches,
             workers,
             admission,
         });
