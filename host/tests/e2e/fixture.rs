@@ -340,13 +340,19 @@ impl Drop for Host {
     }
 }
 
-/// Waits, five minutes at most, for `/readyz` on `port` to answer 200.
+/// Waits, five minutes at most, for `/readyz` on `port` of `host` to answer 200.
 ///
 /// # Panics
-/// When it does not, with the host's log from `log`.
-pub fn wait_until_ready(port: u16, log: &Path) {
+/// When it does not, or when the process exits first, with the host's log from `log`.
+pub fn wait_until_ready(host: &mut Host, port: u16, log: &Path) {
     let deadline = Instant::now() + Duration::from_secs(300);
     while kubewasm_tests::http_get(port, "/readyz").map(|(code, _)| code) != Some(200) {
+        if let Ok(Some(status)) = host.0.try_wait() {
+            panic!(
+                "the host exited ({status}) before it was ready; its log:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
         assert!(
             Instant::now() < deadline,
             "the host never got ready; its log:\n{}",

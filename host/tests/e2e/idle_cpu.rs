@@ -73,11 +73,11 @@ fn an_idle_host_with_the_example_plugins_uses_under_two_percent_of_a_core() {
     .stderr(std::fs::File::create(&log).expect("log file"))
     .spawn()
     .expect("start kubewasm dev");
-    let host = crate::fixture::Host(host);
+    let mut host = crate::fixture::Host(host);
     let pid = host.0.id();
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
 
-    crate::fixture::wait_until_ready(port, &log);
+    crate::fixture::wait_until_ready(&mut host, port, &log);
     let (_, listing) = get(port, "/plugins").expect("/plugins answers");
     let listing: serde_json::Value = serde_json::from_str(&listing).expect("JSON");
     let loaded = listing["plugins"].as_array().map_or(0, Vec::len);
