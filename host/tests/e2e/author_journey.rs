@@ -79,6 +79,11 @@ fn journey(
     );
     if kind == "controller" {
         assert!(!built.contains("none granted"), "{built}");
+        // Every language's controller is on the newest contract: 0.2.2's queue rules.
+        assert!(
+            built.contains("contract: kubewasm:controller@0.2.2"),
+            "{built}"
+        );
     }
     let check = outside.kubewasm(name, &["check", &wasm]);
     must_pass(&check, "kubewasm check");
