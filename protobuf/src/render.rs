@@ -269,14 +269,15 @@ fn generated_kind<'a>(
             other => Err(wire_error(message, field, other)),
         }
     };
-    let one = single(message, field, values)?;
+    // The value of a field that is not repeated.
+    let one = || single(message, field, values);
     match field.kind {
         Kind::Inline(inner) => {
-            let body = one.as_ref().map(bytes).transpose()?.unwrap_or_default();
+            let body = one()?.as_ref().map(bytes).transpose()?.unwrap_or_default();
             members_at(body, inner, out, first)?;
         }
         Kind::Bytes => {
-            let body = one.as_ref().map(bytes).transpose()?;
+            let body = one()?.as_ref().map(bytes).transpose()?;
             let written = match presence {
                 Presence::OmitEmpty => body.is_some_and(|b| !b.is_empty()),
                 Presence::Always => true,
@@ -332,7 +333,7 @@ fn generated_kind<'a>(
             out.push(']');
         }
         Kind::Quantity | Kind::IntOrString | Kind::MicroTime | Kind::RawExtension => {
-            let body = one.as_ref().map(bytes).transpose()?;
+            let body = one()?.as_ref().map(bytes).transpose()?;
             let zero = body.is_none_or(<[u8]>::is_empty);
             let written = match presence {
                 Presence::Always => true,

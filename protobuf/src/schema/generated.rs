@@ -4,6 +4,9 @@
 //! encoded and when `encoding/json` writes it, in the Go struct's order.
 //!
 //! Kinds left out (their types have no rendering here; they are read as JSON):
+//! - apps/v1 StatefulSet: StatefulSet.Spec: StatefulSetSpec.VolumeClaimTemplates: PersistentVolumeClaim embeds TypeMeta below the top level, where the API server's defaults may fill it and protobuf cannot say so
+//! - apps/v1beta1 StatefulSet: StatefulSet.Spec: StatefulSetSpec.VolumeClaimTemplates: PersistentVolumeClaim embeds TypeMeta below the top level, where the API server's defaults may fill it and protobuf cannot say so
+//! - apps/v1beta2 StatefulSet: StatefulSet.Spec: StatefulSetSpec.VolumeClaimTemplates: PersistentVolumeClaim embeds TypeMeta below the top level, where the API server's defaults may fill it and protobuf cannot say so
 //! - resource.k8s.io/v1 ResourceSlice: ResourceSlice.Spec: ResourceSliceSpec.Devices: Device.Attributes: DeviceAttribute.BoolValues: a slice of Bool (pointers: false)
 //! - resource.k8s.io/v1beta1 ResourceSlice: ResourceSlice.Spec: ResourceSliceSpec.Devices: Device.Basic: BasicDevice.Attributes: DeviceAttribute.BoolValues: a slice of Bool (pointers: false)
 //! - resource.k8s.io/v1beta2 ResourceSlice: ResourceSlice.Spec: ResourceSliceSpec.Devices: Device.Attributes: DeviceAttribute.BoolValues: a slice of Bool (pointers: false)
@@ -1469,47 +1472,6 @@ static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Message {
     ],
 };
 
-static APPS_V1_STATEFUL_SET: Message = Message {
-    name: "StatefulSet",
-    fields: &[
-        f(1, "metadata", Msg(&OBJECT_META), Always),
-        f(2, "spec", Msg(&APPS_V1_STATEFUL_SET_SPEC), Always),
-        f(3, "status", Msg(&APPS_V1_STATEFUL_SET_STATUS), Always),
-    ],
-};
-
-static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
-    name: "StatefulSetSpec",
-    fields: &[
-        f(1, "replicas", Int32, Pointer),
-        f(2, "selector", Msg(&META_V1_LABEL_SELECTOR), Nullable),
-        f(3, "template", Msg(&CORE_V1_POD_TEMPLATE_SPEC), Always),
-        f(
-            4,
-            "volumeClaimTemplates",
-            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM),
-            OmitEmpty,
-        ),
-        f(5, "serviceName", Str, Always),
-        f(6, "podManagementPolicy", Str, OmitEmpty),
-        f(
-            7,
-            "updateStrategy",
-            Msg(&APPS_V1_STATEFUL_SET_UPDATE_STRATEGY),
-            Always,
-        ),
-        f(8, "revisionHistoryLimit", Int32, Pointer),
-        f(9, "minReadySeconds", Int32, OmitEmpty),
-        f(
-            10,
-            "persistentVolumeClaimRetentionPolicy",
-            Msg(&APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
-            Pointer,
-        ),
-        f(11, "ordinals", Msg(&APPS_V1_STATEFUL_SET_ORDINALS), Pointer),
-    ],
-};
-
 static CORE_V1_POD_TEMPLATE_SPEC: Message = Message {
     name: "PodTemplateSpec",
     fields: &[
@@ -2959,135 +2921,6 @@ static CORE_V1_POD_SCHEDULING_GROUP: Message = Message {
     fields: &[f(1, "podGroupName", Str, Pointer)],
 };
 
-static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
-    name: "PersistentVolumeClaim",
-    fields: &[
-        f(1, "metadata", Msg(&OBJECT_META), Always),
-        f(
-            2,
-            "spec",
-            Msg(&CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC),
-            Always,
-        ),
-        f(
-            3,
-            "status",
-            Msg(&CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS),
-            Always,
-        ),
-    ],
-};
-
-static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
-    name: "PersistentVolumeClaimStatus",
-    fields: &[
-        f(1, "phase", Str, OmitEmpty),
-        f(2, "accessModes", Strs, OmitEmpty),
-        f(3, "capacity", QuantityMap, OmitEmpty),
-        f(
-            4,
-            "conditions",
-            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION),
-            OmitEmpty,
-        ),
-        f(5, "allocatedResources", QuantityMap, OmitEmpty),
-        f(7, "allocatedResourceStatuses", StrMap, OmitEmpty),
-        f(8, "currentVolumeAttributesClassName", Str, Pointer),
-        f(
-            9,
-            "modifyVolumeStatus",
-            Msg(&CORE_V1_MODIFY_VOLUME_STATUS),
-            Pointer,
-        ),
-    ],
-};
-
-static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
-    name: "PersistentVolumeClaimCondition",
-    fields: &[
-        f(1, "type", Str, Always),
-        f(2, "status", Str, Always),
-        f(3, "lastProbeTime", Time, Always),
-        f(4, "lastTransitionTime", Time, Always),
-        f(5, "reason", Str, OmitEmpty),
-        f(6, "message", Str, OmitEmpty),
-    ],
-};
-
-static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
-    name: "ModifyVolumeStatus",
-    fields: &[
-        f(1, "targetVolumeAttributesClassName", Str, OmitEmpty),
-        f(2, "status", Str, Always),
-    ],
-};
-
-static APPS_V1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
-    name: "StatefulSetUpdateStrategy",
-    fields: &[
-        f(1, "type", Str, OmitEmpty),
-        f(
-            2,
-            "rollingUpdate",
-            Msg(&APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
-            Pointer,
-        ),
-    ],
-};
-
-static APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
-    name: "RollingUpdateStatefulSetStrategy",
-    fields: &[
-        f(1, "partition", Int32, Pointer),
-        f(2, "maxUnavailable", IntOrString, Pointer),
-    ],
-};
-
-static APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Message = Message {
-    name: "StatefulSetPersistentVolumeClaimRetentionPolicy",
-    fields: &[
-        f(1, "whenDeleted", Str, OmitEmpty),
-        f(2, "whenScaled", Str, OmitEmpty),
-    ],
-};
-
-static APPS_V1_STATEFUL_SET_ORDINALS: Message = Message {
-    name: "StatefulSetOrdinals",
-    fields: &[f(1, "start", Int32, Always)],
-};
-
-static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
-    name: "StatefulSetStatus",
-    fields: &[
-        f(1, "observedGeneration", Int64, OmitEmpty),
-        f(2, "replicas", Int32, Always),
-        f(3, "readyReplicas", Int32, OmitEmpty),
-        f(4, "currentReplicas", Int32, OmitEmpty),
-        f(5, "updatedReplicas", Int32, OmitEmpty),
-        f(6, "currentRevision", Str, OmitEmpty),
-        f(7, "updateRevision", Str, OmitEmpty),
-        f(9, "collisionCount", Int32, Pointer),
-        f(
-            10,
-            "conditions",
-            Msgs(&APPS_V1_STATEFUL_SET_CONDITION),
-            OmitEmpty,
-        ),
-        f(11, "availableReplicas", Int32, Always),
-    ],
-};
-
-static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
-    name: "StatefulSetCondition",
-    fields: &[
-        f(1, "type", Str, Always),
-        f(2, "status", Str, Always),
-        f(3, "lastTransitionTime", Time, Always),
-        f(4, "reason", Str, OmitEmpty),
-        f(5, "message", Str, OmitEmpty),
-    ],
-};
-
 static APPS_V1_DEPLOYMENT: Message = Message {
     name: "Deployment",
     fields: &[
@@ -3299,118 +3132,6 @@ static APPS_V1_CONTROLLER_REVISION: Message = Message {
     ],
 };
 
-static APPS_V1BETA1_STATEFUL_SET: Message = Message {
-    name: "StatefulSet",
-    fields: &[
-        f(1, "metadata", Msg(&OBJECT_META), Always),
-        f(2, "spec", Msg(&APPS_V1BETA1_STATEFUL_SET_SPEC), Always),
-        f(3, "status", Msg(&APPS_V1BETA1_STATEFUL_SET_STATUS), Always),
-    ],
-};
-
-static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
-    name: "StatefulSetSpec",
-    fields: &[
-        f(1, "replicas", Int32, Pointer),
-        f(2, "selector", Msg(&META_V1_LABEL_SELECTOR), Pointer),
-        f(3, "template", Msg(&CORE_V1_POD_TEMPLATE_SPEC), Always),
-        f(
-            4,
-            "volumeClaimTemplates",
-            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM),
-            OmitEmpty,
-        ),
-        f(5, "serviceName", Str, Always),
-        f(6, "podManagementPolicy", Str, OmitEmpty),
-        f(
-            7,
-            "updateStrategy",
-            Msg(&APPS_V1BETA1_STATEFUL_SET_UPDATE_STRATEGY),
-            Always,
-        ),
-        f(8, "revisionHistoryLimit", Int32, Pointer),
-        f(9, "minReadySeconds", Int32, OmitEmpty),
-        f(
-            10,
-            "persistentVolumeClaimRetentionPolicy",
-            Msg(&APPS_V1BETA1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
-            Pointer,
-        ),
-        f(
-            11,
-            "ordinals",
-            Msg(&APPS_V1BETA1_STATEFUL_SET_ORDINALS),
-            Pointer,
-        ),
-    ],
-};
-
-static APPS_V1BETA1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
-    name: "StatefulSetUpdateStrategy",
-    fields: &[
-        f(1, "type", Str, OmitEmpty),
-        f(
-            2,
-            "rollingUpdate",
-            Msg(&APPS_V1BETA1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
-            Pointer,
-        ),
-    ],
-};
-
-static APPS_V1BETA1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
-    name: "RollingUpdateStatefulSetStrategy",
-    fields: &[
-        f(1, "partition", Int32, Pointer),
-        f(2, "maxUnavailable", IntOrString, Pointer),
-    ],
-};
-
-static APPS_V1BETA1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Message = Message {
-    name: "StatefulSetPersistentVolumeClaimRetentionPolicy",
-    fields: &[
-        f(1, "whenDeleted", Str, OmitEmpty),
-        f(2, "whenScaled", Str, OmitEmpty),
-    ],
-};
-
-static APPS_V1BETA1_STATEFUL_SET_ORDINALS: Message = Message {
-    name: "StatefulSetOrdinals",
-    fields: &[f(1, "start", Int32, Always)],
-};
-
-static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
-    name: "StatefulSetStatus",
-    fields: &[
-        f(1, "observedGeneration", Int64, Pointer),
-        f(2, "replicas", Int32, Always),
-        f(3, "readyReplicas", Int32, OmitEmpty),
-        f(4, "currentReplicas", Int32, OmitEmpty),
-        f(5, "updatedReplicas", Int32, OmitEmpty),
-        f(6, "currentRevision", Str, OmitEmpty),
-        f(7, "updateRevision", Str, OmitEmpty),
-        f(9, "collisionCount", Int32, Pointer),
-        f(
-            10,
-            "conditions",
-            Msgs(&APPS_V1BETA1_STATEFUL_SET_CONDITION),
-            OmitEmpty,
-        ),
-        f(11, "availableReplicas", Int32, Always),
-    ],
-};
-
-static APPS_V1BETA1_STATEFUL_SET_CONDITION: Message = Message {
-    name: "StatefulSetCondition",
-    fields: &[
-        f(1, "type", Str, Always),
-        f(2, "status", Str, Always),
-        f(3, "lastTransitionTime", Time, Always),
-        f(4, "reason", Str, OmitEmpty),
-        f(5, "message", Str, OmitEmpty),
-    ],
-};
-
 static APPS_V1BETA1_DEPLOYMENT: Message = Message {
     name: "Deployment",
     fields: &[
@@ -3504,118 +3225,6 @@ static APPS_V1BETA1_CONTROLLER_REVISION: Message = Message {
         f(1, "metadata", Msg(&OBJECT_META), Always),
         f(2, "data", RawExtension, Always),
         f(3, "revision", Int64, Always),
-    ],
-};
-
-static APPS_V1BETA2_STATEFUL_SET: Message = Message {
-    name: "StatefulSet",
-    fields: &[
-        f(1, "metadata", Msg(&OBJECT_META), Always),
-        f(2, "spec", Msg(&APPS_V1BETA2_STATEFUL_SET_SPEC), Always),
-        f(3, "status", Msg(&APPS_V1BETA2_STATEFUL_SET_STATUS), Always),
-    ],
-};
-
-static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
-    name: "StatefulSetSpec",
-    fields: &[
-        f(1, "replicas", Int32, Pointer),
-        f(2, "selector", Msg(&META_V1_LABEL_SELECTOR), Nullable),
-        f(3, "template", Msg(&CORE_V1_POD_TEMPLATE_SPEC), Always),
-        f(
-            4,
-            "volumeClaimTemplates",
-            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM),
-            OmitEmpty,
-        ),
-        f(5, "serviceName", Str, Always),
-        f(6, "podManagementPolicy", Str, OmitEmpty),
-        f(
-            7,
-            "updateStrategy",
-            Msg(&APPS_V1BETA2_STATEFUL_SET_UPDATE_STRATEGY),
-            Always,
-        ),
-        f(8, "revisionHistoryLimit", Int32, Pointer),
-        f(9, "minReadySeconds", Int32, OmitEmpty),
-        f(
-            10,
-            "persistentVolumeClaimRetentionPolicy",
-            Msg(&APPS_V1BETA2_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
-            Pointer,
-        ),
-        f(
-            11,
-            "ordinals",
-            Msg(&APPS_V1BETA2_STATEFUL_SET_ORDINALS),
-            Pointer,
-        ),
-    ],
-};
-
-static APPS_V1BETA2_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
-    name: "StatefulSetUpdateStrategy",
-    fields: &[
-        f(1, "type", Str, OmitEmpty),
-        f(
-            2,
-            "rollingUpdate",
-            Msg(&APPS_V1BETA2_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
-            Pointer,
-        ),
-    ],
-};
-
-static APPS_V1BETA2_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
-    name: "RollingUpdateStatefulSetStrategy",
-    fields: &[
-        f(1, "partition", Int32, Pointer),
-        f(2, "maxUnavailable", IntOrString, Pointer),
-    ],
-};
-
-static APPS_V1BETA2_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Message = Message {
-    name: "StatefulSetPersistentVolumeClaimRetentionPolicy",
-    fields: &[
-        f(1, "whenDeleted", Str, OmitEmpty),
-        f(2, "whenScaled", Str, OmitEmpty),
-    ],
-};
-
-static APPS_V1BETA2_STATEFUL_SET_ORDINALS: Message = Message {
-    name: "StatefulSetOrdinals",
-    fields: &[f(1, "start", Int32, Always)],
-};
-
-static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
-    name: "StatefulSetStatus",
-    fields: &[
-        f(1, "observedGeneration", Int64, OmitEmpty),
-        f(2, "replicas", Int32, Always),
-        f(3, "readyReplicas", Int32, OmitEmpty),
-        f(4, "currentReplicas", Int32, OmitEmpty),
-        f(5, "updatedReplicas", Int32, OmitEmpty),
-        f(6, "currentRevision", Str, OmitEmpty),
-        f(7, "updateRevision", Str, OmitEmpty),
-        f(9, "collisionCount", Int32, Pointer),
-        f(
-            10,
-            "conditions",
-            Msgs(&APPS_V1BETA2_STATEFUL_SET_CONDITION),
-            OmitEmpty,
-        ),
-        f(11, "availableReplicas", Int32, Always),
-    ],
-};
-
-static APPS_V1BETA2_STATEFUL_SET_CONDITION: Message = Message {
-    name: "StatefulSetCondition",
-    fields: &[
-        f(1, "type", Str, Always),
-        f(2, "status", Str, Always),
-        f(3, "lastTransitionTime", Time, Always),
-        f(4, "reason", Str, OmitEmpty),
-        f(5, "message", Str, OmitEmpty),
     ],
 };
 
@@ -5073,6 +4682,69 @@ static CORE_V1_PERSISTENT_VOLUME_STATUS: Message = Message {
         f(2, "message", Str, OmitEmpty),
         f(3, "reason", Str, OmitEmpty),
         f(4, "lastPhaseTransitionTime", Time, Pointer),
+    ],
+};
+
+static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
+    name: "PersistentVolumeClaim",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META), Always),
+        f(
+            2,
+            "spec",
+            Msg(&CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC),
+            Always,
+        ),
+        f(
+            3,
+            "status",
+            Msg(&CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS),
+            Always,
+        ),
+    ],
+};
+
+static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
+    name: "PersistentVolumeClaimStatus",
+    fields: &[
+        f(1, "phase", Str, OmitEmpty),
+        f(2, "accessModes", Strs, OmitEmpty),
+        f(3, "capacity", QuantityMap, OmitEmpty),
+        f(
+            4,
+            "conditions",
+            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION),
+            OmitEmpty,
+        ),
+        f(5, "allocatedResources", QuantityMap, OmitEmpty),
+        f(7, "allocatedResourceStatuses", StrMap, OmitEmpty),
+        f(8, "currentVolumeAttributesClassName", Str, Pointer),
+        f(
+            9,
+            "modifyVolumeStatus",
+            Msg(&CORE_V1_MODIFY_VOLUME_STATUS),
+            Pointer,
+        ),
+    ],
+};
+
+static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
+    name: "PersistentVolumeClaimCondition",
+    fields: &[
+        f(1, "type", Str, Always),
+        f(2, "status", Str, Always),
+        f(3, "lastProbeTime", Time, Always),
+        f(4, "lastTransitionTime", Time, Always),
+        f(5, "reason", Str, OmitEmpty),
+        f(6, "message", Str, OmitEmpty),
+    ],
+};
+
+static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
+    name: "ModifyVolumeStatus",
+    fields: &[
+        f(1, "targetVolumeAttributesClassName", Str, OmitEmpty),
+        f(2, "status", Str, Always),
     ],
 };
 
@@ -10627,14 +10299,12 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
     ("apps/v1", "DaemonSet", &APPS_V1_DAEMON_SET),
     ("apps/v1", "Deployment", &APPS_V1_DEPLOYMENT),
     ("apps/v1", "ReplicaSet", &APPS_V1_REPLICA_SET),
-    ("apps/v1", "StatefulSet", &APPS_V1_STATEFUL_SET),
     (
         "apps/v1beta1",
         "ControllerRevision",
         &APPS_V1BETA1_CONTROLLER_REVISION,
     ),
     ("apps/v1beta1", "Deployment", &APPS_V1BETA1_DEPLOYMENT),
-    ("apps/v1beta1", "StatefulSet", &APPS_V1BETA1_STATEFUL_SET),
     (
         "apps/v1beta2",
         "ControllerRevision",
@@ -10643,7 +10313,6 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
     ("apps/v1beta2", "DaemonSet", &APPS_V1BETA2_DAEMON_SET),
     ("apps/v1beta2", "Deployment", &APPS_V1BETA2_DEPLOYMENT),
     ("apps/v1beta2", "ReplicaSet", &APPS_V1BETA2_REPLICA_SET),
-    ("apps/v1beta2", "StatefulSet", &APPS_V1BETA2_STATEFUL_SET),
     (
         "autoscaling/v1",
         "HorizontalPodAutoscaler",

@@ -111,7 +111,7 @@ pub fn generate(api: &Path, machinery: &Path) -> Result<String> {
             if !is_kind(package, name) {
                 continue;
             }
-            match generator.message(import, name) {
+            match generator.message_at(import, name, true) {
                 Ok(id) => kinds.push((api_version.clone(), name.clone(), id)),
                 Err(reason) => left_out.push((api_version.clone(), name.clone(), reason)),
             }
@@ -381,7 +381,33 @@ fn static_name(import: &str, name: &str) -> String {
 impl Generator<'_> {
     /// The static of struct `name` of package `import`, generated on first use.
     fn message(&mut self, import: &str, name: &str) -> std::result::Result<String, String> {
+        self.message_at(import, name, false)
+    }
+
+    /// [`Self::message`]; `top_level` for a kind's own struct, whose `TypeMeta` is the envelope's.
+    fn message_at(
+        &mut self,
+        import: &str,
+        name: &str,
+        top_level: bool,
+    ) -> std::result::Result<String, String> {
         let id = static_name(import, name);
+        let type_meta = GoType::Named {
+            package: META.into(),
+            name: "TypeMeta".into(),
+        };
+        let embeds_type_meta = self
+            .packages
+            .get(import)
+            .and_then(|p| p.structs.get(name))
+            .is_some_and(|fields| fields.iter().any(|f| f.name.is_none() && f.ty == type_meta));
+        if embeds_type_meta && !top_level {
+            // Not recorded: the same struct as a kind of its own is fine.
+            return Err(format!(
+                "{name} embeds TypeMeta below the top level, where the API server's defaults may \
+                 fill it and protobuf cannot say so"
+            ));
+        }
         if let Some(done) = self.messages.get(&id) {
             return done
                 .result
@@ -413,7 +439,7 @@ impl Generator<'_> {
         );
         self.order.push(id.clone());
         let mut uses = Vec::new();
-        let result = self.fields(name, fields, &mut uses);
+        let result = self.fields(name, fields, top_level, &mut uses);
         let result = result.and_then(|fields| {
             let mut names = HashSet::new();
             for json in self.flattened(&fields) {
@@ -453,6 +479,7 @@ impl Generator<'_> {
         &mut self,
         name: &str,
         fields: &[GoField],
+        top_level: bool,
         uses: &mut Vec<String>,
     ) -> std::result::Result<Vec<FieldOut>, String> {
         let mut out = Vec::new();
@@ -474,10 +501,13 @@ impl Generator<'_> {
                 package: META.into(),
                 name: "TypeMeta".into(),
             };
-            // Not in protobuf: the API server's objects (stored in protobuf) have it empty below
-            // the top level, where `omitempty` drops its members; the envelope carries the top's.
+            // Not in protobuf: the envelope carries the top level's. Below it (a StatefulSet's
+            // claim templates) the API server's defaults may fill it, which protobuf cannot say.
             if field.name.is_none() && field.ty == type_meta {
-                continue;
+                if top_level {
+                    continue;
+                }
+                return Err(at("embeds TypeMeta below the top level".into()));
             }
             let Some(protobuf) = protobuf else {
                 return Err(at("in JSON but not in protobuf".into()));
