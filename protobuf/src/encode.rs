@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::envelope::MAGIC;
 use crate::error::{Error, Result};
+use crate::kinds;
 use crate::schema::{self, Field, Kind, Message, Presence};
 use crate::wire::{put_bytes, put_varint_field};
 
@@ -84,7 +85,7 @@ fn encode_raw(object: &Value, api_version: &str, kind: &str) -> Result<Vec<u8>> 
     let message = if (api_version, kind) == ("v1", "Status") {
         &schema::STATUS
     } else {
-        schema::for_kind(api_version, kind).ok_or_else(|| Error::UnknownKind {
+        kinds::for_kind(api_version, kind).ok_or_else(|| Error::UnknownKind {
             api_version: api_version.to_owned(),
             kind: kind.to_owned(),
         })?

@@ -110,7 +110,7 @@ commands:
                  plugins on the embedded API server; a --config in ARGS replaces the example one)
   bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md
   protobuf-schema --api DIR --apimachinery DIR [--out FILE]
-                 generate protobuf/src/schema/generated.rs (the built-in kinds' protobuf schemas)
+                 generate protobuf/src/kinds/generated.rs (the built-in kinds' protobuf schemas)
                  from checkouts of k8s.io/api and k8s.io/apimachinery (their Go struct tags)
   image [--profile release|test]
                  build the container image offline with buildah (static musl binary, from

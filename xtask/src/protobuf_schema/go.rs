@@ -88,8 +88,8 @@ fn strip_comments(text: &str) -> String {
         let rest = &text[i..];
         if rest.starts_with("//") {
             i += rest.find('\n').unwrap_or(rest.len());
-        } else if rest.starts_with("/*") {
-            let end = rest[2..].find("*/").map_or(rest.len(), |e| e + 4);
+        } else if let Some(body) = rest.strip_prefix("/*") {
+            let end = body.find("*/").map_or(rest.len(), |e| e + 4);
             i += end;
             out.push(' ');
         } else if let Some(quote @ (b'"' | b'`' | b'\'')) = bytes.get(i).copied() {

@@ -1,6 +1,6 @@
 //! `cargo xtask protobuf-schema`: the protobuf crate's schema tables of the built-in kinds,
 //! generated from the Go types of k8s.io/api and k8s.io/apimachinery (their `json` and
-//! `protobuf` struct tags), into `protobuf/src/schema/generated.rs`.
+//! `protobuf` struct tags), into `protobuf/src/kinds/generated.rs`.
 //!
 //! A kind is in the table only when every type it reaches has a rendering in the crate (see
 //! `field_kind`); the others are listed in the generated file's doc comment with the reason, and
@@ -23,7 +23,7 @@ const RUNTIME: &str = "k8s.io/apimachinery/pkg/runtime";
 const TYPES: &str = "k8s.io/apimachinery/pkg/types";
 
 /// Where the generated table goes, relative to the workspace root.
-pub const OUTPUT: &str = "protobuf/src/schema/generated.rs";
+pub const OUTPUT: &str = "protobuf/src/kinds/generated.rs";
 
 /// Parses `--api DIR --apimachinery DIR [--out FILE]`, generates, writes and formats the file.
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
@@ -176,9 +176,7 @@ pub fn generate(api: &Path, machinery: &Path) -> Result<String> {
     for (api_version, kind, reason) in &left_out {
         writeln!(out, "//! - {api_version} {kind}: {reason}")?;
     }
-    out.push_str(
-        "\n#[allow(clippy::wildcard_imports)]\nuse super::*;\nuse Kind::*;\nuse Presence::*;\n",
-    );
+    let mut body = String::new();
     for id in &generator.order {
         if !reached.contains(id) {
             continue;
@@ -188,19 +186,33 @@ pub fn generate(api: &Path, machinery: &Path) -> Result<String> {
             continue;
         };
         writeln!(
-            out,
+            body,
             "\nstatic {id}: Message = Message {{\n    name: \"{}\",\n    fields: &[",
             message.go_name
         )?;
         for field in fields {
             writeln!(
-                out,
+                body,
                 "        f({}, \"{}\", {}, {}),",
                 field.number, field.json, field.kind, field.presence
             )?;
         }
-        out.push_str("    ],\n};\n");
+        body.push_str("    ],\n};\n");
     }
+    // The hand-written messages the tables name.
+    let mut imports = vec!["Message", "f"];
+    for shared in ["OBJECT_META", "LIST_META"] {
+        if body.contains(&format!("&{shared})")) {
+            imports.push(shared);
+        }
+    }
+    imports.sort_unstable();
+    writeln!(
+        out,
+        "\nuse crate::schema::Kind::*;\nuse crate::schema::Presence::*;\nuse crate::schema::{{{}}};",
+        imports.join(", ")
+    )?;
+    out.push_str(&body);
     out.push_str(
         "\n/// Every kind with a schema, `(apiVersion, kind, message)`, sorted for a binary search.\n\
          pub static KINDS: &[(&str, &str, &Message)] = &[\n",

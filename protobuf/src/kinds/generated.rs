@@ -11,10 +11,9 @@
 //! - resource.k8s.io/v1beta1 ResourceSlice: ResourceSlice.Spec: ResourceSliceSpec.Devices: Device.Basic: BasicDevice.Attributes: DeviceAttribute.BoolValues: a slice of Bool (pointers: false)
 //! - resource.k8s.io/v1beta2 ResourceSlice: ResourceSlice.Spec: ResourceSliceSpec.Devices: Device.Attributes: DeviceAttribute.BoolValues: a slice of Bool (pointers: false)
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
-use Kind::*;
-use Presence::*;
+use crate::schema::Kind::*;
+use crate::schema::Presence::*;
+use crate::schema::{Message, OBJECT_META, f};
 
 static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY: Message = Message {
     name: "ValidatingAdmissionPolicy",
