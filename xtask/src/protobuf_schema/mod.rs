@@ -713,3 +713,101 @@ mod tests {
         assert!(protobuf_number("varint,0,opt").is_err());
     }
 }
+
+#[cfg(test)]
+mod generate_tests {
+    use super::*;
+
+    fn write(root: &Path, path: &str, text: &str) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// A small k8s.io/api: a kind with every shape the tables have, one the generator cannot
+    /// render, and a struct that is not a kind.
+    #[test]
+    fn kinds_are_generated_and_the_others_listed_with_their_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let (api, machinery) = (dir.path().join("api"), dir.path().join("machinery"));
+        write(
+            &api,
+            "widgets/v1/register.go",
+            "package v1\n\nconst GroupName = \"example.com\"\n",
+        );
+        write(
+            &api,
+            "widgets/v1/types.go",
+            r#"package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+type Mode string
+
+type Widget struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Spec WidgetSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
+}
+
+type WidgetList struct {
+	Items []Widget `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+
+type WidgetSpec struct {
+	Source `json:",inline" protobuf:"bytes,9,opt,name=source"`
+	Mode *Mode `json:"mode" protobuf:"bytes,1,opt,name=mode"`
+	Port intstr.IntOrString `json:"port,omitempty" protobuf:"bytes,2,opt,name=port"`
+	Limits map[string]resource.Quantity `json:"limits,omitempty" protobuf:"bytes,3,rep,name=limits"`
+	Codes []int32 `json:"codes" protobuf:"varint,4,rep,name=codes"`
+	Seen metav1.MicroTime `json:"seen,omitempty" protobuf:"bytes,5,opt,name=seen"`
+	Blob []byte `json:"blob,omitempty" protobuf:"bytes,6,opt,name=blob"`
+	Count *int64 `json:"count,omitempty" protobuf:"bytes,7,opt,name=count"`
+	Ignored string `json:"-"`
+}
+
+type Source struct {
+	Path string `json:"path" protobuf:"bytes,1,opt,name=path"`
+}
+
+type Gadget struct {
+	metav1.TypeMeta `json:",inline"`
+	metadata metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Ratio float64 `json:"ratio" protobuf:"fixed64,2,opt,name=ratio"`
+}
+
+type GadgetList struct {
+	Items []Gadget `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+"#,
+        );
+        write(
+            &machinery,
+            "pkg/apis/meta/v1/types.go",
+            "package v1\n\ntype TypeMeta struct {\n}\n",
+        );
+        let out = generate(&api, &machinery).unwrap();
+        for line in [
+            "//! - example.com/v1 Gadget: Gadget.Ratio: Go type float64",
+            "static WIDGETS_V1_WIDGET_SPEC: Message = Message {",
+            r#"f(9, "", Inline(&WIDGETS_V1_SOURCE), Always),"#,
+            r#"f(1, "mode", Str, Nullable),"#,
+            r#"f(2, "port", IntOrString, Always),"#,
+            r#"f(3, "limits", QuantityMap, OmitEmpty),"#,
+            r#"f(4, "codes", Int32s, Always),"#,
+            r#"f(5, "seen", MicroTime, Always),"#,
+            r#"f(6, "blob", Bytes, OmitEmpty),"#,
+            r#"f(7, "count", Int64, Pointer),"#,
+            r#"f(1, "metadata", Msg(&OBJECT_META), Always),"#,
+            r#"("example.com/v1", "Widget", &WIDGETS_V1_WIDGET),"#,
+        ] {
+            assert!(out.contains(line), "{line} in\n{out}");
+        }
+        assert!(!out.contains("Ignored") && !out.contains("\"Gadget\", &"));
+        assert!(!out.contains("static WIDGETS_V1_GADGET:"));
+    }
+}
