@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 
 use crate::envelope::MAGIC;
 use crate::error::{Error, Result};
-use crate::schema::{self, Kind, Message, Presence};
+use crate::kinds;
+use crate::schema::{self, Field, Kind, Message, Presence};
 use crate::wire::{put_bytes, put_varint_field};
 
 /// An object as a protobuf body: `k8s\0` + `runtime.Unknown` naming `api_version` and `kind`.
@@ -84,7 +85,7 @@ fn encode_raw(object: &Value, api_version: &str, kind: &str) -> Result<Vec<u8>> 
     let message = if (api_version, kind) == ("v1", "Status") {
         &schema::STATUS
     } else {
-        schema::for_kind(api_version, kind).ok_or_else(|| Error::UnknownKind {
+        kinds::for_kind(api_version, kind).ok_or_else(|| Error::UnknownKind {
             api_version: api_version.to_owned(),
             kind: kind.to_owned(),
         })?
@@ -104,13 +105,26 @@ fn message_bytes(
     out: &mut Vec<u8>,
 ) -> Result<()> {
     for name in members.keys() {
-        if !ignored.contains(&name.as_str()) && !message.fields.iter().any(|f| f.json == name) {
+        if !ignored.contains(&name.as_str()) && !has_member(message, name) {
             return Err(Error::Value(format!(
                 "{}.{name} has no protobuf field here",
                 message.name
             )));
         }
     }
+    fields_bytes(members, message, out)
+}
+
+/// Whether `name` is a JSON member of `message`, its embedded messages' members included.
+fn has_member(message: &Message, name: &str) -> bool {
+    message.fields.iter().any(|f| match f.kind {
+        Kind::Inline(inner) => has_member(inner, name),
+        _ => f.json == name,
+    })
+}
+
+/// `message`'s fields from `members`, whose names [`message_bytes`] checked.
+fn fields_bytes(members: &Map<String, Value>, message: &Message, out: &mut Vec<u8>) -> Result<()> {
     let mut fields: Vec<_> = message.fields.iter().collect();
     fields.sort_by_key(|f| f.number);
     for field in fields {
@@ -123,7 +137,7 @@ fn message_bytes(
             ))
         };
         // Go writes a non-pointer field always, its zero when unset; a pointer when set.
-        let pointer = field.presence == Presence::Pointer;
+        let pointer = matches!(field.presence, Presence::Pointer | Presence::Nullable);
         if value.is_none() && pointer {
             continue;
         }
@@ -149,6 +163,17 @@ fn message_bytes(
                 message_bytes(m, inner, &[], &mut body)?;
                 put_bytes(out, n, &body);
             }
+            Kind::Bytes
+            | Kind::Int32s
+            | Kind::Int64s
+            | Kind::Quantity
+            | Kind::IntOrString
+            | Kind::MicroTime
+            | Kind::RawExtension
+            | Kind::Inline(_)
+            | Kind::QuantityMap
+            | Kind::TimeMap
+            | Kind::StrsMap => generated_kind_bytes(members, message, field, value, out)?,
             Kind::Time => {
                 let mut body = Vec::new();
                 if let Some(v) = value {
@@ -207,4 +232,160 @@ fn message_bytes(
         }
     }
     Ok(())
+}
+
+/// A field of a kind the generated tables brought, from its JSON `value` (`None`: absent or
+/// null); `members` is the enclosing object, for an embedded message.
+fn generated_kind_bytes(
+    members: &Map<String, Value>,
+    message: &Message,
+    field: &Field,
+    value: Option<&Value>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let n = field.number;
+    let bad = || {
+        Error::Value(format!(
+            "{}.{} has the wrong type",
+            message.name, field.json
+        ))
+    };
+    match field.kind {
+        Kind::Inline(inner) => {
+            let mut body = Vec::new();
+            fields_bytes(members, inner, &mut body)?;
+            put_bytes(out, n, &body);
+        }
+        Kind::Bytes => {
+            if let Some(v) = value {
+                let text = v.as_str().ok_or_else(bad)?;
+                let bytes = BASE64
+                    .decode(text)
+                    .map_err(|e| Error::Value(format!("{}: {e}", field.json)))?;
+                put_bytes(out, n, &bytes);
+            }
+        }
+        Kind::Int32s | Kind::Int64s => {
+            for item in value
+                .map(Value::as_array)
+                .unwrap_or(Some(&Vec::new()))
+                .ok_or_else(bad)?
+            {
+                put_varint_field(out, n, item.as_i64().ok_or_else(bad)? as u64);
+            }
+        }
+        Kind::Quantity => put_bytes(out, n, &quantity_bytes(value).ok_or_else(bad)?),
+        Kind::IntOrString => {
+            let mut body = Vec::new();
+            match value {
+                Some(Value::String(text)) => {
+                    put_varint_field(&mut body, 1, 1);
+                    put_varint_field(&mut body, 2, 0);
+                    put_bytes(&mut body, 3, text.as_bytes());
+                }
+                Some(v) => {
+                    let int = v
+                        .as_i64()
+                        .and_then(|i| i32::try_from(i).ok())
+                        .ok_or_else(bad)?;
+                    put_varint_field(&mut body, 1, 0);
+                    put_varint_field(&mut body, 2, i64::from(int) as u64);
+                    put_bytes(&mut body, 3, b"");
+                }
+                None => {
+                    put_varint_field(&mut body, 1, 0);
+                    put_varint_field(&mut body, 2, 0);
+                    put_bytes(&mut body, 3, b"");
+                }
+            }
+            put_bytes(out, n, &body);
+        }
+        Kind::MicroTime => put_bytes(out, n, &timestamp_bytes(value, field)?),
+        Kind::RawExtension => {
+            let mut body = Vec::new();
+            if let Some(v) = value {
+                let raw = serde_json::to_vec(v).map_err(|e| Error::Value(e.to_string()))?;
+                put_bytes(&mut body, 1, &raw);
+            }
+            put_bytes(out, n, &body);
+        }
+        Kind::QuantityMap | Kind::TimeMap | Kind::StrsMap => {
+            let Some(v) = value else { return Ok(()) };
+            let mut entries: Vec<_> = v.as_object().ok_or_else(bad)?.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            for (key, item) in entries {
+                let item = Some(item).filter(|i| !i.is_null());
+                let bytes = match field.kind {
+                    Kind::QuantityMap => quantity_bytes(item).ok_or_else(bad)?,
+                    Kind::TimeMap => {
+                        let mut body = Vec::new();
+                        if let Some(text) = item {
+                            let at = parse_time(text.as_str().ok_or_else(bad)?, field)?;
+                            put_varint_field(&mut body, 1, at.as_second() as u64);
+                        }
+                        body
+                    }
+                    _ => {
+                        let mut body = Vec::new();
+                        for s in item
+                            .map(Value::as_array)
+                            .unwrap_or(Some(&Vec::new()))
+                            .ok_or_else(bad)?
+                        {
+                            put_bytes(&mut body, 1, s.as_str().ok_or_else(bad)?.as_bytes());
+                        }
+                        body
+                    }
+                };
+                let mut entry = Vec::new();
+                put_bytes(&mut entry, 1, key.as_bytes());
+                put_bytes(&mut entry, 2, &bytes);
+                put_bytes(out, n, &entry);
+            }
+        }
+        _ => {
+            return Err(Error::Value(format!(
+                "{}.{}: not a generated kind",
+                message.name, field.json
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A `Quantity` message: the JSON string (or number, as clients may write it) in field 1; none
+/// is `"0"`. `None` when the JSON is neither.
+fn quantity_bytes(value: Option<&Value>) -> Option<Vec<u8>> {
+    let text = match value {
+        None => "0".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(_) => return None,
+    };
+    let mut body = Vec::new();
+    put_bytes(&mut body, 1, text.as_bytes());
+    Some(body)
+}
+
+fn parse_time(text: &str, field: &Field) -> Result<jiff::Timestamp> {
+    text.parse()
+        .map_err(|e| Error::Value(format!("{}: {e}", field.json)))
+}
+
+/// A `Timestamp` with nanoseconds (a `MicroTime`); none is the empty message (the zero time).
+fn timestamp_bytes(value: Option<&Value>, field: &Field) -> Result<Vec<u8>> {
+    let mut body = Vec::new();
+    if let Some(v) = value {
+        let text = v
+            .as_str()
+            .ok_or_else(|| Error::Value(format!("{} is not a time", field.json)))?;
+        let at = parse_time(text, field)?;
+        put_varint_field(&mut body, 1, at.as_second() as u64);
+        put_varint_field(
+            &mut body,
+            2,
+            u64::from(at.subsec_nanosecond().unsigned_abs()),
+        );
+    }
+    Ok(body)
 }

@@ -2,6 +2,7 @@
 //! or a list, and the watch stream's `WatchEvent` frames.
 
 use crate::error::{Error, Result};
+use crate::kinds;
 use crate::render;
 use crate::schema::{self, LIST_META, Message};
 use crate::wire::{Fields, Wire, read_varint};
@@ -62,7 +63,7 @@ fn schema_of(api_version: &str, kind: &str) -> Result<&'static Message> {
     if (api_version, kind) == ("v1", "Status") {
         return Ok(&schema::STATUS);
     }
-    schema::for_kind(api_version, kind).ok_or_else(|| Error::UnknownKind {
+    kinds::for_kind(api_version, kind).ok_or_else(|| Error::UnknownKind {
         api_version: api_version.to_owned(),
         kind: kind.to_owned(),
     })

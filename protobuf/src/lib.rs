@@ -3,14 +3,17 @@
 //! object (member order, omitted empty fields, escapes, times, base64), so a cache fed from
 //! either wire holds the same bytes; and JSON objects encoded as protobuf, for a test server.
 //!
-//! The schemas are tables written from the Go types (`schema.rs`), not generated code: a field
-//! the table lacks fails the decode ([`Error::UnknownField`]) rather than being dropped, so a
-//! caller falls back to JSON instead of losing data.
+//! The schemas are tables of the Go types' fields (`schema.rs`; the kinds' generated from
+//! k8s.io/api by `cargo xtask protobuf-schema`), read by hand-written renderings of each field
+//! type (`render.rs`, `gojson.rs`): a field the table lacks fails the decode
+//! ([`Error::UnknownField`]) rather than being dropped, so a caller falls back to JSON instead of
+//! losing data.
 
 mod encode;
 mod envelope;
 mod error;
 mod gojson;
+mod kinds;
 mod render;
 mod schema;
 mod wire;
@@ -27,7 +30,7 @@ pub const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json"
 
 /// Whether this crate can decode (and encode) objects of `kind` in `api_version`.
 pub fn supports(api_version: &str, kind: &str) -> bool {
-    schema::for_kind(api_version, kind).is_some()
+    kinds::for_kind(api_version, kind).is_some()
 }
 
 /// Whether a response `Content-Type` is Kubernetes protobuf (a watch adds `;stream=watch`).

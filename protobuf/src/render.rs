@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crate::error::{Error, Result};
 use crate::gojson::{push_raw, push_string};
 use crate::schema::{Field, Kind, Message, Presence};
-use crate::wire::{Fields, Wire};
+use crate::wire::{Fields, Wire, read_varint};
 
 /// Renders `buf`, a message of `message`, as a JSON object; `type_meta` (`apiVersion`, `kind`)
 /// is written first, as the Go `TypeMeta` members (`kind`, then `apiVersion`).
@@ -37,6 +37,12 @@ fn member(out: &mut String, first: &mut bool, name: &str) {
 }
 
 fn members(buf: &[u8], message: &Message, out: &mut String, mut first: bool) -> Result<()> {
+    members_at(buf, message, out, &mut first)
+}
+
+/// [`members`] after `first` says whether a member was written before: for an embedded
+/// message, whose members join the enclosing object's.
+fn members_at(buf: &[u8], message: &Message, out: &mut String, first: &mut bool) -> Result<()> {
     let mut found: Vec<(usize, Wire<'_>)> = Vec::new();
     for field in Fields::new(buf) {
         let (number, wire) = field?;
@@ -58,7 +64,7 @@ fn members(buf: &[u8], message: &Message, out: &mut String, mut first: bool) -> 
             at += 1;
         }
         let values: Vec<Wire<'_>> = found[start..at].iter().map(|(_, w)| *w).collect();
-        value(field, message, &values, out, &mut first)?;
+        value(field, message, &values, out, first)?;
     }
     Ok(())
 }
@@ -91,6 +97,11 @@ fn value<'a>(
     first: &mut bool,
 ) -> Result<()> {
     let presence = field.presence;
+    if presence == Presence::Nullable && values.is_empty() {
+        member(out, first, field.json);
+        out.push_str("null");
+        return Ok(());
+    }
     let bytes = |w: Wire<'a>| -> Result<&'a [u8]> {
         match w {
             Wire::Bytes(b) => Ok(b),
@@ -104,7 +115,7 @@ fn value<'a>(
     // Whether a scalar is written: `present` says the protobuf had it, `zero` that it is Go's
     // zero value.
     let written = |present: bool, zero: bool| match presence {
-        Presence::Pointer => present,
+        Presence::Pointer | Presence::Nullable => present,
         Presence::OmitEmpty => !zero,
         Presence::Always => true,
     };
@@ -139,7 +150,11 @@ fn value<'a>(
         }
         Kind::Time => {
             let body = single(message, field, values)?.map(bytes).transpose()?;
-            if body.is_some() || presence == Presence::Always {
+            let zero = body.is_none_or(<[u8]>::is_empty);
+            if (presence == Presence::OmitEmpty && !zero)
+                || (presence != Presence::OmitEmpty
+                    && (body.is_some() || presence == Presence::Always))
+            {
                 member(out, first, field.json);
                 match body {
                     Some(b) if !b.is_empty() => time(b, out)?,
@@ -147,6 +162,17 @@ fn value<'a>(
                 }
             }
         }
+        Kind::Bytes
+        | Kind::Int32s
+        | Kind::Int64s
+        | Kind::Quantity
+        | Kind::IntOrString
+        | Kind::MicroTime
+        | Kind::RawExtension
+        | Kind::Inline(_)
+        | Kind::QuantityMap
+        | Kind::TimeMap
+        | Kind::StrsMap => generated_kind(field, message, values, out, first)?,
         Kind::FieldsV1 => {
             if let Some(body) = single(message, field, values)?.map(bytes).transpose()? {
                 member(out, first, field.json);
@@ -227,6 +253,244 @@ fn value<'a>(
     Ok(())
 }
 
+/// The value of a field of a kind the generated tables brought (the tables of the first kinds
+/// need none of these).
+fn generated_kind<'a>(
+    field: &Field,
+    message: &Message,
+    values: &[Wire<'a>],
+    out: &mut String,
+    first: &mut bool,
+) -> Result<()> {
+    let presence = field.presence;
+    let bytes = |w: &Wire<'a>| -> Result<&'a [u8]> {
+        match w {
+            Wire::Bytes(b) => Ok(b),
+            other => Err(wire_error(message, field, other)),
+        }
+    };
+    // The value of a field that is not repeated.
+    let one = || single(message, field, values);
+    match field.kind {
+        Kind::Inline(inner) => {
+            let body = one()?.as_ref().map(bytes).transpose()?.unwrap_or_default();
+            members_at(body, inner, out, first)?;
+        }
+        Kind::Bytes => {
+            let body = one()?.as_ref().map(bytes).transpose()?;
+            let written = match presence {
+                Presence::OmitEmpty => body.is_some_and(|b| !b.is_empty()),
+                Presence::Always => true,
+                Presence::Pointer | Presence::Nullable => body.is_some(),
+            };
+            if written {
+                member(out, first, field.json);
+                match body {
+                    Some(b) => {
+                        out.push('"');
+                        BASE64.encode_string(b, out);
+                        out.push('"');
+                    }
+                    None => out.push_str("null"),
+                }
+            }
+        }
+        Kind::Int32s | Kind::Int64s => {
+            let mut numbers = Vec::new();
+            for w in values {
+                match w {
+                    Wire::Varint(v) => numbers.push(*v),
+                    Wire::Bytes(packed) => {
+                        let mut rest = *packed;
+                        while !rest.is_empty() {
+                            let (v, n) = read_varint(rest)?
+                                .ok_or(Error::Malformed("a packed varint cut short"))?;
+                            numbers.push(v);
+                            rest = &rest[n..];
+                        }
+                    }
+                    other => return Err(wire_error(message, field, other)),
+                }
+            }
+            if numbers.is_empty() {
+                if presence == Presence::Always {
+                    member(out, first, field.json);
+                    out.push_str("null");
+                }
+                return Ok(());
+            }
+            member(out, first, field.json);
+            out.push('[');
+            for (i, v) in numbers.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                match field.kind {
+                    Kind::Int32s => out.push_str(&(*v as i32).to_string()),
+                    _ => out.push_str(&(*v as i64).to_string()),
+                }
+            }
+            out.push(']');
+        }
+        Kind::Quantity | Kind::IntOrString | Kind::MicroTime | Kind::RawExtension => {
+            let body = one()?.as_ref().map(bytes).transpose()?;
+            let zero = body.is_none_or(<[u8]>::is_empty);
+            let written = match presence {
+                Presence::Always => true,
+                Presence::OmitEmpty => !zero,
+                Presence::Pointer | Presence::Nullable => body.is_some(),
+            };
+            if written {
+                member(out, first, field.json);
+                let body = body.unwrap_or_default();
+                match field.kind {
+                    Kind::Quantity => quantity(body, out)?,
+                    Kind::IntOrString => int_or_string(body, out)?,
+                    Kind::MicroTime if body.is_empty() => out.push_str("null"),
+                    Kind::MicroTime => micro_time(body, out)?,
+                    _ => raw_extension(body, out)?,
+                }
+            }
+        }
+        Kind::QuantityMap | Kind::TimeMap | Kind::StrsMap => {
+            let mut entries = Vec::with_capacity(values.len());
+            for w in values {
+                entries.push(map_entry(bytes(w)?)?);
+            }
+            entries.reverse();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            entries.dedup_by(|a, b| a.0 == b.0);
+            if entries.is_empty() {
+                if presence == Presence::Always {
+                    member(out, first, field.json);
+                    out.push_str("null");
+                }
+                return Ok(());
+            }
+            member(out, first, field.json);
+            out.push('{');
+            for (i, (key, value)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_string(out, key);
+                out.push(':');
+                match field.kind {
+                    Kind::QuantityMap => quantity(value, out)?,
+                    Kind::TimeMap if value.is_empty() => out.push_str("null"),
+                    Kind::TimeMap => time(value, out)?,
+                    _ => strings(value, out)?,
+                }
+            }
+            out.push('}');
+        }
+        _ => {
+            return Err(Error::Value(format!(
+                "{}.{}: not a generated kind",
+                message.name, field.json
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A `resource.Quantity` (its string in field 1) as its JSON string; none is `"0"`.
+fn quantity(buf: &[u8], out: &mut String) -> Result<()> {
+    let mut text: &[u8] = b"0";
+    for field in Fields::new(buf) {
+        match field? {
+            (1, Wire::Bytes(b)) if !b.is_empty() => text = b,
+            (1, Wire::Bytes(_)) => {}
+            _ => return Err(Error::Malformed("a Quantity with an unexpected field")),
+        }
+    }
+    push_string(out, text);
+    Ok(())
+}
+
+/// An `intstr.IntOrString`: the number when its type is 0, the string when it is 1.
+fn int_or_string(buf: &[u8], out: &mut String) -> Result<()> {
+    let (mut kind, mut int, mut text): (u64, u64, &[u8]) = (0, 0, b"");
+    for field in Fields::new(buf) {
+        match field? {
+            (1, Wire::Varint(v)) => kind = v,
+            (2, Wire::Varint(v)) => int = v,
+            (3, Wire::Bytes(b)) => text = b,
+            _ => return Err(Error::Malformed("an IntOrString with an unexpected field")),
+        }
+    }
+    match kind {
+        0 => out.push_str(&(int as i32).to_string()),
+        1 => push_string(out, text),
+        other => return Err(Error::Value(format!("an IntOrString of type {other}"))),
+    }
+    Ok(())
+}
+
+/// A `runtime.RawExtension` (raw JSON in field 1) as `encoding/json` embeds it; none is `null`.
+fn raw_extension(buf: &[u8], out: &mut String) -> Result<()> {
+    let mut raw = None;
+    for field in Fields::new(buf) {
+        match field? {
+            (1, Wire::Bytes(b)) => raw = Some(b),
+            _ => return Err(Error::Malformed("a RawExtension with an unexpected field")),
+        }
+    }
+    match raw {
+        Some(raw) => push_raw(out, raw),
+        None => {
+            out.push_str("null");
+            Ok(())
+        }
+    }
+}
+
+/// The repeated strings of field 1 (a `map<string, []string>`'s value) as an array; none is
+/// `null`, as Go's nil slice.
+fn strings(buf: &[u8], out: &mut String) -> Result<()> {
+    let mut items = Vec::new();
+    for field in Fields::new(buf) {
+        match field? {
+            (1, Wire::Bytes(b)) => items.push(b),
+            _ => return Err(Error::Malformed("a string list with an unexpected field")),
+        }
+    }
+    if items.is_empty() {
+        out.push_str("null");
+        return Ok(());
+    }
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_string(out, item);
+    }
+    out.push(']');
+    Ok(())
+}
+
+/// A `Timestamp` as `metav1.MicroTime` writes it: UTC, six digits of fraction.
+fn micro_time(buf: &[u8], out: &mut String) -> Result<()> {
+    let (mut seconds, mut nanos) = (0i64, 0i64);
+    for field in Fields::new(buf) {
+        match field? {
+            (1, Wire::Varint(v)) => seconds = v as i64,
+            (2, Wire::Varint(v)) => nanos = i64::from(v as i32),
+            _ => return Err(Error::Malformed("a Timestamp with an unexpected field")),
+        }
+    }
+    if !(0..1_000_000_000).contains(&nanos) {
+        return Err(Error::Value(format!("a time with {nanos} nanoseconds")));
+    }
+    let mut whole = String::new();
+    time_seconds(seconds, &mut whole)?;
+    // `"…:05Z"` → `"…:05.000000Z"`.
+    out.push_str(&whole[..whole.len() - 2]);
+    out.push_str(&format!(".{:06}Z\"", nanos / 1000));
+    Ok(())
+}
+
 /// A map entry: key (field 1) and value (field 2).
 fn map_entry(buf: &[u8]) -> Result<(&[u8], &[u8])> {
     let (mut key, mut value): (&[u8], &[u8]) = (&[], &[]);
@@ -250,6 +514,11 @@ fn time(buf: &[u8], out: &mut String) -> Result<()> {
             _ => return Err(Error::Malformed("a Timestamp with an unexpected field")),
         }
     }
+    time_seconds(seconds, out)
+}
+
+/// `seconds` since the epoch as `metav1.Time` writes it: `"2006-01-02T15:04:05Z"`.
+fn time_seconds(seconds: i64, out: &mut String) -> Result<()> {
     let at = jiff::Timestamp::from_second(seconds)
         .map_err(|e| Error::Value(format!("a time out of range: {e}")))?;
     let civil = at.to_zoned(jiff::tz::TimeZone::UTC).datetime();

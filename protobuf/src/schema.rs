@@ -2,8 +2,10 @@
 //! field's protobuf number, its JSON name, how it is encoded, and when `encoding/json` writes it.
 //! Fields are listed in the Go struct's order, which is the order of the JSON members.
 //!
-//! Written from k8s.io/api and k8s.io/apimachinery (`types.go` tags, `generated.proto` numbers)
-//! and checked by the differential tests against a real kube-apiserver.
+//! The kinds' tables are generated (`kinds/generated.rs`, by `cargo xtask protobuf-schema` from
+//! the Go types of k8s.io/api and k8s.io/apimachinery); the metadata messages every kind shares
+//! are written here by hand from the same types. Both are checked by the differential tests
+//! against a real kube-apiserver.
 
 /// How a field is encoded.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +32,29 @@ pub enum Kind {
     StrMap,
     /// A `map<string, bytes>`, base64 in JSON.
     BytesMap,
+    /// `[]byte`: bytes, base64 in JSON.
+    Bytes,
+    /// A repeated `int32` (packed or not).
+    Int32s,
+    /// A repeated `int64` (packed or not).
+    Int64s,
+    /// `resource.Quantity`: its canonical string in field 1; JSON a string, the zero `"0"`.
+    Quantity,
+    /// `intstr.IntOrString`: type (1), int (2), string (3); JSON a number or a string.
+    IntOrString,
+    /// `metav1.MicroTime`: a `Timestamp`; JSON `"2006-01-02T15:04:05.000000Z"`, the zero `null`.
+    MicroTime,
+    /// `runtime.RawExtension`: raw JSON in field 1, embedded as it is; none is `null`.
+    RawExtension,
+    /// An embedded struct (`json:",inline"`): a nested message in protobuf whose fields are
+    /// members of the enclosing JSON object. The field's `json` is empty.
+    Inline(&'static Message),
+    /// A `map<string, Quantity>` (`ResourceList`).
+    QuantityMap,
+    /// A `map<string, Time>`.
+    TimeMap,
+    /// A `map<string, []string>`: each value a message of repeated strings in field 1.
+    StrsMap,
 }
 
 /// When `encoding/json` writes a field.
@@ -42,9 +67,11 @@ pub enum Presence {
     /// A value without `omitempty` (or a struct, which `omitempty` never drops): always written;
     /// an absent slice or map is `null`, an absent scalar its zero.
     Always,
+    /// A pointer without `omitempty`: written when the protobuf has it, `null` otherwise.
+    Nullable,
 }
 
-/// One field of a message.
+/// One field of a message. A time with `OmitEmpty` is one tagged `omitzero`: left out when zero.
 #[derive(Debug)]
 pub struct Field {
     pub number: u32,
@@ -60,7 +87,7 @@ pub struct Message {
     pub fields: &'static [Field],
 }
 
-const fn f(number: u32, json: &'static str, kind: Kind, presence: Presence) -> Field {
+pub(crate) const fn f(number: u32, json: &'static str, kind: Kind, presence: Presence) -> Field {
     Field {
         number,
         json,
@@ -69,7 +96,7 @@ const fn f(number: u32, json: &'static str, kind: Kind, presence: Presence) -> F
     }
 }
 
-use Kind::{Bool, BytesMap, FieldsV1, Int32, Int64, Msg, Msgs, Str, StrMap, Strs, Time};
+use Kind::{Bool, FieldsV1, Int32, Int64, Msg, Msgs, Str, StrMap, Strs, Time};
 use Presence::{Always, OmitEmpty, Pointer};
 
 pub static OWNER_REFERENCE: Message = Message {
@@ -107,7 +134,8 @@ pub static OBJECT_META: Message = Message {
         f(5, "uid", Str, OmitEmpty),
         f(6, "resourceVersion", Str, OmitEmpty),
         f(7, "generation", Int64, OmitEmpty),
-        f(8, "creationTimestamp", Time, Always),
+        // `omitzero` since Kubernetes 1.34: a zero time (a template's) is left out.
+        f(8, "creationTimestamp", Time, OmitEmpty),
         f(9, "deletionTimestamp", Time, Pointer),
         f(10, "deletionGracePeriodSeconds", Int64, Pointer),
         f(11, "labels", StrMap, OmitEmpty),
@@ -161,110 +189,3 @@ pub static STATUS: Message = Message {
         f(6, "code", Int32, OmitEmpty),
     ],
 };
-
-static CONFIG_MAP: Message = Message {
-    name: "ConfigMap",
-    fields: &[
-        f(1, "metadata", Msg(&OBJECT_META), Always),
-        f(4, "immutable", Bool, Pointer),
-        f(2, "data", StrMap, OmitEmpty),
-        f(3, "binaryData", BytesMap, OmitEmpty),
-    ],
-};
-
-static SECRET: Message = Message {
-    name: "Secret",
-    fields: &[
-        f(1, "metadata", Msg(&OBJECT_META), Always),
-        f(5, "immutable", Bool, Pointer),
-        f(2, "data", BytesMap, OmitEmpty),
-        f(4, "stringData", StrMap, OmitEmpty),
-        f(3, "type", Str, OmitEmpty),
-    ],
-};
-
-static NAMESPACE_CONDITION: Message = Message {
-    name: "NamespaceCondition",
-    fields: &[
-        f(1, "type", Str, Always),
-        f(2, "status", Str, Always),
-        f(4, "lastTransitionTime", Time, Always),
-        f(5, "reason", Str, OmitEmpty),
-        f(6, "message", Str, OmitEmpty),
-    ],
-};
-
-static NAMESPACE: Message = Message {
-    name: "Namespace",
-    fields: &[
-        f(1, "metadata", Msg(&OBJECT_META), Always),
-        f(
-            2,
-            "spec",
-            Msg(&Message {
-                name: "NamespaceSpec",
-                fields: &[f(1, "finalizers", Strs, OmitEmpty)],
-            }),
-            Always,
-        ),
-        f(
-            3,
-            "status",
-            Msg(&Message {
-                name: "NamespaceStatus",
-                fields: &[
-                    f(1, "phase", Str, OmitEmpty),
-                    f(2, "conditions", Msgs(&NAMESPACE_CONDITION), OmitEmpty),
-                ],
-            }),
-            Always,
-        ),
-    ],
-};
-
-static OBJECT_REFERENCE: Message = Message {
-    name: "ObjectReference",
-    fields: &[
-        f(1, "kind", Str, OmitEmpty),
-        f(2, "namespace", Str, OmitEmpty),
-        f(3, "name", Str, OmitEmpty),
-        f(4, "uid", Str, OmitEmpty),
-        f(5, "apiVersion", Str, OmitEmpty),
-        f(6, "resourceVersion", Str, OmitEmpty),
-        f(7, "fieldPath", Str, OmitEmpty),
-    ],
-};
-
-static SERVICE_ACCOUNT: Message = Message {
-    name: "ServiceAccount",
-    fields: &[
-        f(1, "metadata", Msg(&OBJECT_META), Always),
-        f(2, "secrets", Msgs(&OBJECT_REFERENCE), OmitEmpty),
-        f(
-            3,
-            "imagePullSecrets",
-            Msgs(&Message {
-                name: "LocalObjectReference",
-                fields: &[f(1, "name", Str, OmitEmpty)],
-            }),
-            OmitEmpty,
-        ),
-        f(4, "automountServiceAccountToken", Bool, Pointer),
-    ],
-};
-
-/// Every kind with a schema: `(apiVersion, kind, message)`.
-pub static KINDS: &[(&str, &str, &Message)] = &[
-    ("v1", "ConfigMap", &CONFIG_MAP),
-    ("v1", "Secret", &SECRET),
-    ("v1", "Namespace", &NAMESPACE),
-    ("v1", "ServiceAccount", &SERVICE_ACCOUNT),
-];
-
-/// The message of a kind, if this crate has its schema.
-pub fn for_kind(api_version: &str, kind: &str) -> Option<&'static Message> {
-    KINDS
-        .iter()
-        .find(|(v, k, _)| *v == api_version && *k == kind)
-        .map(|(_, _, m)| *m)
-}

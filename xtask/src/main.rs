@@ -10,6 +10,7 @@
 //!   kube-apiserver and etcd).
 //! - `dev`: the main job: the example plugins on the embedded development API server.
 //! - `bench`: every benchmark in release, gathered into BENCHMARKS.md.
+//! - `protobuf-schema`: the protobuf crate's schema tables, generated from k8s.io/api's Go types.
 //! - `image`: the container image (static binary, from scratch) as an OCI archive.
 
 #[cfg(test)]
@@ -22,6 +23,7 @@ mod dev;
 mod guests;
 mod image;
 mod install;
+mod protobuf_schema;
 mod real_tier;
 mod stages;
 mod suite_build;
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         "test" => test::run(&guests::Ctx::new()),
         "dev" => dev::run(&guests::Ctx::new(), rest),
         "bench" => bench::run(&guests::Ctx::new().with_lto(), rest),
+        "protobuf-schema" => protobuf_schema::run(&workspace::root(), rest),
         "image" => image::Profile::from_args(rest)
             .and_then(|profile| image::build(&workspace::root(), profile))
             .map(drop),
@@ -106,6 +109,9 @@ commands:
                  examples/manifests --config examples/kubewasm-dev.toml ARGS..` (the example
                  plugins on the embedded API server; a --config in ARGS replaces the example one)
   bench [NAME..] run every benchmark (or the named ones) in release and write BENCHMARKS.md
+  protobuf-schema --api DIR --apimachinery DIR [--out FILE]
+                 generate protobuf/src/kinds/generated.rs (the built-in kinds' protobuf schemas)
+                 from checkouts of k8s.io/api and k8s.io/apimachinery (their Go struct tags)
   image [--profile release|test]
                  build the container image offline with buildah (static musl binary, from
                  scratch) into target/image/kubewasm.oci.tar (needs root); `test` is the test
