@@ -380,7 +380,7 @@ mod real {
     async fn kinds_without_a_schema_are_read_as_json() {
         let server = Envtest::start().await.expect("the real API server starts");
         let client = server.admin();
-        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
+        let resource = ApiResource::erase::<k8s_openapi::api::apps::v1::StatefulSet>(&());
         let (lw, options) = lister(&client, resource, None, true, true);
         lw.list(None).await.expect("a list");
         let stats = options.wire.snapshot();
