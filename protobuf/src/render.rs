@@ -27,7 +27,7 @@ pub fn object(buf: &[u8], message: &Message, type_meta: Option<(&str, &str)>) ->
     Ok(out)
 }
 
-fn member(out: &mut String, first: &mut bool, name: &str) {
+pub(crate) fn member(out: &mut String, first: &mut bool, name: &str) {
     if !*first {
         out.push(',');
     }
@@ -36,7 +36,19 @@ fn member(out: &mut String, first: &mut bool, name: &str) {
     out.push(':');
 }
 
-fn members(buf: &[u8], message: &Message, out: &mut String, mut first: bool) -> Result<()> {
+fn members(buf: &[u8], message: &Message, out: &mut String, first: bool) -> Result<()> {
+    members_with(buf, message, out, first, value)
+}
+
+/// The members of `buf`, a message of `message`, each field's values handed to `each` (which
+/// writes them, as [`value`] does) in the Go struct's order.
+pub(crate) fn members_with<'a>(
+    buf: &'a [u8],
+    message: &Message,
+    out: &mut String,
+    mut first: bool,
+    mut each: impl FnMut(&Field, &Message, &[Wire<'a>], &mut String, &mut bool) -> Result<()>,
+) -> Result<()> {
     let mut found: Vec<(usize, Wire<'_>)> = Vec::new();
     for field in Fields::new(buf) {
         let (number, wire) = field?;
@@ -58,7 +70,7 @@ fn members(buf: &[u8], message: &Message, out: &mut String, mut first: bool) -> 
             at += 1;
         }
         let values: Vec<Wire<'_>> = found[start..at].iter().map(|(_, w)| *w).collect();
-        value(field, message, &values, out, &mut first)?;
+        each(field, message, &values, out, &mut first)?;
     }
     Ok(())
 }
@@ -72,7 +84,11 @@ fn wire_error(message: &Message, field: &Field, wire: &Wire<'_>) -> Error {
 }
 
 /// The one value of a singular field; `None` when absent.
-fn single<'a>(message: &Message, field: &Field, values: &[Wire<'a>]) -> Result<Option<Wire<'a>>> {
+pub(crate) fn single<'a>(
+    message: &Message,
+    field: &Field,
+    values: &[Wire<'a>],
+) -> Result<Option<Wire<'a>>> {
     match values {
         [] => Ok(None),
         [one] => Ok(Some(*one)),
@@ -83,7 +99,7 @@ fn single<'a>(message: &Message, field: &Field, values: &[Wire<'a>]) -> Result<O
     }
 }
 
-fn value<'a>(
+pub(crate) fn value<'a>(
     field: &Field,
     message: &Message,
     values: &[Wire<'a>],
