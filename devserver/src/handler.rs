@@ -574,7 +574,7 @@ fn list(
                 if core.hooks.take_garbled_list() {
                     body.truncate(body.len().saturating_sub(1));
                 }
-                let mut response = bytes_response(StatusCode::OK, body);
+                let mut response = list_response(request, body);
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static(kubewasm_protobuf::CONTENT_TYPE),
@@ -584,10 +584,51 @@ fn list(
             Err(error) => core.json_only.fall_back(&protobuf, &error),
         }
     }
-    Ok(bytes_response(
-        StatusCode::OK,
-        list::list_body(resource, &page),
-    ))
+    Ok(list_response(request, list::list_body(resource, &page)))
+}
+
+/// The size above which a LIST answer is gzipped for a client that accepts it: the API
+/// server's (`defaultGzipThresholdBytes`, 128 KiB).
+const GZIP_THRESHOLD: usize = 128 * 1024;
+
+/// A LIST answer (JSON until the caller says otherwise), gzipped as the API server does when
+/// the client sends `Accept-Encoding: gzip` and the body is over [`GZIP_THRESHOLD`].
+fn list_response(request: &Request, body: Bytes) -> Response {
+    let accepts_gzip = request
+        .headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        // As the API server reads it: `gzip`, with or without parameters.
+        .any(|coding| coding.split(';').next().unwrap_or_default().trim() == "gzip");
+    if !accepts_gzip || body.len() <= GZIP_THRESHOLD {
+        return bytes_response(StatusCode::OK, body);
+    }
+    match gzip(&body) {
+        Ok(compressed) => {
+            let mut response = bytes_response(StatusCode::OK, Bytes::from(compressed));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            response
+        }
+        Err(error) => {
+            tracing::warn!(%error, "gzip of a LIST answer failed; answering it uncompressed");
+            bytes_response(StatusCode::OK, body)
+        }
+    }
+}
+
+/// `body` gzipped at the level the API server uses (`gzip.DefaultCompression`).
+fn gzip(body: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(body.len() / 4),
+        flate2::Compression::default(),
+    );
+    encoder.write_all(body)?;
+    encoder.finish()
 }
 
 /// `Some(includeObject)` when the client asked for a Table (kubectl get).

@@ -1098,6 +1098,11 @@ impl std::fmt::Debug for WireCollector {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    stage: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WireLabels {
     request: &'static str,
     wire: &'static str,
@@ -1129,6 +1134,26 @@ impl prometheus_client::collector::Collector for WireCollector {
             MetricType::Counter,
         )?;
         ConstCounter::new(stats.fallbacks).encode(family)?;
+        let family = encoder.encode_descriptor(
+            "informer_gzip_lists",
+            "LIST answers that arrived gzipped",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(stats.gzip_lists).encode(family)?;
+        let mut family = encoder.encode_descriptor(
+            "informer_list_bytes",
+            "Bytes of LIST bodies: as they came over the wire (compressed, when gzipped) and as \
+             the decoders read them",
+            None,
+            MetricType::Counter,
+        )?;
+        for (stage, value) in [
+            ("wire", stats.list_wire_bytes),
+            ("decoded", stats.list_body_bytes),
+        ] {
+            ConstCounter::new(value).encode(family.encode_family(&StageLabels { stage })?)?;
+        }
         Ok(())
     }
 }
@@ -1161,6 +1186,8 @@ mod tests {
             r#"kubewasm_informer_answers_total{request="list",wire="protobuf"} 0"#,
             r#"kubewasm_informer_answers_total{request="watch",wire="json"} 0"#,
             "kubewasm_informer_protobuf_fallbacks_total 0",
+            "kubewasm_informer_gzip_lists_total 0",
+            r#"kubewasm_informer_list_bytes_total{stage="wire"} 0"#,
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }

@@ -1,5 +1,6 @@
 //! Initial sync of many ConfigMaps from a real kube-apiserver (envtest), kubewasm-informer over
-//! protobuf (the default for built-in kinds) against the same informer over JSON, each variant
+//! protobuf (the default for built-in kinds) against the same informer over JSON, with and
+//! without gzip on the LIST (the default asks for it), each variant
 //! in a fresh child process. The API server's side is read from /proc: its CPU time and the
 //! bytes it wrote (`wchar`: the TLS bytes on the client's connection; a LIST at
 //! resourceVersion=0 is answered from the watch cache, so etcd adds nothing) over each sync.
@@ -21,15 +22,27 @@ use kubewasm_tests::envtest::{Envtest, User};
 mod common;
 use common::{config_map, env_usize, median, rss};
 
-/// (name, protobuf).
-const VARIANTS: &[(&str, bool)] = &[
+/// (name, protobuf, gzip).
+const VARIANTS: &[(&str, bool, bool)] = &[
     (
-        "kubewasm, protobuf (default), one LIST at resourceVersion=0",
+        "kubewasm, protobuf + gzip (default), one LIST at resourceVersion=0",
+        true,
         true,
     ),
     (
-        "kubewasm, JSON ([informers] protobuf = false), one LIST at resourceVersion=0",
+        "kubewasm, protobuf ([informers] gzip = false), one LIST at resourceVersion=0",
+        true,
         false,
+    ),
+    (
+        "kubewasm, JSON ([informers] protobuf = false, gzip = false), one LIST at resourceVersion=0",
+        false,
+        false,
+    ),
+    (
+        "kubewasm, JSON + gzip ([informers] protobuf = false), one LIST at resourceVersion=0",
+        false,
+        true,
     ),
 ];
 
@@ -98,7 +111,7 @@ fn parent() -> Result<()> {
         let exe = std::env::current_exe()?;
         let mut results: Vec<Vec<Sample>> = vec![Vec::new(); VARIANTS.len()];
         for run in 0..runs {
-            for (v, (name, _)) in VARIANTS.iter().enumerate() {
+            for (v, (name, ..)) in VARIANTS.iter().enumerate() {
                 let (cpu0, written0) = process_counters(api_server);
                 let out = tokio::task::spawn_blocking({
                     let exe = exe.clone();
@@ -145,6 +158,9 @@ struct Sample {
     /// What the child saw: LIST answers in protobuf and in JSON.
     protobuf_lists: u64,
     json_lists: u64,
+    /// LIST answers that arrived gzipped.
+    #[serde(default)]
+    gzip_lists: u64,
     #[serde(default)]
     server_cpu_ms: f64,
     #[serde(default)]
@@ -166,12 +182,16 @@ fn print_table(objects: usize, results: &[Vec<Sample>]) {
         "| client | wire seen | sync, wall (ms) | client CPU (ms) | server CPU (ms) | server wrote (MB) | RSS after sync (MiB) | bytes per object |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for ((name, _), samples) in VARIANTS.iter().zip(results) {
+    for ((name, ..), samples) in VARIANTS.iter().zip(results) {
         let med = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
         let wire = match (samples[0].protobuf_lists, samples[0].json_lists) {
             (p, 0) if p > 0 => "protobuf",
             (0, j) if j > 0 => "JSON",
             _ => "mixed",
+        };
+        let wire = match samples[0].gzip_lists {
+            0 => wire.to_owned(),
+            _ => format!("{wire}, gzip"),
         };
         println!(
             "| {name} | {wire} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} |",
@@ -201,6 +221,7 @@ fn child(variant: usize, kubeconfig: &str) -> Result<()> {
         let started = Instant::now();
         let list_watch = ListWatchOptions {
             protobuf: VARIANTS[variant].1,
+            gzip: VARIANTS[variant].2,
             ..ListWatchOptions::default()
         };
         let wire = list_watch.wire.clone();
@@ -228,6 +249,7 @@ fn child(variant: usize, kubeconfig: &str) -> Result<()> {
             synced_rss: rss(),
             protobuf_lists: stats.protobuf_lists,
             json_lists: stats.json_lists,
+            gzip_lists: stats.gzip_lists,
             server_cpu_ms: 0.0,
             server_bytes: 0,
         })

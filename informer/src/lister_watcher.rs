@@ -17,7 +17,7 @@ use crate::key::InformerKey;
 use crate::list_body::ListBody;
 use crate::negotiate::{Negotiation, WireCounters};
 use crate::object::{Object, ParseOptions};
-use crate::protobuf_body::{ProtobufList, next_frame};
+use crate::protobuf_body::{ProtobufList, next_frame, shape};
 
 pub use crate::list_page::ListPage;
 
@@ -118,6 +118,10 @@ pub struct ListWatchOptions {
     /// (the cache holds the same JSON either way); every other kind, and every kind when this
     /// is off, is read as JSON.
     pub protobuf: bool,
+    /// Ask for gzip on LISTs, as client-go does: the API server compresses answers over
+    /// 128 KiB (a twentieth of the bytes for typical objects, for some server CPU). Watches are
+    /// never compressed.
+    pub gzip: bool,
     /// Where the wires lists and watches were answered in are counted.
     pub wire: WireCounters,
 }
@@ -129,6 +133,7 @@ impl Default for ListWatchOptions {
             strip_managed_fields: true,
             list_idle_limit: Duration::from_secs(60),
             protobuf: true,
+            gzip: true,
             wire: WireCounters::default(),
         }
     }
@@ -157,6 +162,7 @@ impl KubeListerWatcher {
         let target = WatchTarget::of(key);
         let negotiation = Arc::new(Negotiation::new(
             options.protobuf,
+            options.gzip,
             &key.resource.api_version,
             &key.resource.kind,
             target.resource.clone(),
@@ -224,6 +230,7 @@ impl KubeListerWatcher {
                 }
                 body.feed(chunk)?;
                 let n = chunk.len();
+                self.negotiation.count_list_body(n);
                 reader.consume_unpin(n);
             }
         }
@@ -238,6 +245,7 @@ impl KubeListerWatcher {
             }
             body.feed(chunk)?;
             let n = chunk.len();
+            self.negotiation.count_list_body(n);
             reader.consume_unpin(n);
         }
     }
@@ -313,22 +321,25 @@ impl KubeListerWatcher {
         reader: Box<dyn AsyncBufRead + Send + Unpin>,
         parse: ParseOptions,
     ) -> WatchStream {
+        let shape = shape(&parse);
         let events = stream::unfold(
-            (reader, parse, false, Arc::clone(&self.negotiation)),
-            |(mut reader, parse, done, negotiation)| async move {
+            (reader, parse, shape, false, Arc::clone(&self.negotiation)),
+            |(mut reader, parse, shape, done, negotiation)| async move {
                 if done {
                     return None;
                 }
                 let event = match next_frame(&mut *reader).await {
                     Ok(None) => return None,
-                    Ok(Some(frame)) => match kubewasm_protobuf::watch_event(&frame) {
-                        Ok((kind, object)) => parse_event(&kind, &object, &parse),
-                        Err(e) => Err(negotiation.fall_back(e)),
-                    },
+                    Ok(Some(frame)) => {
+                        match kubewasm_protobuf::watch_event_shaped(&frame, &shape) {
+                            Ok((kind, rendered)) => rendered_event(&kind, rendered, &parse),
+                            Err(e) => Err(negotiation.fall_back(e)),
+                        }
+                    }
                     Err(e) => Err(body_error("watch stream", e)),
                 };
                 let failed = event.is_err();
-                Some((event, (reader, parse, failed, negotiation)))
+                Some((event, (reader, parse, shape, failed, negotiation)))
             },
         );
         Box::pin(events)
@@ -432,6 +443,20 @@ fn split_event_line(line: &str) -> Option<(&str, &str)> {
     let (kind, rest) = rest.split_once('"')?;
     let object = rest.strip_prefix(r#","object":"#)?.strip_suffix('}')?;
     Some((kind, object))
+}
+
+/// A protobuf watch event whose object was rendered in the cache's shape.
+fn rendered_event(
+    kind: &str,
+    rendered: kubewasm_protobuf::Rendered,
+    parse: &ParseOptions,
+) -> Result<WatchEvent> {
+    match kind {
+        "ADDED" => Ok(WatchEvent::Added(Object::from_rendered(rendered)?)),
+        "MODIFIED" => Ok(WatchEvent::Modified(Object::from_rendered(rendered)?)),
+        "DELETED" => Ok(WatchEvent::Deleted(Object::from_rendered(rendered)?)),
+        _ => parse_event(kind, &rendered.json, parse),
+    }
 }
 
 fn parse_event(kind: &str, object: &str, parse: &ParseOptions) -> Result<WatchEvent> {

@@ -1,6 +1,8 @@
 //! Which wire a lister-watcher reads: protobuf for the built-in kinds `kubewasm-protobuf` has a
 //! schema of (client-go's `Accept`, so a server without protobuf answers JSON), JSON for every
-//! other kind, and JSON for good once a protobuf body of the resource fails to decode.
+//! other kind, and JSON for good once a protobuf body of the resource fails to decode. LISTs
+//! ask for gzip, as client-go does (the API server compresses answers over 128 KiB; it never
+//! compresses a watch), and are decompressed as they arrive.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,6 +25,9 @@ struct Counts {
     protobuf_watches: AtomicU64,
     json_watches: AtomicU64,
     fallbacks: AtomicU64,
+    gzip_lists: AtomicU64,
+    list_wire_bytes: AtomicU64,
+    list_body_bytes: AtomicU64,
 }
 
 /// A snapshot of [`WireCounters`].
@@ -38,6 +43,12 @@ pub struct WireStats {
     pub json_watches: u64,
     /// Resources switched to JSON because a protobuf body failed to decode.
     pub fallbacks: u64,
+    /// LIST responses that arrived gzipped.
+    pub gzip_lists: u64,
+    /// Bytes of LIST bodies as they came over the wire (compressed, when gzipped).
+    pub list_wire_bytes: u64,
+    /// Bytes of LIST bodies after decompression: what the decoders read.
+    pub list_body_bytes: u64,
 }
 
 impl WireCounters {
@@ -50,13 +61,21 @@ impl WireCounters {
             protobuf_watches: c.protobuf_watches.load(Ordering::Relaxed),
             json_watches: c.json_watches.load(Ordering::Relaxed),
             fallbacks: c.fallbacks.load(Ordering::Relaxed),
+            gzip_lists: c.gzip_lists.load(Ordering::Relaxed),
+            list_wire_bytes: c.list_wire_bytes.load(Ordering::Relaxed),
+            list_body_bytes: c.list_body_bytes.load(Ordering::Relaxed),
         }
     }
 }
 
+/// The buffer a gzipped body is decompressed into: the decoders are fed this much at a time
+/// (two HTTP/2 DATA frames' worth).
+const DECODED_BUFFER: usize = 32 * 1024;
+
 /// The wire of one lister-watcher.
 pub(crate) struct Negotiation {
     protobuf: AtomicBool,
+    gzip: bool,
     counters: WireCounters,
     resource: String,
 }
@@ -65,9 +84,10 @@ pub(crate) struct Negotiation {
 pub(crate) type Answer = (bool, Box<dyn AsyncBufRead + Send + Unpin>);
 
 impl Negotiation {
-    /// Protobuf when `enabled` and the kind has a schema.
+    /// Protobuf when `enabled` and the kind has a schema; gzip on LISTs when `gzip`.
     pub(crate) fn new(
         enabled: bool,
+        gzip: bool,
         api_version: &str,
         kind: &str,
         resource: String,
@@ -75,13 +95,15 @@ impl Negotiation {
     ) -> Negotiation {
         Negotiation {
             protobuf: AtomicBool::new(enabled && kubewasm_protobuf::supports(api_version, kind)),
+            gzip,
             counters,
             resource,
         }
     }
 
-    /// Sends `request` (asking for protobuf when this resource reads it) and answers the body
-    /// with its wire; a failure status becomes [`Error::Api`] in either wire.
+    /// Sends `request` (asking for protobuf when this resource reads it, and for gzip when it
+    /// is a LIST) and answers the body, decompressed, with its wire; a failure status becomes
+    /// [`Error::Api`] in either wire.
     pub(crate) async fn send(
         &self,
         client: &kube::Client,
@@ -94,6 +116,12 @@ impl Negotiation {
                 http::HeaderValue::from_static(kubewasm_protobuf::ACCEPT),
             );
         }
+        if self.gzip && !watch {
+            request.headers_mut().insert(
+                http::header::ACCEPT_ENCODING,
+                http::HeaderValue::from_static("gzip"),
+            );
+        }
         let response = client.send(request.map(kube::client::Body::from)).await?;
         let status = response.status();
         let protobuf = response
@@ -101,12 +129,33 @@ impl Negotiation {
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(kubewasm_protobuf::is_protobuf);
+        let gzipped = response
+            .headers()
+            .get(http::header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|coding| coding.trim().eq_ignore_ascii_case("gzip"));
+        let counts = Arc::clone(&self.counters.0);
         let body = response
             .into_body()
             .into_data_stream()
             .map_err(std::io::Error::other)
+            .inspect_ok(move |chunk| {
+                if !watch {
+                    counts
+                        .list_wire_bytes
+                        .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                }
+            })
             .into_async_read();
-        let mut reader: Box<dyn AsyncBufRead + Send + Unpin> = Box::new(body);
+        let mut reader: Box<dyn AsyncBufRead + Send + Unpin> = if gzipped {
+            // Decompressed as it arrives: only the decoder's window and one buffer are held.
+            Box::new(futures::io::BufReader::with_capacity(
+                DECODED_BUFFER,
+                async_compression::futures::bufread::GzipDecoder::new(body),
+            ))
+        } else {
+            Box::new(body)
+        };
         if status.is_client_error() || status.is_server_error() {
             let mut text = Vec::new();
             (&mut reader)
@@ -123,7 +172,18 @@ impl Negotiation {
             (true, false) => &self.counters.0.json_watches,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        if gzipped && !watch {
+            self.counters.0.gzip_lists.fetch_add(1, Ordering::Relaxed);
+        }
         Ok((protobuf, reader))
+    }
+
+    /// `n` bytes of a LIST body were read (after decompression).
+    pub(crate) fn count_list_body(&self, n: usize) {
+        self.counters
+            .0
+            .list_body_bytes
+            .fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// A protobuf body failed to decode: this resource reads JSON from now on, the fallback is

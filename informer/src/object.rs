@@ -248,6 +248,106 @@ impl Object {
         Ok(object)
     }
 
+    /// Builds an object from JSON rendered from protobuf already in the cache's shape, with
+    /// its metadata's places recorded as it was written: the object [`Object::parse`] builds
+    /// from the same text with the same shaping, without reading the text again.
+    pub fn from_rendered(rendered: kubewasm_protobuf::Rendered) -> Result<Object> {
+        let kubewasm_protobuf::Rendered { json, meta } = rendered;
+        if json.len() >= IN_ARENA as usize {
+            return Err(Error::TooLarge(json.len()));
+        }
+        let mut arena = String::new();
+        let mut spans = Vec::with_capacity(
+            FIXED
+                + 2 * (meta.labels.len() + meta.annotations.len())
+                + meta.owner_references.len()
+                + CONTROLLER_SPANS,
+        );
+        // The key first: the namespace (when not empty), then the name.
+        let key_part = |range: &Option<std::ops::Range<usize>>| -> Result<Option<String>> {
+            range
+                .as_ref()
+                .map(|r| unquote(&json, r.clone()).map(Cow::into_owned))
+                .transpose()
+        };
+        let name = key_part(&meta.name)?.filter(|n| !n.is_empty());
+        let Some(name) = name else {
+            return Err(Error::MissingName);
+        };
+        let namespace = key_part(&meta.namespace)?.filter(|ns| !ns.is_empty());
+        if let Some(ns) = &namespace {
+            arena.push_str(ns);
+            arena.push('/');
+        }
+        arena.push_str(&name);
+        let key_len = arena.len() as u32;
+        let ns_len = namespace.map_or(NO_NAMESPACE, |ns| ns.len() as u32);
+
+        let mut place = |range: &std::ops::Range<usize>| -> Result<Span> {
+            Ok(match unquote(&json, range.clone())? {
+                Cow::Borrowed(_) => Span {
+                    start: range.start as u32 + 1,
+                    len: (range.len() - 2) as u32,
+                },
+                Cow::Owned(text) => {
+                    let start = arena.len() as u32 | IN_ARENA;
+                    arena.push_str(&text);
+                    Span {
+                        start,
+                        len: text.len() as u32,
+                    }
+                }
+            })
+        };
+        for string in [&meta.uid, &meta.resource_version] {
+            spans.push(match string {
+                Some(range) => place(range)?,
+                None => Span::EMPTY,
+            });
+        }
+        spans.push(match &meta.generation {
+            Some(range) if integer(&json[range.clone()]).is_some() => Span {
+                start: range.start as u32,
+                len: range.len() as u32,
+            },
+            _ => Span::EMPTY,
+        });
+        for (k, v) in meta.labels.iter().chain(&meta.annotations) {
+            spans.push(place(k)?);
+            spans.push(place(v)?);
+        }
+        for owner in &meta.owner_references {
+            if let Some(uid) = &owner.uid {
+                spans.push(place(uid)?);
+            }
+        }
+        // client-go's `GetControllerOf`: the first reference with `controller: true`.
+        let controller = meta.owner_references.iter().find(|o| o.controller);
+        if let Some(owner) = controller {
+            for field in [&owner.api_version, &owner.kind, &owner.name, &owner.uid] {
+                spans.push(match field {
+                    Some(range) => place(range)?,
+                    None => Span::EMPTY,
+                });
+            }
+        }
+        let (n_labels, n_annotations) = (meta.labels.len(), meta.annotations.len());
+        let mut object = Object {
+            json: json.into_boxed_str(),
+            arena: arena.into_boxed_str(),
+            spans: Box::default(),
+            key_len: key_len | controller.map_or(0, |_| CONTROLLED),
+            ns_len,
+            n_labels: n_labels as u32,
+            n_annotations: n_annotations as u32,
+        };
+        sort_pairs(&object, &mut spans[FIXED..FIXED + 2 * n_labels]);
+        let a_start = FIXED + 2 * n_labels;
+        sort_pairs(&object, &mut spans[a_start..a_start + 2 * n_annotations]);
+        object.spans = spans.into_boxed_slice();
+        Ok(object)
+    }
+
     /// The stored JSON: what plugins receive.
     pub fn json(&self) -> &str {
         &self.json
@@ -448,6 +548,31 @@ fn sort_pairs(object: &Object, pairs: &mut [Span]) {
         pairs[2 * i] = k;
         pairs[2 * i + 1] = v;
     }
+}
+
+/// The text of the JSON string at `json[range]` (quotes included): borrowed when it has no
+/// escapes, as `serde_json` borrows it.
+fn unquote(json: &str, range: std::ops::Range<usize>) -> Result<Cow<'_, str>> {
+    let quoted = json.get(range).ok_or_else(|| {
+        Error::InvalidObject(serde::de::Error::custom(
+            "a metadata place outside the object",
+        ))
+    })?;
+    let inner = quoted
+        .strip_prefix('"')
+        .and_then(|q| q.strip_suffix('"'))
+        .filter(|_| quoted.len() >= 2)
+        .ok_or_else(|| {
+            Error::InvalidObject(serde::de::Error::custom(
+                "a metadata place that is not a string",
+            ))
+        })?;
+    if !inner.contains('\\') {
+        return Ok(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(quoted)
+        .map(Cow::Owned)
+        .map_err(Error::InvalidObject)
 }
 
 /// A JSON integer's text as an `i64`; `None` for anything else.

@@ -201,9 +201,81 @@ async fn events(
     out
 }
 
+/// A LIST over the API server's gzip threshold (128 KiB), asked for with and without gzip on
+/// each wire: the gzipped answers arrive compressed (fewer bytes on the wire than the decoders
+/// read) and fill the cache with the same bytes as the plain ones.
+async fn gzipped_lists_fill_the_cache_as_plain_ones(client: &kube::Client, ns: &str) {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("a namespace"),
+        )
+        .await
+        .expect("the namespace");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    for i in 0..80 {
+        let object = json!({"metadata": {"name": format!("big-{i:03}"), "labels": {"n": i.to_string()}},
+            "data": {"value": format!("{i} {}", "configuration text ".repeat(150)), "tricky": TRICKY}});
+        config_maps
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(object).expect("a ConfigMap"),
+            )
+            .await
+            .expect("create");
+    }
+    let resource = ApiResource::erase::<ConfigMap>(&());
+    let key = InformerKey::all(resource).in_namespace(ns);
+    for protobuf in [true, false] {
+        let mut cached = Vec::new();
+        for gzip in [true, false] {
+            let options = ListWatchOptions {
+                protobuf,
+                gzip,
+                ..ListWatchOptions::default()
+            };
+            let lw = KubeListerWatcher::new(client.clone(), &key, options.clone());
+            let page = lw.list_any().await.expect("a list at any version");
+            assert_eq!(page.items.len(), 80);
+            let stats = options.wire.snapshot();
+            assert_eq!(
+                (stats.protobuf_lists, stats.json_lists),
+                (u64::from(protobuf), u64::from(!protobuf)),
+                "{stats:?}"
+            );
+            assert!(stats.list_body_bytes > 128 * 1024, "{stats:?}");
+            if gzip {
+                assert_eq!(stats.gzip_lists, 1, "{stats:?}");
+                assert!(
+                    stats.list_wire_bytes * 4 < stats.list_body_bytes,
+                    "compressed on the wire: {stats:?}"
+                );
+            } else {
+                assert_eq!(stats.gzip_lists, 0, "{stats:?}");
+                assert_eq!(stats.list_wire_bytes, stats.list_body_bytes, "{stats:?}");
+            }
+            let objects: BTreeMap<String, String> = page
+                .items
+                .iter()
+                .map(|o| (o.key().to_owned(), o.json().to_owned()))
+                .collect();
+            cached.push(objects);
+        }
+        assert_eq!(cached[0], cached[1], "protobuf: {protobuf}");
+    }
+}
+
 mod real {
     use super::*;
     use kubewasm_tests::envtest::Envtest;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gzipped_lists_arrive_compressed_and_cache_the_same_bytes() {
+        let server = Envtest::start().await.expect("the real API server starts");
+        gzipped_lists_fill_the_cache_as_plain_ones(&server.admin(), "gzip-real").await;
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn protobuf_and_json_give_the_cache_the_same_bytes() {
@@ -277,6 +349,8 @@ mod real {
                     js_stats,
                     WireStats {
                         json_lists: js_stats.json_lists,
+                        list_wire_bytes: js_stats.list_wire_bytes,
+                        list_body_bytes: js_stats.list_body_bytes,
                         ..WireStats::default()
                     }
                 );
@@ -398,6 +472,15 @@ mod dev {
     use super::*;
     use kubewasm_devserver::{DevServer, Options};
     use kubewasm_informer::{FactoryOptions, SharedInformerFactory};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gzipped_lists_arrive_compressed_and_cache_the_same_bytes() {
+        let server = DevServer::start(Options::default())
+            .await
+            .expect("dev server");
+        gzipped_lists_fill_the_cache_as_plain_ones(&server.client(), "gzip-dev").await;
+        server.shutdown().await;
+    }
 
     fn values(objects: &BTreeMap<String, String>) -> BTreeMap<String, Value> {
         objects

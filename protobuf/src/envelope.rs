@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::kinds;
 use crate::render;
 use crate::schema::{self, LIST_META, Message};
+use crate::shape::{self as shaping, Rendered, Shape};
 use crate::wire::{Fields, Wire, read_varint};
 
 /// The four bytes every Kubernetes protobuf body starts with.
@@ -84,6 +85,12 @@ pub fn object_json(body: &[u8]) -> Result<String> {
 /// One frame of a protobuf watch (a `WatchEvent`: type, then the object in a `RawExtension`):
 /// the event type and the object as the API server's JSON watch would have carried it.
 pub fn watch_event(frame: &[u8]) -> Result<(String, String)> {
+    let (event_type, object) = watch_parts(frame)?;
+    Ok((event_type, object_json(object)?))
+}
+
+/// A `WatchEvent`'s type and its object's body.
+fn watch_parts(frame: &[u8]) -> Result<(String, &[u8])> {
     let (mut event_type, mut object) = (None, None);
     for field in Fields::new(frame) {
         match field? {
@@ -100,7 +107,22 @@ pub fn watch_event(frame: &[u8]) -> Result<(String, String)> {
     }
     let event_type = event_type.ok_or(Error::Malformed("a watch event without a type"))?;
     let object = object.ok_or(Error::Malformed("a watch event without an object"))?;
-    Ok((event_type, object_json(object)?))
+    Ok((event_type, object))
+}
+
+/// One frame of a protobuf watch as [`watch_event`] reads it, its object rendered in `shape`
+/// with its metadata's places ([`Rendered`]).
+pub fn watch_event_shaped(frame: &[u8], shape: &Shape) -> Result<(String, Rendered)> {
+    let (event_type, object) = watch_parts(frame)?;
+    let unknown = unknown(object)?;
+    let message = schema_of(unknown.api_version, unknown.kind)?;
+    let rendered = shaping::object(
+        unknown.raw,
+        message,
+        Some((unknown.api_version, unknown.kind)),
+        shape,
+    )?;
+    Ok((event_type, rendered))
 }
 
 /// The list's own metadata.
@@ -132,6 +154,9 @@ pub struct ListReader {
     typed: bool,
     meta: ListMeta,
     items: Vec<String>,
+    /// Set by [`ListReader::shaped`]: items are rendered in this shape into `shaped`.
+    shape: Option<Shape>,
+    shaped: Vec<Rendered>,
 }
 
 impl ListReader {
@@ -147,7 +172,22 @@ impl ListReader {
             typed: false,
             meta: ListMeta::default(),
             items: Vec::new(),
+            shape: None,
+            shaped: Vec::new(),
         })
+    }
+
+    /// A reader whose items are rendered in `shape`, with their metadata's places, for
+    /// [`ListReader::take_shaped`].
+    pub fn shaped(api_version: &str, kind: &str, shape: Shape) -> Result<ListReader> {
+        let mut reader = ListReader::new(api_version, kind)?;
+        reader.shape = Some(shape);
+        Ok(reader)
+    }
+
+    /// The items completed so far by a [`ListReader::shaped`] reader, in order.
+    pub fn take_shaped(&mut self) -> std::vec::Drain<'_, Rendered> {
+        self.shaped.drain(..)
     }
 
     /// Reads the next piece of the body.
@@ -276,7 +316,12 @@ impl ListReader {
                 let payload = &self.buf[self.pos + header..self.pos + whole];
                 match number {
                     1 => self.meta = list_meta(payload)?,
-                    2 => self.items.push(render::object(payload, self.item, None)?),
+                    2 => match &self.shape {
+                        Some(shape) => self
+                            .shaped
+                            .push(shaping::object(payload, self.item, None, shape)?),
+                        None => self.items.push(render::object(payload, self.item, None)?),
+                    },
                     number => {
                         return Err(Error::UnknownField {
                             message: "List",

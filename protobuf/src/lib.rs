@@ -16,11 +16,15 @@ mod gojson;
 mod kinds;
 mod render;
 mod schema;
+mod shape;
 mod wire;
 
 pub use encode::{encode_list, encode_object, encode_watch_event};
-pub use envelope::{ListMeta, ListReader, MAGIC, MAX_FRAME, object_json, watch_event};
+pub use envelope::{
+    ListMeta, ListReader, MAGIC, MAX_FRAME, object_json, watch_event, watch_event_shaped,
+};
 pub use error::{Error, Result};
+pub use shape::{MetaSpans, OwnerSpans, Rendered, Shape};
 
 /// The media type of Kubernetes protobuf.
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";

@@ -27,7 +27,7 @@ pub fn object(buf: &[u8], message: &Message, type_meta: Option<(&str, &str)>) ->
     Ok(out)
 }
 
-fn member(out: &mut String, first: &mut bool, name: &str) {
+pub(crate) fn member(out: &mut String, first: &mut bool, name: &str) {
     if !*first {
         out.push(',');
     }
@@ -43,6 +43,19 @@ fn members(buf: &[u8], message: &Message, out: &mut String, mut first: bool) -> 
 /// [`members`] after `first` says whether a member was written before: for an embedded
 /// message, whose members join the enclosing object's.
 fn members_at(buf: &[u8], message: &Message, out: &mut String, first: &mut bool) -> Result<()> {
+    members_with(buf, message, out, first, value)
+}
+
+/// The members of `buf`, a message of `message`, each field's values handed to `each` (which
+/// writes them, as [`value`] does) in the Go struct's order; `first` says whether a member was
+/// written before.
+pub(crate) fn members_with<'a>(
+    buf: &'a [u8],
+    message: &Message,
+    out: &mut String,
+    first: &mut bool,
+    mut each: impl FnMut(&Field, &Message, &[Wire<'a>], &mut String, &mut bool) -> Result<()>,
+) -> Result<()> {
     let mut found: Vec<(usize, Wire<'_>)> = Vec::new();
     for field in Fields::new(buf) {
         let (number, wire) = field?;
@@ -64,7 +77,7 @@ fn members_at(buf: &[u8], message: &Message, out: &mut String, first: &mut bool)
             at += 1;
         }
         let values: Vec<Wire<'_>> = found[start..at].iter().map(|(_, w)| *w).collect();
-        value(field, message, &values, out, first)?;
+        each(field, message, &values, out, first)?;
     }
     Ok(())
 }
@@ -78,7 +91,11 @@ fn wire_error(message: &Message, field: &Field, wire: &Wire<'_>) -> Error {
 }
 
 /// The one value of a singular field; `None` when absent.
-fn single<'a>(message: &Message, field: &Field, values: &[Wire<'a>]) -> Result<Option<Wire<'a>>> {
+pub(crate) fn single<'a>(
+    message: &Message,
+    field: &Field,
+    values: &[Wire<'a>],
+) -> Result<Option<Wire<'a>>> {
     match values {
         [] => Ok(None),
         [one] => Ok(Some(*one)),
@@ -89,7 +106,7 @@ fn single<'a>(message: &Message, field: &Field, values: &[Wire<'a>]) -> Result<O
     }
 }
 
-fn value<'a>(
+pub(crate) fn value<'a>(
     field: &Field,
     message: &Message,
     values: &[Wire<'a>],
