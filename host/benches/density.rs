@@ -18,6 +18,10 @@
 //! - `kube-rs`: N processes of this benchmark's own binary in `--controller` mode, each a
 //!   kube-runtime reflector (its own cache) on Pods and ConfigMaps, as pod-diff watches,
 //!   logging each change of the probe ConfigMap.
+//! - `client-go`: N processes of `benchmarks/client-go` (the binary named by `BENCH_CLIENT_GO`)
+//!   in `controller` mode, each a client-go SharedInformerFactory (its own cache) on Pods and
+//!   ConfigMaps, asking for protobuf as controllers do, with the same output. Run when
+//!   `BENCH_CLIENT_GO` is set.
 //!
 //! The compile cache is filled before a kubewasm run (`kubewasm compile`, not timed), as the
 //! deployment's init container does: the host starts from the cache.
@@ -31,12 +35,13 @@
 //! `KUBEBUILDER_ASSETS=/work/shared/envtest/bin cargo bench -p kubewasm --bench density`
 //! (after `cargo xtask build-guests`). Environment: `BENCH_N` (default `1,10,100,1000`),
 //! `BENCH_VARIANTS` (default all), `BENCH_CAP_RUST_DISTINCT`, `BENCH_CAP_PYTHON_IDENTICAL`,
-//! `BENCH_CAP_PYTHON_DISTINCT`, `BENCH_CAP_KUBE_RS` (defaults below), `BENCH_OBJECTS`
-//! (default 1000), `BENCH_UPDATES` (default 30), `BENCH_RUNS` (default 3).
+//! `BENCH_CAP_PYTHON_DISTINCT`, `BENCH_CAP_KUBE_RS`, `BENCH_CAP_CLIENT_GO` (defaults below),
+//! `BENCH_OBJECTS` (default 1000), `BENCH_UPDATES` (default 30), `BENCH_RUNS` (default 3),
+//! `BENCH_CLIENT_GO`.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -67,15 +72,17 @@ enum Variant {
     PythonIdentical,
     PythonDistinct,
     KubeRs,
+    ClientGo,
 }
 
 impl Variant {
-    const ALL: [Variant; 5] = [
+    const ALL: [Variant; 6] = [
         Variant::RustIdentical,
         Variant::RustDistinct,
         Variant::PythonIdentical,
         Variant::PythonDistinct,
         Variant::KubeRs,
+        Variant::ClientGo,
     ];
 
     fn key(self) -> &'static str {
@@ -85,6 +92,7 @@ impl Variant {
             Variant::PythonIdentical => "python-identical",
             Variant::PythonDistinct => "python-distinct",
             Variant::KubeRs => "kube-rs",
+            Variant::ClientGo => "client-go",
         }
     }
 
@@ -99,6 +107,9 @@ impl Variant {
                 "kubewasm, N distinct Python plugins (configmap-counter), one host"
             }
             Variant::KubeRs => "kube-rs, N controller processes (reflector each)",
+            Variant::ClientGo => {
+                "client-go, N controller processes (SharedInformerFactory each, protobuf)"
+            }
         }
     }
 
@@ -111,6 +122,7 @@ impl Variant {
             Variant::PythonIdentical => ("BENCH_CAP_PYTHON_IDENTICAL", 100),
             Variant::PythonDistinct => ("BENCH_CAP_PYTHON_DISTINCT", 10),
             Variant::KubeRs => ("BENCH_CAP_KUBE_RS", 100),
+            Variant::ClientGo => ("BENCH_CAP_CLIENT_GO", 100),
         };
         env_usize(name, default)
     }
@@ -119,7 +131,7 @@ impl Variant {
         match self {
             Variant::RustIdentical | Variant::RustDistinct => Some("pod-diff"),
             Variant::PythonIdentical | Variant::PythonDistinct => Some("configmap-counter-python"),
-            Variant::KubeRs => None,
+            Variant::KubeRs | Variant::ClientGo => None,
         }
     }
 
@@ -170,7 +182,29 @@ fn parent() -> Result<()> {
                     .with_context(|| format!("BENCH_VARIANTS: unknown variant {k}"))
             })
             .collect::<Result<_>>()?,
-        Err(_) => Variant::ALL.to_vec(),
+        // client-go's row needs its binary: without it, the default leaves the row out.
+        Err(_) => Variant::ALL
+            .into_iter()
+            .filter(|&v| v != Variant::ClientGo || std::env::var_os("BENCH_CLIENT_GO").is_some())
+            .collect(),
+    };
+    let client_go: Option<PathBuf> = match std::env::var_os("BENCH_CLIENT_GO") {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            ensure!(
+                path.is_file(),
+                "BENCH_CLIENT_GO={}: no such file",
+                path.display()
+            );
+            Some(path)
+        }
+        None => {
+            ensure!(
+                !variants.contains(&Variant::ClientGo),
+                "BENCH_VARIANTS has client-go: set BENCH_CLIENT_GO to the built benchmarks/client-go binary"
+            );
+            None
+        }
     };
     let work = tempfile::tempdir()?;
     let cache = work.path().join("cache");
@@ -206,6 +240,7 @@ fn parent() -> Result<()> {
                     plugins: &plugins,
                     cache: &cache,
                     updates,
+                    client_go: client_go.as_deref(),
                 };
                 for run in 0..runs {
                     let sample = setup
@@ -282,6 +317,8 @@ struct Setup<'a> {
     plugins: &'a Path,
     cache: &'a Path,
     updates: usize,
+    /// The `benchmarks/client-go` binary (`BENCH_CLIENT_GO`), for the client-go variant.
+    client_go: Option<&'a Path>,
 }
 
 /// What the forwarders of a run's output report: a handler's probe line (when it was read), or a
@@ -317,7 +354,7 @@ impl Setup<'_> {
         let started = Instant::now();
         let mut run = match variant.guest() {
             Some(_) => self.start_host(self.plugins)?,
-            None => self.start_controllers(n)?,
+            None => self.start_controllers(variant, n)?,
         };
         wait_ready(&mut run, n).await?;
         let ready_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -405,8 +442,18 @@ impl Setup<'_> {
         })
     }
 
-    fn start_controllers(&self, n: usize) -> Result<Started> {
-        let exe = std::env::current_exe()?;
+    /// Starts `n` baseline controller processes: this binary in `--controller` mode (kube-rs),
+    /// or the client-go binary in `controller` mode.
+    fn start_controllers(&self, variant: Variant, n: usize) -> Result<Started> {
+        let (exe, mode) = match variant {
+            Variant::ClientGo => (
+                self.client_go
+                    .context("client-go needs BENCH_CLIENT_GO")?
+                    .to_owned(),
+                "controller",
+            ),
+            _ => (std::env::current_exe()?, "--controller"),
+        };
         let (tx, seen) = mpsc::channel();
         let mut started = Started {
             children: Vec::with_capacity(n),
@@ -415,12 +462,12 @@ impl Setup<'_> {
         };
         for _ in 0..n {
             let mut child = Command::new(&exe)
-                .arg("--controller")
+                .arg(mode)
                 .arg(self.kubeconfig)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
                 .spawn()
-                .context("starting a kube-rs controller process")?;
+                .with_context(|| format!("starting a {} controller process", variant.key()))?;
             forward(child.stdout.take(), tx.clone());
             started.children.push(child);
         }

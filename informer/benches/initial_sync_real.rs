@@ -5,10 +5,14 @@
 //! bytes it wrote (`wchar`: the TLS bytes on the client's connection; a LIST at
 //! resourceVersion=0 is answered from the watch cache, so etcd adds nothing) over each sync.
 //!
+//! With `BENCH_CLIENT_GO` naming a built `benchmarks/client-go` binary, client-go's informer is
+//! measured in the same run, as rows of its own (its `sync`, `sync-strip` and `sync-list` modes).
+//!
 //! `KUBEBUILDER_ASSETS=/work/shared/envtest/bin cargo bench -p kubewasm-informer --bench initial_sync_real`
-//! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3).
+//! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3), `BENCH_CLIENT_GO`.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -46,6 +50,47 @@ const VARIANTS: &[(&str, bool, bool)] = &[
     ),
 ];
 
+/// (name, mode of the `benchmarks/client-go` binary): the rows measured when `BENCH_CLIENT_GO`
+/// is set.
+const CLIENT_GO_VARIANTS: &[(&str, &str)] = &[
+    (
+        "client-go informer, protobuf as controllers set it, defaults (managedFields kept)",
+        "sync",
+    ),
+    (
+        "client-go informer, protobuf, managedFields dropped by a transform",
+        "sync-strip",
+    ),
+    (
+        "client-go informer, protobuf, WatchListClient off (LISTs, as before client-go 1.35)",
+        "sync-list",
+    ),
+];
+
+/// The client-go binary from `BENCH_CLIENT_GO`, when set; an error when it names no file.
+fn client_go() -> Result<Option<PathBuf>> {
+    match std::env::var_os("BENCH_CLIENT_GO") {
+        None => Ok(None),
+        Some(path) => {
+            let path = PathBuf::from(path);
+            if !path.is_file() {
+                bail!("BENCH_CLIENT_GO={}: no such file", path.display());
+            }
+            Ok(Some(path))
+        }
+    }
+}
+
+/// The rows of this run: the kubewasm variants, then client-go's when its binary is given.
+fn row_names(client_go: bool) -> Vec<&'static str> {
+    let client_go_rows = if client_go { CLIENT_GO_VARIANTS } else { &[] };
+    VARIANTS
+        .iter()
+        .map(|(name, ..)| *name)
+        .chain(client_go_rows.iter().map(|(name, _)| *name))
+        .collect()
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
@@ -79,6 +124,7 @@ fn process_counters(pid: u32) -> (f64, u64) {
 fn parent() -> Result<()> {
     let objects = env_usize("BENCH_OBJECTS", 100_000);
     let runs = env_usize("BENCH_RUNS", 3);
+    let client_go = client_go()?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let server = Envtest::start().await?;
@@ -109,22 +155,26 @@ fn parent() -> Result<()> {
         );
         let kubeconfig = server.kubeconfig(User::Admin);
         let exe = std::env::current_exe()?;
-        let mut results: Vec<Vec<Sample>> = vec![Vec::new(); VARIANTS.len()];
+        let names = row_names(client_go.is_some());
+        let mut results: Vec<Vec<Sample>> = vec![Vec::new(); names.len()];
         for run in 0..runs {
-            for (v, (name, ..)) in VARIANTS.iter().enumerate() {
-                let (cpu0, written0) = process_counters(api_server);
-                let out = tokio::task::spawn_blocking({
-                    let exe = exe.clone();
-                    let kubeconfig = kubeconfig.clone();
-                    move || {
-                        Command::new(exe)
-                            .arg("--child")
-                            .arg(v.to_string())
-                            .arg(kubeconfig)
-                            .output()
+            for (v, name) in names.iter().enumerate() {
+                let mut command = match v.checked_sub(VARIANTS.len()) {
+                    None => {
+                        let mut command = Command::new(&exe);
+                        command.arg("--child").arg(v.to_string());
+                        command
                     }
-                })
-                .await??;
+                    Some(c) => {
+                        let mut command =
+                            Command::new(client_go.as_ref().context("the client-go binary")?);
+                        command.arg(CLIENT_GO_VARIANTS[c].1);
+                        command
+                    }
+                };
+                command.arg(&kubeconfig);
+                let (cpu0, written0) = process_counters(api_server);
+                let out = tokio::task::spawn_blocking(move || command.output()).await??;
                 if !out.status.success() {
                     bail!("{name} failed: {}", String::from_utf8_lossy(&out.stderr));
                 }
@@ -139,11 +189,14 @@ fn parent() -> Result<()> {
                         sample.objects
                     );
                 }
-                eprintln!("run {run} {name}: {:.0} ms", sample.sync_ms);
+                eprintln!(
+                    "run {run} {name}: {:.0} ms, client CPU {:.0} ms, server CPU {:.0} ms",
+                    sample.sync_ms, sample.cpu_ms, sample.server_cpu_ms
+                );
                 results[v].push(sample);
             }
         }
-        print_table(objects, &results);
+        print_table(objects, &names, &results);
         Ok(())
     })
 }
@@ -161,17 +214,20 @@ struct Sample {
     /// LIST answers that arrived gzipped.
     #[serde(default)]
     gzip_lists: u64,
+    /// Of those, streaming lists (WATCH with sendInitialEvents=true); client-go reports it.
+    #[serde(default)]
+    streaming_lists: u64,
     #[serde(default)]
     server_cpu_ms: f64,
     #[serde(default)]
     server_bytes: u64,
 }
 
-fn print_table(objects: usize, results: &[Vec<Sample>]) {
+fn print_table(objects: usize, names: &[&str], results: &[Vec<Sample>]) {
     println!();
     println!(
-        "Initial sync of {objects} ConfigMaps (one managedFields entry each, stripped by the \
-         informer) from a real kube-apiserver, medians of {} fresh processes, the variants \
+        "Initial sync of {objects} ConfigMaps (one managedFields entry each, stripped by \
+         kubewasm's informer, kept by client-go's unless a transform drops them) from a real kube-apiserver, medians of {} fresh processes, the variants \
          interleaved. Client CPU = user + system time of the client process; server CPU and \
          bytes written = the kube-apiserver process's over the sync (/proc stat and io wchar); \
          bytes per object = (RSS after sync - idle RSS) / objects.",
@@ -182,7 +238,7 @@ fn print_table(objects: usize, results: &[Vec<Sample>]) {
         "| client | wire seen | sync, wall (ms) | client CPU (ms) | server CPU (ms) | server wrote (MB) | RSS after sync (MiB) | bytes per object |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for ((name, ..), samples) in VARIANTS.iter().zip(results) {
+    for (name, samples) in names.iter().zip(results) {
         let med = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
         let wire = match (samples[0].protobuf_lists, samples[0].json_lists) {
             (p, 0) if p > 0 => "protobuf",
@@ -193,8 +249,13 @@ fn print_table(objects: usize, results: &[Vec<Sample>]) {
             0 => wire.to_owned(),
             _ => format!("{wire}, gzip"),
         };
+        let streaming = if samples[0].streaming_lists > 0 {
+            ", streaming list"
+        } else {
+            ""
+        };
         println!(
-            "| {name} | {wire} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} |",
+            "| {name} | {wire}{streaming} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} |",
             med(|s| s.sync_ms),
             med(|s| s.cpu_ms),
             med(|s| s.server_cpu_ms),
@@ -250,6 +311,7 @@ fn child(variant: usize, kubeconfig: &str) -> Result<()> {
             protobuf_lists: stats.protobuf_lists,
             json_lists: stats.json_lists,
             gzip_lists: stats.gzip_lists,
+            streaming_lists: 0,
             server_cpu_ms: 0.0,
             server_bytes: 0,
         })

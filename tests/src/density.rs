@@ -78,8 +78,8 @@ pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
 
 /// Whether a logged line is a handler's report of an update to [`PROBE_OBJECT`], in any of the
 /// benchmark's controllers: pod-diff (`ConfigMap default/bench-000000 changed: ...`), the Python
-/// configmap-counter (`event=update ns=default name=bench-000000 ...`) and the kube-rs baseline
-/// (`density-update default/bench-000000`). The initial list's adds are not.
+/// configmap-counter (`event=update ns=default name=bench-000000 ...`) and the kube-rs and
+/// client-go baselines (`density-update default/bench-000000`). The initial list's adds are not.
 pub fn is_probe_update(line: &str) -> bool {
     let object = format!("/{PROBE_OBJECT} changed:");
     let counter = format!("event=update ns=default name={PROBE_OBJECT} ");
