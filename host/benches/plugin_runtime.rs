@@ -3,7 +3,9 @@
 //! the same, in one run over the same informer cache of ~2 KiB ConfigMaps; CPU time per
 //! *update* event (old and new object) with the production metrics observer; RSS per idle
 //! plugin with 1, 10 and 100 distinct components loaded; load time cold and from the compile
-//! cache.
+//! cache. `KUBEWASM_BENCH_ONLY=update-instructions`, run under `valgrind --tool=callgrind
+//! --smc-check=all-non-file`, counts the update event's instructions instead of its CPU time:
+//! deterministic where CPU time on a shared machine is not.
 //!
 //! Throughput is measured on the replay a handler receives when it joins an informer whose
 //! cache holds `OBJECTS` objects: no API server in the loop, only the dispatch path (listener,
