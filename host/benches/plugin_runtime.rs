@@ -3,7 +3,9 @@
 //! the same, in one run over the same informer cache of ~2 KiB ConfigMaps; CPU time per
 //! *update* event (old and new object) with the production metrics observer; RSS per idle
 //! plugin with 1, 10 and 100 distinct components loaded; load time cold and from the compile
-//! cache.
+//! cache. `KUBEWASM_BENCH_ONLY=update-instructions`, run under `valgrind --tool=callgrind
+//! --smc-check=all-non-file`, counts the update event's instructions instead of its CPU time:
+//! deterministic where CPU time on a shared machine is not.
 //!
 //! Throughput is measured on the replay a handler receives when it joins an informer whose
 //! cache holds `OBJECTS` objects: no API server in the loop, only the dispatch path (listener,
@@ -137,6 +139,136 @@ fn process_cpu_ns() -> u64 {
     now.tv_sec.unsigned_abs() * 1_000_000_000 + now.tv_nsec.unsigned_abs()
 }
 
+/// Valgrind's client requests (`valgrind.h`, `callgrind.h`), for the instruction-count
+/// measurement: instructions are counted by callgrind, deterministic where CPU time on a shared
+/// machine is not (there is no hardware counter in this VM for `perf stat -e instructions`).
+mod callgrind {
+    use std::ffi::CStr;
+
+    const RUNNING_ON_VALGRIND: usize = 0x1001;
+    /// `VG_USERREQ_TOOL_BASE('C','T')`: callgrind's requests follow in this order.
+    const BASE: usize = ((b'C' as usize) << 24) | ((b'T' as usize) << 16);
+    const ZERO_STATS: usize = BASE + 1;
+    const DUMP_STATS_AT: usize = BASE + 3;
+
+    /// Valgrind's client request `request` with `arg`; `default` when not running on valgrind
+    /// (the magic sequence is a no-op on a real CPU).
+    fn request(default: usize, request: usize, arg: usize) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let args: [usize; 6] = [request, arg, 0, 0, 0, 0];
+            let result: usize;
+            // SAFETY: valgrind.h's amd64 preamble: four rotations of rdi by 128 bits in all
+            // (rdi unchanged), then `xchg rbx, rbx` (no change); valgrind reads `args` at rax
+            // and writes the answer to rdx. On a real CPU nothing changes but the flags.
+            unsafe {
+                std::arch::asm!(
+                    "rol rdi, 3",
+                    "rol rdi, 13",
+                    "rol rdi, 61",
+                    "rol rdi, 51",
+                    "xchg rbx, rbx",
+                    in("rax") args.as_ptr(),
+                    inout("rdx") default => result,
+                    options(nostack),
+                );
+            }
+            result
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (request, arg);
+            default
+        }
+    }
+
+    /// Whether the process runs under valgrind.
+    pub fn running() -> bool {
+        request(0, RUNNING_ON_VALGRIND, 0) != 0
+    }
+
+    /// Zeroes the counts: the next [`dump`] counts from here.
+    pub fn zero() {
+        request(0, ZERO_STATS, 0);
+    }
+
+    /// Writes the counts since the last [`zero`] (every thread's) to callgrind's next output
+    /// file (`callgrind.out.PID.N` in the working directory, `label` in its header) and
+    /// answers the instructions counted, read back from that file's `totals` line (the sum of
+    /// the functions' own costs; its `summary` line also counts calls that began before the
+    /// zeroing).
+    pub fn dump(label: &CStr) -> anyhow::Result<u64> {
+        request(0, DUMP_STATS_AT, label.as_ptr() as usize);
+        let prefix = format!("callgrind.out.{}.", std::process::id());
+        let mut newest: Option<(u32, std::path::PathBuf)> = None;
+        for entry in std::fs::read_dir(".")? {
+            let path = entry?.path();
+            let Some(n) = path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .and_then(|f| f.strip_prefix(&prefix))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if newest.as_ref().is_none_or(|(m, _)| n > *m) {
+                newest = Some((n, path));
+            }
+        }
+        let (_, path) = newest.ok_or_else(|| {
+            anyhow::anyhow!("no {prefix}N in the working directory: is the tool callgrind?")
+        })?;
+        let text = std::fs::read_to_string(&path)?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("totals:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("{}: no totals line", path.display()))
+    }
+}
+
+/// What a measurement counts over its window.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Meter {
+    /// Whole-process CPU time, in nanoseconds.
+    Cpu,
+    /// Instructions executed by every thread, counted by callgrind.
+    Instructions,
+}
+
+impl Meter {
+    /// Starts a window: the count so far (CPU), or zero after zeroing callgrind's counts.
+    fn start(self) -> u64 {
+        match self {
+            Meter::Cpu => process_cpu_ns(),
+            Meter::Instructions => {
+                callgrind::zero();
+                0
+            }
+        }
+    }
+
+    /// How often a measurement looks at the delivered count. Reading a plugin's count builds
+    /// its status, a few microseconds counted as its own: under callgrind, which runs the
+    /// process some 50 times slower, every 5 ms would add about 5 % to a batch plugin's cost.
+    fn poll(self) -> Duration {
+        match self {
+            Meter::Cpu => POLL,
+            Meter::Instructions => POLL * 20,
+        }
+    }
+
+    /// What was counted since `start` answered `from`; `label` names an instruction dump.
+    fn since(self, from: u64, label: &str) -> anyhow::Result<u64> {
+        match self {
+            Meter::Cpu => Ok(process_cpu_ns() - from),
+            Meter::Instructions => {
+                let label = std::ffi::CString::new(label)?;
+                callgrind::dump(&label)
+            }
+        }
+    }
+}
+
 fn probe_resync_config(name: &str) -> String {
     json!({
         "name": name,
@@ -147,21 +279,25 @@ fn probe_resync_config(name: &str) -> String {
     .to_string()
 }
 
-/// Process CPU per update event while `delivered()` counts `RESYNCS` resyncs of the cache (an
-/// update of every object, old and new crossing to the handler), less the idle rate measured
-/// before. `delivered` must already count the handler's initial replay. `None` when the updates
-/// stop coming (nothing for 20 s).
-async fn cpu_per_update(
+/// What `meter` counts per update event while `delivered()` counts `resyncs` resyncs of the
+/// cache (an update of every object, old and new crossing to the handler), less the idle rate
+/// measured before (per second of the window): nanoseconds of CPU, or instructions. `delivered`
+/// must already count the handler's initial replay. `None` when the updates stop coming
+/// (nothing for 20 s).
+async fn cost_per_update(
     delivered: impl Fn() -> usize,
     objects: usize,
-    idle_ns_per_s: f64,
-) -> Option<f64> {
+    resyncs: usize,
+    meter: Meter,
+    label: &str,
+    idle_per_s: f64,
+) -> anyhow::Result<Option<f64>> {
     let reach = |target: usize| {
         let delivered = &delivered;
         async move {
             let mut last = (delivered(), Instant::now());
             while delivered() < target {
-                tokio::time::sleep(POLL).await;
+                tokio::time::sleep(meter.poll()).await;
                 let now = delivered();
                 if now != last.0 {
                     last = (now, Instant::now());
@@ -174,17 +310,25 @@ async fn cpu_per_update(
     };
     // Start on a resync boundary: wait for the first resync to begin and finish.
     if !reach(delivered() + objects).await {
-        return None;
+        return Ok(None);
     }
     let from = delivered();
-    let (cpu0, t0) = (process_cpu_ns(), Instant::now());
-    if !reach(from + objects * RESYNCS as usize).await {
-        return None;
+    let (counted, t0) = (meter.start(), Instant::now());
+    if !reach(from + objects * resyncs).await {
+        return Ok(None);
     }
-    let cpu = process_cpu_ns() - cpu0;
+    let counted = meter.since(counted, label)?;
     let events = delivered() - from;
-    let idle = idle_ns_per_s * t0.elapsed().as_secs_f64();
-    Some((cpu as f64 - idle).max(0.0) / events as f64 / 1e3)
+    let idle = idle_per_s * t0.elapsed().as_secs_f64();
+    Ok(Some((counted as f64 - idle).max(0.0) / events as f64))
+}
+
+/// What `meter` counts per second with no events flowing, over `window`.
+async fn idle_rate(meter: Meter, window: Duration) -> anyhow::Result<f64> {
+    let (counted, t0) = (meter.start(), Instant::now());
+    tokio::time::sleep(window).await;
+    let counted = meter.since(counted, "idle")?;
+    Ok(counted as f64 / t0.elapsed().as_secs_f64())
 }
 
 /// Creates `n` ConfigMaps of about 2 KB of JSON in `namespace`, straight into the dev server.
@@ -265,8 +409,33 @@ async fn run() -> anyhow::Result<()> {
             .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
             .map_err(|e| anyhow::anyhow!("namespace: {e:?}"))?;
     }
-    create_config_maps(&server, NAMESPACE, OBJECTS)?;
     let factory = SharedInformerFactory::new(client.clone(), FactoryOptions::default());
+    // KUBEWASM_BENCH_ONLY=update-cpu / update-instructions / reconcile runs only that
+    // measurement.
+    let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
+    match only.as_str() {
+        "update-cpu" => {
+            return update_event_cost(&server, &factory, &client, &no_ops, UpdateSetup::CPU).await;
+        }
+        "update-instructions" => {
+            anyhow::ensure!(
+                callgrind::running(),
+                "update-instructions counts under callgrind: valgrind --tool=callgrind \
+                 --smc-check=all-non-file {} --bench",
+                std::env::args().next().unwrap_or_default()
+            );
+            return update_event_cost(
+                &server,
+                &factory,
+                &client,
+                &no_ops,
+                UpdateSetup::INSTRUCTIONS,
+            )
+            .await;
+        }
+        _ => {}
+    }
+    create_config_maps(&server, NAMESPACE, OBJECTS)?;
     let (resource, _) =
         kubewasm_informer::resolve(&client, &GroupVersionKind::gvk("", "v1", "ConfigMap")).await?;
     let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
@@ -306,11 +475,6 @@ async fn run() -> anyhow::Result<()> {
         },
     )?;
 
-    // KUBEWASM_BENCH_ONLY=update-cpu / reconcile runs only that measurement.
-    let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
-    if only == "update-cpu" {
-        return update_event_cpu(&server, &factory, &client, &no_ops).await;
-    }
     if only == "reconcile" {
         return reconcile_rate(&factory, &client, &reconciler).await;
     }
@@ -402,7 +566,7 @@ async fn run() -> anyhow::Result<()> {
         100.0 * rates[3].1 / rates[1].1
     );
 
-    update_event_cpu(&server, &factory, &client, &no_ops).await?;
+    update_event_cost(&server, &factory, &client, &no_ops, UpdateSetup::CPU).await?;
     reconcile_rate(&factory, &client, &reconciler).await?;
 
     // Load times.
@@ -493,19 +657,72 @@ struct NoOpGuests {
     v0_2_1: Vec<u8>,
 }
 
-/// CPU per update event through a native no-op handler and a no-op wasm plugin on the same
-/// informer, driven by resyncs (every cached object re-delivered as an update of old and new),
-/// with the production metrics observer counting every event as `kubewasm run` does.
-async fn update_event_cpu(
+/// How the update-event measurement runs.
+#[derive(Clone, Copy)]
+struct UpdateSetup {
+    meter: Meter,
+    /// Cached ConfigMaps, each re-delivered by every resync.
+    objects: usize,
+    /// Resyncs per measurement window.
+    resyncs: usize,
+}
+
+impl UpdateSetup {
+    /// Whole-process CPU time over 40,000 objects and 6 resyncs a window.
+    const CPU: UpdateSetup = UpdateSetup {
+        meter: Meter::Cpu,
+        objects: UPDATE_OBJECTS,
+        resyncs: RESYNCS as usize,
+    };
+    /// Instructions under callgrind, which runs the process some 50 times slower: fewer
+    /// objects, so that a resync is still handled within its 1 s period.
+    const INSTRUCTIONS: UpdateSetup = UpdateSetup {
+        meter: Meter::Instructions,
+        objects: 2_000,
+        resyncs: 2,
+    };
+
+    /// A measured cost as the tables show it.
+    fn show(self, value: f64) -> String {
+        match self.meter {
+            Meter::Cpu => format!("{:.2}", value / 1e3),
+            Meter::Instructions => format!("{value:.0}"),
+        }
+    }
+
+    fn unit(self) -> &'static str {
+        match self.meter {
+            Meter::Cpu => "CPU us",
+            Meter::Instructions => "instructions",
+        }
+    }
+}
+
+/// Median, lowest and highest of `v`, and the range (highest less lowest) as a percentage of
+/// the median's magnitude.
+fn spread(v: &[f64]) -> (f64, f64, f64, f64) {
+    let low = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mid = median(v.to_vec());
+    (mid, low, high, 100.0 * (high - low) / mid.abs())
+}
+
+/// The cost of an update event through a native no-op handler and a no-op wasm plugin of each
+/// contract version on the same informer, driven by resyncs (every cached object re-delivered
+/// as an update of old and new), with the production metrics observer counting every event as
+/// `kubewasm run` does: CPU time, or instructions under callgrind (`setup`).
+async fn update_event_cost(
     server: &DevServer,
     factory: &SharedInformerFactory,
     client: &kube::Client,
     guests: &NoOpGuests,
+    setup: UpdateSetup,
 ) -> anyhow::Result<()> {
+    let objects = setup.objects;
     server
         .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": UPDATE_NAMESPACE}}))
         .map_err(|e| anyhow::anyhow!("namespace: {e:?}"))?;
-    create_config_maps(server, UPDATE_NAMESPACE, UPDATE_OBJECTS)?;
+    create_config_maps(server, UPDATE_NAMESPACE, objects)?;
     let (resource, _) =
         kubewasm_informer::resolve(client, &GroupVersionKind::gvk("", "v1", "ConfigMap")).await?;
     let informer = factory.informer_for(InformerKey::all(resource).in_namespace(UPDATE_NAMESPACE));
@@ -531,10 +748,7 @@ async fn update_event_cpu(
             }
         },
     )?;
-    let idle_window = Duration::from_secs(2);
-    let (cpu0, t0) = (process_cpu_ns(), Instant::now());
-    tokio::time::sleep(idle_window).await;
-    let idle_ns_per_s = (process_cpu_ns() - cpu0) as f64 / t0.elapsed().as_secs_f64();
+    let idle_per_s = idle_rate(setup.meter, Duration::from_secs(2)).await?;
 
     let mut native = Vec::new();
     let mut wasm = Vec::new();
@@ -553,20 +767,23 @@ async fn update_event_cpu(
         }),
         None,
     );
-    for _ in 0..ROUNDS {
+    for round_number in 0..ROUNDS {
         let span = Arc::new(Span::default());
         let handler = Arc::new(Counting {
             span: span.clone(),
             parse: false,
         });
         let registration = informer.add_event_handler(handler, Some(Duration::from_secs(1)));
-        span.wait(UPDATE_OBJECTS).await;
-        let round_native = cpu_per_update(
+        span.wait(objects).await;
+        let round_native = cost_per_update(
             || span.count.load(Ordering::Acquire),
-            UPDATE_OBJECTS,
-            idle_ns_per_s,
+            objects,
+            setup.resyncs,
+            setup.meter,
+            &format!("native round {round_number}"),
+            idle_per_s,
         )
-        .await;
+        .await?;
         informer.remove_event_handler(&registration);
 
         let mut round = Vec::new();
@@ -577,8 +794,19 @@ async fn update_event_cpu(
         ] {
             let id = host.load(Path::new(file), bytes.to_vec()).await?;
             let delivered = || calls_returned(&host, id);
-            wait_calls(&host, id, UPDATE_OBJECTS).await;
-            round.push(cpu_per_update(delivered, UPDATE_OBJECTS, idle_ns_per_s).await);
+            wait_calls(&host, id, objects).await;
+            let label = format!("{file} round {round_number}");
+            round.push(
+                cost_per_update(
+                    delivered,
+                    objects,
+                    setup.resyncs,
+                    setup.meter,
+                    &label,
+                    idle_per_s,
+                )
+                .await?,
+            );
             if file.starts_with("batch") {
                 per_call.extend(events_per_call(&metrics, "batch-noop"));
             }
@@ -588,7 +816,12 @@ async fn update_event_cpu(
         match (round_native, round[0], round[1], round[2]) {
             (Some(n), Some(a), Some(b), Some(c)) => {
                 eprintln!(
-                    "round: native {n:.2}, 0.1 {a:.2}, 0.2 {b:.2}, 0.2.1 {c:.2} us per update"
+                    "round: native {}, 0.1 {}, 0.2 {}, 0.2.1 {} {} per update",
+                    setup.show(n),
+                    setup.show(a),
+                    setup.show(b),
+                    setup.show(c),
+                    setup.unit()
                 );
                 native.push(n);
                 wasm.push(a);
@@ -604,30 +837,46 @@ async fn update_event_cpu(
     informer.remove_event_handler(&keepalive);
     if native.is_empty() {
         println!(
-            "CPU per update event: not measured in this run (resync updates stopped arriving in \
+            "Cost per update event: not measured in this run (resync updates stopped arriving in \
              every one of the {incomplete} rounds).\n"
         );
         host.shutdown(Duration::from_secs(5)).await;
         return Ok(());
     }
+    let counted = match setup.meter {
+        Meter::Cpu => format!(
+            "whole-process CPU time (`CLOCK_PROCESS_CPUTIME_ID`) less the idle rate ({:.1} ms/s)",
+            idle_per_s / 1e6
+        ),
+        Meter::Instructions => format!(
+            "instructions of every thread counted by callgrind (zeroed at the window's start, \
+             dumped at its end) less the idle rate ({:.0} instructions/s of the run under \
+             callgrind)",
+            idle_per_s
+        ),
+    };
     println!(
-        "CPU per update event (old and new object handed to the handler), {UPDATE_OBJECTS} cached \
-         ConfigMaps re-delivered by a 1 s resync, {RESYNCS} resyncs per measurement, {} whole \
-         rounds of {ROUNDS} (each measures every handler in turn); whole-process CPU time \
-         (`CLOCK_PROCESS_CPUTIME_ID`) less the idle rate ({:.1} ms/s); the wasm plugins run with the \
+        "{} per update event (old and new object handed to the handler), {objects} cached \
+         ConfigMaps re-delivered by a 1 s resync, {} resyncs per measurement, {} whole rounds of \
+         {ROUNDS} (each measures every handler in turn); {counted}; the wasm plugins run with the \
          production metrics observer (`kubewasm::metrics::Metrics`). A plugin's own cost is the \
-         difference to the native handler of the same round: median, and the range over the \
-         rounds.\n",
+         difference to the native handler of the same round: median, the range over the rounds, \
+         and the range as a share of the median.\n",
+        setup.unit(),
+        setup.resyncs,
         native.len(),
-        idle_ns_per_s / 1e6
     );
+    let unit = setup.unit();
     println!(
-        "| handler | CPU us per update event (median) | own cost over native (median) | own cost, range |"
+        "| handler | {unit} per update event (median, range) | own cost over native (median) | own cost, range | range / median |"
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|");
+    let (mid, low, high, _) = spread(&native);
     println!(
-        "| native no-op handler (resync, store, dispatch included) | {:.2} | - | - |",
-        median(native.clone())
+        "| native no-op handler (resync, store, dispatch included) | {} ({} to {}) | - | - | - |",
+        setup.show(mid),
+        setup.show(low),
+        setup.show(high)
     );
     for (label, measured) in [
         ("wasm no-op plugin, contract 0.1 (probe guest)", &wasm),
@@ -641,12 +890,16 @@ async fn update_event_cpu(
         ),
     ] {
         let own: Vec<f64> = measured.iter().zip(&native).map(|(w, n)| w - n).collect();
-        let low = own.iter().copied().fold(f64::INFINITY, f64::min);
-        let high = own.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let (abs, abs_low, abs_high, _) = spread(measured);
+        let (mid, low, high, share) = spread(&own);
         println!(
-            "| {label} | {:.2} | {:.2} | {low:.2} to {high:.2} |",
-            median(measured.clone()),
-            median(own)
+            "| {label} | {} ({} to {}) | {} | {} to {} | {share:.0}% |",
+            setup.show(abs),
+            setup.show(abs_low),
+            setup.show(abs_high),
+            setup.show(mid),
+            setup.show(low),
+            setup.show(high)
         );
     }
     if !per_call.is_empty() {
