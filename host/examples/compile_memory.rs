@@ -28,7 +28,7 @@ use wasmtime::{Config, Engine, OptLevel, RegallocAlgorithm};
 const SETTINGS: &[(&str, &str)] = &[
     (
         "host",
-        "what the host does: its engine configuration, and one function at a time where the component's plan says so (`CompileWork::plan`)",
+        "what the host does: its engine configuration, and one function at a time and no address map where the component's plan says so (`CompileWork::plan`)",
     ),
     (
         "before",
@@ -113,8 +113,10 @@ fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
     }
     let mut config = configure(setting)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if setting == "host" && CompileWork::of(file, &bytes)?.plan(threads).serial {
-        config.parallel_compilation(false);
+    if setting == "host" {
+        CompileWork::of(file, &bytes)?
+            .plan(threads)
+            .configure(&mut config);
     }
     let engine = Engine::new(&config)?;
     let (_, before) = memory_kib()?;

@@ -79,7 +79,7 @@ pub use reconcile::workqueue::{
     Completion, NoQueueMetrics, Processing, QueueMetrics, QueueOptions, QueueRefusal, QueueStats,
     ReconcileResult, WorkQueue,
 };
-pub use wasm::compile_work::CompileWork;
+pub use wasm::compile_work::{CompilePlan, CompileWork};
 pub use wasm::component::{CompiledPlugin, Origin};
 pub use wasm::engine::{EngineOptions, PluginEngine, engine_config, set_memory_release};
 pub use wasm::precompiled::{self, EngineStamp, PrecompiledError, WASMTIME_VERSION};

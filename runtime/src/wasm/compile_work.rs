@@ -65,11 +65,29 @@ impl CompileWork {
 /// production-ready and outside its security advisories, so it is not used (BENCHMARKS.md).
 pub const SERIAL_LOCALS_BY_BLOCKS: u64 = 250_000;
 
+/// From this many bytes of function bodies ([`CompileWork::body_bytes`]) on, a component's
+/// compile is bound by its volume: wasmtime holds every function's compiled output (about
+/// 4 KiB of fixed size each, plus its code and address map), the memory image of its data and,
+/// per compiling thread, Cranelift's context at the size of the largest function, all until the
+/// object is linked. Such a component compiles one function at a time and without the address
+/// map (the Python examples, 6.3 MiB of bodies: 285 MiB with the host's defaults, 253 without
+/// both). Only the Python and JavaScript examples (6.3 and 8.8 MiB) are past it; the Go ones
+/// (2.9 MiB) are not.
+pub const VOLUME_BODY_BYTES: usize = 4 * 1024 * 1024;
+
 /// How a component will be compiled, and the memory that is expected to take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompilePlan {
-    /// Compile one function at a time ([`SERIAL_LOCALS_BY_BLOCKS`]).
+    /// Compile one function at a time ([`SERIAL_LOCALS_BY_BLOCKS`], [`VOLUME_BODY_BYTES`]).
     pub serial: bool,
+    /// Keep the map from machine code back to wasm offsets, which only traps' backtraces
+    /// read (their frames' offsets; the functions' names stay). Dropped past
+    /// [`VOLUME_BODY_BYTES`]: the functions there are an interpreter's (CPython,
+    /// SpiderMonkey), whose wasm offsets mean nothing to the plugin's author, and the map was
+    /// 10 MiB of the Python examples' peak. The code is the same either way, and wasmtime
+    /// loads it into an engine that keeps the map (the setting is not part of its
+    /// compatibility check).
+    pub address_map: bool,
     /// The compile's expected peak, MiB: what it reserves of the [`CompileBudget`].
     pub estimate_mib: u32,
 }
@@ -85,13 +103,27 @@ impl CompileWork {
     /// backtracking allocator: 530 MiB for the sample-controller's 700,920).
     pub fn plan(&self, threads: usize) -> CompilePlan {
         const MIB: f64 = 1024.0 * 1024.0;
-        let serial = self.largest_locals_by_blocks >= SERIAL_LOCALS_BY_BLOCKS;
+        let volume = self.body_bytes >= VOLUME_BODY_BYTES;
+        let serial = volume || self.largest_locals_by_blocks >= SERIAL_LOCALS_BY_BLOCKS;
         let threads = if serial { 1 } else { threads.max(1) };
         let transient = self.largest_locals_by_blocks as f64 * 800.0 / MIB;
         let estimate = 16.0 + 48.0 * self.body_bytes as f64 / MIB + threads as f64 * transient;
         CompilePlan {
             serial,
+            address_map: !volume,
             estimate_mib: estimate.ceil().min(f64::from(u32::MAX)) as u32,
+        }
+    }
+}
+
+impl CompilePlan {
+    /// Applies the plan to a compiler's configuration (the host's, [`crate::engine_config`]).
+    pub fn configure(&self, config: &mut wasmtime::Config) {
+        if self.serial {
+            config.parallel_compilation(false);
+        }
+        if !self.address_map {
+            config.generate_address_map(false);
         }
     }
 }
@@ -183,6 +215,40 @@ mod tests {
             "serial: the cores do not matter"
         );
         assert!(small.plan(2).estimate_mib > small.plan(1).estimate_mib);
+    }
+
+    #[test]
+    fn only_a_component_of_many_function_bytes_drops_the_address_map() {
+        let go = CompileWork {
+            functions: 2_700,
+            body_bytes: 3_046_223,
+            largest_body: 29_319,
+            largest_locals_by_blocks: 10_710,
+        };
+        let python = CompileWork {
+            functions: 13_387,
+            body_bytes: 6_560_318,
+            largest_body: 426_843,
+            largest_locals_by_blocks: 67_479,
+        };
+        let lto_rust = CompileWork {
+            functions: 1_143,
+            body_bytes: 756_667,
+            largest_body: 79_748,
+            largest_locals_by_blocks: 700_920,
+        };
+        assert!(!go.plan(2).serial && go.plan(2).address_map);
+        assert!(python.plan(2).serial && !python.plan(2).address_map);
+        assert!(lto_rust.plan(2).serial && lto_rust.plan(2).address_map);
+        let mut config = crate::engine_config();
+        python.plan(2).configure(&mut config);
+        let engine = wasmtime::Engine::new(&config).unwrap();
+        let probe = kubewasm_tests::guest_bytes("probe");
+        let code = engine.precompile_component(&probe).unwrap();
+        let host = wasmtime::Engine::new(&crate::engine_config()).unwrap();
+        // SAFETY: compiled just now by an engine of the host's configuration but for the plan.
+        unsafe { wasmtime::component::Component::deserialize(&host, &code) }
+            .expect("code compiled without the address map loads into the host's engine");
     }
 
     #[tokio::test]

@@ -232,6 +232,7 @@ impl PluginEngine {
                     bytes = bytes.len(),
                     estimate_mib = plan.estimate_mib,
                     serial = plan.serial,
+                    address_map = plan.address_map,
                     waited_ms = waiting.elapsed().as_millis() as u64,
                     "compiling a component"
                 );
@@ -343,7 +344,7 @@ impl PluginEngine {
                 reason: format!("{e:#}"),
             };
             // SAFETY: `code` was produced just now by a compiler whose settings differ from
-            // this engine's at most in parallel compilation.
+            // this engine's at most in parallel compilation and the address map (`CompilePlan`).
             let component =
                 unsafe { Component::deserialize(&this.inner.engine, &code) }.map_err(invalid)?;
             component::link(&this.inner.linker, &component, &owned_file)?;
@@ -399,9 +400,7 @@ impl PluginEngine {
         plan: CompilePlan,
     ) -> Result<Vec<u8>, PluginError> {
         let mut config = engine_config();
-        if plan.serial {
-            config.parallel_compilation(false);
-        }
+        plan.configure(&mut config);
         let compiler = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let compiled = compiler
             .precompile_component(bytes)
@@ -434,8 +433,8 @@ impl PluginEngine {
         // A compiler of its own for each compile, dropped right after it: wasmtime keeps
         // Cranelift's per-function contexts for reuse, at the size of the largest function
         // compiled (300 MiB kept after a serial compile of the Rust sample-controller). Its
-        // output loads into `engine`: the settings differ at most in parallel compilation,
-        // which does not change the code.
+        // output loads into `engine`: the settings differ at most in parallel compilation
+        // and the address map, which do not change the code (`CompilePlan`).
         let compiled = self.precompile_blocking(file, bytes, plan)?;
         if let Some(dir) = &self.inner.cache_dir {
             let cached = self.cache_entry(dir, hash);
@@ -462,7 +461,7 @@ impl PluginEngine {
             }
         }
         // SAFETY: `compiled` was produced just now by a compiler whose settings differ from
-        // this engine's at most in parallel compilation.
+        // this engine's at most in parallel compilation and the address map (`CompilePlan`).
         unsafe { Component::deserialize(engine, &compiled) }.map_err(invalid)
     }
 }
