@@ -81,11 +81,10 @@ impl CompileWork {
     /// the side of too much, in both builds the project ships (glibc, and the static musl image
     /// with mimalloc, which takes memory in larger steps: its compiles of components under 1 MiB
     /// peaked at 41-65 MiB where glibc's took 14-40): a fixed 36 MiB, 48 MiB per MiB of function
-    /// bodies (the compiled
-    /// code, its metadata and the artefact, each held at once: the Python examples' 6.3 MiB of
-    /// bodies make a 46 MiB artefact and peak at about 300 MiB), and per compiling thread the
-    /// largest function's transient, 800 bytes per unit of locals x blocks (regalloc2's
-    /// backtracking allocator: 530 MiB for the sample-controller's 700,920).
+    /// bodies (the compiled code, its metadata and the artefact, each held at once: the Python
+    /// examples' 6.3 MiB of bodies make a 46 MiB artefact and peak at about 300 MiB), and per
+    /// compiling thread the largest function's transient, 800 bytes per unit of locals x blocks
+    /// (regalloc2's backtracking allocator: 530 MiB for the LTO sample-controller's 700,920).
     pub fn plan(&self, threads: usize) -> CompilePlan {
         const MIB: f64 = 1024.0 * 1024.0;
         let serial = self.largest_locals_by_blocks >= SERIAL_LOCALS_BY_BLOCKS;

@@ -302,6 +302,21 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The benchmarks measure Rust guests as an author's release build makes them: the
+    /// template's `.cargo/config.toml` carries the same flags.
+    #[test]
+    fn shipped_rustflags_are_the_rust_templates() {
+        let path = crate::workspace::root().join("host/templates/rust/.cargo/config.toml.tmpl");
+        let template = std::fs::read_to_string(&path).unwrap();
+        let (_, flags) = SHIPPED_RUSTFLAGS.split_once('=').unwrap();
+        let line = format!("rustflags = {flags}");
+        assert!(
+            template.lines().any(|l| l.trim() == line),
+            "{} has no line `{line}`",
+            path.display()
+        );
+    }
+
     #[test]
     fn parse_guest_skips_non_cdylib_crates() {
         assert_eq!(parse_guest("[package]\nname = \"helper\"\n", true), None);
