@@ -140,38 +140,79 @@ fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The ten largest function bodies of `file`: bytes, locals, operators, control blocks
-/// (`block`, `loop`, `if`) and branch targets (`br_table`), which drive the register
-/// allocator's work more than bytes do.
+/// The ten function bodies of `file` with the most locals x control blocks (`block`, `loop`,
+/// `if`), which drive the register allocator's work more than bytes do: bytes, locals,
+/// operators, blocks, branch targets (`br_table`), and the function's name where the component keeps a
+/// name section (a guest built without `strip`).
 fn functions(file: &Path) -> anyhow::Result<()> {
-    use wasmparser::{Operator, Parser, Payload};
+    use std::collections::HashMap;
+    use wasmparser::{KnownCustom, Name, Operator, Parser, Payload, TypeRef};
     let bytes = std::fs::read(file)?;
     let mut rows = Vec::new();
+    // Per core module (numbered in the order they start): imported functions, the next code
+    // entry, and the names of its functions by index.
+    let mut module = 0usize;
+    let (mut imported, mut next) = (0u32, 0u32);
+    let mut names: HashMap<(usize, u32), String> = HashMap::new();
     for payload in Parser::new(0).parse_all(&bytes) {
-        let Payload::CodeSectionEntry(body) = payload? else {
-            continue;
-        };
-        let mut locals = 0u64;
-        for local in body.get_locals_reader()? {
-            locals += u64::from(local?.0);
-        }
-        let (mut ops, mut blocks, mut targets) = (0u64, 0u64, 0u64);
-        let mut reader = body.get_operators_reader()?;
-        while !reader.eof() {
-            match reader.read()? {
-                Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. } => blocks += 1,
-                Operator::BrTable { targets: t } => targets += u64::from(t.len()),
-                _ => {}
+        match payload? {
+            Payload::Version { .. } => {
+                module += 1;
+                (imported, next) = (0, 0);
             }
-            ops += 1;
+            Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    if matches!(import?.ty, TypeRef::Func(_) | TypeRef::FuncExact(_)) {
+                        imported += 1;
+                    }
+                }
+            }
+            Payload::CustomSection(section) => {
+                if let KnownCustom::Name(reader) = section.as_known() {
+                    for name in reader {
+                        if let Ok(Name::Function(map)) = name {
+                            for naming in map.into_iter().flatten() {
+                                names.insert((module, naming.index), naming.name.to_owned());
+                            }
+                        }
+                    }
+                }
+            }
+            Payload::CodeSectionEntry(body) => {
+                let index = (module, imported + next);
+                next += 1;
+                let mut locals = 0u64;
+                for local in body.get_locals_reader()? {
+                    locals += u64::from(local?.0);
+                }
+                let (mut ops, mut blocks, mut targets) = (0u64, 0u64, 0u64);
+                let mut reader = body.get_operators_reader()?;
+                while !reader.eof() {
+                    match reader.read()? {
+                        Operator::Block { .. } | Operator::Loop { .. } | Operator::If { .. } => {
+                            blocks += 1
+                        }
+                        Operator::BrTable { targets: t } => targets += u64::from(t.len()),
+                        _ => {}
+                    }
+                    ops += 1;
+                }
+                rows.push((body.range().len(), locals, ops, blocks, targets, index));
+            }
+            _ => {}
         }
-        rows.push((body.range().len(), locals, ops, blocks, targets));
     }
-    rows.sort_by(|a, b| b.cmp(a));
-    println!("| body bytes | locals | operators | blocks | br_table targets |");
-    println!("|---|---|---|---|---|");
-    for (len, locals, ops, blocks, targets) in rows.iter().take(10) {
-        println!("| {len} | {locals} | {ops} | {blocks} | {targets} |");
+    rows.sort_by_key(|&(len, locals, _, blocks, ..)| std::cmp::Reverse((locals * blocks, len)));
+    println!(
+        "| body bytes | locals | operators | blocks | br_table targets | locals x blocks | name |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (len, locals, ops, blocks, targets, index) in rows.iter().take(10) {
+        let name = names.get(index).map_or("", String::as_str);
+        println!(
+            "| {len} | {locals} | {ops} | {blocks} | {targets} | {} | {name} |",
+            locals * blocks
+        );
     }
     Ok(())
 }

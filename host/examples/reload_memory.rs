@@ -5,6 +5,8 @@
 //! ```sh
 //! cargo run -p kubewasm --example reload_memory -- \
 //!     --kubewasm target/debug/kubewasm --plugin target/plugins/sample-controller.wasm
+//! cargo run -p kubewasm --example reload_memory -- \
+//!     --kubewasm target/debug/kubewasm --plugin target/plugins --plugin /tmp/lto/sample-controller.wasm
 //! ```
 //!
 //! `--kubewasm` may be any build of the binary (the static musl one included), so builds are
@@ -12,9 +14,11 @@
 //! its own. The host runs the plugin alone, with the example manifests and config; "steady" is
 //! its resident set once the plugin is loaded and has settled, "peak" the kernel's high-water
 //! mark of the process (`VmHWM`), "end" the resident set once the last version has loaded and
-//! settled. Prints one Markdown row.
+//! settled. `--plugin` may be given more than once, and a directory stands for every `*.wasm` in
+//! it: each plugin gets a host of its own, one after the other. Prints a Markdown table, one row
+//! per plugin (a plugin whose reloads failed says why in its row, and the tool then fails).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -73,22 +77,91 @@ fn loaded_hash(port: u16, file_name: &str) -> Option<String> {
         .and_then(|p| p["content_hash"].as_str().map(str::to_owned))
 }
 
+/// What one plugin's reloads did to the host, MiB.
+struct Row {
+    steady: f64,
+    peak: f64,
+    after: Vec<f64>,
+    end: f64,
+}
+
 fn main() -> anyhow::Result<()> {
     let mut kubewasm = None;
-    let mut plugin = None;
+    let mut plugins = Vec::new();
     let mut reloads = 10u32;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--kubewasm" => kubewasm = args.next().map(PathBuf::from),
-            "--plugin" => plugin = args.next().map(PathBuf::from),
+            "--plugin" => {
+                let path = PathBuf::from(args.next().context("--plugin FILE_OR_DIR")?);
+                plugins.extend(components(&path)?);
+            }
             "--reloads" => reloads = args.next().context("--reloads N")?.parse()?,
             other => bail!("unknown argument {other}"),
         }
     }
-    let (Some(kubewasm), Some(plugin)) = (kubewasm, plugin) else {
-        bail!("usage: reload_memory --kubewasm BIN --plugin FILE [--reloads N]");
+    let Some(kubewasm) = kubewasm else {
+        bail!("usage: reload_memory --kubewasm BIN --plugin FILE_OR_DIR... [--reloads N]");
     };
+    ensure!(
+        !plugins.is_empty(),
+        "no plugin given (--plugin FILE_OR_DIR)"
+    );
+    println!(
+        "Binary {}; {reloads} reloads of each plugin, MiB:",
+        kubewasm.display()
+    );
+    println!();
+    println!(
+        "| plugin | steady | peak | peak - steady | resident after each reload | end | end / steady |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let mut failed = Vec::new();
+    for plugin in &plugins {
+        let name = plugin.file_name().unwrap_or_default().to_string_lossy();
+        match reload(&kubewasm, plugin, reloads) {
+            Ok(row) => println!(
+                "| {name} | {:.0} | {:.0} | {:.0} | {} | {:.0} | {:.2} |",
+                row.steady,
+                row.peak,
+                row.peak - row.steady,
+                row.after
+                    .iter()
+                    .map(|m| format!("{m:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                row.end,
+                row.end / row.steady
+            ),
+            Err(e) => {
+                println!("| {name} | failed: {e:#} | | | | | |");
+                failed.push(name.into_owned());
+            }
+        }
+    }
+    ensure!(failed.is_empty(), "failed: {}", failed.join(", "));
+    Ok(())
+}
+
+/// `path` itself, or every `*.wasm` directly in it when it is a directory, by name.
+fn components(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))? {
+        let file = entry?.path();
+        if file.extension().is_some_and(|e| e == "wasm") {
+            found.push(file);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Starts a host from a warm cache with `plugin` alone and hands it `reloads` new versions.
+fn reload(kubewasm: &Path, plugin: &Path, reloads: u32) -> anyhow::Result<Row> {
     let work = tempfile::tempdir()?;
     let plugins = work.path().join("plugins");
     let cache = work.path().join("cache");
@@ -98,10 +171,11 @@ fn main() -> anyhow::Result<()> {
         .context("a plugin file name")?
         .to_string_lossy()
         .into_owned();
-    let original = std::fs::read(&plugin)?;
+    let original =
+        std::fs::read(plugin).with_context(|| format!("reading {}", plugin.display()))?;
     std::fs::write(plugins.join(&file_name), &original)?;
 
-    let compiled = Command::new(&kubewasm)
+    let compiled = Command::new(kubewasm)
         .arg("compile")
         .arg(&plugins)
         .arg("--cache-dir")
@@ -113,7 +187,7 @@ fn main() -> anyhow::Result<()> {
     let port = free_port();
     let log = work.path().join("host.log");
     let host = Host(
-        kubewasm_tests::dev_host_command(&kubewasm, &plugins, work.path(), &cache, port)
+        kubewasm_tests::dev_host_command(kubewasm, &plugins, work.path(), &cache, port)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
@@ -144,18 +218,12 @@ fn main() -> anyhow::Result<()> {
     }
     let end = settled_rss(pid)?;
     let (_, peak) = memory_mib(pid)?;
-    println!(
-        "| {} | {} | {reloads} | {steady:.0} | {peak:.0} | {} | {end:.0} | {:.2} |",
-        kubewasm.display(),
-        file_name,
-        after
-            .iter()
-            .map(|m| format!("{m:.0}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        end / steady
-    );
-    Ok(())
+    Ok(Row {
+        steady,
+        peak,
+        after,
+        end,
+    })
 }
 
 /// The resident set once it has stopped moving: two readings 2 s apart within 2 MiB (the

@@ -77,6 +77,7 @@ const POLICY_SCENARIO: &str = include_str!("../templates/common/policy.scenario.
 const POLICY_CONFIG: &str = include_str!("../templates/common/policy.kubewasm.toml.tmpl");
 const OBSERVER_CONFIG: &str = include_str!("../templates/common/observer.kubewasm.toml.tmpl");
 const RUST_CARGO: &str = include_str!("../templates/rust/Cargo.toml.tmpl");
+const RUST_CARGO_CONFIG: &str = include_str!("../templates/rust/.cargo/config.toml.tmpl");
 const RUST_CONTROLLER: &str = include_str!("../templates/rust/src/controller.rs.tmpl");
 const RUST_OBSERVER: &str = include_str!("../templates/rust/src/observer.rs.tmpl");
 const RUST_POLICY: &str = include_str!("../templates/rust/src/policy.rs.tmpl");
@@ -397,6 +398,12 @@ pub fn files(name: &str, lang: Lang, kind: Kind) -> Result<Vec<File>, ScaffoldEr
                     "the crate: the Rust SDK `{{sdk_crate}}` by version, from `vendor/`",
                 ),
                 ("src/lib.rs", source, "the plugin"),
+                (
+                    ".cargo/config.toml",
+                    RUST_CARGO_CONFIG,
+                    "cargo's flags for the component: an inlining limit that keeps the release \
+                     build's functions small enough to compile in little memory",
+                ),
                 (".gitignore", "/target\n/build\n", "what builds write"),
             ],
             "Needs Rust {{sdk_rust_version}} or newer with the `wasm32-wasip2` target (`rustup \
@@ -1401,6 +1408,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("package.edition"), "{err}");
+    }
+
+    /// LTO in the release profile makes functions the host needs hundreds of MiB to compile
+    /// unless the inlining limit comes with it (BENCHMARKS.md, "Compile memory").
+    #[test]
+    fn a_rust_release_build_with_lto_carries_the_inlining_limit() {
+        for kind in [Kind::Controller, Kind::Observer, Kind::Policy] {
+            let files = files("p", Lang::Rust, kind).unwrap();
+            let text = |path: &str| {
+                let file = files.iter().find(|f| f.path == path);
+                file.unwrap_or_else(|| panic!("no {path}")).text.clone()
+            };
+            let manifest: toml::Table = text("Cargo.toml").parse().unwrap();
+            assert_eq!(manifest["profile"]["release"]["lto"].as_bool(), Some(true));
+            let config: toml::Table = text(".cargo/config.toml").parse().unwrap();
+            let flags = config["target"]["wasm32-wasip2"]["rustflags"]
+                .as_array()
+                .unwrap();
+            assert!(
+                flags
+                    .iter()
+                    .any(|f| f.as_str() == Some("-Cllvm-args=-inline-max-stacksize=64")),
+                "{flags:?}"
+            );
+        }
     }
 
     #[test]

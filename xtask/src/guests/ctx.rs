@@ -16,9 +16,10 @@ pub struct Ctx {
     pub test_out_dir: PathBuf,
     /// Language toolchains installed by the build itself (`target/toolchains/`).
     pub tools_dir: PathBuf,
-    /// Rust guests with fat LTO and one codegen unit, as a plugin is shipped (`cargo xtask
-    /// bench`, whose figures are of shipped guests); otherwise the `guest` profile as it is,
-    /// quicker to build (the tests, `cargo xtask dev`).
+    /// Rust guests with fat LTO, one codegen unit and LLVM's inlining of functions with large
+    /// stack frames off, as a plugin is shipped (`cargo xtask bench`, whose figures are of
+    /// shipped guests; the `kubewasm new` template's release build); otherwise the `guest`
+    /// profile as it is, quicker to build (the tests, `cargo xtask dev`).
     pub lto: bool,
 }
 

@@ -1,6 +1,7 @@
 //! Rust guests: every workspace member under `examples-guests/rust/` (examples), `tests/guests/`
 //! or `guest-sdk/` (test guests) whose library is a `cdylib`, built for `wasm32-wasip2` with the
-//! workspace's `guest` profile (with LTO and one codegen unit for the benchmarks: `Ctx::lto`).
+//! workspace's `guest` profile (with LTO, one codegen unit and an inlining limit for the
+//! benchmarks: `Ctx::lto`).
 //!
 //! The guests get their own target directory (`target/wasm-guests`) so building them never
 //! waits on, or invalidates, the host's build.
@@ -14,6 +15,16 @@ use crate::cmd;
 
 /// The profile every Rust guest is built with (for `wasm32-wasip2`).
 const PROFILE: &str = "guest";
+
+/// With LTO and one codegen unit, LLVM inlines every function called from one place only
+/// into its caller, however large: the sample-controller's deserializer of k8s-openapi's
+/// `Volume` became one function of 80 KB, 440 locals and 1,593 blocks, whose register
+/// allocation in wasmtime took about 500 MiB. Functions with more than 64 bytes of stack
+/// (serde's visitors of nested structs) are then left as calls: its compile peaks at 46 MiB,
+/// for a component 2.6 % larger (BENCHMARKS.md, "Compile memory"). The `kubewasm new` Rust
+/// template sets the same flag in its `.cargo/config.toml`.
+const SHIPPED_RUSTFLAGS: &str =
+    r#"target.wasm32-wasip2.rustflags=["-Cllvm-args=-inline-max-stacksize=64"]"#;
 
 /// One Rust guest crate of the workspace.
 #[derive(Debug, PartialEq, Eq)]
@@ -61,6 +72,8 @@ pub fn build(ctx: &Ctx) -> anyhow::Result<Vec<PathBuf>> {
             "profile.guest.lto=true",
             "--config",
             "profile.guest.codegen-units=1",
+            "--config",
+            SHIPPED_RUSTFLAGS,
         ]);
     }
     cmd::run(&mut command)?;
@@ -287,6 +300,21 @@ mod tests {
         assert_eq!(std::fs::read(&to).unwrap(), b"v2");
         assert!(!dir.join("out.wasm.partial").exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The benchmarks measure Rust guests as an author's release build makes them: the
+    /// template's `.cargo/config.toml` carries the same flags.
+    #[test]
+    fn shipped_rustflags_are_the_rust_templates() {
+        let path = crate::workspace::root().join("host/templates/rust/.cargo/config.toml.tmpl");
+        let template = std::fs::read_to_string(&path).unwrap();
+        let (_, flags) = SHIPPED_RUSTFLAGS.split_once('=').unwrap();
+        let line = format!("rustflags = {flags}");
+        assert!(
+            template.lines().any(|l| l.trim() == line),
+            "{} has no line `{line}`",
+            path.display()
+        );
     }
 
     #[test]
