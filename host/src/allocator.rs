@@ -24,7 +24,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// mimalloc (musl): freed memory is purged at once instead of after a second, and arenas are
 /// committed as they are used: the compile of the Rust sample-controller peaked at 242 MiB
 /// and kept 64 MiB with mimalloc's defaults, 125 and 33 MiB with these (measured with its
-/// environment variables `MIMALLOC_PURGE_DELAY=0 MIMALLOC_ARENA_EAGER_COMMIT=0`).
+/// environment variables `MIMALLOC_PURGE_DELAY=0 MIMALLOC_ARENA_EAGER_COMMIT=0`). Set here
+/// they miss the arena mimalloc committed before `main`, so the image sets the same two
+/// variables in its environment as well (xtask's image config), which mimalloc reads at start.
 pub fn limit_retained_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
