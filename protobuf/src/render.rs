@@ -231,41 +231,17 @@ pub(crate) fn value<'a>(
             }
             out.push(']');
         }
-        Kind::StrMap | Kind::BytesMap => {
-            let mut entries = Vec::with_capacity(values.len());
-            for w in values {
-                entries.push(map_entry(bytes(*w)?)?);
-            }
-            // Go writes map keys sorted; a key given twice keeps its last value.
-            entries.reverse();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            entries.dedup_by(|a, b| a.0 == b.0);
-            if entries.is_empty() {
-                if presence == Presence::Always {
-                    member(out, first, field.json);
-                    out.push_str("null");
+        Kind::StrMap | Kind::BytesMap => map(field, message, values, out, first, |value, out| {
+            match field.kind {
+                Kind::BytesMap => {
+                    out.push('"');
+                    BASE64.encode_string(value, out);
+                    out.push('"');
                 }
-                return Ok(());
+                _ => push_string(out, value),
             }
-            member(out, first, field.json);
-            out.push('{');
-            for (i, (key, value)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_string(out, key);
-                out.push(':');
-                match field.kind {
-                    Kind::BytesMap => {
-                        out.push('"');
-                        BASE64.encode_string(value, out);
-                        out.push('"');
-                    }
-                    _ => push_string(out, value),
-                }
-            }
-            out.push('}');
-        }
+            Ok(())
+        })?,
     }
     Ok(())
 }
@@ -369,38 +345,22 @@ fn generated_kind<'a>(
                 }
             }
         }
-        Kind::QuantityMap | Kind::TimeMap | Kind::StrsMap => {
-            let mut entries = Vec::with_capacity(values.len());
-            for w in values {
-                entries.push(map_entry(bytes(w)?)?);
-            }
-            entries.reverse();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            entries.dedup_by(|a, b| a.0 == b.0);
-            if entries.is_empty() {
-                if presence == Presence::Always {
-                    member(out, first, field.json);
+        Kind::QuantityMap | Kind::TimeMap | Kind::StrsMap => map(
+            field,
+            message,
+            values,
+            out,
+            first,
+            |value, out| match field.kind {
+                Kind::QuantityMap => quantity(value, out),
+                Kind::TimeMap if value.is_empty() => {
                     out.push_str("null");
+                    Ok(())
                 }
-                return Ok(());
-            }
-            member(out, first, field.json);
-            out.push('{');
-            for (i, (key, value)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_string(out, key);
-                out.push(':');
-                match field.kind {
-                    Kind::QuantityMap => quantity(value, out)?,
-                    Kind::TimeMap if value.is_empty() => out.push_str("null"),
-                    Kind::TimeMap => time(value, out)?,
-                    _ => strings(value, out)?,
-                }
-            }
-            out.push('}');
-        }
+                Kind::TimeMap => time(value, out),
+                _ => strings(value, out),
+            },
+        )?,
         _ => {
             return Err(Error::Value(format!(
                 "{}.{}: not a generated kind",
@@ -505,6 +465,48 @@ fn micro_time(buf: &[u8], out: &mut String) -> Result<()> {
     // `"…:05Z"` → `"…:05.000000Z"`.
     out.push_str(&whole[..whole.len() - 2]);
     out.push_str(&format!(".{:06}Z\"", nanos / 1000));
+    Ok(())
+}
+
+/// A map field (`values` are its entries) as a JSON object, keys sorted as Go writes them, a key
+/// given twice keeping its last value; each value written by `value`. An empty map is left out,
+/// or `null` when the field is always written.
+fn map<'a>(
+    field: &Field,
+    message: &Message,
+    values: &[Wire<'a>],
+    out: &mut String,
+    first: &mut bool,
+    mut value: impl FnMut(&'a [u8], &mut String) -> Result<()>,
+) -> Result<()> {
+    let mut entries = Vec::with_capacity(values.len());
+    for w in values {
+        match w {
+            Wire::Bytes(b) => entries.push(map_entry(b)?),
+            other => return Err(wire_error(message, field, other)),
+        }
+    }
+    entries.reverse();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    entries.dedup_by(|a, b| a.0 == b.0);
+    if entries.is_empty() {
+        if field.presence == Presence::Always {
+            member(out, first, field.json);
+            out.push_str("null");
+        }
+        return Ok(());
+    }
+    member(out, first, field.json);
+    out.push('{');
+    for (i, (key, entry)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_string(out, key);
+        out.push(':');
+        value(entry, out)?;
+    }
+    out.push('}');
     Ok(())
 }
 
