@@ -229,23 +229,15 @@ impl Object {
                 spans.push(field.as_ref().map_or(Span::EMPTY, &mut place));
             }
         }
-        let mut object = Object {
-            json: json.into_boxed_str(),
-            arena: arena.into_boxed_str(),
-            spans: Box::default(),
-            key_len: key_len | controller.map_or(0, |_| CONTROLLED),
+        Ok(Object::assemble(
+            json,
+            arena,
+            spans,
+            key_len | controller.map_or(0, |_| CONTROLLED),
             ns_len,
-            n_labels: labels.len() as u32,
-            n_annotations: annotations.len() as u32,
-        };
-        sort_pairs(&object, &mut spans[FIXED..FIXED + 2 * labels.len()]);
-        let a_start = FIXED + 2 * labels.len();
-        sort_pairs(
-            &object,
-            &mut spans[a_start..a_start + 2 * annotations.len()],
-        );
-        object.spans = spans.into_boxed_slice();
-        Ok(object)
+            labels.len(),
+            annotations.len(),
+        ))
     }
 
     /// Builds an object from JSON rendered from protobuf already in the cache's shape, with
@@ -331,12 +323,34 @@ impl Object {
                 });
             }
         }
-        let (n_labels, n_annotations) = (meta.labels.len(), meta.annotations.len());
+        Ok(Object::assemble(
+            json,
+            arena,
+            spans,
+            key_len | controller.map_or(0, |_| CONTROLLED),
+            ns_len,
+            meta.labels.len(),
+            meta.annotations.len(),
+        ))
+    }
+
+    /// The object from its text, arena and spans (`[fixed, (label key, value)*, (annotation
+    /// key, value)*, ...]` in the order met), with the label and annotation pairs sorted by key:
+    /// the last step of [`Object::parse`] and [`Object::from_rendered`].
+    fn assemble(
+        json: String,
+        arena: String,
+        mut spans: Vec<Span>,
+        key_len: u32,
+        ns_len: u32,
+        n_labels: usize,
+        n_annotations: usize,
+    ) -> Object {
         let mut object = Object {
             json: json.into_boxed_str(),
             arena: arena.into_boxed_str(),
             spans: Box::default(),
-            key_len: key_len | controller.map_or(0, |_| CONTROLLED),
+            key_len,
             ns_len,
             n_labels: n_labels as u32,
             n_annotations: n_annotations as u32,
@@ -345,7 +359,7 @@ impl Object {
         let a_start = FIXED + 2 * n_labels;
         sort_pairs(&object, &mut spans[a_start..a_start + 2 * n_annotations]);
         object.spans = spans.into_boxed_slice();
-        Ok(object)
+        object
     }
 
     /// The stored JSON: what plugins receive.
