@@ -57,16 +57,27 @@ async fn listed(lw: &KubeListerWatcher) -> (BTreeMap<String, String>, String) {
             None => break page.resource_version,
         }
     };
-    let any = lw.list_any().await.expect("a list at any version");
-    assert!(any.continue_token.is_none());
-    let any: BTreeMap<_, _> = any
-        .items
-        .iter()
-        .map(|o| (o.key().to_owned(), o.json().to_owned()))
-        .collect();
-    assert_eq!(
-        any, objects,
-        "a list at any version holds what the pages held"
+    // A list at any version comes from kube-apiserver's watch cache, which may trail the
+    // consistent pages above by the last writes: it must catch up to exactly what they held.
+    let caught_up = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let any = lw.list_any().await.expect("a list at any version");
+            assert!(any.continue_token.is_none());
+            let any: BTreeMap<_, _> = any
+                .items
+                .iter()
+                .map(|o| (o.key().to_owned(), o.json().to_owned()))
+                .collect();
+            if any == objects {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(
+        caught_up.is_ok(),
+        "a list at any version comes to hold what the pages held"
     );
     (objects, resource_version)
 }
@@ -228,6 +239,16 @@ async fn gzipped_lists_fill_the_cache_as_plain_ones(client: &kube::Client, ns: &
     }
     let resource = ApiResource::erase::<ConfigMap>(&());
     let key = InformerKey::all(resource).in_namespace(ns);
+    // A list at any version is served from kube-apiserver's watch cache, which may not have
+    // seen the last creates yet: wait until it has all of them (it never goes back).
+    let plain = KubeListerWatcher::new(client.clone(), &key, ListWatchOptions::default());
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while plain.list_any().await.expect("a list").items.len() < 80 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the watch cache catches up with the creates");
     for protobuf in [true, false] {
         let mut cached = Vec::new();
         for gzip in [true, false] {
