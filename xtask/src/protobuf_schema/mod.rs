@@ -461,8 +461,8 @@ impl Generator<'_> {
                 // Not recorded: the same struct as a kind of its own is fine.
                 TypeMetaAt::Unknown => {
                     return Err(format!(
-                        "{name} embeds TypeMeta below the top level, where the API server's \
-                         defaults may fill it and protobuf cannot say so"
+                        "{name} embeds TypeMeta below the top level, which protobuf does not \
+                         carry and the API server does not set (see SERVER_SET_TYPE_META)"
                     ));
                 }
             }
@@ -909,5 +909,107 @@ type GadgetList struct {
         }
         assert!(!out.contains("Ignored") && !out.contains("\"Gadget\", &"));
         assert!(!out.contains("static WIDGETS_V1_GADGET:"));
+    }
+}
+
+#[cfg(test)]
+mod type_meta_tests {
+    use super::*;
+
+    fn write(root: &Path, path: &str, text: &str) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// A StatefulSetSpec's claim templates get their own message with the `TypeMeta` the API
+    /// server sets; the same struct anywhere else below the top level keeps its kind out. Slices
+    /// of bools and quantities and maps of structs have renderings.
+    #[test]
+    fn server_set_type_meta_and_the_newer_field_shapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (api, machinery) = (dir.path().join("api"), dir.path().join("machinery"));
+        write(
+            &api,
+            "apps/v1/register.go",
+            "package v1\n\nconst GroupName = \"apps\"\n",
+        );
+        write(
+            &api,
+            "apps/v1/types.go",
+            r#"package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+type Claim struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Flags []bool `json:"flags,omitempty" protobuf:"varint,2,rep,name=flags"`
+	Sizes []resource.Quantity `json:"sizes,omitempty" protobuf:"bytes,3,rep,name=sizes"`
+	Parts map[string]Part `json:"parts,omitempty" protobuf:"bytes,4,rep,name=parts"`
+}
+
+type ClaimList struct {
+	Items []Claim `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+
+type Part struct {
+	Size string `json:"size" protobuf:"bytes,1,opt,name=size"`
+}
+
+type StatefulSet struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Spec StatefulSetSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
+}
+
+type StatefulSetList struct {
+	Items []StatefulSet `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+
+type StatefulSetSpec struct {
+	VolumeClaimTemplates []Claim `json:"volumeClaimTemplates,omitempty" protobuf:"bytes,4,rep,name=volumeClaimTemplates"`
+}
+
+type Holder struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Claims []Claim `json:"claims,omitempty" protobuf:"bytes,2,rep,name=claims"`
+}
+
+type HolderList struct {
+	Items []Holder `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+"#,
+        );
+        write(
+            &machinery,
+            "pkg/apis/meta/v1/types.go",
+            "package v1\n\ntype TypeMeta struct {\n}\n",
+        );
+        let out = generate(&api, &machinery).unwrap();
+        for line in [
+            "//! - apps/v1 Holder: Holder.Claims: Claim embeds TypeMeta below the top level",
+            "static APPS_V1_CLAIM_WITH_TYPE_META: Message = Message {",
+            r#"f(0, "", TypeMeta("v1", "PersistentVolumeClaim"), Always),"#,
+            r#"f(4, "volumeClaimTemplates", Msgs(&APPS_V1_CLAIM_WITH_TYPE_META), OmitEmpty),"#,
+            r#"f(2, "flags", Bools, OmitEmpty),"#,
+            r#"f(3, "sizes", Quantities, OmitEmpty),"#,
+            r#"f(4, "parts", MsgMap(&APPS_V1_PART), OmitEmpty),"#,
+            r#"("apps/v1", "Claim", &APPS_V1_CLAIM),"#,
+            r#"("apps/v1", "StatefulSet", &APPS_V1_STATEFUL_SET),"#,
+        ] {
+            assert!(out.contains(line), "{line} in\n{out}");
+        }
+        // The kind's own message has no TypeMeta field: the envelope carries it.
+        let own = out
+            .split("static APPS_V1_CLAIM: Message")
+            .nth(1)
+            .and_then(|rest| rest.split("};").next())
+            .expect("the Claim kind's message");
+        assert!(!own.contains("TypeMeta"), "{own}");
     }
 }
