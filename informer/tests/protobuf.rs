@@ -471,11 +471,31 @@ mod real {
         assert!(js.json_watches >= 1 && js.protobuf_watches == 0, "{js:?}");
     }
 
+    /// CustomResourceDefinitions are served in protobuf but are not k8s.io/api's, so
+    /// `kubewasm-protobuf` has no schema of them (every k8s.io/api kind has one).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn kinds_without_a_schema_are_read_as_json() {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
         let server = Envtest::start().await.expect("the real API server starts");
         let client = server.admin();
-        let resource = ApiResource::erase::<k8s_openapi::api::apps::v1::StatefulSet>(&());
+        assert!(!kubewasm_protobuf::supports(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition"
+        ));
+        // The server would answer protobuf, had the lister asked for it.
+        let request = http::Request::get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+            .header(http::header::ACCEPT, kubewasm_protobuf::ACCEPT)
+            .body(kube::client::Body::empty())
+            .expect("a request");
+        let response = client.send(request).await.expect("a list");
+        let content_type = response.headers()[http::header::CONTENT_TYPE]
+            .to_str()
+            .expect("a content type");
+        assert!(
+            kubewasm_protobuf::is_protobuf(content_type),
+            "{content_type}"
+        );
+        let resource = ApiResource::erase::<CustomResourceDefinition>(&());
         let (lw, options) = lister(&client, resource, None, true, true);
         lw.list(None).await.expect("a list");
         let stats = options.wire.snapshot();
