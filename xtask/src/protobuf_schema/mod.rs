@@ -29,8 +29,10 @@ const TYPES: &str = "k8s.io/apimachinery/pkg/types";
 /// A StatefulSet's claim templates: kube-apiserver's conversion of a StatefulSetSpec from its
 /// internal type to apps/v1, v1beta1 and v1beta2 (`pkg/apis/apps/*/conversion.go`) sets each
 /// template's to `v1` `PersistentVolumeClaim`, overwriting what a client sent (the conversion
-/// into the internal type clears them), in every version since 1.17.3 (kubernetes#87706, for
-/// the regression of kubernetes#87583); 1.17.0 to 1.17.2 left them empty.
+/// into the internal type clears them): kubernetes#87706, in 1.18 and, cherry-picked
+/// (kubernetes#87721, February 2020), in 1.17's patch releases from then on. Before 1.17 the
+/// reflective conversion set them too; the 1.17 releases before the cherry-pick left them empty
+/// (kubernetes#87583), a server the protobuf tables do not match in other ways either.
 const SERVER_SET_TYPE_META: &[(&str, &str, &str, &str, &str)] = &[(
     "k8s.io/api/apps/",
     "StatefulSetSpec",
