@@ -72,6 +72,7 @@ impl Core {
         let (resource, namespace) = (target.resource, target.namespace);
         check_type(resource, &mut object)?;
         fold_string_data(resource, &mut object)?;
+        type_claim_templates(resource, &mut object);
         let namespace = resolve_namespace(resource, namespace, &object)?;
         if let Some(namespace) = &namespace {
             check_namespace_exists(namespace)?;
@@ -276,6 +277,7 @@ impl Core {
                     }
                 };
                 fold_string_data(resource, &mut new)?;
+                type_claim_templates(resource, &mut new);
                 check_data_size(resource, &new, name)?;
                 lists::default_keys(&mut new, Schema::of(resource));
                 if let Some(manager) = target.manager {
@@ -518,6 +520,25 @@ fn fold_string_data(resource: &ResourceInfo, object: &mut Value) -> Result<(), S
         data.insert(key, Value::String(BASE64.encode(text)));
     }
     Ok(())
+}
+
+/// A StatefulSet's claim templates are typed `v1` `PersistentVolumeClaim`, whatever the client
+/// sent, as kube-apiserver's conversion of a StatefulSet to the version it answers in types
+/// them (and as the protobuf wire, which carries no type for them, renders them).
+fn type_claim_templates(resource: &ResourceInfo, object: &mut Value) {
+    if !(resource.group == "apps" && resource.kind == "StatefulSet") {
+        return;
+    }
+    let Some(templates) = object
+        .pointer_mut("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for template in templates.iter_mut().filter_map(Value::as_object_mut) {
+        template.insert("apiVersion".into(), Value::String("v1".into()));
+        template.insert("kind".into(), Value::String("PersistentVolumeClaim".into()));
+    }
 }
 
 fn metadata_mut(object: &mut Value) -> Result<&mut Map<String, Value>, Status> {

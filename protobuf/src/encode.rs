@@ -119,6 +119,7 @@ fn message_bytes(
 fn has_member(message: &Message, name: &str) -> bool {
     message.fields.iter().any(|f| match f.kind {
         Kind::Inline(inner) => has_member(inner, name),
+        Kind::TypeMeta(..) => name == "kind" || name == "apiVersion",
         _ => f.json == name,
     })
 }
@@ -166,6 +167,8 @@ fn fields_bytes(members: &Map<String, Value>, message: &Message, out: &mut Vec<u
             Kind::Bytes
             | Kind::Int32s
             | Kind::Int64s
+            | Kind::Bools
+            | Kind::Quantities
             | Kind::Quantity
             | Kind::IntOrString
             | Kind::MicroTime
@@ -173,7 +176,9 @@ fn fields_bytes(members: &Map<String, Value>, message: &Message, out: &mut Vec<u
             | Kind::Inline(_)
             | Kind::QuantityMap
             | Kind::TimeMap
-            | Kind::StrsMap => generated_kind_bytes(members, message, field, value, out)?,
+            | Kind::StrsMap
+            | Kind::MsgMap(_)
+            | Kind::TypeMeta(..) => generated_kind_bytes(members, message, field, value, out)?,
             Kind::Time => {
                 let mut body = Vec::new();
                 if let Some(v) = value {
@@ -274,6 +279,26 @@ fn generated_kind_bytes(
                 put_varint_field(out, n, item.as_i64().ok_or_else(bad)? as u64);
             }
         }
+        Kind::Bools => {
+            for item in value
+                .map(Value::as_array)
+                .unwrap_or(Some(&Vec::new()))
+                .ok_or_else(bad)?
+            {
+                put_varint_field(out, n, u64::from(item.as_bool().ok_or_else(bad)?));
+            }
+        }
+        Kind::Quantities => {
+            for item in value
+                .map(Value::as_array)
+                .unwrap_or(Some(&Vec::new()))
+                .ok_or_else(bad)?
+            {
+                put_bytes(out, n, &quantity_bytes(Some(item)).ok_or_else(bad)?);
+            }
+        }
+        // Not in protobuf: the API server sets it in every answer.
+        Kind::TypeMeta(..) => {}
         Kind::Quantity => put_bytes(out, n, &quantity_bytes(value).ok_or_else(bad)?),
         Kind::IntOrString => {
             let mut body = Vec::new();
@@ -309,7 +334,7 @@ fn generated_kind_bytes(
             }
             put_bytes(out, n, &body);
         }
-        Kind::QuantityMap | Kind::TimeMap | Kind::StrsMap => {
+        Kind::QuantityMap | Kind::TimeMap | Kind::StrsMap | Kind::MsgMap(_) => {
             let Some(v) = value else { return Ok(()) };
             let mut entries: Vec<_> = v.as_object().ok_or_else(bad)?.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
@@ -323,6 +348,15 @@ fn generated_kind_bytes(
                             let at = parse_time(text.as_str().ok_or_else(bad)?, field)?;
                             put_varint_field(&mut body, 1, at.as_second() as u64);
                         }
+                        body
+                    }
+                    Kind::MsgMap(inner) => {
+                        let empty = Map::new();
+                        let members = item
+                            .map_or(Some(&empty), Value::as_object)
+                            .ok_or_else(bad)?;
+                        let mut body = Vec::new();
+                        message_bytes(members, inner, &[], &mut body)?;
                         body
                     }
                     _ => {

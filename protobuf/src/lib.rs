@@ -7,7 +7,9 @@
 //! k8s.io/api by `cargo xtask protobuf-schema`), read by hand-written renderings of each field
 //! type (`render.rs`, `gojson.rs`): a field the table lacks fails the decode
 //! ([`Error::UnknownField`]) rather than being dropped, so a caller falls back to JSON instead of
-//! losing data.
+//! losing data. An embedded `TypeMeta` below a kind's top level, which protobuf does not carry,
+//! is written only where the API server sets it itself in every answer (a StatefulSet's claim
+//! templates, `v1` `PersistentVolumeClaim`).
 
 mod encode;
 mod envelope;

@@ -182,6 +182,8 @@ pub(crate) fn value<'a>(
         Kind::Bytes
         | Kind::Int32s
         | Kind::Int64s
+        | Kind::Bools
+        | Kind::Quantities
         | Kind::Quantity
         | Kind::IntOrString
         | Kind::MicroTime
@@ -189,7 +191,9 @@ pub(crate) fn value<'a>(
         | Kind::Inline(_)
         | Kind::QuantityMap
         | Kind::TimeMap
-        | Kind::StrsMap => generated_kind(field, message, values, out, first)?,
+        | Kind::StrsMap
+        | Kind::MsgMap(_)
+        | Kind::TypeMeta(..) => generated_kind(field, message, values, out, first)?,
         Kind::FieldsV1 => {
             if let Some(body) = single(message, field, values)?.map(bytes).transpose()? {
                 member(out, first, field.json);
@@ -288,7 +292,7 @@ fn generated_kind<'a>(
                 }
             }
         }
-        Kind::Int32s | Kind::Int64s => {
+        Kind::Int32s | Kind::Int64s | Kind::Bools => {
             let mut numbers = Vec::new();
             for w in values {
                 match w {
@@ -320,10 +324,39 @@ fn generated_kind<'a>(
                 }
                 match field.kind {
                     Kind::Int32s => out.push_str(&(*v as i32).to_string()),
-                    _ => out.push_str(&(*v as i64).to_string()),
+                    Kind::Int64s => out.push_str(&(*v as i64).to_string()),
+                    // Go's decoder reads any non-zero varint as true.
+                    _ => out.push_str(if *v != 0 { "true" } else { "false" }),
                 }
             }
             out.push(']');
+        }
+        Kind::Quantities => {
+            if values.is_empty() {
+                if presence == Presence::Always {
+                    member(out, first, field.json);
+                    out.push_str("null");
+                }
+                return Ok(());
+            }
+            member(out, first, field.json);
+            out.push('[');
+            for (i, w) in values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                quantity(bytes(w)?, out)?;
+            }
+            out.push(']');
+        }
+        Kind::TypeMeta(api_version, kind) => {
+            if let Some(w) = values.first() {
+                return Err(wire_error(message, field, w));
+            }
+            for (name, value) in [("kind", kind), ("apiVersion", api_version)] {
+                member(out, first, name);
+                push_string(out, value.as_bytes());
+            }
         }
         Kind::Quantity | Kind::IntOrString | Kind::MicroTime | Kind::RawExtension => {
             let body = one()?.as_ref().map(bytes).transpose()?;
@@ -345,7 +378,7 @@ fn generated_kind<'a>(
                 }
             }
         }
-        Kind::QuantityMap | Kind::TimeMap | Kind::StrsMap => map(
+        Kind::QuantityMap | Kind::TimeMap | Kind::StrsMap | Kind::MsgMap(_) => map(
             field,
             message,
             values,
@@ -358,6 +391,12 @@ fn generated_kind<'a>(
                     Ok(())
                 }
                 Kind::TimeMap => time(value, out),
+                Kind::MsgMap(inner) => {
+                    out.push('{');
+                    members(value, inner, out, true)?;
+                    out.push('}');
+                    Ok(())
+                }
                 _ => strings(value, out),
             },
         )?,
@@ -554,4 +593,56 @@ fn time_seconds(seconds: i64, out: &mut String) -> Result<()> {
         civil.second()
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::f;
+
+    static FLAGS: Message = Message {
+        name: "Flags",
+        fields: &[
+            f(0, "", Kind::TypeMeta("v1", "Flags"), Presence::Always),
+            f(1, "on", Kind::Bools, Presence::OmitEmpty),
+            f(2, "always", Kind::Bools, Presence::Always),
+        ],
+    };
+
+    fn render(buf: &[u8]) -> Result<String> {
+        object(buf, &FLAGS, None)
+    }
+
+    #[test]
+    fn repeated_bools_are_read_packed_and_unpacked() {
+        const TYPE_META: &str = r#""kind":"Flags","apiVersion":"v1""#;
+        // Field 1 unpacked: `08 01`, `08 00`; any non-zero varint is true, as Go reads it.
+        assert_eq!(
+            render(&[0x08, 0x01, 0x08, 0x00, 0x08, 0x02]).unwrap(),
+            format!(r#"{{{TYPE_META},"on":[true,false,true],"always":null}}"#)
+        );
+        // Packed: `0a 03 01 00 01`; a packed run and a lone value of one field concatenate.
+        assert_eq!(
+            render(&[0x0a, 0x03, 0x01, 0x00, 0x01, 0x08, 0x00]).unwrap(),
+            format!(r#"{{{TYPE_META},"on":[true,false,true,false],"always":null}}"#)
+        );
+        assert_eq!(
+            render(&[0x12, 0x01, 0x00]).unwrap(),
+            format!(r#"{{{TYPE_META},"always":[false]}}"#)
+        );
+        // A packed run cut short, and a bool as a fixed-width value, fail.
+        assert!(render(&[0x0a, 0x02, 0x01]).is_err());
+        assert!(render(&[0x0a, 0x01, 0x80]).is_err());
+        assert!(render(&[0x0d, 0x01, 0x00, 0x00, 0x00]).is_err());
+    }
+
+    #[test]
+    fn a_server_set_type_meta_is_written_first_and_never_read_from_the_wire() {
+        assert_eq!(
+            render(&[]).unwrap(),
+            r#"{"kind":"Flags","apiVersion":"v1","always":null}"#
+        );
+        // Field 0 is no protobuf field: the wire reader refuses it before the table is asked.
+        assert!(matches!(render(&[0x02, 0x00]), Err(Error::Malformed(_))));
+    }
 }

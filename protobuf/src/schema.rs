@@ -38,6 +38,10 @@ pub enum Kind {
     Int32s,
     /// A repeated `int64` (packed or not).
     Int64s,
+    /// A repeated `bool` (packed or not).
+    Bools,
+    /// A repeated `resource.Quantity`: an array of their strings.
+    Quantities,
     /// `resource.Quantity`: its canonical string in field 1; JSON a string, the zero `"0"`.
     Quantity,
     /// `intstr.IntOrString`: type (1), int (2), string (3); JSON a number or a string.
@@ -55,6 +59,13 @@ pub enum Kind {
     TimeMap,
     /// A `map<string, []string>`: each value a message of repeated strings in field 1.
     StrsMap,
+    /// A `map<string, M>` of a nested message (`map[QualifiedName]DeviceAttribute`).
+    MsgMap(&'static Message),
+    /// An embedded `TypeMeta` below a kind's top level whose `apiVersion` and `kind` the API
+    /// server sets to these in every answer (a StatefulSet's claim templates): not in protobuf
+    /// (the field's number is 0, which no wire carries), written as Go writes the struct,
+    /// `"kind"` then `"apiVersion"`. The field's `json` is empty.
+    TypeMeta(&'static str, &'static str),
 }
 
 /// When `encoding/json` writes a field.

@@ -249,3 +249,73 @@ fn a_field_a_generated_message_lacks_fails_the_decode() {
         "spec": {"holderIdentity": "a", "unknownField": 1}});
     assert!(encode_object(&extended, "coordination.k8s.io/v1", "Lease").is_err());
 }
+
+#[test]
+fn a_statefulsets_claim_templates_carry_the_type_meta_the_api_server_sets() {
+    let claim = |type_meta: Value| {
+        let mut claim = json!({"metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+        if let (Value::Object(claim), Value::Object(extra)) = (&mut claim, type_meta) {
+            claim.extend(extra);
+        }
+        claim
+    };
+    let set = |templates: Vec<Value>| {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata("db"),
+            "spec": {"serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+                "volumeClaimTemplates": templates}})
+    };
+    let rendered = round_trip(&set(vec![
+        claim(json!({})),
+        claim(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim"})),
+    ]));
+    let template = r#"{"kind":"PersistentVolumeClaim","apiVersion":"v1","metadata":{"name":"data"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}},"status":{}}"#;
+    assert!(
+        rendered.contains(&format!(
+            r#""volumeClaimTemplates":[{template},{template}]"#
+        )),
+        "{rendered}"
+    );
+    // Whatever a client sent, the API server answers `v1` `PersistentVolumeClaim`; protobuf
+    // carries neither, so other values encode to the same bytes.
+    let odd = set(vec![claim(
+        json!({"apiVersion": "example.com/v9", "kind": "Claim"}),
+    )]);
+    let plain = set(vec![claim(json!({}))]);
+    let odd_body = encode_object(&odd, "apps/v1", "StatefulSet").unwrap();
+    assert_eq!(
+        odd_body,
+        encode_object(&plain, "apps/v1", "StatefulSet").unwrap()
+    );
+    assert!(object_json(&odd_body).unwrap().contains(template));
+    // A StatefulSet without claim templates has no member for them.
+    let mut without = set(vec![]);
+    without["spec"]
+        .as_object_mut()
+        .expect("a spec")
+        .remove("volumeClaimTemplates");
+    let none = round_trip(&without);
+    assert!(!none.contains("volumeClaimTemplates"), "{none}");
+}
+
+#[test]
+fn a_resource_slices_attributes_render_bools_quantities_and_maps_of_messages() {
+    let slice = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-1-gpu"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "node-1", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0",
+                "attributes": {"z.example.com/lanes": {"bools": [true, false, true]}, "a.example.com/model": {"string": "x1"},
+                    "ints": {"ints": [1, -2]}, "on": {"bool": false}},
+                "capacity": {"memory": {"value": "16Gi", "requestPolicy": {"default": "1Gi", "validValues": ["1Gi", "2Gi"]}}}}]}});
+    let json = round_trip(&slice);
+    assert!(
+        json.contains(r#""attributes":{"a.example.com/model":{"string":"x1"},"ints":{"ints":[1,-2]},"on":{"bool":false},"z.example.com/lanes":{"bools":[true,false,true]}}"#),
+        "{json}"
+    );
+    assert!(json.contains(r#""validValues":["1Gi","2Gi"]"#), "{json}");
+    // The encoder writes repeated bools unpacked, as Go's generated code does (field 7,
+    // varints); the packed form is read by the renderer's unit tests.
+    let body = encode_object(&slice, "resource.k8s.io/v1", "ResourceSlice").unwrap();
+    let unpacked = [0x38, 0x01, 0x38, 0x00, 0x38, 0x01];
+    assert!(body.windows(unpacked.len()).any(|w| w == unpacked));
+}

@@ -14,7 +14,7 @@ mod real {
     use http::{Method, Request, header};
     use http_body_util::BodyExt as _;
     use kubewasm_protobuf::{ACCEPT, CONTENT_TYPE, ListReader, object_json};
-    use kubewasm_tests::envtest::SharedEnvtest;
+    use kubewasm_tests::envtest::{Envtest, SharedEnvtest};
     use serde_json::{Value, json};
 
     /// A string with every character Go's encoder escapes its own way.
@@ -168,6 +168,40 @@ mod real {
                     json!({"status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 1,
                         "conditions": [{"type": "Available", "status": "True", "lastUpdateTime": "2026-12-05T06:00:00Z",
                             "lastTransitionTime": "2026-12-05T06:00:01Z", "reason": "MinimumReplicasAvailable", "message": TRICKY}]}}),
+                )],
+            },
+            Case {
+                api_version: "apps/v1",
+                kind: "StatefulSet",
+                path: "/apis/apps/v1/namespaces/{ns}/statefulsets",
+                objects: vec![
+                    json!({"metadata": meta("db"), "spec": {"replicas": 3, "serviceName": "db", "selector": selector,
+                        "template": template, "podManagementPolicy": "Parallel", "minReadySeconds": 5,
+                        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}},
+                        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+                        "ordinals": {"start": 2},
+                        "volumeClaimTemplates": [
+                            {"metadata": {"name": "data", "labels": {"tier": "db"}, "annotations": {"note": TRICKY}},
+                             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                                "resources": {"requests": {"storage": "1.5Gi"}, "limits": {"storage": "2Gi"}},
+                                "selector": {"matchLabels": {"disk": "ssd"}}}},
+                            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "logs"},
+                             "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block",
+                                "resources": {"requests": {"storage": "100Mi"}}}}]}}),
+                    json!({"metadata": meta("plain"), "spec": {"serviceName": "plain", "selector": selector,
+                        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+                    // Not what a claim's type is: the API server answers `v1`
+                    // `PersistentVolumeClaim` all the same.
+                    json!({"metadata": meta("odd"), "spec": {"serviceName": "odd", "selector": selector,
+                        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+                        "volumeClaimTemplates": [{"apiVersion": "example.com/v9", "kind": "Claim", "metadata": {"name": "d"},
+                            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}),
+                ],
+                status: vec![(
+                    "db",
+                    json!({"status": {"observedGeneration": 1, "replicas": 3, "readyReplicas": 2, "currentReplicas": 3,
+                        "updatedReplicas": 1, "availableReplicas": 2, "currentRevision": "db-1", "updateRevision": "db-2",
+                        "collisionCount": 0}}),
                 )],
             },
             Case {
@@ -401,6 +435,20 @@ mod real {
                 status: vec![],
             },
             Case {
+                api_version: "resource.k8s.io/v1",
+                kind: "ResourceSlice",
+                path: "/apis/resource.k8s.io/v1/resourceslices",
+                objects: vec![json!({"metadata": meta(&format!("{ns}-gpu")), "spec": {
+                    "driver": "gpu.example.com", "nodeName": "node-1",
+                    "pool": {"name": "node-1", "generation": 2, "resourceSliceCount": 1},
+                    "devices": [
+                        {"name": "gpu-0", "attributes": {"example.com/model": {"string": TRICKY}, "example.com/cores": {"int": 64},
+                            "example.com/mig": {"bool": true}, "example.com/driver": {"version": "550.1.0"}},
+                         "capacity": {"memory": {"value": "80Gi"}, "example.com/slots": {"value": "7"}}},
+                        {"name": "gpu-1"}]}})],
+                status: vec![],
+            },
+            Case {
                 api_version: "v1",
                 kind: "Node",
                 path: "/api/v1/nodes",
@@ -452,31 +500,19 @@ mod real {
             .trim_end_matches('\n')
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn protobuf_of_the_built_in_kinds_renders_the_servers_own_json() {
-        let server = SharedEnvtest::attach()
-            .await
-            .expect("the real API server starts");
-        let api = Api {
-            client: server.admin(),
-        };
-        let ns = format!("pbkinds-{}", std::process::id());
-        api.send_json(
-            Method::POST,
-            "/api/v1/namespaces",
-            "application/json",
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"pbkinds": ns}}}),
-        )
-        .await;
+    /// Creates `cases`' objects in JSON in namespace `ns` (and their status patches), then reads
+    /// each kind back as a list and each object alone in JSON and in protobuf and compares them
+    /// byte for byte; answers how many list items were compared.
+    async fn compare(api: &Api, ns: &str, cases: &[Case]) -> usize {
         let mut compared = 0;
-        for case in cases(&ns) {
+        for case in cases {
             assert!(
                 kubewasm_protobuf::supports(case.api_version, case.kind),
                 "{} {} has a schema",
                 case.api_version,
                 case.kind
             );
-            let path = case.path.replace("{ns}", &ns);
+            let path = case.path.replace("{ns}", ns);
             for object in &case.objects {
                 let mut object = object.clone();
                 object["apiVersion"] = json!(case.api_version);
@@ -524,12 +560,23 @@ mod real {
                 );
             }
         }
-        assert!(compared >= 25, "{compared} objects compared");
-        // Its claim templates' `kind` and `apiVersion` are filled by the server's defaults, and
-        // protobuf has no field for them: read as JSON.
-        assert!(!kubewasm_protobuf::supports("apps/v1", "StatefulSet"));
-        // Cluster-scoped objects are named after the namespace; the namespace takes the rest.
-        for case in cases(&ns) {
+        compared
+    }
+
+    async fn create_namespace(api: &Api, ns: &str) {
+        api.send_json(
+            Method::POST,
+            "/api/v1/namespaces",
+            "application/json",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {"pbkinds": ns}}}),
+        )
+        .await;
+    }
+
+    /// Deletes `cases`' cluster-scoped objects (named after the namespace), then the namespace,
+    /// which takes the rest.
+    async fn clean_up(api: &Api, ns: &str, cases: &[Case]) {
+        for case in cases {
             if !case.path.contains("{ns}") {
                 for object in &case.objects {
                     let name = object["metadata"]["name"].as_str().expect("a name");
@@ -550,5 +597,119 @@ mod real {
             None,
         )
         .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn protobuf_of_the_built_in_kinds_renders_the_servers_own_json() {
+        let server = SharedEnvtest::attach()
+            .await
+            .expect("the real API server starts");
+        let api = Api {
+            client: server.admin(),
+        };
+        let ns = format!("pbkinds-{}", std::process::id());
+        create_namespace(&api, &ns).await;
+        let cases = cases(&ns);
+        let compared = compare(&api, &ns, &cases).await;
+        assert!(compared >= 30, "{compared} objects compared");
+        // The claim template a client typed as something else is answered as the API server
+        // types every one, which is what the protobuf rendering writes.
+        let odd = api
+            .get(
+                &format!("/apis/apps/v1/namespaces/{ns}/statefulsets/odd"),
+                "application/json",
+            )
+            .await;
+        assert!(
+            text(&odd).contains(
+                r#""volumeClaimTemplates":[{"kind":"PersistentVolumeClaim","apiVersion":"v1","metadata":{"name":"d"}"#
+            ),
+            "{}",
+            text(&odd)
+        );
+        clean_up(&api, &ns, &cases).await;
+    }
+
+    /// ResourceSlices whose attributes are lists (`bools`, `ints`, `strings`, `versions`: the
+    /// alpha gate `DRAListTypeAttributes`, off by default in 1.36, else the server drops them) in
+    /// resource.k8s.io v1 and the beta versions (off by default in 1.36): a server of its own
+    /// with both turned on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn resource_slices_with_list_attributes_render_the_servers_own_json() {
+        let server = Envtest::start_with_flags(&[
+            "--feature-gates=DRAListTypeAttributes=true",
+            "--runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true",
+        ])
+        .await
+        .expect("the real API server starts");
+        let api = Api {
+            client: server.admin(),
+        };
+        let ns = "pbkinds-dra";
+        create_namespace(&api, ns).await;
+        let labels = json!({"pbkinds": ns});
+        let attributes = json!({
+            "example.com/lanes": {"bools": [true, false, true]},
+            "example.com/ids": {"ints": [3, -1, 9_000_000_000_i64]},
+            "example.com/modes": {"strings": ["a", "b"]},
+            "example.com/model": {"string": "x1"},
+            "example.com/on": {"bool": false},
+            "example.com/fw": {"version": "1.2.3"}
+        });
+        let slice = |version: &str, device: Value| {
+            json!({"metadata": {"name": format!("{ns}-{version}"), "labels": labels},
+                "spec": {"driver": "gpu.example.com", "nodeName": "node-1",
+                    "pool": {"name": "pool", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [device]}})
+        };
+        let capacity = json!({"memory": {"value": "16Gi"}});
+        let cases = vec![
+            Case {
+                api_version: "resource.k8s.io/v1",
+                kind: "ResourceSlice",
+                path: "/apis/resource.k8s.io/v1/resourceslices",
+                objects: vec![slice(
+                    "v1",
+                    json!({"name": "gpu-0", "attributes": attributes, "capacity": capacity}),
+                )],
+                status: vec![],
+            },
+            Case {
+                api_version: "resource.k8s.io/v1beta2",
+                kind: "ResourceSlice",
+                path: "/apis/resource.k8s.io/v1beta2/resourceslices",
+                objects: vec![slice(
+                    "v1beta2",
+                    json!({"name": "gpu-0", "attributes": attributes, "capacity": capacity}),
+                )],
+                status: vec![],
+            },
+            Case {
+                api_version: "resource.k8s.io/v1beta1",
+                kind: "ResourceSlice",
+                path: "/apis/resource.k8s.io/v1beta1/resourceslices",
+                objects: vec![slice(
+                    "v1beta1",
+                    json!({"name": "gpu-0", "basic": {"attributes": attributes, "capacity": capacity}}),
+                )],
+                status: vec![],
+            },
+        ];
+        // Each version's list holds the slices created so far, in its version: 1 + 2 + 3.
+        let compared = compare(&api, ns, &cases).await;
+        assert_eq!(compared, 6);
+        // The lists were kept: the gate is on.
+        let one = api
+            .get(
+                &format!("/apis/resource.k8s.io/v1/resourceslices/{ns}-v1"),
+                "application/json",
+            )
+            .await;
+        assert!(
+            text(&one).contains(r#""example.com/lanes":{"bools":[true,false,true]}"#),
+            "{}",
+            text(&one)
+        );
+        clean_up(&api, ns, &cases).await;
     }
 }

@@ -27,9 +27,9 @@ pub struct RealServer {
 
 enum Real {
     /// The test's own: it may be restarted, stopped and compacted.
-    Own(Envtest),
+    Own(Box<Envtest>),
     /// The run's: the test keeps to namespaces of its own.
-    Shared(SharedEnvtest),
+    Shared(Box<SharedEnvtest>),
 }
 
 impl RealServer {
@@ -73,7 +73,7 @@ impl TestServer {
         let server = Envtest::start()
             .await
             .unwrap_or_else(|e| panic!("the real API server does not start: {e}"));
-        TestServer::real_from(Real::Own(server))
+        TestServer::real_from(Real::Own(Box::new(server)))
     }
 
     /// The real API server shared by the run's tests ([`SharedEnvtest`]): for tests that work
@@ -86,7 +86,7 @@ impl TestServer {
         let server = SharedEnvtest::attach()
             .await
             .unwrap_or_else(|e| panic!("the shared real API server is not there: {e}"));
-        TestServer::real_from(Real::Shared(server))
+        TestServer::real_from(Real::Shared(Box::new(server)))
     }
 
     fn real_from(server: Real) -> TestServer {

@@ -3,13 +3,7 @@
 //! The messages of the built-in kinds: each field's protobuf number, its JSON name, how it is
 //! encoded and when `encoding/json` writes it, in the Go struct's order.
 //!
-//! Kinds left out (their types have no rendering here; they are read as JSON):
-//! - apps/v1 StatefulSet: StatefulSet.Spec: StatefulSetSpec.VolumeClaimTemplates: PersistentVolumeClaim embeds TypeMeta below the top level, where the API server's defaults may fill it and protobuf cannot say so
-//! - apps/v1beta1 StatefulSet: StatefulSet.Spec: StatefulSetSpec.VolumeClaimTemplates: PersistentVolumeClaim embeds TypeMeta below the top level, where the API server's defaults may fill it and protobuf cannot say so
-//! - apps/v1beta2 StatefulSet: StatefulSet.Spec: StatefulSetSpec.VolumeClaimTemplates: PersistentVolumeClaim embeds TypeMeta below the top level, where the API server's defaults may fill it and protobuf cannot say so
-//! - resource.k8s.io/v1 ResourceSlice: ResourceSlice.Spec: ResourceSliceSpec.Devices: Device.Attributes: DeviceAttribute.BoolValues: a slice of Bool (pointers: false)
-//! - resource.k8s.io/v1beta1 ResourceSlice: ResourceSlice.Spec: ResourceSliceSpec.Devices: Device.Basic: BasicDevice.Attributes: DeviceAttribute.BoolValues: a slice of Bool (pointers: false)
-//! - resource.k8s.io/v1beta2 ResourceSlice: ResourceSlice.Spec: ResourceSliceSpec.Devices: Device.Attributes: DeviceAttribute.BoolValues: a slice of Bool (pointers: false)
+//! Kinds left out (their types have no rendering here; they are read as JSON): none.
 
 use crate::schema::Kind::*;
 use crate::schema::Presence::*;
@@ -1471,6 +1465,47 @@ static APISERVERINTERNAL_V1ALPHA1_STORAGE_VERSION_CONDITION: Message = Message {
     ],
 };
 
+static APPS_V1_STATEFUL_SET: Message = Message {
+    name: "StatefulSet",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META), Always),
+        f(2, "spec", Msg(&APPS_V1_STATEFUL_SET_SPEC), Always),
+        f(3, "status", Msg(&APPS_V1_STATEFUL_SET_STATUS), Always),
+    ],
+};
+
+static APPS_V1_STATEFUL_SET_SPEC: Message = Message {
+    name: "StatefulSetSpec",
+    fields: &[
+        f(1, "replicas", Int32, Pointer),
+        f(2, "selector", Msg(&META_V1_LABEL_SELECTOR), Nullable),
+        f(3, "template", Msg(&CORE_V1_POD_TEMPLATE_SPEC), Always),
+        f(
+            4,
+            "volumeClaimTemplates",
+            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM_WITH_TYPE_META),
+            OmitEmpty,
+        ),
+        f(5, "serviceName", Str, Always),
+        f(6, "podManagementPolicy", Str, OmitEmpty),
+        f(
+            7,
+            "updateStrategy",
+            Msg(&APPS_V1_STATEFUL_SET_UPDATE_STRATEGY),
+            Always,
+        ),
+        f(8, "revisionHistoryLimit", Int32, Pointer),
+        f(9, "minReadySeconds", Int32, OmitEmpty),
+        f(
+            10,
+            "persistentVolumeClaimRetentionPolicy",
+            Msg(&APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
+            Pointer,
+        ),
+        f(11, "ordinals", Msg(&APPS_V1_STATEFUL_SET_ORDINALS), Pointer),
+    ],
+};
+
 static CORE_V1_POD_TEMPLATE_SPEC: Message = Message {
     name: "PodTemplateSpec",
     fields: &[
@@ -2920,6 +2955,136 @@ static CORE_V1_POD_SCHEDULING_GROUP: Message = Message {
     fields: &[f(1, "podGroupName", Str, Pointer)],
 };
 
+static CORE_V1_PERSISTENT_VOLUME_CLAIM_WITH_TYPE_META: Message = Message {
+    name: "PersistentVolumeClaim",
+    fields: &[
+        f(0, "", TypeMeta("v1", "PersistentVolumeClaim"), Always),
+        f(1, "metadata", Msg(&OBJECT_META), Always),
+        f(
+            2,
+            "spec",
+            Msg(&CORE_V1_PERSISTENT_VOLUME_CLAIM_SPEC),
+            Always,
+        ),
+        f(
+            3,
+            "status",
+            Msg(&CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS),
+            Always,
+        ),
+    ],
+};
+
+static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
+    name: "PersistentVolumeClaimStatus",
+    fields: &[
+        f(1, "phase", Str, OmitEmpty),
+        f(2, "accessModes", Strs, OmitEmpty),
+        f(3, "capacity", QuantityMap, OmitEmpty),
+        f(
+            4,
+            "conditions",
+            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION),
+            OmitEmpty,
+        ),
+        f(5, "allocatedResources", QuantityMap, OmitEmpty),
+        f(7, "allocatedResourceStatuses", StrMap, OmitEmpty),
+        f(8, "currentVolumeAttributesClassName", Str, Pointer),
+        f(
+            9,
+            "modifyVolumeStatus",
+            Msg(&CORE_V1_MODIFY_VOLUME_STATUS),
+            Pointer,
+        ),
+    ],
+};
+
+static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
+    name: "PersistentVolumeClaimCondition",
+    fields: &[
+        f(1, "type", Str, Always),
+        f(2, "status", Str, Always),
+        f(3, "lastProbeTime", Time, Always),
+        f(4, "lastTransitionTime", Time, Always),
+        f(5, "reason", Str, OmitEmpty),
+        f(6, "message", Str, OmitEmpty),
+    ],
+};
+
+static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
+    name: "ModifyVolumeStatus",
+    fields: &[
+        f(1, "targetVolumeAttributesClassName", Str, OmitEmpty),
+        f(2, "status", Str, Always),
+    ],
+};
+
+static APPS_V1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
+    name: "StatefulSetUpdateStrategy",
+    fields: &[
+        f(1, "type", Str, OmitEmpty),
+        f(
+            2,
+            "rollingUpdate",
+            Msg(&APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
+            Pointer,
+        ),
+    ],
+};
+
+static APPS_V1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
+    name: "RollingUpdateStatefulSetStrategy",
+    fields: &[
+        f(1, "partition", Int32, Pointer),
+        f(2, "maxUnavailable", IntOrString, Pointer),
+    ],
+};
+
+static APPS_V1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Message = Message {
+    name: "StatefulSetPersistentVolumeClaimRetentionPolicy",
+    fields: &[
+        f(1, "whenDeleted", Str, OmitEmpty),
+        f(2, "whenScaled", Str, OmitEmpty),
+    ],
+};
+
+static APPS_V1_STATEFUL_SET_ORDINALS: Message = Message {
+    name: "StatefulSetOrdinals",
+    fields: &[f(1, "start", Int32, Always)],
+};
+
+static APPS_V1_STATEFUL_SET_STATUS: Message = Message {
+    name: "StatefulSetStatus",
+    fields: &[
+        f(1, "observedGeneration", Int64, OmitEmpty),
+        f(2, "replicas", Int32, Always),
+        f(3, "readyReplicas", Int32, OmitEmpty),
+        f(4, "currentReplicas", Int32, OmitEmpty),
+        f(5, "updatedReplicas", Int32, OmitEmpty),
+        f(6, "currentRevision", Str, OmitEmpty),
+        f(7, "updateRevision", Str, OmitEmpty),
+        f(9, "collisionCount", Int32, Pointer),
+        f(
+            10,
+            "conditions",
+            Msgs(&APPS_V1_STATEFUL_SET_CONDITION),
+            OmitEmpty,
+        ),
+        f(11, "availableReplicas", Int32, Always),
+    ],
+};
+
+static APPS_V1_STATEFUL_SET_CONDITION: Message = Message {
+    name: "StatefulSetCondition",
+    fields: &[
+        f(1, "type", Str, Always),
+        f(2, "status", Str, Always),
+        f(3, "lastTransitionTime", Time, Always),
+        f(4, "reason", Str, OmitEmpty),
+        f(5, "message", Str, OmitEmpty),
+    ],
+};
+
 static APPS_V1_DEPLOYMENT: Message = Message {
     name: "Deployment",
     fields: &[
@@ -3131,6 +3296,118 @@ static APPS_V1_CONTROLLER_REVISION: Message = Message {
     ],
 };
 
+static APPS_V1BETA1_STATEFUL_SET: Message = Message {
+    name: "StatefulSet",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META), Always),
+        f(2, "spec", Msg(&APPS_V1BETA1_STATEFUL_SET_SPEC), Always),
+        f(3, "status", Msg(&APPS_V1BETA1_STATEFUL_SET_STATUS), Always),
+    ],
+};
+
+static APPS_V1BETA1_STATEFUL_SET_SPEC: Message = Message {
+    name: "StatefulSetSpec",
+    fields: &[
+        f(1, "replicas", Int32, Pointer),
+        f(2, "selector", Msg(&META_V1_LABEL_SELECTOR), Pointer),
+        f(3, "template", Msg(&CORE_V1_POD_TEMPLATE_SPEC), Always),
+        f(
+            4,
+            "volumeClaimTemplates",
+            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM_WITH_TYPE_META),
+            OmitEmpty,
+        ),
+        f(5, "serviceName", Str, Always),
+        f(6, "podManagementPolicy", Str, OmitEmpty),
+        f(
+            7,
+            "updateStrategy",
+            Msg(&APPS_V1BETA1_STATEFUL_SET_UPDATE_STRATEGY),
+            Always,
+        ),
+        f(8, "revisionHistoryLimit", Int32, Pointer),
+        f(9, "minReadySeconds", Int32, OmitEmpty),
+        f(
+            10,
+            "persistentVolumeClaimRetentionPolicy",
+            Msg(&APPS_V1BETA1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
+            Pointer,
+        ),
+        f(
+            11,
+            "ordinals",
+            Msg(&APPS_V1BETA1_STATEFUL_SET_ORDINALS),
+            Pointer,
+        ),
+    ],
+};
+
+static APPS_V1BETA1_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
+    name: "StatefulSetUpdateStrategy",
+    fields: &[
+        f(1, "type", Str, OmitEmpty),
+        f(
+            2,
+            "rollingUpdate",
+            Msg(&APPS_V1BETA1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
+            Pointer,
+        ),
+    ],
+};
+
+static APPS_V1BETA1_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
+    name: "RollingUpdateStatefulSetStrategy",
+    fields: &[
+        f(1, "partition", Int32, Pointer),
+        f(2, "maxUnavailable", IntOrString, Pointer),
+    ],
+};
+
+static APPS_V1BETA1_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Message = Message {
+    name: "StatefulSetPersistentVolumeClaimRetentionPolicy",
+    fields: &[
+        f(1, "whenDeleted", Str, OmitEmpty),
+        f(2, "whenScaled", Str, OmitEmpty),
+    ],
+};
+
+static APPS_V1BETA1_STATEFUL_SET_ORDINALS: Message = Message {
+    name: "StatefulSetOrdinals",
+    fields: &[f(1, "start", Int32, Always)],
+};
+
+static APPS_V1BETA1_STATEFUL_SET_STATUS: Message = Message {
+    name: "StatefulSetStatus",
+    fields: &[
+        f(1, "observedGeneration", Int64, Pointer),
+        f(2, "replicas", Int32, Always),
+        f(3, "readyReplicas", Int32, OmitEmpty),
+        f(4, "currentReplicas", Int32, OmitEmpty),
+        f(5, "updatedReplicas", Int32, OmitEmpty),
+        f(6, "currentRevision", Str, OmitEmpty),
+        f(7, "updateRevision", Str, OmitEmpty),
+        f(9, "collisionCount", Int32, Pointer),
+        f(
+            10,
+            "conditions",
+            Msgs(&APPS_V1BETA1_STATEFUL_SET_CONDITION),
+            OmitEmpty,
+        ),
+        f(11, "availableReplicas", Int32, Always),
+    ],
+};
+
+static APPS_V1BETA1_STATEFUL_SET_CONDITION: Message = Message {
+    name: "StatefulSetCondition",
+    fields: &[
+        f(1, "type", Str, Always),
+        f(2, "status", Str, Always),
+        f(3, "lastTransitionTime", Time, Always),
+        f(4, "reason", Str, OmitEmpty),
+        f(5, "message", Str, OmitEmpty),
+    ],
+};
+
 static APPS_V1BETA1_DEPLOYMENT: Message = Message {
     name: "Deployment",
     fields: &[
@@ -3224,6 +3501,118 @@ static APPS_V1BETA1_CONTROLLER_REVISION: Message = Message {
         f(1, "metadata", Msg(&OBJECT_META), Always),
         f(2, "data", RawExtension, Always),
         f(3, "revision", Int64, Always),
+    ],
+};
+
+static APPS_V1BETA2_STATEFUL_SET: Message = Message {
+    name: "StatefulSet",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META), Always),
+        f(2, "spec", Msg(&APPS_V1BETA2_STATEFUL_SET_SPEC), Always),
+        f(3, "status", Msg(&APPS_V1BETA2_STATEFUL_SET_STATUS), Always),
+    ],
+};
+
+static APPS_V1BETA2_STATEFUL_SET_SPEC: Message = Message {
+    name: "StatefulSetSpec",
+    fields: &[
+        f(1, "replicas", Int32, Pointer),
+        f(2, "selector", Msg(&META_V1_LABEL_SELECTOR), Nullable),
+        f(3, "template", Msg(&CORE_V1_POD_TEMPLATE_SPEC), Always),
+        f(
+            4,
+            "volumeClaimTemplates",
+            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM_WITH_TYPE_META),
+            OmitEmpty,
+        ),
+        f(5, "serviceName", Str, Always),
+        f(6, "podManagementPolicy", Str, OmitEmpty),
+        f(
+            7,
+            "updateStrategy",
+            Msg(&APPS_V1BETA2_STATEFUL_SET_UPDATE_STRATEGY),
+            Always,
+        ),
+        f(8, "revisionHistoryLimit", Int32, Pointer),
+        f(9, "minReadySeconds", Int32, OmitEmpty),
+        f(
+            10,
+            "persistentVolumeClaimRetentionPolicy",
+            Msg(&APPS_V1BETA2_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY),
+            Pointer,
+        ),
+        f(
+            11,
+            "ordinals",
+            Msg(&APPS_V1BETA2_STATEFUL_SET_ORDINALS),
+            Pointer,
+        ),
+    ],
+};
+
+static APPS_V1BETA2_STATEFUL_SET_UPDATE_STRATEGY: Message = Message {
+    name: "StatefulSetUpdateStrategy",
+    fields: &[
+        f(1, "type", Str, OmitEmpty),
+        f(
+            2,
+            "rollingUpdate",
+            Msg(&APPS_V1BETA2_ROLLING_UPDATE_STATEFUL_SET_STRATEGY),
+            Pointer,
+        ),
+    ],
+};
+
+static APPS_V1BETA2_ROLLING_UPDATE_STATEFUL_SET_STRATEGY: Message = Message {
+    name: "RollingUpdateStatefulSetStrategy",
+    fields: &[
+        f(1, "partition", Int32, Pointer),
+        f(2, "maxUnavailable", IntOrString, Pointer),
+    ],
+};
+
+static APPS_V1BETA2_STATEFUL_SET_PERSISTENT_VOLUME_CLAIM_RETENTION_POLICY: Message = Message {
+    name: "StatefulSetPersistentVolumeClaimRetentionPolicy",
+    fields: &[
+        f(1, "whenDeleted", Str, OmitEmpty),
+        f(2, "whenScaled", Str, OmitEmpty),
+    ],
+};
+
+static APPS_V1BETA2_STATEFUL_SET_ORDINALS: Message = Message {
+    name: "StatefulSetOrdinals",
+    fields: &[f(1, "start", Int32, Always)],
+};
+
+static APPS_V1BETA2_STATEFUL_SET_STATUS: Message = Message {
+    name: "StatefulSetStatus",
+    fields: &[
+        f(1, "observedGeneration", Int64, OmitEmpty),
+        f(2, "replicas", Int32, Always),
+        f(3, "readyReplicas", Int32, OmitEmpty),
+        f(4, "currentReplicas", Int32, OmitEmpty),
+        f(5, "updatedReplicas", Int32, OmitEmpty),
+        f(6, "currentRevision", Str, OmitEmpty),
+        f(7, "updateRevision", Str, OmitEmpty),
+        f(9, "collisionCount", Int32, Pointer),
+        f(
+            10,
+            "conditions",
+            Msgs(&APPS_V1BETA2_STATEFUL_SET_CONDITION),
+            OmitEmpty,
+        ),
+        f(11, "availableReplicas", Int32, Always),
+    ],
+};
+
+static APPS_V1BETA2_STATEFUL_SET_CONDITION: Message = Message {
+    name: "StatefulSetCondition",
+    fields: &[
+        f(1, "type", Str, Always),
+        f(2, "status", Str, Always),
+        f(3, "lastTransitionTime", Time, Always),
+        f(4, "reason", Str, OmitEmpty),
+        f(5, "message", Str, OmitEmpty),
     ],
 };
 
@@ -4700,50 +5089,6 @@ static CORE_V1_PERSISTENT_VOLUME_CLAIM: Message = Message {
             Msg(&CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS),
             Always,
         ),
-    ],
-};
-
-static CORE_V1_PERSISTENT_VOLUME_CLAIM_STATUS: Message = Message {
-    name: "PersistentVolumeClaimStatus",
-    fields: &[
-        f(1, "phase", Str, OmitEmpty),
-        f(2, "accessModes", Strs, OmitEmpty),
-        f(3, "capacity", QuantityMap, OmitEmpty),
-        f(
-            4,
-            "conditions",
-            Msgs(&CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION),
-            OmitEmpty,
-        ),
-        f(5, "allocatedResources", QuantityMap, OmitEmpty),
-        f(7, "allocatedResourceStatuses", StrMap, OmitEmpty),
-        f(8, "currentVolumeAttributesClassName", Str, Pointer),
-        f(
-            9,
-            "modifyVolumeStatus",
-            Msg(&CORE_V1_MODIFY_VOLUME_STATUS),
-            Pointer,
-        ),
-    ],
-};
-
-static CORE_V1_PERSISTENT_VOLUME_CLAIM_CONDITION: Message = Message {
-    name: "PersistentVolumeClaimCondition",
-    fields: &[
-        f(1, "type", Str, Always),
-        f(2, "status", Str, Always),
-        f(3, "lastProbeTime", Time, Always),
-        f(4, "lastTransitionTime", Time, Always),
-        f(5, "reason", Str, OmitEmpty),
-        f(6, "message", Str, OmitEmpty),
-    ],
-};
-
-static CORE_V1_MODIFY_VOLUME_STATUS: Message = Message {
-    name: "ModifyVolumeStatus",
-    fields: &[
-        f(1, "targetVolumeAttributesClassName", Str, OmitEmpty),
-        f(2, "status", Str, Always),
     ],
 };
 
@@ -8200,6 +8545,170 @@ static RBAC_V1BETA1_CLUSTER_ROLE_BINDING: Message = Message {
     ],
 };
 
+static RESOURCE_V1_RESOURCE_SLICE: Message = Message {
+    name: "ResourceSlice",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META), Always),
+        f(2, "spec", Msg(&RESOURCE_V1_RESOURCE_SLICE_SPEC), Always),
+    ],
+};
+
+static RESOURCE_V1_RESOURCE_SLICE_SPEC: Message = Message {
+    name: "ResourceSliceSpec",
+    fields: &[
+        f(1, "driver", Str, Always),
+        f(2, "pool", Msg(&RESOURCE_V1_RESOURCE_POOL), Always),
+        f(3, "nodeName", Str, Pointer),
+        f(4, "nodeSelector", Msg(&CORE_V1_NODE_SELECTOR), Pointer),
+        f(5, "allNodes", Bool, Pointer),
+        f(6, "devices", Msgs(&RESOURCE_V1_DEVICE), OmitEmpty),
+        f(7, "perDeviceNodeSelection", Bool, Pointer),
+        f(
+            8,
+            "sharedCounters",
+            Msgs(&RESOURCE_V1_COUNTER_SET),
+            OmitEmpty,
+        ),
+    ],
+};
+
+static RESOURCE_V1_RESOURCE_POOL: Message = Message {
+    name: "ResourcePool",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(2, "generation", Int64, Always),
+        f(3, "resourceSliceCount", Int64, Always),
+    ],
+};
+
+static RESOURCE_V1_DEVICE: Message = Message {
+    name: "Device",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(
+            2,
+            "attributes",
+            MsgMap(&RESOURCE_V1_DEVICE_ATTRIBUTE),
+            OmitEmpty,
+        ),
+        f(
+            3,
+            "capacity",
+            MsgMap(&RESOURCE_V1_DEVICE_CAPACITY),
+            OmitEmpty,
+        ),
+        f(
+            4,
+            "consumesCounters",
+            Msgs(&RESOURCE_V1_DEVICE_COUNTER_CONSUMPTION),
+            OmitEmpty,
+        ),
+        f(5, "nodeName", Str, Pointer),
+        f(6, "nodeSelector", Msg(&CORE_V1_NODE_SELECTOR), Pointer),
+        f(7, "allNodes", Bool, Pointer),
+        f(8, "taints", Msgs(&RESOURCE_V1_DEVICE_TAINT), OmitEmpty),
+        f(9, "bindsToNode", Bool, Pointer),
+        f(10, "bindingConditions", Strs, OmitEmpty),
+        f(11, "bindingFailureConditions", Strs, OmitEmpty),
+        f(12, "allowMultipleAllocations", Bool, Pointer),
+        f(
+            13,
+            "nodeAllocatableResourceMappings",
+            MsgMap(&RESOURCE_V1_NODE_ALLOCATABLE_RESOURCE_MAPPING),
+            OmitEmpty,
+        ),
+    ],
+};
+
+static RESOURCE_V1_DEVICE_ATTRIBUTE: Message = Message {
+    name: "DeviceAttribute",
+    fields: &[
+        f(2, "int", Int64, Pointer),
+        f(3, "bool", Bool, Pointer),
+        f(4, "string", Str, Pointer),
+        f(5, "version", Str, Pointer),
+        f(6, "ints", Int64s, OmitEmpty),
+        f(7, "bools", Bools, OmitEmpty),
+        f(8, "strings", Strs, OmitEmpty),
+        f(9, "versions", Strs, OmitEmpty),
+    ],
+};
+
+static RESOURCE_V1_DEVICE_CAPACITY: Message = Message {
+    name: "DeviceCapacity",
+    fields: &[
+        f(1, "value", Quantity, Always),
+        f(
+            2,
+            "requestPolicy",
+            Msg(&RESOURCE_V1_CAPACITY_REQUEST_POLICY),
+            Pointer,
+        ),
+    ],
+};
+
+static RESOURCE_V1_CAPACITY_REQUEST_POLICY: Message = Message {
+    name: "CapacityRequestPolicy",
+    fields: &[
+        f(1, "default", Quantity, Nullable),
+        f(3, "validValues", Quantities, OmitEmpty),
+        f(
+            4,
+            "validRange",
+            Msg(&RESOURCE_V1_CAPACITY_REQUEST_POLICY_RANGE),
+            Pointer,
+        ),
+    ],
+};
+
+static RESOURCE_V1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
+    name: "CapacityRequestPolicyRange",
+    fields: &[
+        f(1, "min", Quantity, Pointer),
+        f(2, "max", Quantity, Pointer),
+        f(3, "step", Quantity, Pointer),
+    ],
+};
+
+static RESOURCE_V1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
+    name: "DeviceCounterConsumption",
+    fields: &[
+        f(1, "counterSet", Str, Always),
+        f(2, "counters", MsgMap(&RESOURCE_V1_COUNTER), OmitEmpty),
+    ],
+};
+
+static RESOURCE_V1_COUNTER: Message = Message {
+    name: "Counter",
+    fields: &[f(1, "value", Quantity, Always)],
+};
+
+static RESOURCE_V1_DEVICE_TAINT: Message = Message {
+    name: "DeviceTaint",
+    fields: &[
+        f(1, "key", Str, Always),
+        f(2, "value", Str, OmitEmpty),
+        f(3, "effect", Str, Always),
+        f(4, "timeAdded", Time, Pointer),
+    ],
+};
+
+static RESOURCE_V1_NODE_ALLOCATABLE_RESOURCE_MAPPING: Message = Message {
+    name: "NodeAllocatableResourceMapping",
+    fields: &[
+        f(1, "capacityKey", Str, Pointer),
+        f(2, "allocationMultiplier", Quantity, Pointer),
+    ],
+};
+
+static RESOURCE_V1_COUNTER_SET: Message = Message {
+    name: "CounterSet",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(2, "counters", MsgMap(&RESOURCE_V1_COUNTER), OmitEmpty),
+    ],
+};
+
 static RESOURCE_V1_RESOURCE_CLAIM: Message = Message {
     name: "ResourceClaim",
     fields: &[
@@ -8654,6 +9163,182 @@ static RESOURCE_V1ALPHA3_POOL_STATUS: Message = Message {
     ],
 };
 
+static RESOURCE_V1BETA1_RESOURCE_SLICE: Message = Message {
+    name: "ResourceSlice",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META), Always),
+        f(
+            2,
+            "spec",
+            Msg(&RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC),
+            Always,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA1_RESOURCE_SLICE_SPEC: Message = Message {
+    name: "ResourceSliceSpec",
+    fields: &[
+        f(1, "driver", Str, Always),
+        f(2, "pool", Msg(&RESOURCE_V1BETA1_RESOURCE_POOL), Always),
+        f(3, "nodeName", Str, OmitEmpty),
+        f(4, "nodeSelector", Msg(&CORE_V1_NODE_SELECTOR), Pointer),
+        f(5, "allNodes", Bool, OmitEmpty),
+        f(6, "devices", Msgs(&RESOURCE_V1BETA1_DEVICE), OmitEmpty),
+        f(7, "perDeviceNodeSelection", Bool, Pointer),
+        f(
+            8,
+            "sharedCounters",
+            Msgs(&RESOURCE_V1BETA1_COUNTER_SET),
+            OmitEmpty,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA1_RESOURCE_POOL: Message = Message {
+    name: "ResourcePool",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(2, "generation", Int64, Always),
+        f(3, "resourceSliceCount", Int64, Always),
+    ],
+};
+
+static RESOURCE_V1BETA1_DEVICE: Message = Message {
+    name: "Device",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(2, "basic", Msg(&RESOURCE_V1BETA1_BASIC_DEVICE), Pointer),
+    ],
+};
+
+static RESOURCE_V1BETA1_BASIC_DEVICE: Message = Message {
+    name: "BasicDevice",
+    fields: &[
+        f(
+            1,
+            "attributes",
+            MsgMap(&RESOURCE_V1BETA1_DEVICE_ATTRIBUTE),
+            OmitEmpty,
+        ),
+        f(
+            2,
+            "capacity",
+            MsgMap(&RESOURCE_V1BETA1_DEVICE_CAPACITY),
+            OmitEmpty,
+        ),
+        f(
+            3,
+            "consumesCounters",
+            Msgs(&RESOURCE_V1BETA1_DEVICE_COUNTER_CONSUMPTION),
+            OmitEmpty,
+        ),
+        f(4, "nodeName", Str, Pointer),
+        f(5, "nodeSelector", Msg(&CORE_V1_NODE_SELECTOR), Pointer),
+        f(6, "allNodes", Bool, Pointer),
+        f(7, "taints", Msgs(&RESOURCE_V1BETA1_DEVICE_TAINT), OmitEmpty),
+        f(8, "bindsToNode", Bool, Pointer),
+        f(9, "bindingConditions", Strs, OmitEmpty),
+        f(10, "bindingFailureConditions", Strs, OmitEmpty),
+        f(11, "allowMultipleAllocations", Bool, Pointer),
+        f(
+            12,
+            "nodeAllocatableResourceMappings",
+            MsgMap(&RESOURCE_V1BETA1_NODE_ALLOCATABLE_RESOURCE_MAPPING),
+            OmitEmpty,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA1_DEVICE_ATTRIBUTE: Message = Message {
+    name: "DeviceAttribute",
+    fields: &[
+        f(2, "int", Int64, Pointer),
+        f(3, "bool", Bool, Pointer),
+        f(4, "string", Str, Pointer),
+        f(5, "version", Str, Pointer),
+        f(6, "ints", Int64s, OmitEmpty),
+        f(7, "bools", Bools, OmitEmpty),
+        f(8, "strings", Strs, OmitEmpty),
+        f(9, "versions", Strs, OmitEmpty),
+    ],
+};
+
+static RESOURCE_V1BETA1_DEVICE_CAPACITY: Message = Message {
+    name: "DeviceCapacity",
+    fields: &[
+        f(1, "value", Quantity, Always),
+        f(
+            2,
+            "requestPolicy",
+            Msg(&RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY),
+            Pointer,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY: Message = Message {
+    name: "CapacityRequestPolicy",
+    fields: &[
+        f(1, "default", Quantity, Nullable),
+        f(3, "validValues", Quantities, OmitEmpty),
+        f(
+            4,
+            "validRange",
+            Msg(&RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY_RANGE),
+            Pointer,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA1_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
+    name: "CapacityRequestPolicyRange",
+    fields: &[
+        f(1, "min", Quantity, Pointer),
+        f(2, "max", Quantity, Pointer),
+        f(3, "step", Quantity, Pointer),
+    ],
+};
+
+static RESOURCE_V1BETA1_DEVICE_COUNTER_CONSUMPTION: Message = Message {
+    name: "DeviceCounterConsumption",
+    fields: &[
+        f(1, "counterSet", Str, Always),
+        f(2, "counters", MsgMap(&RESOURCE_V1BETA1_COUNTER), OmitEmpty),
+    ],
+};
+
+static RESOURCE_V1BETA1_COUNTER: Message = Message {
+    name: "Counter",
+    fields: &[f(1, "value", Quantity, Always)],
+};
+
+static RESOURCE_V1BETA1_DEVICE_TAINT: Message = Message {
+    name: "DeviceTaint",
+    fields: &[
+        f(1, "key", Str, Always),
+        f(2, "value", Str, OmitEmpty),
+        f(3, "effect", Str, Always),
+        f(4, "timeAdded", Time, Pointer),
+    ],
+};
+
+static RESOURCE_V1BETA1_NODE_ALLOCATABLE_RESOURCE_MAPPING: Message = Message {
+    name: "NodeAllocatableResourceMapping",
+    fields: &[
+        f(1, "capacityKey", Str, Pointer),
+        f(2, "allocationMultiplier", Quantity, Pointer),
+    ],
+};
+
+static RESOURCE_V1BETA1_COUNTER_SET: Message = Message {
+    name: "CounterSet",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(2, "counters", MsgMap(&RESOURCE_V1BETA1_COUNTER), OmitEmpty),
+    ],
+};
+
 static RESOURCE_V1BETA1_RESOURCE_CLAIM: Message = Message {
     name: "ResourceClaim",
     fields: &[
@@ -9027,6 +9712,175 @@ static RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE_SPEC: Message = Message {
     ],
 };
 
+static RESOURCE_V1BETA2_RESOURCE_SLICE: Message = Message {
+    name: "ResourceSlice",
+    fields: &[
+        f(1, "metadata", Msg(&OBJECT_META), Always),
+        f(
+            2,
+            "spec",
+            Msg(&RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC),
+            Always,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA2_RESOURCE_SLICE_SPEC: Message = Message {
+    name: "ResourceSliceSpec",
+    fields: &[
+        f(1, "driver", Str, Always),
+        f(2, "pool", Msg(&RESOURCE_V1BETA2_RESOURCE_POOL), Always),
+        f(3, "nodeName", Str, Pointer),
+        f(4, "nodeSelector", Msg(&CORE_V1_NODE_SELECTOR), Pointer),
+        f(5, "allNodes", Bool, Pointer),
+        f(6, "devices", Msgs(&RESOURCE_V1BETA2_DEVICE), OmitEmpty),
+        f(7, "perDeviceNodeSelection", Bool, Pointer),
+        f(
+            8,
+            "sharedCounters",
+            Msgs(&RESOURCE_V1BETA2_COUNTER_SET),
+            OmitEmpty,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA2_RESOURCE_POOL: Message = Message {
+    name: "ResourcePool",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(2, "generation", Int64, Always),
+        f(3, "resourceSliceCount", Int64, Always),
+    ],
+};
+
+static RESOURCE_V1BETA2_DEVICE: Message = Message {
+    name: "Device",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(
+            2,
+            "attributes",
+            MsgMap(&RESOURCE_V1BETA2_DEVICE_ATTRIBUTE),
+            OmitEmpty,
+        ),
+        f(
+            3,
+            "capacity",
+            MsgMap(&RESOURCE_V1BETA2_DEVICE_CAPACITY),
+            OmitEmpty,
+        ),
+        f(
+            4,
+            "consumesCounters",
+            Msgs(&RESOURCE_V1BETA2_DEVICE_COUNTER_CONSUMPTION),
+            OmitEmpty,
+        ),
+        f(5, "nodeName", Str, Pointer),
+        f(6, "nodeSelector", Msg(&CORE_V1_NODE_SELECTOR), Pointer),
+        f(7, "allNodes", Bool, Pointer),
+        f(8, "taints", Msgs(&RESOURCE_V1BETA2_DEVICE_TAINT), OmitEmpty),
+        f(9, "bindsToNode", Bool, Pointer),
+        f(10, "bindingConditions", Strs, OmitEmpty),
+        f(11, "bindingFailureConditions", Strs, OmitEmpty),
+        f(12, "allowMultipleAllocations", Bool, Pointer),
+        f(
+            13,
+            "nodeAllocatableResourceMappings",
+            MsgMap(&RESOURCE_V1BETA2_NODE_ALLOCATABLE_RESOURCE_MAPPING),
+            OmitEmpty,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA2_DEVICE_ATTRIBUTE: Message = Message {
+    name: "DeviceAttribute",
+    fields: &[
+        f(2, "int", Int64, Pointer),
+        f(3, "bool", Bool, Pointer),
+        f(4, "string", Str, Pointer),
+        f(5, "version", Str, Pointer),
+        f(6, "ints", Int64s, OmitEmpty),
+        f(7, "bools", Bools, OmitEmpty),
+        f(8, "strings", Strs, OmitEmpty),
+        f(9, "versions", Strs, OmitEmpty),
+    ],
+};
+
+static RESOURCE_V1BETA2_DEVICE_CAPACITY: Message = Message {
+    name: "DeviceCapacity",
+    fields: &[
+        f(1, "value", Quantity, Always),
+        f(
+            2,
+            "requestPolicy",
+            Msg(&RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY),
+            Pointer,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY: Message = Message {
+    name: "CapacityRequestPolicy",
+    fields: &[
+        f(1, "default", Quantity, Nullable),
+        f(3, "validValues", Quantities, OmitEmpty),
+        f(
+            4,
+            "validRange",
+            Msg(&RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY_RANGE),
+            Pointer,
+        ),
+    ],
+};
+
+static RESOURCE_V1BETA2_CAPACITY_REQUEST_POLICY_RANGE: Message = Message {
+    name: "CapacityRequestPolicyRange",
+    fields: &[
+        f(1, "min", Quantity, Pointer),
+        f(2, "max", Quantity, Pointer),
+        f(3, "step", Quantity, Pointer),
+    ],
+};
+
+static RESOURCE_V1BETA2_DEVICE_COUNTER_CONSUMPTION: Message = Message {
+    name: "DeviceCounterConsumption",
+    fields: &[
+        f(1, "counterSet", Str, Always),
+        f(2, "counters", MsgMap(&RESOURCE_V1BETA2_COUNTER), OmitEmpty),
+    ],
+};
+
+static RESOURCE_V1BETA2_COUNTER: Message = Message {
+    name: "Counter",
+    fields: &[f(1, "value", Quantity, Always)],
+};
+
+static RESOURCE_V1BETA2_DEVICE_TAINT: Message = Message {
+    name: "DeviceTaint",
+    fields: &[
+        f(1, "key", Str, Always),
+        f(2, "value", Str, OmitEmpty),
+        f(3, "effect", Str, Always),
+        f(4, "timeAdded", Time, Pointer),
+    ],
+};
+
+static RESOURCE_V1BETA2_NODE_ALLOCATABLE_RESOURCE_MAPPING: Message = Message {
+    name: "NodeAllocatableResourceMapping",
+    fields: &[
+        f(1, "capacityKey", Str, Pointer),
+        f(2, "allocationMultiplier", Quantity, Pointer),
+    ],
+};
+
+static RESOURCE_V1BETA2_COUNTER_SET: Message = Message {
+    name: "CounterSet",
+    fields: &[
+        f(1, "name", Str, Always),
+        f(2, "counters", MsgMap(&RESOURCE_V1BETA2_COUNTER), OmitEmpty),
+    ],
+};
+
 static RESOURCE_V1BETA2_DEVICE_TAINT_RULE: Message = Message {
     name: "DeviceTaintRule",
     fields: &[
@@ -9065,16 +9919,6 @@ static RESOURCE_V1BETA2_DEVICE_TAINT_SELECTOR: Message = Message {
         f(2, "driver", Str, Pointer),
         f(3, "pool", Str, Pointer),
         f(4, "device", Str, Pointer),
-    ],
-};
-
-static RESOURCE_V1BETA2_DEVICE_TAINT: Message = Message {
-    name: "DeviceTaint",
-    fields: &[
-        f(1, "key", Str, Always),
-        f(2, "value", Str, OmitEmpty),
-        f(3, "effect", Str, Always),
-        f(4, "timeAdded", Time, Pointer),
     ],
 };
 
@@ -10298,12 +11142,14 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
     ("apps/v1", "DaemonSet", &APPS_V1_DAEMON_SET),
     ("apps/v1", "Deployment", &APPS_V1_DEPLOYMENT),
     ("apps/v1", "ReplicaSet", &APPS_V1_REPLICA_SET),
+    ("apps/v1", "StatefulSet", &APPS_V1_STATEFUL_SET),
     (
         "apps/v1beta1",
         "ControllerRevision",
         &APPS_V1BETA1_CONTROLLER_REVISION,
     ),
     ("apps/v1beta1", "Deployment", &APPS_V1BETA1_DEPLOYMENT),
+    ("apps/v1beta1", "StatefulSet", &APPS_V1BETA1_STATEFUL_SET),
     (
         "apps/v1beta2",
         "ControllerRevision",
@@ -10312,6 +11158,7 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
     ("apps/v1beta2", "DaemonSet", &APPS_V1BETA2_DAEMON_SET),
     ("apps/v1beta2", "Deployment", &APPS_V1BETA2_DEPLOYMENT),
     ("apps/v1beta2", "ReplicaSet", &APPS_V1BETA2_REPLICA_SET),
+    ("apps/v1beta2", "StatefulSet", &APPS_V1BETA2_STATEFUL_SET),
     (
         "autoscaling/v1",
         "HorizontalPodAutoscaler",
@@ -10578,6 +11425,11 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
         &RESOURCE_V1_RESOURCE_CLAIM_TEMPLATE,
     ),
     (
+        "resource.k8s.io/v1",
+        "ResourceSlice",
+        &RESOURCE_V1_RESOURCE_SLICE,
+    ),
+    (
         "resource.k8s.io/v1alpha3",
         "DeviceTaintRule",
         &RESOURCE_V1ALPHA3_DEVICE_TAINT_RULE,
@@ -10603,6 +11455,11 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
         &RESOURCE_V1BETA1_RESOURCE_CLAIM_TEMPLATE,
     ),
     (
+        "resource.k8s.io/v1beta1",
+        "ResourceSlice",
+        &RESOURCE_V1BETA1_RESOURCE_SLICE,
+    ),
+    (
         "resource.k8s.io/v1beta2",
         "DeviceClass",
         &RESOURCE_V1BETA2_DEVICE_CLASS,
@@ -10621,6 +11478,11 @@ pub static KINDS: &[(&str, &str, &Message)] = &[
         "resource.k8s.io/v1beta2",
         "ResourceClaimTemplate",
         &RESOURCE_V1BETA2_RESOURCE_CLAIM_TEMPLATE,
+    ),
+    (
+        "resource.k8s.io/v1beta2",
+        "ResourceSlice",
+        &RESOURCE_V1BETA2_RESOURCE_SLICE,
     ),
     (
         "scheduling.k8s.io/v1",

@@ -27,6 +27,8 @@ pub struct Envtest {
     etcd_process: Process,
     etcd: etcd::Gateway,
     assets: PathBuf,
+    /// kube-apiserver flags added to the harness's own.
+    extra_flags: Vec<String>,
     pub(super) connection: Connection,
     /// Dropped last: the processes above still write into it until they are killed.
     pub(super) dir: tempfile::TempDir,
@@ -47,8 +49,19 @@ impl Envtest {
         Envtest::start_with(&assets_from_env()?).await
     }
 
+    /// As [`Envtest::start`], kube-apiserver also given `flags` (such as
+    /// `--feature-gates=DRAListTypeAttributes=true` or `--runtime-config=...`): for the fields
+    /// and API versions a default server leaves out.
+    pub async fn start_with_flags(flags: &[&str]) -> Result<Envtest, Error> {
+        Envtest::start_in(&assets_from_env()?, flags).await
+    }
+
     /// As [`Envtest::start`], with the assets folder given.
     pub async fn start_with(assets: &Path) -> Result<Envtest, Error> {
+        Envtest::start_in(assets, &[]).await
+    }
+
+    async fn start_in(assets: &Path, flags: &[&str]) -> Result<Envtest, Error> {
         for binary in ["etcd", "kube-apiserver"] {
             if !assets.join(binary).is_file() {
                 return Err(Error::MissingBinary {
@@ -107,6 +120,7 @@ impl Envtest {
             etcd_process: etcd,
             etcd: etcd::Gateway { port: etcd_port },
             assets: assets.to_owned(),
+            extra_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
             connection: Connection::open(root, api_port).await?,
             dir,
         };
@@ -206,7 +220,7 @@ impl Envtest {
     fn spawn_api_server(&self, port: u16, audit_log: &str, log: &str) -> Result<Process, Error> {
         let root = self.dir.path();
         let path = |name: &str| root.join(name).display().to_string();
-        let args = vec![
+        let mut args = vec![
             format!("--etcd-servers=http://127.0.0.1:{}", self.etcd.port),
             format!("--cert-dir={}", path("certs")),
             format!("--tls-cert-file={}", path("serving.crt")),
@@ -223,6 +237,7 @@ impl Envtest {
             format!("--audit-policy-file={}", path("audit-policy.yaml")),
             format!("--audit-log-path={}", path(audit_log)),
         ];
+        args.extend(self.extra_flags.iter().cloned());
         Process::spawn(
             "kube-apiserver",
             &self.assets.join("kube-apiserver"),

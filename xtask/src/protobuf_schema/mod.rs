@@ -22,6 +22,25 @@ const INTSTR: &str = "k8s.io/apimachinery/pkg/util/intstr";
 const RUNTIME: &str = "k8s.io/apimachinery/pkg/runtime";
 const TYPES: &str = "k8s.io/apimachinery/pkg/types";
 
+/// The fields holding structs that embed `TypeMeta` below a kind's top level whose `apiVersion`
+/// and `kind` the API server sets itself in every answer, so the rendering can write them
+/// though protobuf does not carry them: `(package prefix, struct, Go field, apiVersion, kind)`.
+///
+/// A StatefulSet's claim templates: kube-apiserver's conversion of a StatefulSetSpec from its
+/// internal type to apps/v1, v1beta1 and v1beta2 (`pkg/apis/apps/*/conversion.go`) sets each
+/// template's to `v1` `PersistentVolumeClaim`, overwriting what a client sent (the conversion
+/// into the internal type clears them): kubernetes#87706, in 1.18 and, cherry-picked
+/// (kubernetes#87721, February 2020), in 1.17's patch releases from then on. Before 1.17 the
+/// reflective conversion set them too; the 1.17 releases before the cherry-pick left them empty
+/// (kubernetes#87583), a server the protobuf tables do not match in other ways either.
+const SERVER_SET_TYPE_META: &[(&str, &str, &str, &str, &str)] = &[(
+    "k8s.io/api/apps/",
+    "StatefulSetSpec",
+    "VolumeClaimTemplates",
+    "v1",
+    "PersistentVolumeClaim",
+)];
+
 /// Where the generated table goes, relative to the workspace root.
 pub const OUTPUT: &str = "protobuf/src/kinds/generated.rs";
 
@@ -111,7 +130,7 @@ pub fn generate(api: &Path, machinery: &Path) -> Result<String> {
             if !is_kind(package, name) {
                 continue;
             }
-            match generator.message_at(import, name, true) {
+            match generator.message_at(import, name, TypeMetaAt::Envelope) {
                 Ok(id) => kinds.push((api_version.clone(), name.clone(), id)),
                 Err(reason) => left_out.push((api_version.clone(), name.clone(), reason)),
             }
@@ -169,9 +188,10 @@ pub fn generate(api: &Path, machinery: &Path) -> Result<String> {
          k8s.io/apimachinery {}: do not edit.\n//!\n\
          //! The messages of the built-in kinds: each field's protobuf number, its JSON name, how it \
          is\n//! encoded and when `encoding/json` writes it, in the Go struct's order.\n//!\n\
-         //! Kinds left out (their types have no rendering here; they are read as JSON):",
+         //! Kinds left out (their types have no rendering here; they are read as JSON):{}",
         revision(api),
-        revision(machinery)
+        revision(machinery),
+        if left_out.is_empty() { " none." } else { "" }
     )?;
     for (api_version, kind, reason) in &left_out {
         writeln!(out, "//! - {api_version} {kind}: {reason}")?;
@@ -289,6 +309,8 @@ enum K {
     RawExtension,
     Msg(String),
     Strs,
+    Bools,
+    Quantities,
     Int32s,
     Int64s,
     Msgs(String),
@@ -297,6 +319,7 @@ enum K {
     QuantityMap,
     TimeMap,
     StrsMap,
+    MsgMap(String),
     Inline(String),
 }
 
@@ -305,6 +328,8 @@ impl K {
         matches!(
             self,
             K::Strs
+                | K::Bools
+                | K::Quantities
                 | K::Int32s
                 | K::Int64s
                 | K::Msgs(_)
@@ -313,6 +338,7 @@ impl K {
                 | K::QuantityMap
                 | K::TimeMap
                 | K::StrsMap
+                | K::MsgMap(_)
         )
     }
 
@@ -333,7 +359,7 @@ impl K {
 
     fn message(&self) -> Option<&str> {
         match self {
-            K::Msg(m) | K::Msgs(m) | K::Inline(m) => Some(m),
+            K::Msg(m) | K::Msgs(m) | K::MsgMap(m) | K::Inline(m) => Some(m),
             _ => None,
         }
     }
@@ -342,6 +368,7 @@ impl K {
         match self {
             K::Msg(m) => format!("Msg(&{m})"),
             K::Msgs(m) => format!("Msgs(&{m})"),
+            K::MsgMap(m) => format!("MsgMap(&{m})"),
             K::Inline(m) => format!("Inline(&{m})"),
             other => format!("{other:?}"),
         }
@@ -361,6 +388,17 @@ struct MessageOut {
     uses: Vec<String>,
     /// Its fields, or why it has no rendering.
     result: std::result::Result<Vec<FieldOut>, String>,
+}
+
+/// Where a struct's embedded `TypeMeta` is.
+#[derive(Debug, Clone, Copy)]
+enum TypeMetaAt {
+    /// A kind's own struct: the envelope carries its `TypeMeta`.
+    Envelope,
+    /// Below the top level, set by the API server to `(apiVersion, kind)` in every answer.
+    ServerSet(&'static str, &'static str),
+    /// Below the top level, where it is whatever the client sent: no rendering.
+    Unknown,
 }
 
 struct Generator<'a> {
@@ -393,18 +431,19 @@ fn static_name(import: &str, name: &str) -> String {
 impl Generator<'_> {
     /// The static of struct `name` of package `import`, generated on first use.
     fn message(&mut self, import: &str, name: &str) -> std::result::Result<String, String> {
-        self.message_at(import, name, false)
+        self.message_at(import, name, TypeMetaAt::Unknown)
     }
 
-    /// [`Self::message`]; `top_level` for a kind's own struct, whose `TypeMeta` is the envelope's.
+    /// [`Self::message`] for a struct whose embedded `TypeMeta`, if it has one, is `type_meta`;
+    /// one the API server sets is a static of its own (`<struct>_WITH_TYPE_META`).
     fn message_at(
         &mut self,
         import: &str,
         name: &str,
-        top_level: bool,
+        type_meta: TypeMetaAt,
     ) -> std::result::Result<String, String> {
-        let id = static_name(import, name);
-        let type_meta = GoType::Named {
+        let mut id = static_name(import, name);
+        let type_meta_type = GoType::Named {
             package: META.into(),
             name: "TypeMeta".into(),
         };
@@ -412,13 +451,23 @@ impl Generator<'_> {
             .packages
             .get(import)
             .and_then(|p| p.structs.get(name))
-            .is_some_and(|fields| fields.iter().any(|f| f.name.is_none() && f.ty == type_meta));
-        if embeds_type_meta && !top_level {
-            // Not recorded: the same struct as a kind of its own is fine.
-            return Err(format!(
-                "{name} embeds TypeMeta below the top level, where the API server's defaults may \
-                 fill it and protobuf cannot say so"
-            ));
+            .is_some_and(|fields| {
+                fields
+                    .iter()
+                    .any(|f| f.name.is_none() && f.ty == type_meta_type)
+            });
+        if embeds_type_meta {
+            match type_meta {
+                TypeMetaAt::Envelope => {}
+                TypeMetaAt::ServerSet(..) => id.push_str("_WITH_TYPE_META"),
+                // Not recorded: the same struct as a kind of its own is fine.
+                TypeMetaAt::Unknown => {
+                    return Err(format!(
+                        "{name} embeds TypeMeta below the top level, which protobuf does not \
+                         carry and the API server does not set (see SERVER_SET_TYPE_META)"
+                    ));
+                }
+            }
         }
         if let Some(done) = self.messages.get(&id) {
             return done
@@ -451,7 +500,7 @@ impl Generator<'_> {
         );
         self.order.push(id.clone());
         let mut uses = Vec::new();
-        let result = self.fields(name, fields, top_level, &mut uses);
+        let result = self.fields(import, name, fields, type_meta, &mut uses);
         let result = result.and_then(|fields| {
             let mut names = HashSet::new();
             for json in self.flattened(&fields) {
@@ -481,6 +530,9 @@ impl Generator<'_> {
                         out.extend(self.flattened(inner));
                     }
                 }
+                None if field.kind.starts_with("TypeMeta(") => {
+                    out.extend(["kind".to_owned(), "apiVersion".to_owned()]);
+                }
                 None => out.push(field.json.clone()),
             }
         }
@@ -489,9 +541,10 @@ impl Generator<'_> {
 
     fn fields(
         &mut self,
+        import: &str,
         name: &str,
         fields: &[GoField],
-        top_level: bool,
+        type_meta_at: TypeMetaAt,
         uses: &mut Vec<String>,
     ) -> std::result::Result<Vec<FieldOut>, String> {
         let mut out = Vec::new();
@@ -513,13 +566,24 @@ impl Generator<'_> {
                 package: META.into(),
                 name: "TypeMeta".into(),
             };
-            // Not in protobuf: the envelope carries the top level's. Below it (a StatefulSet's
-            // claim templates) the API server's defaults may fill it, which protobuf cannot say.
+            // Not in protobuf: the envelope carries the top level's; below it only one the
+            // API server sets itself can be written.
             if field.name.is_none() && field.ty == type_meta {
-                if top_level {
-                    continue;
+                match type_meta_at {
+                    TypeMetaAt::Envelope => continue,
+                    TypeMetaAt::ServerSet(api_version, kind) => {
+                        out.push(FieldOut {
+                            number: 0,
+                            json: String::new(),
+                            kind: format!("TypeMeta({api_version:?}, {kind:?})"),
+                            presence: "Always",
+                        });
+                        continue;
+                    }
+                    TypeMetaAt::Unknown => {
+                        return Err(at("embeds TypeMeta below the top level".into()));
+                    }
                 }
-                return Err(at("embeds TypeMeta below the top level".into()));
             }
             let Some(protobuf) = protobuf else {
                 return Err(at("in JSON but not in protobuf".into()));
@@ -544,6 +608,28 @@ impl Generator<'_> {
                         false,
                     ),
                     other => return Err(at(format!("an embedded {other:?}"))),
+                }
+            } else if let Some((api_version, kind)) = server_set_type_meta(import, name, &go_name) {
+                // A slice of a struct whose `TypeMeta` the API server sets.
+                match &field.ty {
+                    GoType::Slice(inner) => match &**inner {
+                        GoType::Named {
+                            package,
+                            name: inner,
+                        } => (
+                            K::Msgs(
+                                self.message_at(
+                                    package,
+                                    inner,
+                                    TypeMetaAt::ServerSet(api_version, kind),
+                                )
+                                .map_err(&at)?,
+                            ),
+                            false,
+                        ),
+                        other => return Err(at(format!("a slice of {other:?}"))),
+                    },
+                    other => return Err(at(format!("a {other:?}, not a slice"))),
                 }
             } else {
                 self.field_kind(&field.ty).map_err(&at)?
@@ -614,6 +700,8 @@ impl Generator<'_> {
                 }
                 let kind = match self.field_kind(inner)? {
                     (K::Str, false) => K::Strs,
+                    (K::Bool, false) => K::Bools,
+                    (K::Quantity, false) => K::Quantities,
                     (K::Int32, false) => K::Int32s,
                     (K::Int64, false) => K::Int64s,
                     (K::Msg(m), false) => K::Msgs(m),
@@ -633,6 +721,7 @@ impl Generator<'_> {
                     (K::Quantity, false) => K::QuantityMap,
                     (K::Time, false) => K::TimeMap,
                     (K::Strs, false) => K::StrsMap,
+                    (K::Msg(m), false) => K::MsgMap(m),
                     (k, pointer) => {
                         return Err(format!("a map of {k:?} (pointers: {pointer})"));
                     }
@@ -678,6 +767,19 @@ impl Generator<'_> {
             }
         }
     }
+}
+
+/// The `(apiVersion, kind)` the API server sets in field `field` of struct `name` of package
+/// `import` ([`SERVER_SET_TYPE_META`]).
+fn server_set_type_meta(
+    import: &str,
+    name: &str,
+    field: &str,
+) -> Option<(&'static str, &'static str)> {
+    SERVER_SET_TYPE_META
+        .iter()
+        .find(|(prefix, s, f, _, _)| import.starts_with(prefix) && *s == name && *f == field)
+        .map(|&(_, _, _, api_version, kind)| (api_version, kind))
 }
 
 /// `bytes,3,opt,name=x,...` → 3.
@@ -809,5 +911,107 @@ type GadgetList struct {
         }
         assert!(!out.contains("Ignored") && !out.contains("\"Gadget\", &"));
         assert!(!out.contains("static WIDGETS_V1_GADGET:"));
+    }
+}
+
+#[cfg(test)]
+mod type_meta_tests {
+    use super::*;
+
+    fn write(root: &Path, path: &str, text: &str) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// A StatefulSetSpec's claim templates get their own message with the `TypeMeta` the API
+    /// server sets; the same struct anywhere else below the top level keeps its kind out. Slices
+    /// of bools and quantities and maps of structs have renderings.
+    #[test]
+    fn server_set_type_meta_and_the_newer_field_shapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (api, machinery) = (dir.path().join("api"), dir.path().join("machinery"));
+        write(
+            &api,
+            "apps/v1/register.go",
+            "package v1\n\nconst GroupName = \"apps\"\n",
+        );
+        write(
+            &api,
+            "apps/v1/types.go",
+            r#"package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+type Claim struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Flags []bool `json:"flags,omitempty" protobuf:"varint,2,rep,name=flags"`
+	Sizes []resource.Quantity `json:"sizes,omitempty" protobuf:"bytes,3,rep,name=sizes"`
+	Parts map[string]Part `json:"parts,omitempty" protobuf:"bytes,4,rep,name=parts"`
+}
+
+type ClaimList struct {
+	Items []Claim `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+
+type Part struct {
+	Size string `json:"size" protobuf:"bytes,1,opt,name=size"`
+}
+
+type StatefulSet struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Spec StatefulSetSpec `json:"spec,omitempty" protobuf:"bytes,2,opt,name=spec"`
+}
+
+type StatefulSetList struct {
+	Items []StatefulSet `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+
+type StatefulSetSpec struct {
+	VolumeClaimTemplates []Claim `json:"volumeClaimTemplates,omitempty" protobuf:"bytes,4,rep,name=volumeClaimTemplates"`
+}
+
+type Holder struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty" protobuf:"bytes,1,opt,name=metadata"`
+	Claims []Claim `json:"claims,omitempty" protobuf:"bytes,2,rep,name=claims"`
+}
+
+type HolderList struct {
+	Items []Holder `json:"items" protobuf:"bytes,2,rep,name=items"`
+}
+"#,
+        );
+        write(
+            &machinery,
+            "pkg/apis/meta/v1/types.go",
+            "package v1\n\ntype TypeMeta struct {\n}\n",
+        );
+        let out = generate(&api, &machinery).unwrap();
+        for line in [
+            "//! - apps/v1 Holder: Holder.Claims: Claim embeds TypeMeta below the top level",
+            "static APPS_V1_CLAIM_WITH_TYPE_META: Message = Message {",
+            r#"f(0, "", TypeMeta("v1", "PersistentVolumeClaim"), Always),"#,
+            r#"f(4, "volumeClaimTemplates", Msgs(&APPS_V1_CLAIM_WITH_TYPE_META), OmitEmpty),"#,
+            r#"f(2, "flags", Bools, OmitEmpty),"#,
+            r#"f(3, "sizes", Quantities, OmitEmpty),"#,
+            r#"f(4, "parts", MsgMap(&APPS_V1_PART), OmitEmpty),"#,
+            r#"("apps/v1", "Claim", &APPS_V1_CLAIM),"#,
+            r#"("apps/v1", "StatefulSet", &APPS_V1_STATEFUL_SET),"#,
+        ] {
+            assert!(out.contains(line), "{line} in\n{out}");
+        }
+        // The kind's own message has no TypeMeta field: the envelope carries it.
+        let own = out
+            .split("static APPS_V1_CLAIM: Message")
+            .nth(1)
+            .and_then(|rest| rest.split("};").next())
+            .expect("the Claim kind's message");
+        assert!(!own.contains("TypeMeta"), "{own}");
     }
 }
