@@ -78,7 +78,8 @@ pub fn return_freed_memory() {
     {
         // mimalloc collects only the calling thread's pages: those of wasmtime's parallel
         // compile threads (rayon's global pool), where most of a compile was allocated, stay
-        // theirs until each thread collects its own.
+        // theirs until each thread collects its own. (After a serial compile, the first
+        // broadcast starts the pool's threads: idle, a few KiB each.)
         mimalloc_collect();
         rayon::broadcast(|_| mimalloc_collect());
     }
