@@ -22,7 +22,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// the compile's peak fell from 159 to 121 MiB; BENCHMARKS.md, "Compile memory").
 ///
 /// mimalloc (musl) needs nothing here: its options must be in place before its first
-/// allocation, which comes before `main`: they are set by the loader (`MIMALLOC_DEFAULTS`).
+/// allocation, which comes before `main`: musl's start code sets them (`MIMALLOC_DEFAULTS`).
 pub fn limit_retained_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -35,14 +35,14 @@ pub fn limit_retained_memory() {
     });
 }
 
-/// mimalloc's defaults for a host, set by the process loader before anything allocates.
+/// mimalloc's defaults for a host, set by musl's start code before anything allocates.
 ///
 /// Freed memory is purged at once instead of after 10 ms, and arenas are committed as they
 /// are used instead of whole: with mimalloc's defaults a compile peaked 20-50 MiB higher and
 /// kept more (BENCHMARKS.md, "The musl build after this stop's changes"). mimalloc reads its
 /// options once, at its first allocation or its own constructor, whichever comes first; Rust's
 /// runtime allocates before `main`, so set from `main` they miss the first arena. This entry of
-/// `.init_array` has priority 100, which the loader runs before mimalloc's constructor
+/// `.init_array` has priority 100, which musl's start code runs before mimalloc's constructor
 /// (priority 101 or none) and before every constructor that could allocate. It changes the
 /// defaults only: `MIMALLOC_PURGE_DELAY` or `MIMALLOC_ARENA_EAGER_COMMIT` in the environment
 /// still win.
