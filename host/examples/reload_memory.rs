@@ -85,32 +85,57 @@ struct Row {
     end: f64,
 }
 
-fn main() -> anyhow::Result<()> {
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
+struct Args {
+    kubewasm: PathBuf,
+    /// Every plugin given, in order: each `--plugin` file, and each directory's `*.wasm` by name.
+    plugins: Vec<PathBuf>,
+    reloads: u32,
+}
+
+const USAGE: &str = "usage: reload_memory --kubewasm BIN --plugin FILE_OR_DIR... [--reloads N]";
+
+fn parse(mut args: impl Iterator<Item = String>) -> anyhow::Result<Args> {
     let mut kubewasm = None;
     let mut plugins = Vec::new();
     let mut reloads = 10u32;
-    let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--kubewasm" => kubewasm = args.next().map(PathBuf::from),
-            "--plugin" => {
-                let path = PathBuf::from(args.next().context("--plugin FILE_OR_DIR")?);
-                plugins.extend(components(&path)?);
+            "--kubewasm" => kubewasm = Some(PathBuf::from(args.next().context(USAGE)?)),
+            "--plugin" => plugins.extend(components(Path::new(&args.next().context(USAGE)?))?),
+            "--reloads" => {
+                let n = args.next().context(USAGE)?;
+                reloads = n.parse().with_context(|| format!("--reloads {n}"))?;
             }
-            "--reloads" => reloads = args.next().context("--reloads N")?.parse()?,
-            other => bail!("unknown argument {other}"),
+            other => bail!("unknown argument {other}; {USAGE}"),
         }
     }
-    let Some(kubewasm) = kubewasm else {
-        bail!("usage: reload_memory --kubewasm BIN --plugin FILE_OR_DIR... [--reloads N]");
-    };
-    ensure!(
-        !plugins.is_empty(),
-        "no plugin given (--plugin FILE_OR_DIR)"
-    );
+    let kubewasm = kubewasm.context(USAGE)?;
+    ensure!(!plugins.is_empty(), "no plugin given; {USAGE}");
+    Ok(Args {
+        kubewasm,
+        plugins,
+        reloads,
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    let Args {
+        kubewasm,
+        plugins,
+        reloads,
+    } = parse(std::env::args().skip(1))?;
+    // The plugins are named first, so a table that lacks one of them shows it.
     println!(
-        "Binary {}; {reloads} reloads of each plugin, MiB:",
-        kubewasm.display()
+        "Binary {}; {reloads} reloads of each of {} plugins ({}), MiB:",
+        kubewasm.display(),
+        plugins.len(),
+        plugins
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!();
     println!(
@@ -242,4 +267,75 @@ fn settled_rss(pid: u32) -> anyhow::Result<f64> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> anyhow::Result<Args> {
+        parse(list.iter().map(|a| a.to_string()))
+    }
+
+    #[test]
+    fn every_plugin_given_is_measured_in_order() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for name in ["b.wasm", "a.wasm", "notes.txt"] {
+            std::fs::write(dir.path().join(name), b"").expect("a file");
+        }
+        let dir_arg = dir.path().to_str().expect("a UTF-8 path");
+        let parsed = args(&[
+            "--plugin",
+            "/x/first.wasm",
+            "--kubewasm",
+            "/bin/kubewasm",
+            "--plugin",
+            dir_arg,
+            "--plugin",
+            "/x/last.wasm",
+            "--reloads",
+            "3",
+        ])
+        .expect("valid arguments");
+        assert_eq!(
+            parsed,
+            Args {
+                kubewasm: PathBuf::from("/bin/kubewasm"),
+                plugins: vec![
+                    PathBuf::from("/x/first.wasm"),
+                    dir.path().join("a.wasm"),
+                    dir.path().join("b.wasm"),
+                    PathBuf::from("/x/last.wasm"),
+                ],
+                reloads: 3,
+            }
+        );
+    }
+
+    #[test]
+    fn arguments_missing_or_unknown_are_refused() {
+        for (list, says) in [
+            (&["--plugin", "/x/a.wasm"][..], "usage"),
+            (&["--kubewasm", "/bin/kubewasm"][..], "no plugin given"),
+            (&["--kubewasm", "/bin/k", "--plugin"][..], "usage"),
+            (
+                &[
+                    "--kubewasm",
+                    "/bin/k",
+                    "--plugin",
+                    "/x/a.wasm",
+                    "--reloads",
+                    "ten",
+                ][..],
+                "--reloads ten",
+            ),
+            (
+                &["--kubewasm", "/bin/k", "--plugins", "/x"][..],
+                "unknown argument --plugins",
+            ),
+        ] {
+            let error = format!("{:#}", args(list).expect_err("refused"));
+            assert!(error.contains(says), "{list:?}: {error}");
+        }
+    }
 }

@@ -21,12 +21,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// 70 MiB after a compile of the Rust sample-controller; with the fixed threshold, 3 MiB (and
 /// the compile's peak fell from 159 to 121 MiB; BENCHMARKS.md, "Compile memory").
 ///
-/// mimalloc (musl): freed memory is purged at once instead of after a second, and arenas are
-/// committed as they are used: the compile of the Rust sample-controller peaked at 242 MiB
-/// and kept 64 MiB with mimalloc's defaults, 125 and 33 MiB with these (measured with its
-/// environment variables `MIMALLOC_PURGE_DELAY=0 MIMALLOC_ARENA_EAGER_COMMIT=0`). Set here
-/// they miss the arena mimalloc committed before `main`, so the image sets the same two
-/// variables in its environment as well (xtask's image config), which mimalloc reads at start.
+/// mimalloc (musl) needs nothing here: its options must be in place before its first
+/// allocation, which comes before `main`: musl's start code sets them (`MIMALLOC_DEFAULTS`).
 pub fn limit_retained_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -36,17 +32,37 @@ pub fn limit_retained_memory() {
         unsafe {
             libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024);
         }
-        #[cfg(target_env = "musl")]
-        // SAFETY: mi_option_set only changes the allocator's parameters.
-        unsafe {
-            // `mi_option_e` of the mimalloc v3 that libmimalloc-sys builds (its header,
-            // `include/mimalloc.h`); the Rust crate names only the older options.
-            const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
-            const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
-            libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0);
-        }
     });
+}
+
+/// mimalloc's defaults for a host, set by musl's start code before anything allocates.
+///
+/// Freed memory is purged at once instead of after 10 ms, and arenas are committed as they
+/// are used instead of whole: with mimalloc's defaults a compile peaked 20-50 MiB higher and
+/// kept more (BENCHMARKS.md, "The musl build after this stop's changes"). mimalloc reads its
+/// options once, at its first allocation or its own constructor, whichever comes first; Rust's
+/// runtime allocates before `main`, so set from `main` they miss the first arena. This entry of
+/// `.init_array` has priority 100, which musl's start code runs before mimalloc's constructor
+/// (priority 101 or none) and before every constructor that could allocate. It changes the
+/// defaults only: `MIMALLOC_PURGE_DELAY` or `MIMALLOC_ARENA_EAGER_COMMIT` in the environment
+/// still win.
+#[cfg(target_env = "musl")]
+#[used]
+#[unsafe(link_section = ".init_array.00100")]
+static MIMALLOC_DEFAULTS: extern "C" fn() = set_mimalloc_defaults;
+
+#[cfg(target_env = "musl")]
+extern "C" fn set_mimalloc_defaults() {
+    // `mi_option_e` of the mimalloc v3 that libmimalloc-sys builds (its header,
+    // `include/mimalloc.h`); the Rust crate names only the older options.
+    const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+    const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+    // SAFETY: mi_option_set_default only writes mimalloc's static table of options (no
+    // allocation, no initialisation needed); nothing else runs this early.
+    unsafe {
+        libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 0);
+        libmimalloc_sys::mi_option_set_default(MI_OPTION_ARENA_EAGER_COMMIT, 0);
+    }
 }
 
 /// Hands the memory freed since the last call back to the system, as far as the allocator
@@ -59,11 +75,22 @@ pub fn return_freed_memory() {
         libc::malloc_trim(0);
     }
     #[cfg(target_env = "musl")]
+    {
+        // mimalloc collects only the calling thread's pages: those of wasmtime's parallel
+        // compile threads (rayon's global pool), where most of a compile was allocated, stay
+        // theirs until each thread collects its own. (After a serial compile, the first
+        // broadcast starts the pool's threads: idle, a few KiB each.)
+        mimalloc_collect();
+        rayon::broadcast(|_| mimalloc_collect());
+    }
+}
+
+/// mimalloc's collection of the calling thread's free pages, purged at once.
+#[cfg(target_env = "musl")]
+fn mimalloc_collect() {
     // SAFETY: mi_collect only frees the allocator's own unused memory; it takes no pointers
     // and is thread-safe.
-    unsafe {
-        libmimalloc_sys::mi_collect(true);
-    }
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
 /// Sets the allocator up ([`limit_retained_memory`]) and hands the plugin runtime

@@ -323,15 +323,9 @@ impl Container {
             "KUBEWASM_METRICS_ADDR=0.0.0.0:9090",
             "--env",
             &format!("SSL_CERT_FILE={CA_BUNDLE}"),
-            // mimalloc reads these when it starts, before `main` can set them: its first arena
-            // is then committed as used and freed pages are returned at once. Set in-process
-            // (`allocator::limit_retained_memory`) they come too late for that arena: the
-            // compile peaks of the example plugins were 20-50 MiB higher (BENCHMARKS.md,
-            // "The musl build after this stop's changes").
-            "--env",
-            "MIMALLOC_ARENA_EAGER_COMMIT=0",
-            "--env",
-            "MIMALLOC_PURGE_DELAY=0",
+            // No mimalloc options: the binary sets its own defaults before mimalloc's first
+            // allocation (host/src/allocator.rs), and an environment variable here would
+            // override them silently if they change.
         ]);
         for (key, value) in &labels {
             command.args(["--label", &format!("{key}={value}")]);
