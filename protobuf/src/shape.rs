@@ -67,6 +67,7 @@ pub(crate) fn object(
     scratch: &mut String,
 ) -> Result<Rendered> {
     scratch.clear();
+    scratch.reserve(buf.len() + buf.len() / 8 + 64);
     let json = scratch;
     json.push('{');
     let mut first = true;
