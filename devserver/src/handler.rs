@@ -18,7 +18,7 @@ use crate::admission::{self, Attempt, Operation};
 use crate::core::Core;
 use crate::discovery;
 use crate::filter::Filter;
-use crate::hooks::{RequestRecord, Verb};
+use crate::hooks::{Hooks, RequestRecord, Verb};
 use crate::list::{self, ListRequest};
 use crate::names;
 use crate::object::StoredObject;
@@ -574,7 +574,7 @@ fn list(
                 if core.hooks.take_garbled_list() {
                     body.truncate(body.len().saturating_sub(1));
                 }
-                let mut response = list_response(request, body);
+                let mut response = list_response(request, body, &core.hooks);
                 response.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static(kubewasm_protobuf::CONTENT_TYPE),
@@ -584,7 +584,11 @@ fn list(
             Err(error) => core.json_only.fall_back(&protobuf, &error),
         }
     }
-    Ok(list_response(request, list::list_body(resource, &page)))
+    Ok(list_response(
+        request,
+        list::list_body(resource, &page),
+        &core.hooks,
+    ))
 }
 
 /// The size above which a LIST answer is gzipped for a client that accepts it: the API
@@ -592,8 +596,9 @@ fn list(
 const GZIP_THRESHOLD: usize = 128 * 1024;
 
 /// A LIST answer (JSON until the caller says otherwise), gzipped as the API server does when
-/// the client sends `Accept-Encoding: gzip` and the body is over [`GZIP_THRESHOLD`].
-fn list_response(request: &Request, body: Bytes) -> Response {
+/// the client sends `Accept-Encoding: gzip` and the body is over [`GZIP_THRESHOLD`]; spoiled
+/// when `hooks` say so.
+fn list_response(request: &Request, body: Bytes, hooks: &Hooks) -> Response {
     let accepts_gzip = request
         .headers
         .get_all(header::ACCEPT_ENCODING)
@@ -606,7 +611,10 @@ fn list_response(request: &Request, body: Bytes) -> Response {
         return bytes_response(StatusCode::OK, body);
     }
     match gzip(&body) {
-        Ok(compressed) => {
+        Ok(mut compressed) => {
+            if let Some(how) = hooks.take_gzip_corruption() {
+                how.apply(&mut compressed);
+            }
             let mut response = bytes_response(StatusCode::OK, Bytes::from(compressed));
             response
                 .headers_mut()

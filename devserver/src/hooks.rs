@@ -112,6 +112,40 @@ impl ResourceName {
     }
 }
 
+/// How [`Hooks::corrupt_gzip_lists`] spoils a gzipped LIST answer: each is a body a gzip
+/// decoder must refuse, found at a different point of the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GzipCorruption {
+    /// The stream is cut in half: it ends before its last block and its trailer.
+    Truncated,
+    /// The trailer's CRC-32 is off by one bit: every byte decompresses, the check fails.
+    BadCrc,
+    /// A valid gzip header, then bytes that are not deflate.
+    GarbageAfterHeader,
+}
+
+impl GzipCorruption {
+    /// Spoils `gzip`, a whole gzip stream.
+    pub fn apply(self, gzip: &mut Vec<u8>) {
+        const HEADER: usize = 10;
+        const TRAILER: usize = 8;
+        match self {
+            GzipCorruption::Truncated => gzip.truncate(gzip.len() / 2),
+            GzipCorruption::BadCrc => {
+                if let Some(at) = gzip.len().checked_sub(TRAILER) {
+                    gzip[at] ^= 1;
+                }
+            }
+            GzipCorruption::GarbageAfterHeader => {
+                // 0xff opens a block of the reserved type 3 (a final one): not deflate.
+                let len = gzip.len().max(HEADER + 1);
+                gzip.resize(len, 0);
+                gzip[HEADER..].fill(0xff);
+            }
+        }
+    }
+}
+
 /// Which requests a fault hits: a verb, on every resource or on one.
 type FaultKey = (Verb, Option<ResourceName>);
 
@@ -125,6 +159,8 @@ pub(crate) struct Hooks {
     stalls: tokio::sync::watch::Sender<u64>,
     /// Protobuf LIST answers still to be cut short by a byte.
     garbled_lists: std::sync::atomic::AtomicUsize,
+    /// Gzipped LIST answers still to be spoiled, and how.
+    corrupt_gzip: Mutex<(usize, Option<GzipCorruption>)>,
 }
 
 impl Hooks {
@@ -165,6 +201,20 @@ impl Hooks {
                 |n| n.checked_sub(1),
             )
             .is_ok()
+    }
+
+    /// The next `n` LIST answers that are gzipped (any wire) are spoiled as `how` says;
+    /// `n = 0` cancels it.
+    pub fn corrupt_gzip_lists(&self, n: usize, how: GzipCorruption) {
+        *self.corrupt_gzip.lock() = (n, Some(how));
+    }
+
+    /// How this gzipped LIST answer is to be spoiled, if it is (and one fewer is).
+    pub fn take_gzip_corruption(&self) -> Option<GzipCorruption> {
+        let mut pending = self.corrupt_gzip.lock();
+        let (n, how) = &mut *pending;
+        *n = n.checked_sub(1)?;
+        *how
     }
 
     pub fn set_latency(&self, latency: Duration) {
@@ -290,6 +340,37 @@ mod tests {
         assert_eq!(delete("apps", "deployments").unwrap_err().code, 429);
         hooks.fail_next(Verb::Delete, Some(apps_only), 0, 429);
         assert!(delete("apps", "deployments").is_ok(), "cancelled");
+    }
+
+    #[test]
+    fn each_gzip_corruption_is_refused_by_a_decoder_and_only_the_next_n_are_spoiled() {
+        use std::io::{Read, Write};
+        let text = "configuration text ".repeat(500);
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(text.as_bytes()).unwrap();
+        let whole = encoder.finish().unwrap();
+        let decode = |gzip: &[u8]| {
+            let mut out = String::new();
+            flate2::read::GzDecoder::new(gzip)
+                .read_to_string(&mut out)
+                .map(|_| out)
+        };
+        assert_eq!(decode(&whole).unwrap(), text);
+        for how in [
+            GzipCorruption::Truncated,
+            GzipCorruption::BadCrc,
+            GzipCorruption::GarbageAfterHeader,
+        ] {
+            let mut spoiled = whole.clone();
+            how.apply(&mut spoiled);
+            assert!(decode(&spoiled).is_err(), "{how:?}");
+        }
+        let hooks = Hooks::default();
+        assert_eq!(hooks.take_gzip_corruption(), None);
+        hooks.corrupt_gzip_lists(2, GzipCorruption::BadCrc);
+        assert_eq!(hooks.take_gzip_corruption(), Some(GzipCorruption::BadCrc));
+        assert_eq!(hooks.take_gzip_corruption(), Some(GzipCorruption::BadCrc));
+        assert_eq!(hooks.take_gzip_corruption(), None);
     }
 
     #[test]

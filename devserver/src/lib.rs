@@ -98,7 +98,7 @@ mod watch;
 mod wire;
 mod writes;
 
-pub use hooks::{BadResourceName, RequestRecord, ResourceName, Verb};
+pub use hooks::{BadResourceName, GzipCorruption, RequestRecord, ResourceName, Verb};
 pub use options::Options;
 pub use server::DevServer;
 pub use status::{Status, StatusCause};

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::core::Core;
-use crate::hooks::{RequestRecord, ResourceName, Verb};
+use crate::hooks::{GzipCorruption, RequestRecord, ResourceName, Verb};
 use crate::patch::PatchType;
 use crate::writes::{Part, Target};
 use crate::{Options, Status, handler, manifests};
@@ -257,6 +257,13 @@ impl DevServer {
     /// cannot decode (a client that falls back to JSON gets a whole answer next).
     pub fn garble_protobuf_lists(&self, n: usize) {
         self.inner.core.hooks.garble_protobuf_lists(n);
+    }
+
+    /// Test hook: the next `n` LIST answers that are gzipped (the client asked for gzip and the
+    /// answer is over 128 KiB) are spoiled as `how` says, a body no gzip decoder accepts.
+    /// `n = 0` cancels it.
+    pub fn corrupt_gzip_lists(&self, n: usize, how: GzipCorruption) {
+        self.inner.core.hooks.corrupt_gzip_lists(n, how);
     }
 
     /// Test hook: every request waits this long before it is handled.

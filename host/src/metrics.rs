@@ -1141,6 +1141,13 @@ impl prometheus_client::collector::Collector for WireCollector {
             MetricType::Counter,
         )?;
         ConstCounter::new(stats.gzip_lists).encode(family)?;
+        let family = encoder.encode_descriptor(
+            "informer_gzip_failures",
+            "Gzipped LIST answers that did not decompress (each LIST failed and was retried)",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(stats.gzip_failures).encode(family)?;
         let mut family = encoder.encode_descriptor(
             "informer_list_bytes",
             "Bytes of LIST bodies: as they came over the wire (compressed, when gzipped) and as \
@@ -1187,6 +1194,7 @@ mod tests {
             r#"kubewasm_informer_answers_total{request="watch",wire="json"} 0"#,
             "kubewasm_informer_protobuf_fallbacks_total 0",
             "kubewasm_informer_gzip_lists_total 0",
+            "kubewasm_informer_gzip_failures_total 0",
             r#"kubewasm_informer_list_bytes_total{stage="wire"} 0"#,
         ] {
             assert!(text.contains(line), "{line} in {text}");

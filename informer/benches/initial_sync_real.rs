@@ -9,7 +9,10 @@
 //! measured in the same run, as rows of its own (its `sync`, `sync-strip` and `sync-list` modes).
 //!
 //! `KUBEBUILDER_ASSETS=/work/shared/envtest/bin cargo bench -p kubewasm-informer --bench initial_sync_real`
-//! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3), `BENCH_CLIENT_GO`.
+//! Environment: `BENCH_OBJECTS` (default 100000), `BENCH_RUNS` (default 3), `BENCH_CLIENT_GO`,
+//! `BENCH_CHILD_WRAPPER` (a program the kubewasm children run under, their command line its
+//! arguments: `heaptrack`, `perf record ... --`, a script; its standard output must be the
+//! child's).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -125,6 +128,7 @@ fn parent() -> Result<()> {
     let objects = env_usize("BENCH_OBJECTS", 100_000);
     let runs = env_usize("BENCH_RUNS", 3);
     let client_go = client_go()?;
+    let wrapper = std::env::var("BENCH_CHILD_WRAPPER").ok();
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
         let server = Envtest::start().await?;
@@ -161,7 +165,16 @@ fn parent() -> Result<()> {
             for (v, name) in names.iter().enumerate() {
                 let mut command = match v.checked_sub(VARIANTS.len()) {
                     None => {
-                        let mut command = Command::new(&exe);
+                        let mut command = match &wrapper {
+                            Some(wrapper) => {
+                                let mut words = wrapper.split_whitespace();
+                                let program = words.next().context("BENCH_CHILD_WRAPPER")?;
+                                let mut command = Command::new(program);
+                                command.args(words).arg(&exe);
+                                command
+                            }
+                            None => Command::new(&exe),
+                        };
                         command.arg("--child").arg(v.to_string());
                         command
                     }

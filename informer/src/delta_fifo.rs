@@ -7,7 +7,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::key_hash::{KeyMap, KeySet};
+use crate::key_hash::KeyMap;
 use crate::object::ObjectRef;
 use crate::store::{ByKey, Store};
 
@@ -62,6 +62,10 @@ struct State {
     initial_population_count: usize,
 }
 
+/// The capacity (in keys) the queue keeps when it runs empty: enough for watch traffic not to
+/// regrow it, and far below what a big list grows it to.
+const KEEP_WHEN_EMPTY: usize = 1024;
+
 impl DeltaFifo {
     pub(crate) fn new(known: Arc<Store>) -> DeltaFifo {
         DeltaFifo {
@@ -102,35 +106,44 @@ impl DeltaFifo {
 
     /// A (re)list returned `list`: queue it as `Replaced` and queue a tombstone for every key
     /// the store or the queue has that the list lacks.
+    ///
+    /// The keys held before the list are gathered and the listed ones struck off, rather than
+    /// the list's keys gathered and every held key looked up: an initial list (nothing held)
+    /// hashes no key more than queuing it takes. The queue is grown once for the whole list.
     pub(crate) fn replace(&self, list: Vec<ObjectRef>) {
         let mut state = self.state.lock();
-        let keys: KeySet<ByKey> = list.iter().cloned().map(ByKey).collect();
-        for object in list {
-            self.queue_action(&mut state, DeltaType::Replaced, object, false);
-        }
-        let mut queued_deletions = 0;
-        let queued: Vec<ObjectRef> = state
+        let state = &mut *state;
+        // Key -> whether it was queued (else only stored), with the object a tombstone carries.
+        let mut unlisted: KeyMap<ByKey, bool> = state
             .items
-            .iter()
-            .filter(|(k, _)| !keys.contains(k.0.key()))
-            .filter_map(|(_, deltas)| deltas.last().map(|d| d.object.clone()))
+            .values()
+            .filter_map(|deltas| deltas.last())
+            .map(|delta| (ByKey(delta.object.clone()), true))
             .collect();
-        for object in queued {
-            queued_deletions += 1;
-            self.queue_action(&mut state, DeltaType::Deleted, object, true);
-        }
         for object in self.known.list() {
-            if keys.contains(object.key()) || state.items.contains_key(object.key()) {
-                continue;
+            unlisted.entry(ByKey(object)).or_insert(false);
+        }
+        let queued_before = state.items.len();
+        let mut listed_and_queued = 0;
+        state.items.reserve(list.len());
+        state.queue.reserve(list.len());
+        self.known.reserve(list.len());
+        for object in list {
+            if !unlisted.is_empty() && unlisted.remove(object.key()) == Some(true) {
+                listed_and_queued += 1;
             }
-            queued_deletions += 1;
-            self.queue_action(&mut state, DeltaType::Deleted, object, true);
+            self.queue_action(state, DeltaType::Replaced, object, false);
+        }
+        let listed_keys = state.items.len() - queued_before + listed_and_queued;
+        let queued_deletions = unlisted.len();
+        for (ByKey(object), _) in unlisted {
+            self.queue_action(state, DeltaType::Deleted, object, true);
         }
         if !state.populated {
             state.populated = true;
-            state.initial_population_count = keys.len() + queued_deletions;
+            state.initial_population_count = listed_keys + queued_deletions;
         }
-        self.update_synced(&state);
+        self.update_synced(state);
     }
 
     /// Queue a `Sync` delta for every stored object that has nothing queued.
@@ -159,6 +172,12 @@ impl DeltaFifo {
         let mut state = self.state.lock();
         let head = state.queue.pop_front()?;
         let deltas = state.items.remove(head.key()).unwrap_or_default();
+        if state.queue.is_empty() && state.items.capacity() > KEEP_WHEN_EMPTY {
+            // A big list has been drained: its tables would otherwise stay allocated for good
+            // (about 50 bytes per listed object).
+            state.items.shrink_to_fit();
+            state.queue.shrink_to_fit();
+        }
         let in_initial_list = !Self::synced_locked(&state);
         let result = process(deltas, in_initial_list);
         if state.initial_population_count > 0 {
@@ -369,6 +388,30 @@ mod tests {
         assert!(*fifo.subscribe_synced().borrow());
         fifo.add(obj("c", 2));
         assert!(!fifo.pop_ready(|_, initial| initial).unwrap());
+    }
+
+    #[test]
+    fn a_key_listed_twice_counts_once_toward_the_first_sync() {
+        let fifo = DeltaFifo::new(Arc::new(Store::new()));
+        fifo.replace(vec![obj("a", 1), obj("b", 1), obj("a", 2)]);
+        fifo.pop_ready(|_, _| ()).unwrap();
+        assert!(!fifo.has_synced());
+        fifo.pop_ready(|_, _| ()).unwrap();
+        assert!(fifo.has_synced());
+    }
+
+    #[test]
+    fn a_drained_big_list_gives_its_tables_back() {
+        let fifo = DeltaFifo::new(Arc::new(Store::new()));
+        let list: Vec<ObjectRef> = (0..5 * KEEP_WHEN_EMPTY)
+            .map(|i| obj(&format!("o{i}"), 1))
+            .collect();
+        fifo.replace(list);
+        assert!(fifo.state.lock().items.capacity() >= 5 * KEEP_WHEN_EMPTY);
+        while fifo.pop_ready(|_, _| ()).is_some() {}
+        let state = fifo.state.lock();
+        assert!(state.items.capacity() <= KEEP_WHEN_EMPTY);
+        assert!(state.queue.capacity() <= KEEP_WHEN_EMPTY);
     }
 
     #[test]

@@ -26,6 +26,7 @@ struct Counts {
     json_watches: AtomicU64,
     fallbacks: AtomicU64,
     gzip_lists: AtomicU64,
+    gzip_failures: AtomicU64,
     list_wire_bytes: AtomicU64,
     list_body_bytes: AtomicU64,
 }
@@ -45,6 +46,9 @@ pub struct WireStats {
     pub fallbacks: u64,
     /// LIST responses that arrived gzipped.
     pub gzip_lists: u64,
+    /// Gzipped LIST bodies that did not decompress (cut short, a bad checksum, not deflate):
+    /// each failed its LIST, which the reflector retries.
+    pub gzip_failures: u64,
     /// Bytes of LIST bodies as they came over the wire (compressed, when gzipped).
     pub list_wire_bytes: u64,
     /// Bytes of LIST bodies after decompression: what the decoders read.
@@ -62,6 +66,7 @@ impl WireCounters {
             json_watches: c.json_watches.load(Ordering::Relaxed),
             fallbacks: c.fallbacks.load(Ordering::Relaxed),
             gzip_lists: c.gzip_lists.load(Ordering::Relaxed),
+            gzip_failures: c.gzip_failures.load(Ordering::Relaxed),
             list_wire_bytes: c.list_wire_bytes.load(Ordering::Relaxed),
             list_body_bytes: c.list_body_bytes.load(Ordering::Relaxed),
         }
@@ -151,7 +156,10 @@ impl Negotiation {
             // Decompressed as it arrives: only the decoder's window and one buffer are held.
             Box::new(futures::io::BufReader::with_capacity(
                 DECODED_BUFFER,
-                async_compression::futures::bufread::GzipDecoder::new(body),
+                Gunzip {
+                    decoder: async_compression::futures::bufread::GzipDecoder::new(body),
+                    counters: self.counters.clone(),
+                },
             ))
         } else {
             Box::new(body)
@@ -198,6 +206,41 @@ impl Negotiation {
             );
         }
         Error::Protobuf(err)
+    }
+}
+
+/// A gzipped body, decompressed. The decoder's own failures (the stream ends early, its
+/// checksum or length is wrong, its bytes are not deflate) are counted and become
+/// `InvalidData` errors that say the body is corrupt: the decoder reports a stream cut short
+/// as a bare `UnexpectedEof`, which would otherwise pass for a connection that died. The
+/// transport's failures pass through as they are.
+struct Gunzip<R> {
+    decoder: async_compression::futures::bufread::GzipDecoder<R>,
+    counters: WireCounters,
+}
+
+impl<R: AsyncBufRead + Unpin> futures::io::AsyncRead for Gunzip<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        std::pin::Pin::new(&mut this.decoder)
+            .poll_read(cx, buf)
+            .map_err(|err| {
+                if err.get_ref().is_some_and(|inner| inner.is::<kube::Error>()) {
+                    return err;
+                }
+                this.counters
+                    .0
+                    .gzip_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the gzipped body does not decompress: {err}"),
+                )
+            })
     }
 }
 

@@ -128,6 +128,14 @@ impl Store {
         self.inner.read().items.len()
     }
 
+    /// Makes room for `listed` objects, a list about to be applied (some of which may be held
+    /// already): the key set grows once instead of rehashing every held key at each doubling.
+    pub(crate) fn reserve(&self, listed: usize) {
+        let mut inner = self.inner.write();
+        let additional = listed.saturating_sub(inner.items.len());
+        inner.items.reserve(additional);
+    }
+
     pub(crate) fn add_indexers(&self, indexers: Vec<(String, IndexFunc)>) -> Result<()> {
         let mut inner = self.inner.write();
         let mut seen = KeySet::default();

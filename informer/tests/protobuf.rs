@@ -608,6 +608,123 @@ mod dev {
         }
     }
 
+    /// A gzipped LIST whose stream does not decompress (cut short, a bad CRC, garbage after a
+    /// valid header), on either wire: the LIST fails with an error that says the body is
+    /// corrupt (not a dead connection, not a protobuf fallback) and is counted, the next LIST
+    /// holds every object, and an informer that meets one retries and caches what the server
+    /// holds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_corrupt_gzip_list_fails_clearly_and_the_retry_loses_nothing() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kubewasm_devserver::GzipCorruption;
+        use kubewasm_informer::Error;
+
+        let server = DevServer::start(Options::default())
+            .await
+            .expect("dev server");
+        let client = server.client();
+        // 60 ConfigMaps of ~3 KB: a LIST over the 128 KiB the server gzips above.
+        for i in 0..60 {
+            server
+                .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm-{i:02}"), "namespace": "default"},
+                    "data": {"value": format!("{i} {}", "configuration text ".repeat(150))}}))
+                .expect("create");
+        }
+        let key = InformerKey::all(ApiResource::erase::<ConfigMap>(&()));
+        fn keyed<'a>(
+            items: impl IntoIterator<Item = &'a kubewasm_informer::Object>,
+        ) -> BTreeMap<String, String> {
+            items
+                .into_iter()
+                .map(|o| (o.key().to_owned(), o.json().to_owned()))
+                .collect()
+        }
+        // What each wire caches from an answer that is not gzipped.
+        let mut plain = BTreeMap::new();
+        for protobuf in [true, false] {
+            let options = ListWatchOptions {
+                protobuf,
+                gzip: false,
+                ..ListWatchOptions::default()
+            };
+            let page = KubeListerWatcher::new(client.clone(), &key, options)
+                .list_any()
+                .await
+                .expect("a plain list");
+            assert_eq!(page.items.len(), 60);
+            plain.insert(protobuf, keyed(&page.items));
+        }
+
+        for how in [
+            GzipCorruption::Truncated,
+            GzipCorruption::BadCrc,
+            GzipCorruption::GarbageAfterHeader,
+        ] {
+            for protobuf in [true, false] {
+                let options = ListWatchOptions {
+                    protobuf,
+                    ..ListWatchOptions::default()
+                };
+                let lw = KubeListerWatcher::new(client.clone(), &key, options.clone());
+                server.corrupt_gzip_lists(1, how);
+                let err = lw
+                    .list_any()
+                    .await
+                    .err()
+                    .unwrap_or_else(|| panic!("{how:?}, protobuf {protobuf}: the list failed"));
+                assert!(
+                    matches!(&err, Error::Response(text) if text.contains("does not decompress")),
+                    "{how:?}, protobuf {protobuf}: {err}"
+                );
+                let stats = options.wire.snapshot();
+                assert_eq!(
+                    (stats.gzip_failures, stats.gzip_lists, stats.fallbacks),
+                    (1, 1, 0),
+                    "{how:?}, protobuf {protobuf}: {stats:?}"
+                );
+                let page = lw.list_any().await.expect("the next list");
+                assert!(
+                    keyed(&page.items) == plain[&protobuf],
+                    "{how:?}, protobuf {protobuf}: the next list caches what a plain one does"
+                );
+                let stats = options.wire.snapshot();
+                assert_eq!((stats.gzip_failures, stats.gzip_lists), (1, 2), "{stats:?}");
+                assert_eq!(
+                    (stats.protobuf_lists, stats.json_lists),
+                    if protobuf { (2, 0) } else { (0, 2) },
+                    "{how:?}: the wire is kept: {stats:?}"
+                );
+            }
+        }
+
+        // An informer: the failed LIST is counted as an error, never as a dead connection,
+        // and its retry fills the cache.
+        server.corrupt_gzip_lists(1, GzipCorruption::Truncated);
+        let mut options = FactoryOptions::default();
+        options.reflector.backoff.initial = Duration::from_millis(20);
+        let wire = options.list_watch.wire.clone();
+        let factory = SharedInformerFactory::new(client, options);
+        let informer = factory.informer_for(key);
+        factory.start();
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), factory.wait_for_cache_sync())
+                .await
+                .expect("synced in time"),
+        );
+        let cached = informer.indexer().list();
+        assert!(
+            keyed(cached.iter().map(|o| &**o)) == plain[&true],
+            "the informer caches what a plain list does"
+        );
+        let stats = informer.stats();
+        assert!(stats.errors >= 1, "{stats:?}");
+        assert_eq!(stats.dead_connections, 0, "{stats:?}");
+        assert_eq!(wire.snapshot().gzip_failures, 1, "{:?}", wire.snapshot());
+        factory.shutdown().await;
+        server.shutdown().await;
+    }
+
     fn values(objects: &BTreeMap<String, String>) -> BTreeMap<String, Value> {
         objects
             .iter()

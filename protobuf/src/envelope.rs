@@ -121,6 +121,7 @@ pub fn watch_event_shaped(frame: &[u8], shape: &Shape) -> Result<(String, Render
         message,
         Some((unknown.api_version, unknown.kind)),
         shape,
+        &mut String::new(),
     )?;
     Ok((event_type, rendered))
 }
@@ -157,6 +158,8 @@ pub struct ListReader {
     /// Set by [`ListReader::shaped`]: items are rendered in this shape into `shaped`.
     shape: Option<Shape>,
     shaped: Vec<Rendered>,
+    /// The buffer items are rendered in, reused from item to item.
+    scratch: String,
 }
 
 impl ListReader {
@@ -174,6 +177,7 @@ impl ListReader {
             items: Vec::new(),
             shape: None,
             shaped: Vec::new(),
+            scratch: String::new(),
         })
     }
 
@@ -317,9 +321,13 @@ impl ListReader {
                 match number {
                     1 => self.meta = list_meta(payload)?,
                     2 => match &self.shape {
-                        Some(shape) => self
-                            .shaped
-                            .push(shaping::object(payload, self.item, None, shape)?),
+                        Some(shape) => self.shaped.push(shaping::object(
+                            payload,
+                            self.item,
+                            None,
+                            shape,
+                            &mut self.scratch,
+                        )?),
                         None => self.items.push(render::object(payload, self.item, None)?),
                     },
                     number => {

@@ -55,14 +55,20 @@ pub struct OwnerSpans {
 
 /// Renders `buf`, a message of `message` whose Go value carried `go_type_meta`
 /// (`(apiVersion, kind)`, written as the API server writes them: `kind` first, empty ones left
-/// out), in `shape`.
+/// out), in `shape`. The text is written in `scratch` (reused from object to object) and
+/// returned in an allocation of exactly its length: a cache keeps it for the object's life, and
+/// a rendering buffer shrunk in place would leave its freed tail as a hole beside every cached
+/// object (the allocator fills some of those holes, by chance; BENCHMARKS.md, "gzip's memory").
 pub(crate) fn object(
     buf: &[u8],
     message: &Message,
     go_type_meta: Option<(&str, &str)>,
     shape: &Shape,
+    scratch: &mut String,
 ) -> Result<Rendered> {
-    let mut json = String::with_capacity(buf.len() + buf.len() / 8 + 64);
+    scratch.clear();
+    scratch.reserve(buf.len() + buf.len() / 8 + 64);
+    let json = scratch;
     json.push('{');
     let mut first = true;
     let (go_api_version, go_kind) = go_type_meta.unwrap_or_default();
@@ -72,7 +78,7 @@ pub(crate) fn object(
             ("kind", go_kind, kind),
         ] {
             if carried.is_empty() {
-                member(&mut json, &mut first, name);
+                member(json, &mut first, name);
                 let quoted = serde_json::to_string(value)
                     .map_err(|e| Error::Value(format!("a type name: {e}")))?;
                 json.push_str(&quoted);
@@ -81,15 +87,15 @@ pub(crate) fn object(
     }
     for (name, value) in [("kind", go_kind), ("apiVersion", go_api_version)] {
         if !value.is_empty() {
-            member(&mut json, &mut first, name);
-            crate::gojson::push_string(&mut json, value.as_bytes());
+            member(json, &mut first, name);
+            crate::gojson::push_string(json, value.as_bytes());
         }
     }
     let mut meta = MetaSpans::default();
     members_with(
         buf,
         message,
-        &mut json,
+        json,
         &mut first,
         |field, message, values, out, first| match field.kind {
             Kind::Msg(inner) if field.json == "metadata" && std::ptr::eq(inner, &OBJECT_META) => {
@@ -99,7 +105,10 @@ pub(crate) fn object(
         },
     )?;
     json.push('}');
-    Ok(Rendered { json, meta })
+    Ok(Rendered {
+        json: json.as_str().to_owned(),
+        meta,
+    })
 }
 
 /// The `metadata` member, its spans recorded in `meta`.
