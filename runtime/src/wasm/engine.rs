@@ -120,9 +120,10 @@ impl Drop for Inner {
 /// (`.eh_frame`): nothing in the host reads them (wasmtime's traps and backtraces use its own
 /// tables and the component's name section, and a host function's panic does not unwind
 /// through guest frames), and wasmtime holds both for every function until the compile
-/// ends, 6 MiB of the JavaScript examples' compile peak (BENCHMARKS.md, "Compile memory").
-/// What they served: `objdump` and perf's DWARF unwinding of a compiled artefact
-/// (`compile_memory --write` turns the symbols back on for reading one).
+/// ends: 6-10 MiB of the Python and JavaScript examples' compile peaks (BENCHMARKS.md,
+/// "Compile memory"). What they served: `objdump` and perf's DWARF unwinding of a compiled
+/// artefact (`compile_memory --write` turns the symbols back on for reading one). Both are
+/// part of wasmtime's compatibility check: code compiled with them on does not load here.
 pub fn engine_config() -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
