@@ -13,15 +13,16 @@
 //! opt-level 2-3, so the memory is as in a release build; times are not (and the machine is
 //! shared). Prints a Markdown table; `--one FILE SETTING` is the child's mode.
 //!
-//! `--write FILE SETTING OUT` writes the compiled code (an ELF object) to OUT instead, for
-//! reading the functions' stack frames with `objdump -d` (the `sub $N,%rsp` of each prologue).
+//! `--write FILE SETTING OUT` writes the compiled code (an ELF object, with its functions'
+//! symbols) to OUT instead, for reading the functions' stack frames with `objdump -d` (the
+//! `sub $N,%rsp` of each prologue).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context as _, bail};
-use kubewasm_runtime::{CompileWork, engine_config};
+use anyhow::{Context as _, bail, ensure};
+use kubewasm_runtime::{CompileWork, EngineOptions, Origin, PluginEngine, engine_config};
 use wasmtime::{Config, Engine, OptLevel, RegallocAlgorithm};
 
 /// Every setting the tool knows, in table order: the host's configuration, then one change each.
@@ -41,7 +42,19 @@ const SETTINGS: &[(&str, &str)] = &[
     ("opt-speed-and-size", "Cranelift opt level speed_and_size"),
     ("no-address-map", "no address map"),
     ("debug-info", "DWARF debug info on"),
+    (
+        "symbols",
+        "ELF symbols for the functions (`debug_symbols`, wasmtime's default; off in the host)",
+    ),
+    (
+        "unwind-info",
+        "native unwind info (`native_unwind_info`, wasmtime's default; off in the host)",
+    ),
     ("single-pass", "regalloc2's single-pass allocator"),
+    (
+        "load",
+        "what the host's load of a new file does: the file read after the baseline, then `PluginEngine::compile` with a compile cache (the plan's compile, the cache entry written and mapped, the component linked)",
+    ),
 ];
 
 /// The host's configuration with `setting` applied: one of [`SETTINGS`], or several joined
@@ -56,7 +69,7 @@ fn configure(setting: &str) -> anyhow::Result<Config> {
 
 fn apply(config: &mut Config, setting: &str) -> anyhow::Result<()> {
     match setting {
-        "host" => {}
+        "host" | "load" => {}
         "before" => {
             *config = Config::new();
             config.epoch_interruption(true);
@@ -82,6 +95,12 @@ fn apply(config: &mut Config, setting: &str) -> anyhow::Result<()> {
         "debug-info" => {
             config.debug_info(true);
         }
+        "symbols" => {
+            config.debug_symbols(true);
+        }
+        "unwind-info" => {
+            config.native_unwind_info(true);
+        }
         "single-pass" => {
             config.cranelift_regalloc_algorithm(RegallocAlgorithm::SinglePass);
         }
@@ -105,6 +124,9 @@ fn memory_kib() -> anyhow::Result<(u64, u64)> {
 
 /// The child: compiles `file` with `setting`, prints `before_kib peak_kib millis`.
 fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
+    if setting == "load" {
+        return load(file);
+    }
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     // As the host does when it starts (`allocator::install`; `before` is the host before
     // issue 33, except in the musl build, where mimalloc's options are set before `main` in
@@ -114,7 +136,7 @@ fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
     }
     let mut config = configure(setting)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if setting == "host" {
+    if setting.split('+').any(|part| part == "host") {
         CompileWork::of(file, &bytes)?
             .plan(threads)
             .configure(&mut config);
@@ -122,6 +144,7 @@ fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
     let engine = Engine::new(&config)?;
     let (_, before) = memory_kib()?;
     let started = Instant::now();
+
     let compiled = engine
         .precompile_component(&bytes)
         .map_err(|e| anyhow::anyhow!("compiling {}: {e:#}", file.display()))?;
@@ -136,6 +159,37 @@ fn one(file: &Path, setting: &str) -> anyhow::Result<()> {
     eprintln!(
         "resident before {before} KiB, peak {peak} KiB; after the compile and the allocator's \
          return {retained} KiB, and without the engine {without_engine} KiB"
+    );
+    println!("{before} {peak} {millis}");
+    Ok(())
+}
+
+/// The child for `load`: the host's engine and allocator set-up, then what a reload of `file`
+/// costs the host beyond its steady state, the file's bytes included (the reloader reads them
+/// only once it sees a new version). Prints as [`one`].
+fn load(file: &Path) -> anyhow::Result<()> {
+    kubewasm::allocator::install();
+    let cache = tempfile::tempdir()?;
+    let engine = PluginEngine::new(EngineOptions {
+        cache_dir: Some(cache.path().to_owned()),
+    })?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (_, before) = memory_kib()?;
+    let started = Instant::now();
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let compiled = runtime
+        .block_on(engine.compile(file, bytes))
+        .with_context(|| format!("loading {}", file.display()))?;
+    let millis = started.elapsed().as_millis();
+    let (peak, retained) = memory_kib()?;
+    ensure!(
+        compiled.origin() == Origin::Compiled,
+        "{} was not compiled: {:?}",
+        file.display(),
+        compiled.origin()
+    );
+    eprintln!(
+        "resident before {before} KiB, peak {peak} KiB, resident with the component loaded {retained} KiB"
     );
     println!("{before} {peak} {millis}");
     Ok(())
@@ -262,7 +316,10 @@ fn main() -> anyhow::Result<()> {
             bail!("usage: --write FILE SETTING OUT");
         };
         let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
-        let compiled = Engine::new(&configure(setting)?)?
+        let mut config = configure(setting)?;
+        // The functions' symbols, which the host leaves out, are what `objdump` names them by.
+        config.debug_symbols(true);
+        let compiled = Engine::new(&config)?
             .precompile_component(&bytes)
             .map_err(|e| anyhow::anyhow!("compiling {file}: {e:#}"))?;
         return std::fs::write(out, compiled).with_context(|| format!("writing {out}"));

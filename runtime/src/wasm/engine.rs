@@ -115,9 +115,20 @@ impl Drop for Inner {
 /// The wasmtime configuration of the host's engine: epoch interruption (call deadlines) and
 /// the compile settings. Public so that measuring tools (`examples/compile_memory.rs`) compile
 /// with exactly what the host uses.
+///
+/// Compiled code carries neither ELF symbols for its functions nor native unwind info
+/// (`.eh_frame`): nothing in the host reads them (wasmtime's traps and backtraces use its own
+/// tables and the component's name section, and a host function's panic does not unwind
+/// through guest frames), and wasmtime holds both for every function until the compile
+/// ends: 6-10 MiB of the Python and JavaScript examples' compile peaks (BENCHMARKS.md,
+/// "Compile memory"). What they served: `objdump` and perf's DWARF unwinding of a compiled
+/// artefact (`compile_memory --write` turns the symbols back on for reading one). Both are
+/// part of wasmtime's compatibility check: code compiled with them on does not load here.
 pub fn engine_config() -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
+    config.debug_symbols(false);
+    config.native_unwind_info(false);
     config
 }
 
@@ -240,8 +251,7 @@ impl PluginEngine {
                 let owned_file = file.to_owned();
                 let hash = hash.clone();
                 let component = tokio::task::spawn_blocking(move || {
-                    let compiled = this.compile_blocking(&owned_file, &hash, &bytes, plan);
-                    drop(bytes);
+                    let compiled = this.compile_blocking(&owned_file, &hash, bytes, plan);
                     release_freed_memory();
                     compiled
                 })
@@ -417,12 +427,15 @@ impl PluginEngine {
     }
 
     /// Compiles `bytes` as `plan` says, writes the cache entry when there is a cache dir, and
-    /// loads the result into the host's engine.
+    /// loads the result into the host's engine. The component's bytes and the compile's freed
+    /// memory are handed back before the entry is written and loaded, so that writing and
+    /// mapping the entry run beside the serialized code alone, not beside what the compile
+    /// left in the allocator.
     fn compile_blocking(
         &self,
         file: &Path,
         hash: &str,
-        bytes: &[u8],
+        bytes: Vec<u8>,
         plan: CompilePlan,
     ) -> Result<Component, PluginError> {
         let engine = &self.inner.engine;
@@ -435,7 +448,10 @@ impl PluginEngine {
         // compiled (300 MiB kept after a serial compile of the Rust sample-controller). Its
         // output loads into `engine`: the settings differ at most in parallel compilation
         // and the address map, which do not change the code (`CompilePlan`).
-        let compiled = self.precompile_blocking(file, bytes, plan)?;
+        let compiled = self.precompile_blocking(file, &bytes, plan);
+        drop(bytes);
+        release_freed_memory();
+        let compiled = compiled?;
         if let Some(dir) = &self.inner.cache_dir {
             let cached = self.cache_entry(dir, hash);
             // The cache only saves later compiles: a plugin whose entry cannot be written (a
@@ -530,6 +546,33 @@ mod tests {
             1,
             "one entry, no temporary left: {entries:?}"
         );
+    }
+
+    /// The host's compiled code leaves out the functions' ELF symbols and the native unwind
+    /// info (`engine_config`), which wasmtime's defaults put in.
+    #[test]
+    fn compiled_code_has_no_function_symbols_or_unwind_info() {
+        fn has(code: &[u8], needle: &[u8]) -> bool {
+            code.windows(needle.len()).any(|w| w == needle)
+        }
+        let probe = probe();
+        let host = Engine::new(&engine_config())
+            .unwrap()
+            .precompile_component(&probe)
+            .unwrap();
+        let mut defaults = engine_config();
+        defaults.debug_symbols(true).native_unwind_info(true);
+        let with_both = Engine::new(&defaults)
+            .unwrap()
+            .precompile_component(&probe)
+            .unwrap();
+        assert!(has(&with_both, b"]::function[") && has(&with_both, b".eh_frame"));
+        assert!(
+            !has(&host, b"]::function["),
+            "function symbols in the host's code"
+        );
+        assert!(!has(&host, b".eh_frame"), "unwind info in the host's code");
+        assert!(host.len() < with_both.len());
     }
 
     #[tokio::test]
