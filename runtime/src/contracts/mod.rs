@@ -288,8 +288,10 @@ pub(crate) mod v0_2 {
     }
 }
 
-/// The interface `kubewasm:controller@0.2.1` adds: `batch-handler`. Its batch borrows the
-/// host's buffers: lowering it is two copies into the guest's memory.
+/// The interface `kubewasm:controller@0.2.1` adds: `batch-handler`. The host calls `on-events`
+/// with its own batch type, [`EventBatch`](crate::events::batch::EventBatch), which lowers the
+/// cache's objects straight into the guest's memory; these bindings find the export and give
+/// the error type.
 pub(crate) mod v0_2_1 {
     wasmtime::component::bindgen!({
         path: ["../wit/0.2", "../wit/0.2.1"],

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubewasm_informer::ObjectRef;
 use parking_lot::Mutex;
@@ -315,9 +315,8 @@ impl Actor {
             return;
         };
         let initial = chunk.iter().filter(|q| is_initial(&q.event)).count();
-        let started = Instant::now();
         let outcome = instance.deliver_batch(&chunk).await;
-        let elapsed = started.elapsed();
+        let elapsed = instance.last_call();
         self.config.observer.handler_called(elapsed);
         self.shared
             .replay_handled
@@ -464,9 +463,8 @@ impl Actor {
             return;
         }
         let kind = queued.event.kind();
-        let started = Instant::now();
         let outcome = instance.deliver(&queued).await;
-        let elapsed = started.elapsed();
+        let elapsed = instance.last_call();
         self.config.observer.handler_called(elapsed);
         match &outcome {
             Outcome::Failed(..) => self.sizer.faulted(),

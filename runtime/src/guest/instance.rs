@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use wasmtime::component::TypedFunc;
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::cache::access::Access;
@@ -16,7 +17,7 @@ use crate::contracts::v0_2::kubewasm::controller::types as wit;
 use crate::contracts::v0_2::{HandlerExports, PluginExport, PluginExports};
 use crate::contracts::v0_2_1::exports::kubewasm::controller0_2_1::batch_handler as batch;
 use crate::error::PluginError;
-use crate::events::batch::lower_batch;
+use crate::events::batch::{EventBatch, lower_batch};
 use crate::events::inbox::{Event, Queued};
 use crate::guest::calls::Outcome;
 use crate::guest::log_gate::LogGate;
@@ -40,14 +41,21 @@ fn wall_limit(deadline: Duration) -> Duration {
     deadline.saturating_mul(WALL_LIMIT_FACTOR)
 }
 
-/// `call`, with the time spent in each of its polls added to `clock`.
-async fn timed<F: std::future::Future>(clock: &CallClock, call: F) -> F::Output {
+/// `call`, with the time spent in each of its polls added to `clock`, the first poll counted
+/// from `started`; answers when the last poll returned.
+async fn timed<F: std::future::Future>(
+    clock: &CallClock,
+    started: Instant,
+    call: F,
+) -> (F::Output, Instant) {
     let mut call = std::pin::pin!(call);
+    let mut first = Some(started);
     std::future::poll_fn(|cx| {
-        clock.resume();
+        clock.resume(first.take().unwrap_or_else(Instant::now));
         let poll = call.as_mut().poll(cx);
-        clock.pause();
-        poll
+        let now = Instant::now();
+        clock.pause(now);
+        poll.map(|output| (output, now))
     })
     .await
 }
@@ -142,10 +150,15 @@ pub(crate) struct Instance {
     resources: Vec<Gvk>,
     /// The same as the 0.1 handlers take it (empty for 0.2), converted once.
     v0_1_resources: Vec<v0_1_types::Gvk>,
-    /// The objects and event numbers of the batch being delivered, kept between batches: a
-    /// fresh buffer of a batch's size would be new pages, faulted in on every call.
-    batch: (Vec<u8>, Vec<u32>),
+    /// The event numbers of the batch being delivered, kept between batches.
+    words: Vec<u32>,
+    /// `on-events` of a `batch-handler` guest, type-checked against [`EventBatch`] (which
+    /// borrows the cache's objects, where the generated bindings' batch owns a copy).
+    on_events: Option<OnEvents>,
 }
+
+/// `on-events` as the host calls it.
+type OnEvents = TypedFunc<(EventBatch<'static>,), (Vec<batch::EventError>,)>;
 
 impl Instance {
     /// Instantiates the component in a fresh store with `limits` applied (a 0.2 instance's
@@ -177,14 +190,29 @@ impl Instance {
             Linked::V0_2(pre) => instantiate!(pre, Exports::V0_2),
         };
         match instantiated {
-            Outcome::Ok((store, exports)) => Ok(Instance {
-                store,
-                exports,
-                deadline,
-                resources: Vec::new(),
-                v0_1_resources: Vec::new(),
-                batch: Default::default(),
-            }),
+            Outcome::Ok((store, exports)) => {
+                let on_events = match &exports {
+                    Exports::V0_2(PluginExports {
+                        handler: Some(HandlerExports::Batch(h)),
+                        ..
+                    }) => Some(h.func_on_events().func().typed(&store).map_err(|e| {
+                        PluginError::Instantiate {
+                            file: compiled.file.clone(),
+                            reason: format!("on-events: {e:#}"),
+                        }
+                    })?),
+                    _ => None,
+                };
+                Ok(Instance {
+                    store,
+                    exports,
+                    deadline,
+                    resources: Vec::new(),
+                    v0_1_resources: Vec::new(),
+                    words: Vec::new(),
+                    on_events,
+                })
+            }
             Outcome::Failed(FailureKind::Timeout, _) => Err(PluginError::Instantiate {
                 file: compiled.file.clone(),
                 reason: format!("took longer than {deadline:?}"),
@@ -313,6 +341,12 @@ impl Instance {
         outcome
     }
 
+    /// The wall time of the last [`deliver`](Self::deliver) or
+    /// [`deliver_batch`](Self::deliver_batch) call into the guest (zero if it made none).
+    pub(crate) fn last_call(&self) -> Duration {
+        self.store.data().last_call
+    }
+
     /// Whether the guest takes events in batches (`batch-handler`, 0.2.1).
     pub(crate) fn takes_batches(&self) -> bool {
         matches!(
@@ -338,6 +372,7 @@ impl Instance {
     /// gets a batch of one). Time the call waits for the API server does not count toward
     /// its deadline.
     pub(crate) async fn deliver(&mut self, queued: &Queued) -> Outcome<()> {
+        self.store.data_mut().last_call = Duration::ZERO;
         let handler = match &self.exports {
             Exports::V0_1(b) => {
                 let Some(resource) = self.v0_1_resources.get(queued.subscription) else {
@@ -394,34 +429,40 @@ impl Instance {
         &mut self,
         events: &[Queued],
     ) -> Outcome<Vec<(usize, String)>> {
-        let Exports::V0_2(PluginExports {
-            handler: Some(HandlerExports::Batch(h)),
-            ..
-        }) = &self.exports
-        else {
+        self.store.data_mut().last_call = Duration::ZERO;
+        let Some(on_events) = self.on_events else {
             return Outcome::GuestError("the component exports no `batch-handler`".into());
         };
-        let h = h.clone();
-        let (mut documents, mut words) = std::mem::take(&mut self.batch);
-        if let Err(reason) = lower_batch(events, &mut documents, &mut words) {
-            return Outcome::GuestError(reason);
-        }
-        let batch = batch::EventBatch {
-            documents: &documents,
+        let mut words = std::mem::take(&mut self.words);
+        let documents = match lower_batch(events, &mut words) {
+            Ok(documents) => documents,
+            Err(reason) => {
+                self.words = words;
+                return Outcome::GuestError(reason);
+            }
+        };
+        let batch = EventBatch {
+            documents,
             events: &words,
+        };
+        // SAFETY: `typed` checked this signature against the component's `on-events` when
+        // the instance was made; only the lifetime of the batch's borrows differs.
+        let on_events = unsafe {
+            TypedFunc::<(EventBatch<'_>,), (Vec<batch::EventError>,)>::new_unchecked(
+                *on_events.func(),
+            )
         };
         let deadline = self.deadline;
         let imports = self.api_waits();
         let api_waited = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
         let answered = guarded(&mut self.store, deadline, api_waited, async |s| {
-            h.call_on_events(s, batch).await.map(Ok)
+            on_events
+                .call_async(s, (batch,))
+                .await
+                .map(|(errors,)| Ok(errors))
         })
         .await;
-        documents.clear();
-        // A batch of one huge object need not keep its buffer.
-        documents.shrink_to(1 << 20);
-        words.clear();
-        self.batch = (documents, words);
+        self.words = words;
         match answered {
             Outcome::Ok(errors) => {
                 let mut failed = Vec::with_capacity(errors.len());
@@ -551,29 +592,30 @@ where
     clock.start(deadline);
     let _in_flight = CallInFlight::start();
     store.set_epoch_deadline(1);
-    let result = {
-        let mut call = std::pin::pin!(timed(&clock, call(store)));
+    let (result, ended) = {
+        let mut call = std::pin::pin!(timed(&clock, started, call(store)));
         // Most calls finish in their first poll: only arm a timer for those that wait.
         match futures::poll!(call.as_mut()) {
-            Poll::Ready(r) => Some(r),
+            Poll::Ready((r, ended)) => (Some(r), ended),
             Poll::Pending => loop {
                 // Wall time not excused: waits for the API server are, also while they last,
                 // so an API call ends at its own timeout rather than at this limit.
                 let unexcused = started.elapsed().saturating_sub(excused());
                 let remaining = wall_limit(deadline).saturating_sub(unexcused);
                 if remaining.is_zero() {
-                    break None;
+                    break (None, Instant::now());
                 }
                 // While an API call is in progress the remaining time does not shrink: look
                 // again no more often than every tick.
                 let wait = remaining.max(crate::wasm::engine::EPOCH_TICK);
-                if let Ok(r) = tokio::time::timeout(wait, call.as_mut()).await {
-                    break Some(r);
+                if let Ok((r, ended)) = tokio::time::timeout(wait, call.as_mut()).await {
+                    break (Some(r), ended);
                 }
             },
         }
     };
     clock.stop();
+    store.data_mut().last_call = ended.saturating_duration_since(started);
     match result {
         Some(Ok(Ok(v))) => Outcome::Ok(v),
         Some(Ok(Err(reason))) => Outcome::GuestError(reason),

@@ -4,11 +4,9 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-
-use parking_lot::Mutex;
 
 use tokio::io::AsyncWrite;
 use wasmtime::component::ResourceTable;
@@ -36,6 +34,9 @@ pub(crate) struct HostState {
     pub(crate) log_gate: Arc<LogGate>,
     /// The running time of the call in progress.
     pub(crate) clock: Arc<CallClock>,
+    /// The wall time of the last call, from its start to its return: what the event loop
+    /// reports and sizes batches by, measured by the two clock reads that bound the call.
+    pub(crate) last_call: Duration,
     /// What a 0.2 instance's `client` and `queue` imports act on; `None` for 0.1.
     pub(crate) v0_2_imports: Option<Arc<crate::reconcile::context::InstanceImports>>,
 }
@@ -44,56 +45,89 @@ pub(crate) struct HostState {
 /// of the call (the guest's code and the synchronous host functions it calls), not the time
 /// between polls, when the call waits for a worker thread after yielding it (other plugins'
 /// work on a busy machine) or waits on an asynchronous host call (a WASI sleep).
-#[derive(Debug, Default)]
-pub(crate) struct CallClock(Mutex<ClockState>);
+///
+/// Atomics rather than a lock: it is written by the call's own polls and read by the epoch
+/// callback on the same thread, and a call that finishes in one poll should cost the two
+/// clock reads that bound it and no more.
+#[derive(Debug)]
+pub(crate) struct CallClock {
+    /// What the instants below are counted from.
+    origin: Instant,
+    /// The call's deadline in nanoseconds; [`NONE`] between calls.
+    deadline: AtomicU64,
+    /// Running time of the finished polls of this call, in nanoseconds.
+    used: AtomicU64,
+    /// When the poll in progress started, in nanoseconds since `origin`; [`NONE`] between
+    /// polls.
+    polling_since: AtomicU64,
+}
 
-#[derive(Debug, Default)]
-struct ClockState {
-    /// `None` between calls.
-    deadline: Option<Duration>,
-    /// Running time of the finished polls of this call.
-    used: Duration,
-    /// When the poll in progress started.
-    polling_since: Option<Instant>,
+/// No deadline (between calls), or no poll in progress.
+const NONE: u64 = u64::MAX;
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos())
+        .unwrap_or(NONE - 1)
+        .min(NONE - 1)
+}
+
+impl Default for CallClock {
+    fn default() -> Self {
+        CallClock {
+            origin: Instant::now(),
+            deadline: AtomicU64::new(NONE),
+            used: AtomicU64::new(0),
+            polling_since: AtomicU64::new(NONE),
+        }
+    }
 }
 
 impl CallClock {
     /// Starts measuring a call that may run for `deadline`.
     pub(crate) fn start(&self, deadline: Duration) {
-        *self.0.lock() = ClockState {
-            deadline: Some(deadline),
-            ..ClockState::default()
-        };
+        self.used.store(0, Ordering::Relaxed);
+        self.polling_since.store(NONE, Ordering::Relaxed);
+        self.deadline.store(nanos(deadline), Ordering::Relaxed);
     }
 
     /// Stops measuring (between calls nothing is past its deadline).
     pub(crate) fn stop(&self) {
-        *self.0.lock() = ClockState::default();
+        self.deadline.store(NONE, Ordering::Relaxed);
+        self.polling_since.store(NONE, Ordering::Relaxed);
+        self.used.store(0, Ordering::Relaxed);
     }
 
-    /// The call is being polled from now.
-    pub(crate) fn resume(&self) {
-        self.0.lock().polling_since = Some(Instant::now());
+    /// The call is being polled from `now`.
+    pub(crate) fn resume(&self, now: Instant) {
+        self.polling_since
+            .store(nanos(now - self.origin), Ordering::Relaxed);
     }
 
-    /// The poll that started at the last `resume` returned.
-    pub(crate) fn pause(&self) {
-        let mut state = self.0.lock();
-        if let Some(since) = state.polling_since.take() {
-            state.used += since.elapsed();
+    /// The poll that started at the last `resume` returned at `now`.
+    pub(crate) fn pause(&self, now: Instant) {
+        let since = self.polling_since.swap(NONE, Ordering::Relaxed);
+        if since != NONE {
+            let polled = nanos(now - self.origin).saturating_sub(since);
+            self.used.fetch_add(polled, Ordering::Relaxed);
         }
     }
 
     /// The running time of the call so far.
     pub(crate) fn used(&self) -> Duration {
-        let state = self.0.lock();
-        state.used + state.polling_since.map_or(Duration::ZERO, |s| s.elapsed())
+        let used = self.used.load(Ordering::Relaxed);
+        let since = self.polling_since.load(Ordering::Relaxed);
+        let polling = if since == NONE {
+            0
+        } else {
+            nanos(self.origin.elapsed()).saturating_sub(since)
+        };
+        Duration::from_nanos(used.saturating_add(polling))
     }
 
     /// Whether the call has run for its whole deadline.
     pub(crate) fn exceeded(&self) -> bool {
-        let deadline = self.0.lock().deadline;
-        deadline.is_some_and(|d| self.used() >= d)
+        let deadline = self.deadline.load(Ordering::Relaxed);
+        deadline != NONE && self.used() >= Duration::from_nanos(deadline)
     }
 }
 
@@ -132,6 +166,7 @@ impl HostState {
             log_gate,
             memory,
             clock: Arc::default(),
+            last_call: Duration::ZERO,
             v0_2_imports: None,
         }
     }
@@ -430,9 +465,9 @@ mod tests {
         let clock = CallClock::default();
         assert!(!clock.exceeded(), "no call, no deadline");
         clock.start(Duration::from_millis(30));
-        clock.resume();
+        clock.resume(Instant::now());
         std::thread::sleep(Duration::from_millis(10));
-        clock.pause();
+        clock.pause(Instant::now());
         // Waiting to be polled again does not count.
         std::thread::sleep(Duration::from_millis(40));
         assert!(!clock.exceeded());
@@ -441,7 +476,7 @@ mod tests {
             used >= Duration::from_millis(10) && used < Duration::from_millis(40),
             "{used:?}"
         );
-        clock.resume();
+        clock.resume(Instant::now());
         std::thread::sleep(Duration::from_millis(25));
         assert!(clock.exceeded());
         clock.stop();
