@@ -2,13 +2,13 @@
 //!
 //! Order: the module-cycle check (`cargo xtask cycles`: seconds, no build), kubectl,
 //! `cargo fmt --check`, the build of every target with clippy as the workspace's compiler
-//! (warnings denied; see [`Lint`]), every guest, the container image (as root, around the suite's
-//! own build: `image::Profile::Test`; Debian's `docker-registry` and `chromium` for the OCI and
-//! status page browser tests), then the test suite: the doc tests (which nextest skips), then
-//! one cargo-nextest run of every other test, the real-server tier among them (tests in modules
-//! named `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`; left out, and said so, without
-//! it; its counts are printed from the run's JUnit report), or everything with `cargo test`
-//! alone. Then a table of how long each stage took (cycles, fmt, build+clippy, guests, image,
+//! (warnings denied; see [`Lint`]) and every guest built beside it, the container image (as
+//! root, around the suite's own build: `image::Profile::Test`; Debian's `docker-registry` and
+//! `chromium` for the OCI and status page browser tests), then the test suite: the doc tests
+//! (which nextest skips), then one cargo-nextest run of every other test,
+//! the real-server tier among them (tests in modules named `real`, against kube-apiserver from
+//! `KUBEBUILDER_ASSETS`; left out, and said so, without it; its counts are printed from the
+//! run's JUnit report), or everything with `cargo test` alone. Then a table of how long each stage took (cycles, fmt, build+clippy, guests, image,
 //! doc, nextest with the real tier inside it, and the whole run), and last nextest's summary line
 //! again, which CI reads. (With `cargo test` alone there is no one summary line: the table ends
 //! the run.)
@@ -53,13 +53,24 @@ fn run_stages(
         cmd::run(cmd::command(&cargo, &ctx.root).args(["fmt", "--all", "--", "--check"]))
     })?;
     Lint::find()?.apply_to_every_cargo();
-    stages.time("build+clippy", || {
-        // Every target as clippy --all-targets sees it, but a cdylib guest's library, which
-        // links only for wasm: `--tests` builds each library in test mode instead, and the
-        // guests stage builds (and so lints) the guests' libraries for their real target.
-        cmd::run(cmd::command(&cargo, &ctx.root).args(BUILD))
-    })?;
-    let built = stages.time("guests", || guests::build_all(ctx))?;
+    // The guests need nothing from the host's build (their own target directory, toolchains
+    // and installs), and the build leaves a core idle at times (its chain of big crates,
+    // cranelift-codegen, wasmtime, the runtime, the host, compiles one after the other), as do
+    // the guests (downloads, componentize-py and componentize-js on one core each).
+    let (build, built) = stages.time_together(
+        ("build+clippy", || {
+            // Every target as clippy --all-targets sees it, but a cdylib guest's library, which
+            // links only for wasm: `--tests` builds each library in test mode instead, and the
+            // guests stage builds (and so lints) the guests' libraries for their real target.
+            cmd::run(cmd::command(&cargo, &ctx.root).args(BUILD))
+        }),
+        ("guests", || guests::build_all(ctx)),
+    );
+    if let (Err(_), Err(guests)) = (&build, &built) {
+        eprintln!("xtask: the guests' build failed too: {guests:#}");
+    }
+    build?;
+    let built = built?;
     guests::print_summary(&built);
     // The image test needs the image, and building it needs root (buildah mounts its root
     // filesystem). Where it cannot be built the test is left out, and the run says so.
