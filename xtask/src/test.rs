@@ -5,7 +5,7 @@
 //! (warnings denied; see [`Lint`]) and every guest built beside it, the container image (as
 //! root, around the suite's own build: `image::Profile::Test`; Debian's `docker-registry` and
 //! `chromium` for the OCI and status page browser tests), then the test suite: the doc tests
-//! (which nextest skips), then one cargo-nextest run of every other test,
+//! (which nextest skips), then one cargo-nextest run, two tests per core, of every other test,
 //! the real-server tier among them (tests in modules named `real`, against kube-apiserver from
 //! `KUBEBUILDER_ASSETS`; left out, and said so, without it; its counts are printed from the
 //! run's JUnit report), or everything with `cargo test` alone. Then a table of how long each stage took (cycles, fmt, build+clippy, guests, image,
@@ -117,6 +117,7 @@ fn run_stages(
         let junit = ctx.root.join(real_tier::JUNIT);
         let _ = std::fs::remove_file(&junit);
         let mut summary = None;
+        let threads = test_threads().to_string();
         let suite = stages.time("nextest", || {
             let (result, line) = cmd::run_keeping_line(
                 cmd::command(&cargo, &ctx.root).args([
@@ -124,6 +125,8 @@ fn run_stages(
                     "run",
                     "--workspace",
                     "--no-fail-fast",
+                    "--test-threads",
+                    &threads,
                     cmd::color_arg(),
                     "-E",
                     &filter,
@@ -169,6 +172,15 @@ fn run_stages(
         }
         Ok((stages.time("cargo test", || cmd::run(&mut command)), None))
     }
+}
+
+/// How many tests nextest runs at once: two per core. Much of the suite's test time is spent
+/// waiting (on the API server, on a `kubewasm` child's ready line, on npm and pip, on a broken
+/// plugin's bounded wait): one test per core kept about 1.4 of two cores busy (BENCHMARKS.md,
+/// "Test suite: stage times"). The tests that load the machine most keep their own limits
+/// (`.config/nextest.toml`'s test groups), and the idle-CPU test still runs alone.
+fn test_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get()) * 2
 }
 
 /// The nextest filter for the end-to-end test binary (`host/tests/e2e/`), whose modules hold the
