@@ -54,9 +54,8 @@ fn run_stages(
     })?;
     Lint::find()?.apply_to_every_cargo();
     // The guests need nothing from the host's build (their own target directory, toolchains
-    // and installs), and the build leaves a core idle at times (its chain of big crates,
-    // cranelift-codegen, wasmtime, the runtime, the host, compiles one after the other), as do
-    // the guests (downloads, componentize-py and componentize-js on one core each).
+    // and installs), and alone they leave a core idle much of their stage (downloads,
+    // componentize-py and componentize-js on one core each), which the build fills.
     let (build, built) = stages.time_together(
         ("build+clippy", || {
             // Every target as clippy --all-targets sees it, but a cdylib guest's library, which
