@@ -23,12 +23,22 @@ impl Outcome {
     }
 }
 
-/// One stage: its name, how long it took, the stage it ran inside (its time then counted in
-/// that one's) and how it ended.
+/// Where a stage's time sits among the others'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// A span of the run of its own.
+    Alone,
+    /// Part of the named stage's span (its time is not shown: it is in that one's).
+    Inside(&'static str),
+    /// At the same time as the named stage: its time overlaps that one's.
+    Beside(&'static str),
+}
+
+/// One stage: its name, how long it took, where that time sits and how it ended.
 struct Stage {
     name: &'static str,
     took: Duration,
-    within: Option<&'static str>,
+    place: Place,
     outcome: Outcome,
 }
 
@@ -55,40 +65,65 @@ impl Stages {
     ) -> anyhow::Result<T> {
         let started = Instant::now();
         let result = stage();
-        let outcome = if result.is_ok() {
-            Outcome::Passed
-        } else {
-            Outcome::Failed
-        };
-        self.record(name, started.elapsed(), outcome);
+        self.record(name, started.elapsed(), Place::Alone, result.is_ok());
         result
+    }
+
+    /// Runs `first` on this thread and `second` on another at the same time, and records each
+    /// one's time (the second's row says it ran beside the first); returns both results. For
+    /// stages that need nothing from each other and leave cores idle when run alone.
+    pub fn time_together<A, B: Send>(
+        &mut self,
+        (first_name, first): (&'static str, impl FnOnce() -> anyhow::Result<A>),
+        (second_name, second): (&'static str, impl FnOnce() -> anyhow::Result<B> + Send),
+    ) -> (anyhow::Result<A>, anyhow::Result<B>) {
+        let ((first, first_took), (second, second_took)) = std::thread::scope(|scope| {
+            let other = scope.spawn(|| {
+                let started = Instant::now();
+                (second(), started.elapsed())
+            });
+            let started = Instant::now();
+            let first = (first(), started.elapsed());
+            let second = other.join().unwrap_or_else(|_| {
+                let err = anyhow::anyhow!("the {second_name} stage panicked");
+                (Err(err), Duration::ZERO)
+            });
+            (first, second)
+        });
+        self.record(first_name, first_took, Place::Alone, first.is_ok());
+        self.record(
+            second_name,
+            second_took,
+            Place::Beside(first_name),
+            second.is_ok(),
+        );
+        (first, second)
     }
 
     /// Records a stage that did not run.
     pub fn skipped(&mut self, name: &'static str) {
-        self.record(name, Duration::ZERO, Outcome::Skipped);
+        self.push(name, Duration::ZERO, Place::Alone, Outcome::Skipped);
     }
 
     /// Records a stage that ran inside the stage named `outer` (its time is part of that one's).
     pub fn within(&mut self, name: &'static str, outer: &'static str, passed: bool) {
+        self.record(name, Duration::ZERO, Place::Inside(outer), passed);
+    }
+
+    fn record(&mut self, name: &'static str, took: Duration, place: Place, passed: bool) {
         let outcome = if passed {
             Outcome::Passed
         } else {
             Outcome::Failed
         };
-        self.stages.push(Stage {
-            name,
-            took: Duration::ZERO,
-            within: Some(outer),
-            outcome,
-        });
+        self.push(name, took, place, outcome);
     }
 
-    fn record(&mut self, name: &'static str, took: Duration, outcome: Outcome) {
+    fn push(&mut self, name: &'static str, took: Duration, place: Place, outcome: Outcome) {
         self.stages.push(Stage {
             name,
             took,
-            within: None,
+            place,
             outcome,
         });
     }
@@ -114,18 +149,16 @@ fn table(stages: &[Stage], total: Duration) -> String {
     };
     row("stage", "time", "result");
     for stage in stages {
-        let took = if stage.outcome == Outcome::Skipped || stage.within.is_some() {
-            "-".to_owned()
-        } else {
-            minutes_seconds(stage.took)
+        let took = match stage.place {
+            Place::Inside(_) => "-".to_owned(),
+            _ if stage.outcome == Outcome::Skipped => "-".to_owned(),
+            _ => minutes_seconds(stage.took),
         };
-        match stage.within {
-            Some(outer) => row(
-                stage.name,
-                &took,
-                &format!("{} (inside {outer})", stage.outcome.as_str()),
-            ),
-            None => row(stage.name, &took, stage.outcome.as_str()),
+        let outcome = stage.outcome.as_str();
+        match stage.place {
+            Place::Alone => row(stage.name, &took, outcome),
+            Place::Inside(outer) => row(stage.name, &took, &format!("{outcome} (inside {outer})")),
+            Place::Beside(other) => row(stage.name, &took, &format!("{outcome} (beside {other})")),
         }
     }
     row("total", &minutes_seconds(total), "");
@@ -147,15 +180,20 @@ mod tests {
         let stage = |name, millis, outcome| Stage {
             name,
             took: Duration::from_millis(millis),
-            within: None,
+            place: Place::Alone,
             outcome,
         };
         let stages = [
             stage("fmt", 420, Outcome::Passed),
+            stage("build", 301_000, Outcome::Passed),
+            Stage {
+                place: Place::Beside("build"),
+                ..stage("guests", 95_500, Outcome::Passed)
+            },
             stage("image", 0, Outcome::Skipped),
             stage("nextest", 754_260, Outcome::Failed),
             Stage {
-                within: Some("nextest"),
+                place: Place::Inside("nextest"),
                 ..stage("real tier", 0, Outcome::Passed)
             },
         ];
@@ -164,11 +202,35 @@ mod tests {
             text,
             "xtask:   stage           time  result\n\
              xtask:   fmt           0:00.4  ok\n\
+             xtask:   build         5:01.0  ok\n\
+             xtask:   guests        1:35.5  ok (beside build)\n\
              xtask:   image              -  skipped\n\
              xtask:   nextest      12:34.2  FAILED\n\
              xtask:   real tier          -  ok (inside nextest)\n\
              xtask:   total        62:05.0\n"
         );
+    }
+
+    #[test]
+    fn time_together_runs_both_stages_at_once() {
+        use std::sync::mpsc::channel;
+        let wait = Duration::from_secs(60);
+        let (to_second, from_first) = channel();
+        let (to_first, from_second) = channel();
+        let mut stages = Stages::new();
+        let (first, second) = stages.time_together(
+            ("first", || {
+                to_second.send(())?;
+                Ok(from_second.recv_timeout(wait)?)
+            }),
+            ("second", move || {
+                from_first.recv_timeout(wait)?;
+                Ok(to_first.send(())?)
+            }),
+        );
+        first.unwrap();
+        second.unwrap();
+        assert_eq!(stages.stages[1].place, Place::Beside("first"));
     }
 
     #[test]
@@ -178,6 +240,11 @@ mod tests {
         assert!(stages.time::<()>("b", || anyhow::bail!("no")).is_err());
         stages.skipped("c");
         stages.within("d", "a", false);
+        let (e, f) = stages.time_together(
+            ("e", || Ok(1)),
+            ("f", || -> anyhow::Result<()> { anyhow::bail!("no") }),
+        );
+        assert_eq!((e.unwrap(), f.is_err()), (1, true));
         let outcomes: Vec<_> = stages.stages.iter().map(|s| (s.name, s.outcome)).collect();
         assert_eq!(
             outcomes,
@@ -185,7 +252,9 @@ mod tests {
                 ("a", Outcome::Passed),
                 ("b", Outcome::Failed),
                 ("c", Outcome::Skipped),
-                ("d", Outcome::Failed)
+                ("d", Outcome::Failed),
+                ("e", Outcome::Passed),
+                ("f", Outcome::Failed)
             ]
         );
     }

@@ -2,13 +2,13 @@
 //!
 //! Order: the module-cycle check (`cargo xtask cycles`: seconds, no build), kubectl,
 //! `cargo fmt --check`, the build of every target with clippy as the workspace's compiler
-//! (warnings denied; see [`Lint`]), every guest, the container image (as root, around the suite's
-//! own build: `image::Profile::Test`; Debian's `docker-registry` and `chromium` for the OCI and
-//! status page browser tests), then the test suite: the doc tests (which nextest skips), then
-//! one cargo-nextest run of every other test, the real-server tier among them (tests in modules
-//! named `real`, against kube-apiserver from `KUBEBUILDER_ASSETS`; left out, and said so, without
-//! it; its counts are printed from the run's JUnit report), or everything with `cargo test`
-//! alone. Then a table of how long each stage took (cycles, fmt, build+clippy, guests, image,
+//! (warnings denied; see [`Lint`]) and every guest built beside it, the container image (as
+//! root, around the suite's own build: `image::Profile::Test`; Debian's `docker-registry` and
+//! `chromium` for the OCI and status page browser tests), then the test suite: the doc tests
+//! (which nextest skips), then one cargo-nextest run, two tests per core, of every other test,
+//! the real-server tier among them (tests in modules named `real`, against kube-apiserver from
+//! `KUBEBUILDER_ASSETS`; left out, and said so, without it; its counts are printed from the
+//! run's JUnit report), or everything with `cargo test` alone. Then a table of how long each stage took (cycles, fmt, build+clippy, guests, image,
 //! doc, nextest with the real tier inside it, and the whole run), and last nextest's summary line
 //! again, which CI reads. (With `cargo test` alone there is no one summary line: the table ends
 //! the run.)
@@ -53,13 +53,23 @@ fn run_stages(
         cmd::run(cmd::command(&cargo, &ctx.root).args(["fmt", "--all", "--", "--check"]))
     })?;
     Lint::find()?.apply_to_every_cargo();
-    stages.time("build+clippy", || {
-        // Every target as clippy --all-targets sees it, but a cdylib guest's library, which
-        // links only for wasm: `--tests` builds each library in test mode instead, and the
-        // guests stage builds (and so lints) the guests' libraries for their real target.
-        cmd::run(cmd::command(&cargo, &ctx.root).args(BUILD))
-    })?;
-    let built = stages.time("guests", || guests::build_all(ctx))?;
+    // The guests need nothing from the host's build (their own target directory, toolchains
+    // and installs), and alone they leave a core idle much of their stage (downloads,
+    // componentize-py and componentize-js on one core each), which the build fills.
+    let (build, built) = stages.time_together(
+        ("build+clippy", || {
+            // Every target as clippy --all-targets sees it, but a cdylib guest's library, which
+            // links only for wasm: `--tests` builds each library in test mode instead, and the
+            // guests stage builds (and so lints) the guests' libraries for their real target.
+            cmd::run(cmd::command(&cargo, &ctx.root).args(BUILD))
+        }),
+        ("guests", || guests::build_all(ctx)),
+    );
+    if let (Err(_), Err(guests)) = (&build, &built) {
+        eprintln!("xtask: the guests' build failed too: {guests:#}");
+    }
+    build?;
+    let built = built?;
     guests::print_summary(&built);
     // The image test needs the image, and building it needs root (buildah mounts its root
     // filesystem). Where it cannot be built the test is left out, and the run says so.
@@ -106,6 +116,7 @@ fn run_stages(
         let junit = ctx.root.join(real_tier::JUNIT);
         let _ = std::fs::remove_file(&junit);
         let mut summary = None;
+        let threads = test_threads().to_string();
         let suite = stages.time("nextest", || {
             let (result, line) = cmd::run_keeping_line(
                 cmd::command(&cargo, &ctx.root).args([
@@ -113,6 +124,8 @@ fn run_stages(
                     "run",
                     "--workspace",
                     "--no-fail-fast",
+                    "--test-threads",
+                    &threads,
                     cmd::color_arg(),
                     "-E",
                     &filter,
@@ -158,6 +171,15 @@ fn run_stages(
         }
         Ok((stages.time("cargo test", || cmd::run(&mut command)), None))
     }
+}
+
+/// How many tests nextest runs at once: two per core. Much of the suite's test time is spent
+/// waiting (on the API server, on a `kubewasm` child's ready line, on npm and pip, on a broken
+/// plugin's bounded wait): one test per core kept about 1.4 of two cores busy (BENCHMARKS.md,
+/// "Test suite: stage times"). The tests that load the machine most keep their own limits
+/// (`.config/nextest.toml`'s test groups), and the idle-CPU test still runs alone.
+fn test_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get()) * 2
 }
 
 /// The nextest filter for the end-to-end test binary (`host/tests/e2e/`), whose modules hold the
