@@ -209,32 +209,18 @@ pub(crate) fn value<'a>(
                 }
             }
         }
-        Kind::Strs | Kind::Msgs(_) => {
-            if values.is_empty() {
-                if presence == Presence::Always {
-                    member(out, first, field.json);
-                    out.push_str("null");
+        Kind::Strs | Kind::Msgs(_) => array(field, values, out, first, |w, out| {
+            let b = bytes(*w)?;
+            match field.kind {
+                Kind::Msgs(inner) => {
+                    out.push('{');
+                    members(b, inner, out, true)?;
+                    out.push('}');
                 }
-                return Ok(());
+                _ => push_string(out, b),
             }
-            member(out, first, field.json);
-            out.push('[');
-            for (i, w) in values.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let b = bytes(*w)?;
-                match field.kind {
-                    Kind::Msgs(inner) => {
-                        out.push('{');
-                        members(b, inner, out, true)?;
-                        out.push('}');
-                    }
-                    _ => push_string(out, b),
-                }
-            }
-            out.push(']');
-        }
+            Ok(())
+        })?,
         Kind::StrMap | Kind::BytesMap => map(field, message, values, out, first, |value, out| {
             match field.kind {
                 Kind::BytesMap => {
@@ -247,6 +233,34 @@ pub(crate) fn value<'a>(
             Ok(())
         })?,
     }
+    Ok(())
+}
+
+/// A repeated field as a JSON array, each item written by `item`; none is `null` where Go
+/// writes the member always (a slice without omitempty), and no member otherwise.
+fn array<T>(
+    field: &Field,
+    items: &[T],
+    out: &mut String,
+    first: &mut bool,
+    mut item: impl FnMut(&T, &mut String) -> Result<()>,
+) -> Result<()> {
+    if items.is_empty() {
+        if field.presence == Presence::Always {
+            member(out, first, field.json);
+            out.push_str("null");
+        }
+        return Ok(());
+    }
+    member(out, first, field.json);
+    out.push('[');
+    for (i, v) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        item(v, out)?;
+    }
+    out.push(']');
     Ok(())
 }
 
@@ -309,46 +323,17 @@ fn generated_kind<'a>(
                     other => return Err(wire_error(message, field, other)),
                 }
             }
-            if numbers.is_empty() {
-                if presence == Presence::Always {
-                    member(out, first, field.json);
-                    out.push_str("null");
-                }
-                return Ok(());
-            }
-            member(out, first, field.json);
-            out.push('[');
-            for (i, v) in numbers.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
+            array(field, &numbers, out, first, |v, out| {
                 match field.kind {
                     Kind::Int32s => out.push_str(&(*v as i32).to_string()),
                     Kind::Int64s => out.push_str(&(*v as i64).to_string()),
                     // Go's decoder reads any non-zero varint as true.
                     _ => out.push_str(if *v != 0 { "true" } else { "false" }),
                 }
-            }
-            out.push(']');
+                Ok(())
+            })?;
         }
-        Kind::Quantities => {
-            if values.is_empty() {
-                if presence == Presence::Always {
-                    member(out, first, field.json);
-                    out.push_str("null");
-                }
-                return Ok(());
-            }
-            member(out, first, field.json);
-            out.push('[');
-            for (i, w) in values.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                quantity(bytes(w)?, out)?;
-            }
-            out.push(']');
-        }
+        Kind::Quantities => array(field, values, out, first, |w, out| quantity(bytes(w)?, out))?,
         Kind::TypeMeta(api_version, kind) => {
             if let Some(w) = values.first() {
                 return Err(wire_error(message, field, w));

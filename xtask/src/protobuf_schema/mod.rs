@@ -820,7 +820,8 @@ mod tests {
 mod generate_tests {
     use super::*;
 
-    fn write(root: &Path, path: &str, text: &str) {
+    /// Writes `text` to `path` under `root`, making its folders.
+    pub(super) fn write(root: &Path, path: &str, text: &str) {
         let path = root.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
@@ -916,13 +917,8 @@ type GadgetList struct {
 
 #[cfg(test)]
 mod type_meta_tests {
+    use super::generate_tests::write;
     use super::*;
-
-    fn write(root: &Path, path: &str, text: &str) {
-        let path = root.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
 
     /// A StatefulSetSpec's claim templates get their own message with the `TypeMeta` the API
     /// server sets; the same struct anywhere else below the top level keeps its kind out. Slices
