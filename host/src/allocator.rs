@@ -51,12 +51,16 @@ pub fn limit_retained_memory() {
 #[unsafe(link_section = ".init_array.00100")]
 static MIMALLOC_DEFAULTS: extern "C" fn() = set_mimalloc_defaults;
 
+/// The numbers of the options the host sets, in the header libmimalloc-sys compiles
+/// (`build.rs`).
+#[cfg(target_env = "musl")]
+mod mimalloc_option {
+    include!(concat!(env!("OUT_DIR"), "/mimalloc_options.rs"));
+}
+
 #[cfg(target_env = "musl")]
 extern "C" fn set_mimalloc_defaults() {
-    // `mi_option_e` of the mimalloc v3 that libmimalloc-sys builds (its header,
-    // `include/mimalloc.h`); the Rust crate names only the older options.
-    const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
-    const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+    use mimalloc_option::{MI_OPTION_ARENA_EAGER_COMMIT, MI_OPTION_PURGE_DELAY};
     // SAFETY: mi_option_set_default only writes mimalloc's static table of options (no
     // allocation, no initialisation needed); nothing else runs this early.
     unsafe {
@@ -98,4 +102,71 @@ fn mimalloc_collect() {
 pub fn install() {
     limit_retained_memory();
     kubewasm_runtime::set_memory_release(return_freed_memory);
+}
+
+/// The build script's reader of mimalloc's option numbers.
+#[cfg(test)]
+#[path = "../build/mimalloc_options.rs"]
+mod mimalloc_options;
+
+#[cfg(test)]
+mod tests {
+    use super::mimalloc_options::{number, parse};
+
+    /// The shape of v3's `mimalloc.h`: comments with commas, a member written after another
+    /// on one line, and legacy aliases after `_mi_option_last`.
+    const HEADER: &str = "
+typedef enum mi_option_e {
+  // stable options
+  mi_option_show_errors,                // print error messages, once
+  mi_option_show_stats,
+  mi_option_deprecated_eager_commit,
+  mi_option_arena_eager_commit, mi_option_purge_decommits, // two on a line
+  mi_option_purge_delay,                // delay (=10), in ms
+  _mi_option_last,
+  mi_option_reset_delay = mi_option_purge_delay
+} mi_option_t;
+";
+
+    #[test]
+    fn options_are_numbered_by_position_up_to_the_last() {
+        let options = parse(HEADER).unwrap();
+        assert_eq!(number(&options, "mi_option_arena_eager_commit"), Ok(3));
+        assert_eq!(number(&options, "mi_option_purge_delay"), Ok(5));
+        assert!(number(&options, "mi_option_reset_delay").is_err());
+        assert_eq!(options.len(), 6);
+    }
+
+    #[test]
+    fn a_member_with_a_value_or_a_missing_end_is_refused() {
+        let valued = HEADER.replace("mi_option_show_stats,", "mi_option_show_stats = 4,");
+        assert!(
+            parse(&valued)
+                .unwrap_err()
+                .contains("mi_option_show_stats = 4")
+        );
+        let unended = HEADER.replace("_mi_option_last,", "");
+        assert!(parse(&unended).is_err());
+        assert!(parse("typedef enum other { a, b } other;").is_err());
+    }
+
+    /// The static build starts with its defaults set (unless the environment sets them).
+    #[cfg(target_env = "musl")]
+    #[test]
+    fn mimalloc_starts_with_the_host_defaults() {
+        use super::mimalloc_option::{MI_OPTION_ARENA_EAGER_COMMIT, MI_OPTION_PURGE_DELAY};
+        for (option, variable) in [
+            (MI_OPTION_PURGE_DELAY, "MIMALLOC_PURGE_DELAY"),
+            (MI_OPTION_ARENA_EAGER_COMMIT, "MIMALLOC_ARENA_EAGER_COMMIT"),
+        ] {
+            if std::env::var_os(variable).is_none() {
+                // SAFETY: reads mimalloc's option table.
+                assert_eq!(
+                    unsafe { libmimalloc_sys::mi_option_get(option) },
+                    0,
+                    "{variable}"
+                );
+            }
+        }
+    }
 }
