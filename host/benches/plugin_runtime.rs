@@ -447,16 +447,31 @@ fn interpolate(before: Measured, after: Measured, at: Instant) -> f64 {
     before.cost + (after.cost - before.cost) * share
 }
 
+/// How a native handler is registered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Native {
+    /// Called on the informer's processing thread, as a plugin's feeder is
+    /// (`add_inline_event_handler`): the reference a plugin's own cost is taken against.
+    Inline,
+    /// With a listener thread of its own (`add_event_handler`, client-go's way).
+    Thread,
+}
+
 /// A native no-op handler's cost per update event ([`Tally`], registered with a 1 s resync for
 /// this one window and removed after it). `None` when the updates stop coming.
 async fn native_window(
     informer: &kubewasm_informer::SharedIndexInformer,
+    native: Native,
     setup: UpdateSetup,
     label: &str,
     idle_per_s: f64,
 ) -> anyhow::Result<Option<Measured>> {
     let tally = Arc::new(Tally::default());
-    let registration = informer.add_event_handler(tally.clone(), Some(Duration::from_secs(1)));
+    let resync = Some(Duration::from_secs(1));
+    let registration = match native {
+        Native::Inline => informer.add_inline_event_handler(tally.clone(), resync),
+        Native::Thread => informer.add_event_handler(tally.clone(), resync),
+    };
     while tally.count() < setup.objects {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -918,14 +933,29 @@ async fn update_event_cost(
     // run (the machine's load, the heap's layout) cancels instead of landing on whichever
     // handler is measured furthest from the native window.
     let mut native = Vec::new();
+    let mut threaded = Vec::new();
     let mut wasm = Vec::new();
     let mut wasm_v0_2 = Vec::new();
     let mut wasm_batch = Vec::new();
     let mut incomplete = 0;
     let mut per_call = Vec::new();
-    let mut opening =
-        native_window(&informer, setup, "native round 0 (opening)", idle_per_s).await?;
+    let mut opening = native_window(
+        &informer,
+        Native::Inline,
+        setup,
+        "native round 0 (opening)",
+        idle_per_s,
+    )
+    .await?;
     for round_number in 0..ROUNDS {
+        let thread = native_window(
+            &informer,
+            Native::Thread,
+            setup,
+            &format!("native thread round {round_number}"),
+            idle_per_s,
+        )
+        .await?;
         let mut round = Vec::new();
         for (file, bytes) in [
             ("resync-noop.wasm", &guests.v0_1),
@@ -956,20 +986,23 @@ async fn update_event_cost(
         }
         let closing = native_window(
             &informer,
+            Native::Inline,
             setup,
             &format!("native round {round_number} (closing)"),
             idle_per_s,
         )
         .await?;
         // A round counts only whole: the differences are taken within a round.
-        match (opening, round[0], round[1], round[2], closing) {
-            (Some(before), Some(a), Some(b), Some(c), Some(after)) => {
+        match (opening, thread, round[0], round[1], round[2], closing) {
+            (Some(before), Some(t), Some(a), Some(b), Some(c), Some(after)) => {
                 let own = |w: Measured| w.cost - interpolate(before, after, w.middle);
                 eprintln!(
-                    "round {round_number}: native {} and {}; 0.1 {} (own {}), 0.2 {} (own {}), \
-                     0.2.1 {} (own {}) {} per update",
+                    "round {round_number}: native {} and {}; native thread {} (own {}), 0.1 {} \
+                     (own {}), 0.2 {} (own {}), 0.2.1 {} (own {}) {} per update",
                     setup.show(before.cost),
                     setup.show(after.cost),
+                    setup.show(t.cost),
+                    setup.show(own(t)),
                     setup.show(a.cost),
                     setup.show(own(a)),
                     setup.show(b.cost),
@@ -982,13 +1015,15 @@ async fn update_event_cost(
                     native.push(before.cost);
                 }
                 native.push(after.cost);
+                threaded.push((t.cost, own(t)));
                 wasm.push((a.cost, own(a)));
                 wasm_v0_2.push((b.cost, own(b)));
                 wasm_batch.push((c.cost, own(c)));
             }
             measured => {
                 eprintln!(
-                    "an incomplete round (native, 0.1, 0.2, 0.2.1, native): {measured:?}"
+                    "an incomplete round (native, native thread, 0.1, 0.2, 0.2.1, native): \
+                     {measured:?}"
                 );
                 incomplete += 1
             }
@@ -1021,7 +1056,8 @@ async fn update_event_cost(
     println!(
         "{} per update event (old and new object handed to the handler), {objects} cached \
          ConfigMaps re-delivered by a 1 s resync, {} resyncs per measurement, {} whole rounds of \
-         {ROUNDS} (each measures the three plugins in turn between two native windows, {} native \
+         {ROUNDS} (each measures a native handler on its own thread and the three plugins in turn \
+         between two windows of the inline native handler, {} of those \
          windows in all); {counted}; the wasm plugins run with the production metrics observer \
          (`kubewasm::metrics::Metrics`). A plugin's own cost is its cost less the native cost \
          interpolated between the native windows before and after it, to the middle of its \
@@ -1038,12 +1074,17 @@ async fn update_event_cost(
     println!("|---|---|---|---|---|");
     let (mid, low, high, _) = spread(&native);
     println!(
-        "| native no-op handler (resync, store, dispatch included) | {} ({} to {}) | - | - | - |",
+        "| native no-op handler, called inline on the informer's thread as a plugin's feeder is \
+         (resync, store, dispatch included) | {} ({} to {}) | - | - | - |",
         setup.show(mid),
         setup.show(low),
         setup.show(high)
     );
     for (label, measured) in [
+        (
+            "native no-op handler on a listener thread of its own (`add_event_handler`)",
+            &threaded,
+        ),
         ("wasm no-op plugin, contract 0.1 (probe guest)", &wasm),
         (
             "wasm no-op plugin, contract 0.2, world `observer`",
