@@ -5,7 +5,10 @@
 //! plugin with 1, 10 and 100 distinct components loaded; load time cold and from the compile
 //! cache. `KUBEWASM_BENCH_ONLY=update-instructions`, run under `valgrind --tool=callgrind
 //! --smc-check=all-non-file`, counts the update event's instructions instead of its CPU time:
-//! deterministic where CPU time on a shared machine is not.
+//! deterministic where CPU time on a shared machine is not. `KUBEWASM_BENCH_ONLY=update-cpu`
+//! runs only the CPU-time measurement of the update event and prints each window's make-up
+//! (user and system time, faults, context switches, CPU per thread, the rest of the machine's
+//! load) to stderr.
 //!
 //! Throughput is measured on the replay a handler receives when it joins an informer whose
 //! cache holds `OBJECTS` objects: no API server in the loop, only the dispatch path (listener,
@@ -834,7 +837,8 @@ struct UpdateSetup {
 }
 
 impl UpdateSetup {
-    /// Whole-process CPU time over 40,000 objects and 6 resyncs a window.
+    /// CPU time of every thread but the measuring one, over 40,000 objects and 6 resyncs a
+    /// window.
     const CPU: UpdateSetup = UpdateSetup {
         meter: Meter::Cpu,
         objects: UPDATE_OBJECTS,
@@ -927,11 +931,12 @@ async fn update_event_cost(
         }),
         None,
     );
-    // Native windows bracket every round (native, 0.1, 0.2, 0.2.1, native, ...; a round's
-    // closing native window opens the next round): a plugin's own cost is taken against the
-    // native cost interpolated to the middle of its window, so a drift over the minutes of a
-    // run (the machine's load, the heap's layout) cancels instead of landing on whichever
-    // handler is measured furthest from the native window.
+    // Inline native windows bracket every round (inline native, native on its own thread, 0.1,
+    // 0.2, 0.2.1, inline native, ...; a round's closing window opens the next round): every
+    // other handler's own cost is taken against the inline native cost interpolated to the
+    // middle of its window, so a drift over the minutes of a run (the machine's load, the
+    // heap's layout) cancels instead of landing on whichever handler is measured furthest from
+    // the native window.
     let mut native = Vec::new();
     let mut threaded = Vec::new();
     let mut wasm = Vec::new();
