@@ -5,7 +5,10 @@
 //! plugin with 1, 10 and 100 distinct components loaded; load time cold and from the compile
 //! cache. `KUBEWASM_BENCH_ONLY=update-instructions`, run under `valgrind --tool=callgrind
 //! --smc-check=all-non-file`, counts the update event's instructions instead of its CPU time:
-//! deterministic where CPU time on a shared machine is not.
+//! deterministic where CPU time on a shared machine is not. `KUBEWASM_BENCH_ONLY=update-cpu`
+//! runs only the CPU-time measurement of the update event and prints each window's make-up
+//! (user and system time, faults, context switches, CPU per thread, the rest of the machine's
+//! load) to stderr.
 //!
 //! Throughput is measured on the replay a handler receives when it joins an informer whose
 //! cache holds `OBJECTS` objects: no API server in the loop, only the dispatch path (listener,
@@ -30,13 +33,17 @@ use kubewasm_runtime::{
 use parking_lot::Mutex;
 use serde_json::json;
 
+#[path = "plugin_runtime/usage.rs"]
+mod usage;
+
 const OBJECTS: usize = 10_000;
 const ROUNDS: usize = 5;
 /// Resync periods (one update of every cached object each) measured per handler.
 const RESYNCS: u64 = 6;
-/// How often the CPU measurement looks at the delivered count: its own wake-ups are part of
-/// what it measures (the same for every handler, so they cancel in the differences).
-const POLL: Duration = Duration::from_millis(5);
+/// How often the CPU measurement looks at the delivered count. The looking itself runs on the
+/// measuring thread, whose CPU is left out; the wake-ups it causes on the runtime's workers are
+/// counted (the same for every handler, so they cancel in the differences).
+const POLL: Duration = Duration::from_millis(20);
 const NAMESPACE: &str = "bench";
 /// The update-event measurement's own namespace and objects: more than `OBJECTS`, so that the
 /// events' CPU stands well above what the process spends idle over the same seconds.
@@ -99,6 +106,30 @@ impl ResourceEventHandler for Counting {
     fn on_delete(&self, _obj: &ObjectRef, _unknown: bool) {}
 }
 
+/// A native handler that only counts what it is handed, one atomic add an event (what the
+/// plugin path's own event counter costs): the update-event measurement's native baseline,
+/// with no clock read or lock of the bench's own in it.
+#[derive(Default)]
+struct Tally(AtomicUsize);
+
+impl Tally {
+    fn count(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+impl ResourceEventHandler for Tally {
+    fn on_add(&self, obj: &ObjectRef, _initial: bool) {
+        std::hint::black_box(obj);
+        self.0.fetch_add(1, Ordering::Release);
+    }
+    fn on_update(&self, old: &ObjectRef, new: &ObjectRef) {
+        std::hint::black_box((old, new));
+        self.0.fetch_add(1, Ordering::Release);
+    }
+    fn on_delete(&self, _obj: &ObjectRef, _unknown: bool) {}
+}
+
 struct SpanObserver(Arc<Span>);
 
 impl Observer for SpanObserver {
@@ -137,6 +168,54 @@ fn process_cpu_ns() -> u64 {
     // SAFETY: `clock_gettime` only writes the `timespec` it is given.
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
     now.tv_sec.unsigned_abs() * 1_000_000_000 + now.tv_nsec.unsigned_abs()
+}
+
+/// CPU time of the calling thread in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` only writes the `timespec` it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    now.tv_sec.unsigned_abs() * 1_000_000_000 + now.tv_nsec.unsigned_abs()
+}
+
+/// A reading of the process's CPU time without the measuring thread's, and which thread that
+/// is. The measurement runs on the thread that blocks on the runtime (`block_on` polls its
+/// future there, never on a worker), and what it does there is the bench's, not the product's:
+/// waking every `POLL` to read a handler's count, which for a plugin builds its status (locks,
+/// a few allocations) where a native handler's is one atomic load.
+#[derive(Clone, Copy)]
+struct CpuReading {
+    others_ns: u64,
+    measuring_thread: libc::pid_t,
+}
+
+impl CpuReading {
+    fn now() -> CpuReading {
+        // Thread CPU first: the process clock then includes all of it, so the difference
+        // never counts the measuring thread's time between the two reads.
+        let own = thread_cpu_ns();
+        CpuReading {
+            others_ns: process_cpu_ns().saturating_sub(own),
+            // SAFETY: `gettid` has no preconditions.
+            measuring_thread: unsafe { libc::gettid() },
+        }
+    }
+
+    /// The CPU the other threads spent since `self`; an error if the measurement moved to
+    /// another thread (the subtraction would then be meaningless).
+    fn since(self) -> anyhow::Result<u64> {
+        let now = CpuReading::now();
+        anyhow::ensure!(
+            now.measuring_thread == self.measuring_thread,
+            "the CPU measurement moved from thread {} to {}",
+            self.measuring_thread,
+            now.measuring_thread
+        );
+        Ok(now.others_ns.saturating_sub(self.others_ns))
+    }
 }
 
 /// Valgrind's client requests (`valgrind.h`, `callgrind.h`), for the instruction-count
@@ -229,44 +308,53 @@ mod callgrind {
 /// What a measurement counts over its window.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Meter {
-    /// Whole-process CPU time, in nanoseconds.
+    /// The process's CPU time less the measuring thread's, in nanoseconds ([`CpuReading`]).
     Cpu,
     /// Instructions executed by every thread, counted by callgrind.
     Instructions,
 }
 
 impl Meter {
-    /// Starts a window: the count so far (CPU), or zero after zeroing callgrind's counts.
-    fn start(self) -> u64 {
+    /// Starts a window: the CPU reading so far, or zero after zeroing callgrind's counts.
+    fn start(self) -> Start {
         match self {
-            Meter::Cpu => process_cpu_ns(),
+            Meter::Cpu => Start::Cpu(CpuReading::now()),
             Meter::Instructions => {
                 callgrind::zero();
-                0
+                Start::Instructions
             }
         }
     }
 
     /// How often a measurement looks at the delivered count. Reading a plugin's count builds
-    /// its status, a few microseconds counted as its own: under callgrind, which runs the
-    /// process some 50 times slower, every 5 ms would add about 5 % to a batch plugin's cost.
+    /// its status, a few microseconds: left out of the CPU time, but counted by callgrind (all
+    /// threads), which runs the process some 50 times slower, so that every 5 ms would add
+    /// about 5 % to a batch plugin's instructions.
     fn poll(self) -> Duration {
         match self {
             Meter::Cpu => POLL,
-            Meter::Instructions => POLL * 20,
+            Meter::Instructions => Duration::from_millis(100),
         }
     }
 
     /// What was counted since `start` answered `from`; `label` names an instruction dump.
-    fn since(self, from: u64, label: &str) -> anyhow::Result<u64> {
-        match self {
-            Meter::Cpu => Ok(process_cpu_ns() - from),
-            Meter::Instructions => {
+    fn since(self, from: Start, label: &str) -> anyhow::Result<u64> {
+        match (self, from) {
+            (Meter::Cpu, Start::Cpu(reading)) => reading.since(),
+            (Meter::Instructions, Start::Instructions) => {
                 let label = std::ffi::CString::new(label)?;
                 callgrind::dump(&label)
             }
+            _ => anyhow::bail!("a window started with one meter and ended with the other"),
         }
     }
+}
+
+/// Where a [`Meter`]'s window started.
+#[derive(Clone, Copy)]
+enum Start {
+    Cpu(CpuReading),
+    Instructions,
 }
 
 fn probe_resync_config(name: &str) -> String {
@@ -286,12 +374,13 @@ fn probe_resync_config(name: &str) -> String {
 /// (nothing for 20 s).
 async fn cost_per_update(
     delivered: impl Fn() -> usize,
+    calls: impl Fn() -> Option<f64>,
     objects: usize,
     resyncs: usize,
     meter: Meter,
     label: &str,
     idle_per_s: f64,
-) -> anyhow::Result<Option<f64>> {
+) -> anyhow::Result<Option<Measured>> {
     let reach = |target: usize| {
         let delivered = &delivered;
         async move {
@@ -313,14 +402,95 @@ async fn cost_per_update(
         return Ok(None);
     }
     let from = delivered();
+    let calls_before = calls();
+    let usage = (meter == Meter::Cpu).then(usage::Usage::now);
     let (counted, t0) = (meter.start(), Instant::now());
     if !reach(from + objects * resyncs).await {
         return Ok(None);
     }
     let counted = meter.since(counted, label)?;
+    let elapsed = t0.elapsed();
     let events = delivered() - from;
-    let idle = idle_per_s * t0.elapsed().as_secs_f64();
-    Ok(Some((counted as f64 - idle).max(0.0) / events as f64))
+    let idle = idle_per_s * elapsed.as_secs_f64();
+    let cost = (counted as f64 - idle).max(0.0) / events as f64;
+    if let Some(usage) = usage {
+        let window = usage.until(&usage::Usage::now());
+        let per_call = match (calls_before, calls()) {
+            (Some(before), Some(after)) if after > before => {
+                format!(", {:.1} events a call", events as f64 / (after - before))
+            }
+            _ => String::new(),
+        };
+        eprintln!(
+            "window {label}: {:.3} us per update over {events} events in {:.2} s{per_call}; \
+             {window}",
+            cost / 1e3,
+            elapsed.as_secs_f64(),
+        );
+    }
+    Ok(Some(Measured {
+        cost,
+        middle: t0 + elapsed / 2,
+    }))
+}
+
+/// A measured window: the cost per update event and the window's middle.
+#[derive(Clone, Copy, Debug)]
+struct Measured {
+    cost: f64,
+    middle: Instant,
+}
+
+/// The native cost at `at`, on the line through the native windows `before` and `after`.
+fn interpolate(before: Measured, after: Measured, at: Instant) -> f64 {
+    let span = after.middle.duration_since(before.middle).as_secs_f64();
+    if span <= 0.0 {
+        return (before.cost + after.cost) / 2.0;
+    }
+    let share = at.duration_since(before.middle).as_secs_f64() / span;
+    before.cost + (after.cost - before.cost) * share
+}
+
+/// How a native handler is registered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Native {
+    /// Called on the informer's processing thread, as a plugin's feeder is
+    /// (`add_inline_event_handler`): the reference a plugin's own cost is taken against.
+    Inline,
+    /// With a listener thread of its own (`add_event_handler`, client-go's way).
+    Thread,
+}
+
+/// A native no-op handler's cost per update event ([`Tally`], registered with a 1 s resync for
+/// this one window and removed after it). `None` when the updates stop coming.
+async fn native_window(
+    informer: &kubewasm_informer::SharedIndexInformer,
+    native: Native,
+    setup: UpdateSetup,
+    label: &str,
+    idle_per_s: f64,
+) -> anyhow::Result<Option<Measured>> {
+    let tally = Arc::new(Tally::default());
+    let resync = Some(Duration::from_secs(1));
+    let registration = match native {
+        Native::Inline => informer.add_inline_event_handler(tally.clone(), resync),
+        Native::Thread => informer.add_event_handler(tally.clone(), resync),
+    };
+    while tally.count() < setup.objects {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let measured = cost_per_update(
+        || tally.count(),
+        || None,
+        setup.objects,
+        setup.resyncs,
+        setup.meter,
+        label,
+        idle_per_s,
+    )
+    .await;
+    informer.remove_event_handler(&registration);
+    measured
 }
 
 /// What `meter` counts per second with no events flowing, over `window`.
@@ -668,7 +838,8 @@ struct UpdateSetup {
 }
 
 impl UpdateSetup {
-    /// Whole-process CPU time over 40,000 objects and 6 resyncs a window.
+    /// CPU time of every thread but the measuring one, over 40,000 objects and 6 resyncs a
+    /// window.
     const CPU: UpdateSetup = UpdateSetup {
         meter: Meter::Cpu,
         objects: UPDATE_OBJECTS,
@@ -750,12 +921,6 @@ async fn update_event_cost(
     )?;
     let idle_per_s = idle_rate(setup.meter, Duration::from_secs(2)).await?;
 
-    let mut native = Vec::new();
-    let mut wasm = Vec::new();
-    let mut wasm_v0_2 = Vec::new();
-    let mut wasm_batch = Vec::new();
-    let mut incomplete = 0;
-    let mut per_call = Vec::new();
     // A handler that stays registered throughout: without it, unloading the last plugin leaves
     // the informer without handlers, the host stops it, and the native handler of the next
     // round would be registered on a stopped informer (a replay but no resyncs). It has no
@@ -767,25 +932,36 @@ async fn update_event_cost(
         }),
         None,
     );
+    // Inline native windows bracket every round (inline native, native on its own thread, 0.1,
+    // 0.2, 0.2.1, inline native, ...; a round's closing window opens the next round): every
+    // other handler's own cost is taken against the inline native cost interpolated to the
+    // middle of its window, so a drift over the minutes of a run (the machine's load, the
+    // heap's layout) cancels instead of landing on whichever handler is measured furthest from
+    // the native window.
+    let mut native = Vec::new();
+    let mut threaded = Vec::new();
+    let mut wasm = Vec::new();
+    let mut wasm_v0_2 = Vec::new();
+    let mut wasm_batch = Vec::new();
+    let mut incomplete = 0;
+    let mut per_call = Vec::new();
+    let mut opening = native_window(
+        &informer,
+        Native::Inline,
+        setup,
+        "native round 0 (opening)",
+        idle_per_s,
+    )
+    .await?;
     for round_number in 0..ROUNDS {
-        let span = Arc::new(Span::default());
-        let handler = Arc::new(Counting {
-            span: span.clone(),
-            parse: false,
-        });
-        let registration = informer.add_event_handler(handler, Some(Duration::from_secs(1)));
-        span.wait(objects).await;
-        let round_native = cost_per_update(
-            || span.count.load(Ordering::Acquire),
-            objects,
-            setup.resyncs,
-            setup.meter,
-            &format!("native round {round_number}"),
+        let thread = native_window(
+            &informer,
+            Native::Thread,
+            setup,
+            &format!("native thread round {round_number}"),
             idle_per_s,
         )
         .await?;
-        informer.remove_event_handler(&registration);
-
         let mut round = Vec::new();
         for (file, bytes) in [
             ("resync-noop.wasm", &guests.v0_1),
@@ -796,9 +972,11 @@ async fn update_event_cost(
             let delivered = || calls_returned(&host, id);
             wait_calls(&host, id, objects).await;
             let label = format!("{file} round {round_number}");
+            let name = file.trim_end_matches(".wasm");
             round.push(
                 cost_per_update(
                     delivered,
+                    || handler_counts(&metrics, name).map(|(_, calls)| calls),
                     objects,
                     setup.resyncs,
                     setup.meter,
@@ -812,30 +990,54 @@ async fn update_event_cost(
             }
             host.unload(id).await;
         }
+        let closing = native_window(
+            &informer,
+            Native::Inline,
+            setup,
+            &format!("native round {round_number} (closing)"),
+            idle_per_s,
+        )
+        .await?;
         // A round counts only whole: the differences are taken within a round.
-        match (round_native, round[0], round[1], round[2]) {
-            (Some(n), Some(a), Some(b), Some(c)) => {
+        match (opening, thread, round[0], round[1], round[2], closing) {
+            (Some(before), Some(t), Some(a), Some(b), Some(c), Some(after)) => {
+                let own = |w: Measured| w.cost - interpolate(before, after, w.middle);
                 eprintln!(
-                    "round: native {}, 0.1 {}, 0.2 {}, 0.2.1 {} {} per update",
-                    setup.show(n),
-                    setup.show(a),
-                    setup.show(b),
-                    setup.show(c),
+                    "round {round_number}: native {} and {}; native thread {} (own {}), 0.1 {} \
+                     (own {}), 0.2 {} (own {}), 0.2.1 {} (own {}) {} per update",
+                    setup.show(before.cost),
+                    setup.show(after.cost),
+                    setup.show(t.cost),
+                    setup.show(own(t)),
+                    setup.show(a.cost),
+                    setup.show(own(a)),
+                    setup.show(b.cost),
+                    setup.show(own(b)),
+                    setup.show(c.cost),
+                    setup.show(own(c)),
                     setup.unit()
                 );
-                native.push(n);
-                wasm.push(a);
-                wasm_v0_2.push(b);
-                wasm_batch.push(c);
+                if native.is_empty() {
+                    native.push(before.cost);
+                }
+                native.push(after.cost);
+                threaded.push((t.cost, own(t)));
+                wasm.push((a.cost, own(a)));
+                wasm_v0_2.push((b.cost, own(b)));
+                wasm_batch.push((c.cost, own(c)));
             }
             measured => {
-                eprintln!("an incomplete round (native, 0.1, 0.2, 0.2.1): {measured:?}");
+                eprintln!(
+                    "an incomplete round (native, native thread, 0.1, 0.2, 0.2.1, native): \
+                     {measured:?}"
+                );
                 incomplete += 1
             }
         }
+        opening = closing;
     }
     informer.remove_event_handler(&keepalive);
-    if native.is_empty() {
+    if wasm.is_empty() {
         println!(
             "Cost per update event: not measured in this run (resync updates stopped arriving in \
              every one of the {incomplete} rounds).\n"
@@ -845,7 +1047,9 @@ async fn update_event_cost(
     }
     let counted = match setup.meter {
         Meter::Cpu => format!(
-            "whole-process CPU time (`CLOCK_PROCESS_CPUTIME_ID`) less the idle rate ({:.1} ms/s)",
+            "the process's CPU time (`CLOCK_PROCESS_CPUTIME_ID`) less the measuring thread's \
+             (`CLOCK_THREAD_CPUTIME_ID`: the bench's polling of the counts) and less the idle \
+             rate ({:.1} ms/s)",
             idle_per_s / 1e6
         ),
         Meter::Instructions => format!(
@@ -858,12 +1062,15 @@ async fn update_event_cost(
     println!(
         "{} per update event (old and new object handed to the handler), {objects} cached \
          ConfigMaps re-delivered by a 1 s resync, {} resyncs per measurement, {} whole rounds of \
-         {ROUNDS} (each measures every handler in turn); {counted}; the wasm plugins run with the \
-         production metrics observer (`kubewasm::metrics::Metrics`). A plugin's own cost is the \
-         difference to the native handler of the same round: median, the range over the rounds, \
-         and the range as a share of the median.\n",
+         {ROUNDS} (each measures a native handler on its own thread and the three plugins in turn \
+         between two windows of the inline native handler, {} of those \
+         windows in all); {counted}; the wasm plugins run with the production metrics observer \
+         (`kubewasm::metrics::Metrics`). A plugin's own cost is its cost less the native cost \
+         interpolated between the native windows before and after it, to the middle of its \
+         window: median, the range over the rounds, and the range as a share of the median.\n",
         setup.unit(),
         setup.resyncs,
+        wasm.len(),
         native.len(),
     );
     let unit = setup.unit();
@@ -873,12 +1080,17 @@ async fn update_event_cost(
     println!("|---|---|---|---|---|");
     let (mid, low, high, _) = spread(&native);
     println!(
-        "| native no-op handler (resync, store, dispatch included) | {} ({} to {}) | - | - | - |",
+        "| native no-op handler, called inline on the informer's thread as a plugin's feeder is \
+         (resync, store, dispatch included) | {} ({} to {}) | - | - | - |",
         setup.show(mid),
         setup.show(low),
         setup.show(high)
     );
     for (label, measured) in [
+        (
+            "native no-op handler on a listener thread of its own (`add_event_handler`)",
+            &threaded,
+        ),
         ("wasm no-op plugin, contract 0.1 (probe guest)", &wasm),
         (
             "wasm no-op plugin, contract 0.2, world `observer`",
@@ -889,8 +1101,9 @@ async fn update_event_cost(
             &wasm_batch,
         ),
     ] {
-        let own: Vec<f64> = measured.iter().zip(&native).map(|(w, n)| w - n).collect();
-        let (abs, abs_low, abs_high, _) = spread(measured);
+        let own: Vec<f64> = measured.iter().map(|(_, own)| *own).collect();
+        let absolute: Vec<f64> = measured.iter().map(|(cost, _)| *cost).collect();
+        let (abs, abs_low, abs_high, _) = spread(&absolute);
         let (mid, low, high, share) = spread(&own);
         println!(
             "| {label} | {} ({} to {}) | {} | {} to {} | {share:.0}% |",
@@ -916,17 +1129,25 @@ async fn update_event_cost(
 
 /// Events per handler call of plugin `plugin` so far, from the metrics it reports.
 fn events_per_call(metrics: &Metrics, plugin: &str) -> Option<f64> {
+    let (events, calls) = handler_counts(metrics, plugin)?;
+    (calls > 0.0).then(|| events / calls)
+}
+
+/// Events handled and handler calls of plugin `plugin` so far, from the metrics it reports;
+/// `None` before it reported any.
+fn handler_counts(metrics: &Metrics, plugin: &str) -> Option<(f64, f64)> {
     let label = format!("plugin=\"{plugin}\"");
-    let sum = |prefix: &str| -> f64 {
-        metrics
-            .encode()
-            .lines()
+    let text = metrics.encode();
+    let sum = |prefix: &str| -> Option<f64> {
+        text.lines()
             .filter(|l| l.starts_with(prefix) && l.contains(&label))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+            .reduce(|a, b| a + b)
     };
-    let calls = sum("kubewasm_plugin_handler_duration_seconds_count{");
-    (calls > 0.0).then(|| sum("kubewasm_plugin_events_total{") / calls)
+    Some((
+        sum("kubewasm_plugin_events_total{")?,
+        sum("kubewasm_plugin_handler_duration_seconds_count{")?,
+    ))
 }
 
 /// Reconciles per second of a no-op reconcile (the `reconciler-v0-2` guest): loaded over the
