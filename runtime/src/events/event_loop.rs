@@ -266,7 +266,9 @@ impl Actor {
                         break;
                     }
                     while !batch.is_empty() {
-                        if *stop.borrow() {
+                        // A load of the channel's state per event; its lock only once a value
+                        // was sent (only `true` is) or the sender is gone.
+                        if stop.has_changed().unwrap_or(true) && *stop.borrow() {
                             break 'run;
                         }
                         let n = self.next_call_len(&batch);
