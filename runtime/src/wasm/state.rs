@@ -131,11 +131,17 @@ impl CallClock {
     }
 
     /// The poll that started at the last `resume` returned at `now`.
+    ///
+    /// Loads and stores rather than read-modify-writes: only the call's own task writes the
+    /// clock (its polls, and `start` and `stop` around them); the epoch callback only reads.
     pub(crate) fn pause(&self, now: Ticks) {
-        let since = self.polling_since.swap(NONE, Ordering::Relaxed);
+        let since = self.polling_since.load(Ordering::Relaxed);
+        self.polling_since.store(NONE, Ordering::Relaxed);
         if since != NONE {
             let polled = now.0.saturating_sub(since);
-            self.used.fetch_add(polled, Ordering::Relaxed);
+            let used = self.used.load(Ordering::Relaxed);
+            self.used
+                .store(used.saturating_add(polled), Ordering::Relaxed);
         }
     }
 
