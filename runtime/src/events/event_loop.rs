@@ -266,7 +266,9 @@ impl Actor {
                         break;
                     }
                     while !batch.is_empty() {
-                        if *stop.borrow() {
+                        // A load of the channel's state per event; its lock only once a value
+                        // was sent (only `true` is) or the sender is gone.
+                        if stop.has_changed().unwrap_or(true) && *stop.borrow() {
                             break 'run;
                         }
                         let n = self.next_call_len(&batch);
@@ -465,10 +467,14 @@ impl Actor {
         let kind = queued.event.kind();
         let outcome = instance.deliver(&queued).await;
         let elapsed = instance.last_call();
+        let batches = instance.takes_batches();
         self.config.observer.handler_called(elapsed);
         match &outcome {
             Outcome::Failed(..) => self.sizer.faulted(),
-            _ => self.sizer.returned(1, elapsed),
+            // Only a guest that takes batches has its batches sized (its calls of one event
+            // after a fault): for the others the sizer's two divisions an event are for nothing.
+            _ if batches => self.sizer.returned(1, elapsed),
+            _ => {}
         }
         if initial {
             self.shared.replay_handled.fetch_add(1, Ordering::AcqRel);

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmtime::component::TypedFunc;
 use wasmtime::{Store, UpdateDeadline};
@@ -27,7 +27,7 @@ use crate::observer::FailureKind;
 use crate::reconcile::context::{Context, InstanceImports};
 use crate::wasm::component::{CompiledPlugin, Linked};
 use crate::wasm::engine::CallInFlight;
-use crate::wasm::state::{CallClock, HostState, MemoryUse};
+use crate::wasm::state::{CallClock, HostState, MemoryUse, Ticks};
 
 /// Raised from the epoch callback when a call runs past its deadline.
 #[derive(Debug, thiserror::Error)]
@@ -45,15 +45,15 @@ fn wall_limit(deadline: Duration) -> Duration {
 /// from `started`; answers when the last poll returned.
 async fn timed<F: std::future::Future>(
     clock: &CallClock,
-    started: Instant,
+    started: Ticks,
     call: F,
-) -> (F::Output, Instant) {
+) -> (F::Output, Ticks) {
     let mut call = std::pin::pin!(call);
     let mut first = Some(started);
     std::future::poll_fn(|cx| {
-        clock.resume(first.take().unwrap_or_else(Instant::now));
+        clock.resume(first.take().unwrap_or_else(Ticks::now));
         let poll = call.as_mut().poll(cx);
-        let now = Instant::now();
+        let now = Ticks::now();
         clock.pause(now);
         poll.map(|output| (output, now))
     })
@@ -63,22 +63,22 @@ async fn timed<F: std::future::Future>(
 /// One event to a guest that takes one per call (a 0.1 `handler`, called with the resource
 /// type of its subscription; a 0.2.0 `handler`, with the subscription handle).
 macro_rules! deliver_one {
-    ($store:expr, $deadline:expr, $excused:expr, $h:expr, $subscription:expr, $event:expr) => {{
-        let (store, deadline, excused, h, subscription) =
-            ($store, $deadline, $excused, $h, $subscription);
+    ($store:expr, $clock:expr, $deadline:expr, $excused:expr, $h:expr, $subscription:expr, $event:expr) => {{
+        let (store, clock, deadline, excused, h, subscription) =
+            ($store, $clock, $deadline, $excused, $h, $subscription);
         match $event {
             Event::Add {
                 object,
                 in_initial_list,
             } => {
-                guarded(store, deadline, excused, async |s| {
+                guarded_with(store, clock, deadline, excused, async |s| {
                     h.call_on_add(s, subscription, object.json(), *in_initial_list)
                         .await
                 })
                 .await
             }
             Event::Update { old, new } => {
-                guarded(store, deadline, excused, async |s| {
+                guarded_with(store, clock, deadline, excused, async |s| {
                     h.call_on_update(s, subscription, old.json(), new.json())
                         .await
                 })
@@ -88,7 +88,7 @@ macro_rules! deliver_one {
                 object,
                 final_state_unknown,
             } => {
-                guarded(store, deadline, excused, async |s| {
+                guarded_with(store, clock, deadline, excused, async |s| {
                     h.call_on_delete(s, subscription, object.json(), *final_state_unknown)
                         .await
                 })
@@ -155,6 +155,12 @@ pub(crate) struct Instance {
     /// `on-events` of a `batch-handler` guest, type-checked against [`EventBatch`] (which
     /// borrows the cache's objects, where the generated bindings' batch owns a copy).
     on_events: Option<OnEvents>,
+    /// The store's call clock, held here too so a call borrows it instead of counting a
+    /// reference to it (two atomic operations a call).
+    clock: Arc<CallClock>,
+    /// The store's 0.2 imports once connected, held here for the same reason: each call
+    /// resets and reads their API waits.
+    imports: Option<Arc<InstanceImports>>,
 }
 
 /// `on-events` as the host calls it.
@@ -204,6 +210,8 @@ impl Instance {
                     _ => None,
                 };
                 Ok(Instance {
+                    clock: store.data().clock.clone(),
+                    imports: None,
                     store,
                     exports,
                     deadline,
@@ -291,10 +299,9 @@ impl Instance {
     /// Connects a 0.2 instance to its plugin's queue, client and recorder, with the resource
     /// type of each subscription handle its `init` returned.
     pub(crate) fn connect(&mut self, plugin: Arc<Context>) {
-        self.store.data_mut().v0_2_imports = Some(Arc::new(InstanceImports::new(
-            plugin,
-            self.resources.clone(),
-        )));
+        let imports = Arc::new(InstanceImports::new(plugin, self.resources.clone()));
+        self.imports = Some(imports.clone());
+        self.store.data_mut().v0_2_imports = Some(imports);
     }
 
     /// Calls the guest's `init`.
@@ -358,14 +365,12 @@ impl Instance {
         )
     }
 
-    /// The imports whose API waits the next call's wall limit excuses, their count reset
-    /// (none for a 0.1 instance, which cannot call the API server).
-    fn api_waits(&self) -> Option<Arc<InstanceImports>> {
-        let imports = self.store.data().v0_2_imports.clone();
-        if let Some(i) = &imports {
+    /// Starts counting the API waits the next call's wall limit excuses from zero (none for
+    /// a 0.1 instance, which cannot call the API server).
+    fn reset_api_waits(&self) {
+        if let Some(i) = &self.imports {
             i.reset_waited();
         }
-        imports
     }
 
     /// Delivers one event: a handler call of the guest's contract (a `batch-handler` guest
@@ -384,6 +389,7 @@ impl Instance {
                 let h = b.kubewasm_controller_handler().clone();
                 return deliver_one!(
                     &mut self.store,
+                    &self.clock,
                     self.deadline,
                     || Duration::ZERO,
                     &h,
@@ -398,10 +404,12 @@ impl Instance {
                 let Ok(handle) = u32::try_from(queued.subscription) else {
                     return Outcome::GuestError("a subscription handle over u32".into());
                 };
-                let imports = self.api_waits();
+                self.reset_api_waits();
+                let imports = &self.imports;
                 let excused = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
                 deliver_one!(
                     &mut self.store,
+                    &self.clock,
                     self.deadline,
                     excused,
                     &h,
@@ -453,14 +461,21 @@ impl Instance {
             )
         };
         let deadline = self.deadline;
-        let imports = self.api_waits();
+        self.reset_api_waits();
+        let imports = &self.imports;
         let api_waited = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
-        let answered = guarded(&mut self.store, deadline, api_waited, async |s| {
-            on_events
-                .call_async(s, (batch,))
-                .await
-                .map(|(errors,)| Ok(errors))
-        })
+        let answered = guarded_with(
+            &mut self.store,
+            &self.clock,
+            deadline,
+            api_waited,
+            async |s| {
+                on_events
+                    .call_async(s, (batch,))
+                    .await
+                    .map(|(errors,)| Ok(errors))
+            },
+        )
         .await;
         self.words = words;
         match answered {
@@ -498,11 +513,16 @@ impl Instance {
             return Outcome::GuestError("the component exports no `reconcile`".into());
         };
         let r = r.clone();
-        let imports = self.api_waits();
+        self.reset_api_waits();
+        let imports = &self.imports;
         let excused = || imports.as_ref().map_or(Duration::ZERO, |i| i.waited());
-        guarded(&mut self.store, self.deadline, excused, async |s| {
-            r.call_reconcile(s, key).await
-        })
+        guarded_with(
+            &mut self.store,
+            &self.clock,
+            self.deadline,
+            excused,
+            async |s| r.call_reconcile(s, key).await,
+        )
         .await
     }
 }
@@ -584,26 +604,42 @@ pub(crate) async fn guarded<T, F>(
 where
     F: AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
 {
-    let started = Instant::now();
+    let clock = store.data().clock.clone();
+    guarded_with(store, &clock, deadline, excused, call).await
+}
+
+/// [`guarded`], with the store's call clock (`clock`, the one in its [`HostState`]) handed in
+/// by a caller that holds it.
+async fn guarded_with<T, F>(
+    store: &mut Store<HostState>,
+    clock: &CallClock,
+    deadline: Duration,
+    excused: impl Fn() -> Duration,
+    call: F,
+) -> Outcome<T>
+where
+    F: AsyncFnOnce(&mut Store<HostState>) -> wasmtime::Result<Result<T, String>>,
+{
+    debug_assert!(std::ptr::eq(clock, &*store.data().clock));
+    let started = Ticks::now();
     // A refused growth in an earlier call that the guest survived says nothing about
     // how this one ends.
     store.data_mut().limiter.exceeded = false;
-    let clock = store.data().clock.clone();
     clock.start(deadline);
     let _in_flight = CallInFlight::start();
     store.set_epoch_deadline(1);
     let (result, ended) = {
-        let mut call = std::pin::pin!(timed(&clock, started, call(store)));
+        let mut call = std::pin::pin!(timed(clock, started, call(store)));
         // Most calls finish in their first poll: only arm a timer for those that wait.
         match futures::poll!(call.as_mut()) {
             Poll::Ready((r, ended)) => (Some(r), ended),
             Poll::Pending => loop {
                 // Wall time not excused: waits for the API server are, also while they last,
                 // so an API call ends at its own timeout rather than at this limit.
-                let unexcused = started.elapsed().saturating_sub(excused());
+                let unexcused = Ticks::now().since(started).saturating_sub(excused());
                 let remaining = wall_limit(deadline).saturating_sub(unexcused);
                 if remaining.is_zero() {
-                    break (None, Instant::now());
+                    break (None, Ticks::now());
                 }
                 // While an API call is in progress the remaining time does not shrink: look
                 // again no more often than every tick.
@@ -615,7 +651,7 @@ where
         }
     };
     clock.stop();
-    store.data_mut().last_call = ended.saturating_duration_since(started);
+    store.data_mut().last_call = ended.since(started);
     match result {
         Some(Ok(Ok(v))) => Outcome::Ok(v),
         Some(Ok(Err(reason))) => Outcome::GuestError(reason),

@@ -4,7 +4,7 @@
 //! call in progress has waited for the API server. Contract-free: the 0.2 imports act on it.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -109,6 +109,10 @@ pub(crate) struct InstanceImports {
     pub(crate) plugin: Arc<Context>,
     pub(crate) subscriptions: Vec<Gvk>,
     waits: Mutex<ApiWaits>,
+    /// Whether `waits` may hold anything since its last reset: most guest calls make no API
+    /// call, and their reset then costs a load instead of the lock. Set and cleared on the
+    /// instance's own task (a guest call and the reset before the next one never overlap).
+    touched: AtomicBool,
 }
 
 /// The time the call in progress has spent waiting for the API server.
@@ -128,12 +132,16 @@ impl InstanceImports {
             plugin,
             subscriptions,
             waits: Mutex::new(ApiWaits::default()),
+            touched: AtomicBool::new(false),
         }
     }
 
     /// Starts counting the waits of a new guest call from zero.
     pub(crate) fn reset_waited(&self) {
-        *self.waits.lock() = ApiWaits::default();
+        if self.touched.load(Ordering::Relaxed) {
+            *self.waits.lock() = ApiWaits::default();
+            self.touched.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Time the call in progress has spent waiting for the API server so far, the API call
@@ -160,6 +168,7 @@ impl InstanceImports {
                 }
             }
         }
+        self.touched.store(true, Ordering::Relaxed);
         self.waits.lock().since = Some(Instant::now());
         let waiting = Waiting(&self.waits);
         let result = call.await;

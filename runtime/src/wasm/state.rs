@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::AsyncWrite;
 use wasmtime::component::ResourceTable;
@@ -47,18 +47,16 @@ pub(crate) struct HostState {
 /// work on a busy machine) or waits on an asynchronous host call (a WASI sleep).
 ///
 /// Atomics rather than a lock: it is written by the call's own polls and read by the epoch
-/// callback on the same thread, and a call that finishes in one poll should cost the two
-/// clock reads that bound it and no more.
+/// callback on the same thread. Instants are [`Ticks`], nanoseconds of the monotonic clock as
+/// one integer, so that a call that finishes in one poll costs the two clock reads that bound
+/// it and a few integer operations, without `Instant` arithmetic.
 #[derive(Debug)]
 pub(crate) struct CallClock {
-    /// What the instants below are counted from.
-    origin: Instant,
     /// The call's deadline in nanoseconds; [`NONE`] between calls.
     deadline: AtomicU64,
     /// Running time of the finished polls of this call, in nanoseconds.
     used: AtomicU64,
-    /// When the poll in progress started, in nanoseconds since `origin`; [`NONE`] between
-    /// polls.
+    /// When the poll in progress started; [`NONE`] between polls.
     polling_since: AtomicU64,
 }
 
@@ -71,10 +69,40 @@ fn nanos(d: Duration) -> u64 {
         .min(NONE - 1)
 }
 
+/// A reading of the monotonic clock (`CLOCK_MONOTONIC`, the clock `Instant` reads on Linux), in
+/// nanoseconds since an unspecified start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Ticks(u64);
+
+impl Ticks {
+    /// The clock now.
+    pub(crate) fn now() -> Ticks {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on every Linux
+        // (and `Instant::now` relies on it the same way).
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        debug_assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC)");
+        let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+        let subsec = u64::try_from(ts.tv_nsec).unwrap_or(0);
+        Ticks(
+            secs.saturating_mul(1_000_000_000)
+                .saturating_add(subsec)
+                .min(NONE - 1),
+        )
+    }
+
+    /// The time from `earlier` to `self`, zero if `earlier` is later.
+    pub(crate) fn since(self, earlier: Ticks) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
 impl Default for CallClock {
     fn default() -> Self {
         CallClock {
-            origin: Instant::now(),
             deadline: AtomicU64::new(NONE),
             used: AtomicU64::new(0),
             polling_since: AtomicU64::new(NONE),
@@ -98,17 +126,22 @@ impl CallClock {
     }
 
     /// The call is being polled from `now`.
-    pub(crate) fn resume(&self, now: Instant) {
-        self.polling_since
-            .store(nanos(now - self.origin), Ordering::Relaxed);
+    pub(crate) fn resume(&self, now: Ticks) {
+        self.polling_since.store(now.0, Ordering::Relaxed);
     }
 
     /// The poll that started at the last `resume` returned at `now`.
-    pub(crate) fn pause(&self, now: Instant) {
-        let since = self.polling_since.swap(NONE, Ordering::Relaxed);
+    ///
+    /// Loads and stores rather than read-modify-writes: only the call's own task writes the
+    /// clock (its polls, and `start` and `stop` around them); the epoch callback only reads.
+    pub(crate) fn pause(&self, now: Ticks) {
+        let since = self.polling_since.load(Ordering::Relaxed);
+        self.polling_since.store(NONE, Ordering::Relaxed);
         if since != NONE {
-            let polled = nanos(now - self.origin).saturating_sub(since);
-            self.used.fetch_add(polled, Ordering::Relaxed);
+            let polled = now.0.saturating_sub(since);
+            let used = self.used.load(Ordering::Relaxed);
+            self.used
+                .store(used.saturating_add(polled), Ordering::Relaxed);
         }
     }
 
@@ -119,7 +152,7 @@ impl CallClock {
         let polling = if since == NONE {
             0
         } else {
-            nanos(self.origin.elapsed()).saturating_sub(since)
+            Ticks::now().0.saturating_sub(since)
         };
         Duration::from_nanos(used.saturating_add(polling))
     }
@@ -465,9 +498,9 @@ mod tests {
         let clock = CallClock::default();
         assert!(!clock.exceeded(), "no call, no deadline");
         clock.start(Duration::from_millis(30));
-        clock.resume(Instant::now());
+        clock.resume(Ticks::now());
         std::thread::sleep(Duration::from_millis(10));
-        clock.pause(Instant::now());
+        clock.pause(Ticks::now());
         // Waiting to be polled again does not count.
         std::thread::sleep(Duration::from_millis(40));
         assert!(!clock.exceeded());
@@ -476,11 +509,25 @@ mod tests {
             used >= Duration::from_millis(10) && used < Duration::from_millis(40),
             "{used:?}"
         );
-        clock.resume(Instant::now());
+        clock.resume(Ticks::now());
         std::thread::sleep(Duration::from_millis(25));
         assert!(clock.exceeded());
         clock.stop();
         assert!(!clock.exceeded());
+    }
+
+    #[test]
+    fn ticks_measure_what_instant_measures() {
+        let (ticks, instant) = (Ticks::now(), std::time::Instant::now());
+        std::thread::sleep(Duration::from_millis(20));
+        let (by_ticks, by_instant) = (Ticks::now().since(ticks), instant.elapsed());
+        assert!(by_ticks >= Duration::from_millis(20), "{by_ticks:?}");
+        // Read one after the other around the same sleep: apart by the reads' own time.
+        assert!(
+            by_ticks.abs_diff(by_instant) < Duration::from_millis(5),
+            "ticks {by_ticks:?}, instant {by_instant:?}"
+        );
+        assert_eq!(ticks.since(Ticks::now()), Duration::ZERO, "never negative");
     }
 
     #[test]
