@@ -585,7 +585,11 @@ async fn run() -> anyhow::Result<()> {
     let only = std::env::var("KUBEWASM_BENCH_ONLY").unwrap_or_default();
     match only.as_str() {
         "update-cpu" => {
-            return update_event_cost(&server, &factory, &client, &no_ops, UpdateSetup::CPU).await;
+            let setup = UpdateSetup {
+                resyncs: cpu_resyncs()?,
+                ..UpdateSetup::CPU
+            };
+            return update_event_cost(&server, &factory, &client, &no_ops, setup).await;
         }
         "update-instructions" => {
             anyhow::ensure!(
@@ -825,6 +829,22 @@ struct NoOpGuests {
     v0_2: Vec<u8>,
     /// World `batch-observer` (one call per batch).
     v0_2_1: Vec<u8>,
+}
+
+/// Resyncs per CPU window: `KUBEWASM_BENCH_RESYNCS`, or [`RESYNCS`]. A longer window spreads
+/// what the process does besides the events (timers, the in-process dev server) over more
+/// of them, so the own costs, small differences of two windows, move less between rounds.
+fn cpu_resyncs() -> anyhow::Result<usize> {
+    match std::env::var("KUBEWASM_BENCH_RESYNCS") {
+        Err(_) => Ok(RESYNCS as usize),
+        Ok(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                anyhow::anyhow!("KUBEWASM_BENCH_RESYNCS={text:?}: a positive number of resyncs")
+            }),
+    }
 }
 
 /// How the update-event measurement runs.
