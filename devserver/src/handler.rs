@@ -158,6 +158,7 @@ async fn handle(
             .map(|doc| json_response(StatusCode::OK, &doc))
             .ok_or_else(Status::unknown_resource),
         Route::ResourceList { group, version } => {
+            core.hooks.resource_list_served();
             discovery::resource_list(&core.registry, &group, &version)
                 .map(|doc| json_response(StatusCode::OK, &doc))
                 .ok_or_else(Status::unknown_resource)

@@ -161,6 +161,9 @@ pub(crate) struct Hooks {
     garbled_lists: std::sync::atomic::AtomicUsize,
     /// Gzipped LIST answers still to be spoiled, and how.
     corrupt_gzip: Mutex<(usize, Option<GzipCorruption>)>,
+    /// Group versions' resource lists served (`/api/v1`, `/apis/GROUP/VERSION`): discovery
+    /// of kinds, which the request log leaves out.
+    resource_lists: std::sync::atomic::AtomicUsize,
 }
 
 impl Hooks {
@@ -267,6 +270,16 @@ impl Hooks {
 
     pub fn clear_requests(&self) {
         self.log.lock().clear();
+    }
+
+    pub fn resource_list_served(&self) {
+        self.resource_lists
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn resource_lists(&self) -> usize {
+        self.resource_lists
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -276,6 +276,12 @@ impl DevServer {
         self.inner.core.hooks.requests()
     }
 
+    /// Test hook: how many group versions' resource lists (`/api/v1`, `/apis/GROUP/VERSION`)
+    /// were served: the discovery of kinds, which [`DevServer::requests`] leaves out.
+    pub fn resource_list_requests(&self) -> usize {
+        self.inner.core.hooks.resource_lists()
+    }
+
     /// Test hook: empties the request log.
     pub fn clear_requests(&self) {
         self.inner.core.hooks.clear_requests();

@@ -610,8 +610,9 @@ async fn run() -> anyhow::Result<()> {
         _ => {}
     }
     create_config_maps(&server, NAMESPACE, OBJECTS)?;
-    let (resource, _) =
-        kubewasm_informer::resolve(&client, &GroupVersionKind::gvk("", "v1", "ConfigMap")).await?;
+    let (resource, _) = kubewasm_informer::KindResolver::new(client.clone())
+        .resolve(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+        .await?;
     let informer = factory.informer_for(InformerKey::all(resource.clone()).in_namespace(NAMESPACE));
     factory.start();
     factory.wait_for_cache_sync().await;
@@ -914,8 +915,9 @@ async fn update_event_cost(
         .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": UPDATE_NAMESPACE}}))
         .map_err(|e| anyhow::anyhow!("namespace: {e:?}"))?;
     create_config_maps(server, UPDATE_NAMESPACE, objects)?;
-    let (resource, _) =
-        kubewasm_informer::resolve(client, &GroupVersionKind::gvk("", "v1", "ConfigMap")).await?;
+    let (resource, _) = kubewasm_informer::KindResolver::new(client.clone())
+        .resolve(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
+        .await?;
     let informer = factory.informer_for(InformerKey::all(resource).in_namespace(UPDATE_NAMESPACE));
     factory.start();
     informer.wait_synced().await;

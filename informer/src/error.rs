@@ -74,9 +74,6 @@ pub enum Error {
     /// A transform function rejected an object.
     #[error("transform failed: {0}")]
     Transform(String),
-    /// Discovery could not find the requested kind.
-    #[error("discovery failed: {0}")]
-    Discovery(#[source] kube::Error),
 }
 
 impl Error {

@@ -1,9 +1,6 @@
-//! The identity of a shared informer and the discovery that fills it in.
+//! The identity of a shared informer.
 
-use kube::api::GroupVersionKind;
-use kube::discovery::{ApiResource, Scope};
-
-use crate::error::{Error, Result};
+use kube::discovery::ApiResource;
 
 /// What one shared informer watches: a resource, optionally narrowed to a namespace and
 /// selectors. Handlers asking for equal keys share one informer and one cache.
@@ -90,14 +87,6 @@ const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
 /// `segment` percent-encoded as one URL path segment.
 pub fn path_segment(segment: &str) -> String {
     percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()
-}
-
-/// Finds the resource serving `gvk` through discovery; the flag says whether it is namespaced.
-pub async fn resolve(client: &kube::Client, gvk: &GroupVersionKind) -> Result<(ApiResource, bool)> {
-    let (resource, capabilities) = kube::discovery::pinned_kind(client, gvk)
-        .await
-        .map_err(Error::Discovery)?;
-    Ok((resource, capabilities.scope == Scope::Namespaced))
 }
 
 #[cfg(test)]

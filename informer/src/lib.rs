@@ -30,6 +30,7 @@
 
 mod backoff;
 mod delta_fifo;
+mod discovery;
 mod error;
 mod factory;
 mod health;
@@ -54,11 +55,12 @@ mod typed;
 
 pub use backoff::BackoffOptions;
 pub use delta_fifo::{Delta, DeltaType, Deltas};
+pub use discovery::{KindResolver, Served};
 pub use error::{Error, Result};
 pub use factory::{FactoryOptions, GenericInformer, SharedInformerFactory};
 pub use health::{Failing, HealthSignal};
 pub use index_funcs::{IndexFunc, NAMESPACE_INDEX};
-pub use key::{InformerKey, path_segment, resolve};
+pub use key::{InformerKey, path_segment};
 pub use lister::Lister;
 pub use lister_watcher::{
     INITIAL_EVENTS_END, KubeListerWatcher, ListPage, ListWatchOptions, ListerWatcher, WatchEvent,

@@ -889,12 +889,10 @@ async fn handlers_and_stores_converge_under_random_writes_and_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolved_keys_with_selectors_get_their_own_filtered_informers() {
     let server = start_server().await;
-    let (resource, namespaced) = kubewasm_informer::resolve(
-        &server.client(),
-        &kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"),
-    )
-    .await
-    .unwrap();
+    let (resource, namespaced) = kubewasm_informer::KindResolver::new(server.client())
+        .resolve(&kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"))
+        .await
+        .unwrap();
     assert!(namespaced);
     assert_eq!(resource.plural, "configmaps");
     for (name, app) in [("w1", "web"), ("w2", "web"), ("d1", "db")] {

@@ -113,7 +113,8 @@ async fn workers_wait_for_every_cache_before_the_first_reconcile() {
 
     // The Foo informer the plugin will share, started and synced before it loads.
     let gvk = GroupVersionKind::gvk("samplecontroller.k8s.io", "v1alpha1", "Foo");
-    let (resource, _) = kubewasm_informer::resolve(&rig.client, &gvk)
+    let (resource, _) = kubewasm_informer::KindResolver::new(rig.client.clone())
+        .resolve(&gvk)
         .await
         .expect("Foo resource");
     let foos = rig.factory.informer_for(InformerKey::all(resource));

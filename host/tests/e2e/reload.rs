@@ -421,6 +421,34 @@ async fn fifty_reloads_under_writes_lose_nothing_and_leak_nothing() {
     env.stop().await;
 }
 
+/// Discovery is asked once per kind, not once per plugin: a host loading a thousand plugins
+/// asked the API server for `/api/v1` thousands of times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_of_one_kind_discover_it_once_whatever_their_number_and_reloads() {
+    let mut env = Env::new().await;
+    let probe = guest_bytes("probe");
+    let before = env.server.resource_list_requests();
+    for n in 0..10 {
+        env.install(&format!("p{n}.wasm"), &variant(&probe, n));
+        let report = env.next_report().await;
+        assert_eq!(
+            (report.action, report.result),
+            (Action::Load, Ok(())),
+            "p{n}"
+        );
+    }
+    env.install("p0.wasm", &variant(&probe, 10));
+    let report = env.next_report().await;
+    assert_eq!((report.action, report.result), (Action::Replace, Ok(())));
+    assert_eq!(env.host.plugins().len(), 10);
+    assert_eq!(
+        env.server.resource_list_requests() - before,
+        1,
+        "ten plugins subscribed to ConfigMaps and one was replaced: one look at /api/v1"
+    );
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unused_informer_keeps_its_cache_for_the_grace_period_then_stops() {
     let mut env = Env::with_grace(Duration::from_secs(2), Some("tier=grace")).await;

@@ -34,7 +34,6 @@ pub(crate) mod refusals;
 mod user_agent;
 
 use crate::leader_gate::LeaderGate;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 pub use user_agent::{USER_AGENT_VALUE, plugin_user_agent};
@@ -45,7 +44,7 @@ use kube::api::{
     PropagationPolicy,
 };
 use kube::core::Request;
-use kube::discovery::Scope;
+use kubewasm_informer::KindResolver;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -126,11 +125,10 @@ pub struct NoWriteObserver;
 
 impl WriteObserver for NoWriteObserver {}
 
-/// Finds the API resource (plural, scope) of a kind by discovery, once per kind; shared by
-/// every plugin's client.
+/// Finds the API resource (plural, scope) of a kind by discovery, once per kind; one is
+/// shared by every plugin's client.
 pub struct Resources {
-    client: kube::Client,
-    known: Mutex<HashMap<(String, String, String), Resolved>>,
+    kinds: KindResolver,
 }
 
 #[derive(Clone)]
@@ -142,39 +140,41 @@ struct Resolved {
 impl Resources {
     /// Resolves kinds through `client`'s API server.
     pub fn new(client: kube::Client) -> Self {
-        Resources {
-            client,
-            known: Mutex::new(HashMap::new()),
-        }
+        Resources::sharing(KindResolver::new(client))
+    }
+
+    /// Resolves kinds through `kinds`, sharing what it found with its other users (the host
+    /// resolves subscriptions through the same one).
+    pub fn sharing(kinds: KindResolver) -> Self {
+        Resources { kinds }
     }
 
     /// Whether discovery has resolved `gvk` to a served resource.
     fn knows(&self, gvk: &Gvk) -> bool {
-        let key = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
-        self.known.lock().contains_key(&key)
+        self.kinds.known(&wanted(gvk)).is_some()
     }
 
     async fn resolve(&self, gvk: &Gvk) -> Result<Resolved, WriteError> {
-        let key = (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone());
-        if let Some(known) = self.known.lock().get(&key) {
-            return Ok(known.clone());
-        }
-        let wanted = GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
-        let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, &wanted)
-            .await
-            .map_err(|e| match e {
-                kube::Error::Discovery(_) => {
-                    WriteError::NotFound(format!("the server has no resource {}", describe(gvk)))
-                }
-                other => WriteError::from(other),
-            })?;
-        let resolved = Resolved {
+        let (resource, namespaced) =
+            self.kinds
+                .resolve(&wanted(gvk))
+                .await
+                .map_err(|e| match e {
+                    kube::Error::Discovery(_) => WriteError::NotFound(format!(
+                        "the server has no resource {}",
+                        describe(gvk)
+                    )),
+                    other => WriteError::from(other),
+                })?;
+        Ok(Resolved {
             resource,
-            namespaced: capabilities.scope == Scope::Namespaced,
-        };
-        self.known.lock().insert(key, resolved.clone());
-        Ok(resolved)
+            namespaced,
+        })
     }
+}
+
+fn wanted(gvk: &Gvk) -> GroupVersionKind {
+    GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind)
 }
 
 /// An object to write to, by resource and name, each checked.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use kube::api::GroupVersionKind;
-use kubewasm_informer::{InformerKey, SharedIndexInformer, SharedInformerFactory};
+use kubewasm_informer::{InformerKey, KindResolver, SharedIndexInformer, SharedInformerFactory};
 use parking_lot::Mutex;
 
 use crate::cache::access::{Access, ResourceAccess};
@@ -373,6 +373,10 @@ struct HostInner {
     engine: PluginEngine,
     factory: SharedInformerFactory,
     client: kube::Client,
+    /// The resources serving subscribed kinds, discovered once per kind.
+    kinds: KindResolver,
+    /// The same for every plugin's writes and events, shared by their clients.
+    resources: Arc<Resources>,
     /// Which plugins use each informer and index.
     leases: Leases,
     options: HostOptions,
@@ -395,12 +399,16 @@ impl PluginHost {
         let engine = PluginEngine::new(EngineOptions {
             cache_dir: options.cache_dir.clone(),
         })?;
+        let kinds = KindResolver::new(client.clone());
+        let resources = Arc::new(Resources::sharing(kinds.clone()));
         Ok(PluginHost {
             inner: Arc::new(HostInner {
                 engine,
                 leases: Leases::new(factory.clone(), options.informer_grace),
                 factory,
                 client,
+                kinds,
+                resources,
                 options,
                 plugins: Mutex::new(BTreeMap::new()),
                 reserved: Mutex::new(HashMap::new()),
@@ -717,14 +725,17 @@ impl PluginHost {
             let namespace =
                 checked_scope(sub).map_err(|e| invalid(file, format!("subscription {i}: {e}")))?;
             let gvk = GroupVersionKind::gvk(&sub.gvk.group, &sub.gvk.version, &sub.gvk.kind);
-            let (resource, namespaced) = kubewasm_informer::resolve(&self.inner.client, &gvk)
-                .await
-                .map_err(|e| PluginError::UnknownResource {
-                    file: file.to_owned(),
-                    plugin: crate::guest::declare::label_of(file).to_string(),
-                    resource: describe(&sub.gvk),
-                    reason: e.to_string(),
-                })?;
+            let (resource, namespaced) =
+                self.inner
+                    .kinds
+                    .resolve(&gvk)
+                    .await
+                    .map_err(|e| PluginError::UnknownResource {
+                        file: file.to_owned(),
+                        plugin: crate::guest::declare::label_of(file).to_string(),
+                        resource: describe(&sub.gvk),
+                        reason: format!("discovery failed: {e}"),
+                    })?;
             if !namespaced && namespace.is_some() {
                 return Err(invalid(
                     file,
@@ -950,7 +961,7 @@ impl PluginHost {
             .write_client
             .clone()
             .unwrap_or_else(|| self.inner.client.clone());
-        let resources = Arc::new(Resources::new(kube.clone()));
+        let resources = self.inner.resources.clone();
         // A plugin whose account is invalid and that has write grants was refused at load;
         // without write grants nothing is sent for it.
         let account = policy.impersonate.as_ref().and_then(|a| a.as_ref().ok());

@@ -1,0 +1,138 @@
+//! Which resource serves a kind, found through discovery once per kind and kept.
+//!
+//! Every plugin names its subscriptions and writes by kind, and the API server answers the
+//! question with a whole group version's resource list (`/api/v1` is some forty resources).
+//! Asked per plugin, a host starting a thousand plugins asked it thousands of times and the
+//! API server's CPU grew with the plugin count although the informers did not. The answer
+//! for a served kind does not change while it is served, so it is kept, as client-go's
+//! memory-cached discovery keeps it; a kind not found is asked again the next time (its
+//! CustomResourceDefinition may have been installed meanwhile).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kube::api::GroupVersionKind;
+use kube::discovery::{ApiResource, Scope};
+use parking_lot::Mutex;
+use tokio::sync::OnceCell;
+
+/// A resource as discovery answered it for a kind: its names, and whether it is namespaced.
+pub type Served = (ApiResource, bool);
+
+/// Finds the resource serving a kind, asking the API server once per kind however many ask
+/// at once. Cheap to clone: clones share what was found.
+#[derive(Clone)]
+pub struct KindResolver {
+    client: kube::Client,
+    found: Arc<Mutex<HashMap<GroupVersionKind, Arc<OnceCell<Served>>>>>,
+}
+
+impl KindResolver {
+    /// Resolves kinds through `client`'s API server.
+    pub fn new(client: kube::Client) -> Self {
+        KindResolver {
+            client,
+            found: Arc::default(),
+        }
+    }
+
+    /// The resource serving `gvk`: from what was found before, or from discovery. Callers
+    /// asking for one kind at the same time wait for one request; a failure is kept by no
+    /// one, so the next call asks again.
+    pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Served, kube::Error> {
+        let cell = self.found.lock().entry(gvk.clone()).or_default().clone();
+        cell.get_or_try_init(|| async {
+            let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, gvk).await?;
+            Ok((resource, capabilities.scope == Scope::Namespaced))
+        })
+        .await
+        .cloned()
+    }
+
+    /// The resource serving `gvk` if discovery has already found it.
+    pub fn known(&self, gvk: &GroupVersionKind) -> Option<Served> {
+        self.found.lock().get(gvk)?.get().cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    use super::*;
+
+    /// A client whose server answers `/api/v1` with the ConfigMap resource and everything
+    /// else with 404, counting the discovery requests it serves.
+    fn counting_client() -> (kube::Client, Arc<AtomicUsize>) {
+        let served = Arc::new(AtomicUsize::new(0));
+        let counter = served.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let (status, body) = if request.uri().path() == "/api/v1" {
+                    (
+                        200,
+                        serde_json::json!({
+                            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+                            "resources": [{"name": "configmaps", "singularName": "configmap",
+                                           "namespaced": true, "kind": "ConfigMap",
+                                           "verbs": ["get", "list", "watch"]}],
+                        }),
+                    )
+                } else {
+                    (
+                        404,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                                           "status": "Failure", "reason": "NotFound",
+                                           "code": 404, "message": "not found"}),
+                    )
+                };
+                let body = Body::from(serde_json::to_vec(&body).expect("json"));
+                Ok::<_, std::convert::Infallible>(
+                    Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(body)
+                        .expect("response"),
+                )
+            }
+        });
+        (kube::Client::new(service, "default"), served)
+    }
+
+    #[tokio::test]
+    async fn a_kind_is_discovered_once_however_many_ask_at_once() {
+        let (client, served) = counting_client();
+        let kinds = KindResolver::new(client);
+        let config_map = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        assert!(kinds.known(&config_map).is_none());
+        let answers = futures::future::join_all((0..50).map(|_| kinds.resolve(&config_map))).await;
+        for answer in answers {
+            let (resource, namespaced) = answer.expect("ConfigMaps are served");
+            assert_eq!((resource.plural.as_str(), namespaced), ("configmaps", true));
+        }
+        kinds.clone().resolve(&config_map).await.expect("kept");
+        assert_eq!(served.load(Ordering::SeqCst), 1, "one discovery request");
+        assert!(kinds.known(&config_map).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_kind_not_served_is_asked_again() {
+        let (client, served) = counting_client();
+        let kinds = KindResolver::new(client);
+        let widget = GroupVersionKind::gvk("example.com", "v1", "Widget");
+        assert!(kinds.resolve(&widget).await.is_err());
+        assert!(kinds.resolve(&widget).await.is_err());
+        assert_eq!(served.load(Ordering::SeqCst), 2, "a miss is not kept");
+        assert!(kinds.known(&widget).is_none());
+        let not_served = GroupVersionKind::gvk("", "v1", "Widget");
+        assert!(
+            kinds.resolve(&not_served).await.is_err(),
+            "v1 has no Widget"
+        );
+    }
+}
