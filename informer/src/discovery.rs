@@ -4,9 +4,10 @@
 //! question with a whole group version's resource list (`/api/v1` is some forty resources).
 //! Asked per plugin, a host starting a thousand plugins asked it thousands of times and the
 //! API server's CPU grew with the plugin count although the informers did not. The answer
-//! for a served kind does not change while it is served, so it is kept, as client-go's
-//! memory-cached discovery keeps it; a kind not found is asked again the next time (its
-//! CustomResourceDefinition may have been installed meanwhile).
+//! for a served kind does not change while it is served, so it is kept for
+//! [`KindResolver::MAX_AGE`] (a kind whose CustomResourceDefinition was removed is then refused
+//! at load again, not only by its informer's failing LISTs); a kind not found is asked again
+//! the next time (its CustomResourceDefinition may have been installed meanwhile).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use kube::api::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope};
 use parking_lot::Mutex;
 use tokio::sync::OnceCell;
+use tokio::time::{Duration, Instant};
 
 /// A resource as discovery answered it for a kind: its names, and whether it is namespaced.
 pub type Served = (ApiResource, bool);
@@ -24,10 +26,17 @@ pub type Served = (ApiResource, bool);
 #[derive(Clone)]
 pub struct KindResolver {
     client: kube::Client,
-    found: Arc<Mutex<HashMap<GroupVersionKind, Arc<OnceCell<Served>>>>>,
+    found: Arc<Mutex<HashMap<GroupVersionKind, Answer>>>,
 }
 
+/// One kind's answer, with when it came: filled once by whichever caller asks first.
+type Answer = Arc<OnceCell<(Served, Instant)>>;
+
 impl KindResolver {
+    /// How long an answer is kept: a thousand plugins loading at once ask once, and a kind
+    /// the server stopped serving is found out within a minute.
+    pub const MAX_AGE: Duration = Duration::from_secs(60);
+
     /// Resolves kinds through `client`'s API server.
     pub fn new(client: kube::Client) -> Self {
         KindResolver {
@@ -40,18 +49,32 @@ impl KindResolver {
     /// asking for one kind at the same time wait for one request; a failure is kept by no
     /// one, so the next call asks again.
     pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Served, kube::Error> {
-        let cell = self.found.lock().entry(gvk.clone()).or_default().clone();
-        cell.get_or_try_init(|| async {
-            let (resource, capabilities) = kube::discovery::pinned_kind(&self.client, gvk).await?;
-            Ok((resource, capabilities.scope == Scope::Namespaced))
-        })
-        .await
-        .cloned()
+        let cell = {
+            let mut found = self.found.lock();
+            let cell = found.entry(gvk.clone()).or_default();
+            if cell
+                .get()
+                .is_some_and(|(_, at)| at.elapsed() >= Self::MAX_AGE)
+            {
+                *cell = Arc::default();
+            }
+            cell.clone()
+        };
+        let (served, _) = cell
+            .get_or_try_init(|| async {
+                let (resource, capabilities) =
+                    kube::discovery::pinned_kind(&self.client, gvk).await?;
+                let namespaced = capabilities.scope == Scope::Namespaced;
+                Ok::<_, kube::Error>(((resource, namespaced), Instant::now()))
+            })
+            .await?;
+        Ok(served.clone())
     }
 
-    /// The resource serving `gvk` if discovery has already found it.
+    /// The resource serving `gvk` if discovery has found it (however long ago).
     pub fn known(&self, gvk: &GroupVersionKind) -> Option<Served> {
-        self.found.lock().get(gvk)?.get().cloned()
+        let found = self.found.lock();
+        found.get(gvk)?.get().map(|(served, _)| served.clone())
     }
 }
 
@@ -118,6 +141,25 @@ mod tests {
         kinds.clone().resolve(&config_map).await.expect("kept");
         assert_eq!(served.load(Ordering::SeqCst), 1, "one discovery request");
         assert!(kinds.known(&config_map).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_is_asked_again_once_it_is_older_than_the_max_age() {
+        let (client, served) = counting_client();
+        let kinds = KindResolver::new(client);
+        let config_map = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        kinds.resolve(&config_map).await.expect("served");
+        tokio::time::advance(KindResolver::MAX_AGE - Duration::from_secs(1)).await;
+        kinds.resolve(&config_map).await.expect("kept");
+        assert_eq!(served.load(Ordering::SeqCst), 1, "still fresh");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        kinds.resolve(&config_map).await.expect("asked again");
+        kinds.resolve(&config_map).await.expect("kept again");
+        assert_eq!(
+            served.load(Ordering::SeqCst),
+            2,
+            "asked again once, at its age"
+        );
     }
 
     #[tokio::test]
