@@ -60,15 +60,29 @@ impl KindResolver {
             }
             cell.clone()
         };
-        let (served, _) = cell
+        let answer = cell
             .get_or_try_init(|| async {
                 let (resource, capabilities) =
                     kube::discovery::pinned_kind(&self.client, gvk).await?;
                 let namespaced = capabilities.scope == Scope::Namespaced;
                 Ok::<_, kube::Error>(((resource, namespaced), Instant::now()))
             })
-            .await?;
-        Ok(served.clone())
+            .await;
+        match answer {
+            Ok((served, _)) => Ok(served.clone()),
+            Err(e) => {
+                // Kinds come from guests too: one that is not served leaves nothing behind,
+                // or inventing kinds would grow the host.
+                let mut found = self.found.lock();
+                if found
+                    .get(gvk)
+                    .is_some_and(|c| Arc::ptr_eq(c, &cell) && c.get().is_none())
+                {
+                    found.remove(gvk);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The resource serving `gvk` if discovery has found it (however long ago).
@@ -171,6 +185,11 @@ mod tests {
         assert!(kinds.resolve(&widget).await.is_err());
         assert_eq!(served.load(Ordering::SeqCst), 2, "a miss is not kept");
         assert!(kinds.known(&widget).is_none());
+        for n in 0..100 {
+            let invented = GroupVersionKind::gvk("example.com", "v1", &format!("Kind{n}"));
+            assert!(kinds.resolve(&invented).await.is_err());
+        }
+        assert_eq!(kinds.found.lock().len(), 0, "misses leave no entry behind");
         let not_served = GroupVersionKind::gvk("", "v1", "Widget");
         assert!(
             kinds.resolve(&not_served).await.is_err(),
