@@ -49,16 +49,24 @@ impl KindResolver {
     /// asking for one kind at the same time wait for one request; a failure is kept by no
     /// one, so the next call asks again.
     pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Served, kube::Error> {
+        // A fresh answer (or one being asked for) is taken without copying the kind: every
+        // write of every plugin comes through here.
         let cell = {
             let mut found = self.found.lock();
-            let cell = found.entry(gvk.clone()).or_default();
-            if cell
-                .get()
-                .is_some_and(|(_, at)| at.elapsed() >= Self::MAX_AGE)
-            {
-                *cell = Arc::default();
+            match found.get(gvk) {
+                Some(cell)
+                    if cell
+                        .get()
+                        .is_none_or(|(_, at)| at.elapsed() < Self::MAX_AGE) =>
+                {
+                    cell.clone()
+                }
+                _ => {
+                    let cell = Answer::default();
+                    found.insert(gvk.clone(), cell.clone());
+                    cell
+                }
             }
-            cell.clone()
         };
         let answer = cell
             .get_or_try_init(|| async {
