@@ -246,10 +246,20 @@ impl AuthorDir {
                     .into(),
             );
         }
-        // npm reports on stdout: to stderr with the rest of the journey's tool output.
+        // npm reports on stdout: to stderr with the rest of the journey's tool output. The
+        // packages the machine's npm cache holds are taken from it without asking the registry
+        // whether they changed (`--prefer-offline`): 5 s instead of 19-22 s a project, with the
+        // cache the suite's guest build filled. The journey tests kubewasm, not the registry; a
+        // package the cache lacks is still fetched.
         let installed = self
             .command("npm", name)
-            .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefer-offline",
+            ])
             .stdout(std::io::stderr())
             .status()
             .is_ok_and(|s| s.success())
