@@ -224,7 +224,8 @@ fn from_v0_2(info: &wit::PluginInfo) -> Result<PluginInfo, String> {
                 .ok_or_else(|| {
                     format!(
                         "index {}: no subscription has handle {}",
-                        d.name, d.subscription
+                        shown(&d.name),
+                        d.subscription
                     )
                 })?;
             Ok(IndexDecl {
@@ -268,14 +269,14 @@ fn fits_world(world: World, declared: &wit::PluginInfo) -> Result<(), String> {
             return Err(format!(
                 "subscription {handle} ({}) asks for events, but the component targets the world \
                  `reconciler`, which has no event handlers",
-                describe(&gvk(&sub.gvk))
+                shown(&describe(&gvk(&sub.gvk)))
             ));
         }
         if !sub.queue.is_empty() && !world.has_reconcile() {
             return Err(format!(
                 "subscription {handle} ({}) has queue rules, but the component targets the world \
                  `{}`, which has no `reconcile`",
-                describe(&gvk(&sub.gvk)),
+                shown(&describe(&gvk(&sub.gvk))),
                 world.as_str()
             ));
         }
@@ -366,8 +367,13 @@ pub(crate) fn validate(
     if info.name.trim().is_empty() {
         return Err(invalid(file, "name: it is empty".into()));
     }
-    if info.name.chars().any(char::is_control) {
-        return Err(invalid(file, "name: it holds control characters".into()));
+    if info.name.chars().any(crate::guest::escape::needs_escape) {
+        return Err(invalid(
+            file,
+            "name: it holds control characters, line separators or bidirectional overrides \
+             (it is written into every log line of the plugin)"
+                .into(),
+        ));
     }
     for (i, sub) in info.subscriptions.iter().enumerate() {
         checked_scope(sub).map_err(|e| invalid(file, format!("subscription {i}: {e}")))?;
@@ -535,9 +541,16 @@ pub(crate) fn init_outcome<T>(file: PathBuf, outcome: Outcome<T>) -> Result<T, P
     }
 }
 
+/// The most queue rules one subscription may declare. Rules that differ are `own-key` and one
+/// `controlling-owner` per subscription (at most 64 of those by default), and every rule is
+/// applied to every event of the subscription on the informer's dispatch path: a declaration
+/// of a million rules would have made each event queue a million keys.
+pub const MAX_QUEUE_RULES: usize = 64;
+
 /// The queue rules of each subscription of an `init` result, in order, with
 /// `controlling-owner(handle)` resolved to the type of subscription `handle`. An unknown handle
-/// is an error naming it (the plugin fails to load).
+/// or more than [`MAX_QUEUE_RULES`] rules on one subscription is an error naming it (the plugin
+/// fails to load).
 pub(crate) fn resolve_rules(
     subscriptions: &[wit::Subscription],
 ) -> Result<Vec<Vec<QueueRule>>, String> {
@@ -545,6 +558,13 @@ pub(crate) fn resolve_rules(
         .iter()
         .enumerate()
         .map(|(i, subscription)| {
+            if subscription.queue.len() > MAX_QUEUE_RULES {
+                return Err(format!(
+                    "subscription {i} declares {} queue rules, more than the {MAX_QUEUE_RULES} \
+                     a subscription may have",
+                    subscription.queue.len()
+                ));
+            }
             subscription
                 .queue
                 .iter()
@@ -824,14 +844,18 @@ mod tests {
 
     #[test]
     fn control_characters_in_a_name_are_refused_and_never_echoed() {
-        let mut named = info(vec![sub("Pod")], vec![]);
-        named.name = "p\nWARN forged".into();
-        let msg = check(&named, Grants::default()).unwrap_err().to_string();
-        // The refusal names the plugin by its file, not by the name it declared.
-        assert!(
-            msg.contains("control characters") && !msg.contains("forged") && !msg.contains('\n'),
-            "{msg}"
-        );
+        for name in ["p\nWARN forged", "p\u{2028}WARN forged", "p\u{202e}forged"] {
+            let mut named = info(vec![sub("Pod")], vec![]);
+            named.name = name.into();
+            let msg = check(&named, Grants::default()).unwrap_err().to_string();
+            // The refusal names the plugin by its file, not by the name it declared.
+            assert!(
+                msg.contains("control characters, line separators or bidirectional overrides")
+                    && !msg.contains("forged")
+                    && !msg.contains('\n'),
+                "{msg}"
+            );
+        }
     }
 
     #[test]
@@ -888,5 +912,28 @@ mod tests {
         )];
         let error = resolve_rules(&dangling).unwrap_err();
         assert!(error.contains("subscription 3"), "{error}");
+    }
+
+    #[test]
+    fn a_subscription_with_more_queue_rules_than_the_limit_is_refused() {
+        let at_limit = [subscription(
+            "",
+            "ConfigMap",
+            vec![wit::QueueRule::OwnKey; MAX_QUEUE_RULES],
+        )];
+        assert_eq!(resolve_rules(&at_limit).unwrap()[0].len(), MAX_QUEUE_RULES);
+        let over = [
+            subscription("", "ConfigMap", vec![wit::QueueRule::OwnKey]),
+            subscription(
+                "",
+                "Secret",
+                vec![wit::QueueRule::ControllingOwner(0); MAX_QUEUE_RULES + 1],
+            ),
+        ];
+        let error = resolve_rules(&over).unwrap_err();
+        assert!(
+            error.contains("subscription 1 declares 65 queue rules"),
+            "{error}"
+        );
     }
 }

@@ -10,7 +10,7 @@ use std::fmt;
 /// Whether `c` is written as an escape: control characters (C0 with `\n`, `\r`, `\t` and ESC,
 /// DEL, C1), the Unicode line and paragraph separators (which some viewers break lines at) and
 /// the bidirectional overrides and isolates (which make a line read other than it is).
-fn needs_escape(c: char) -> bool {
+pub(crate) fn needs_escape(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

@@ -10,7 +10,7 @@ use crate::contracts::v0_2::kubewasm::controller::types as wit;
 use crate::contracts::v0_2_2::exports::kubewasm::controller0_2_2::plugin as wit_0_2_2;
 
 /// A change between an update's old and new object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Predicate {
     /// Any update, resyncs included (0.2.0's behaviour).
     ResourceVersion,
@@ -29,8 +29,12 @@ pub struct UpdateFilter {
 }
 
 impl UpdateFilter {
-    /// A filter queuing when any of `when` holds (every update when empty).
-    pub fn new(when: Vec<Predicate>) -> Self {
+    /// A filter queuing when any of `when` holds (every update when empty). Each predicate is
+    /// kept once: a guest's list of a million repeats costs the host four entries.
+    pub fn new(mut when: Vec<Predicate>) -> Self {
+        when.sort_unstable();
+        when.dedup();
+        when.shrink_to_fit();
         UpdateFilter { when }
     }
 
@@ -139,6 +143,21 @@ mod tests {
 
     fn parse(json: serde_json::Value) -> Object {
         Object::from_json(&json.to_string()).expect("an object")
+    }
+
+    #[test]
+    fn repeated_predicates_are_kept_once_and_queue_as_one() {
+        let mut when = vec![Predicate::Labels; 100_000];
+        when.extend([Predicate::Generation; 3]);
+        let filter = UpdateFilter::new(when);
+        assert_eq!(
+            filter,
+            UpdateFilter::new(vec![Predicate::Generation, Predicate::Labels])
+        );
+        assert!(filter.when.capacity() <= 2);
+        let before = object(1, json!({}), "10");
+        assert!(filter.queues(&before, &object(2, json!({}), "11")));
+        assert!(!filter.queues(&before, &object(1, json!({}), "11")));
     }
 
     #[test]
