@@ -68,35 +68,54 @@ impl KindResolver {
                 }
             }
         };
-        let answer = cell
+        let asking = Asking {
+            found: &self.found,
+            gvk,
+            cell,
+        };
+        asking
+            .cell
             .get_or_try_init(|| async {
                 let (resource, capabilities) =
                     kube::discovery::pinned_kind(&self.client, gvk).await?;
                 let namespaced = capabilities.scope == Scope::Namespaced;
                 Ok::<_, kube::Error>(((resource, namespaced), Instant::now()))
             })
-            .await;
-        match answer {
-            Ok((served, _)) => Ok(served.clone()),
-            Err(e) => {
-                // Kinds come from guests too: one that is not served leaves nothing behind,
-                // or inventing kinds would grow the host.
-                let mut found = self.found.lock();
-                if found
-                    .get(gvk)
-                    .is_some_and(|c| Arc::ptr_eq(c, &cell) && c.get().is_none())
-                {
-                    found.remove(gvk);
-                }
-                Err(e)
-            }
-        }
+            .await
+            .map(|(served, _)| served.clone())
     }
 
     /// The resource serving `gvk` if discovery has found it (however long ago).
     pub fn known(&self, gvk: &GroupVersionKind) -> Option<Served> {
         let found = self.found.lock();
         found.get(gvk)?.get().map(|(served, _)| served.clone())
+    }
+}
+
+/// One caller's claim on a kind's answer. Kinds come from guests too: when the last caller
+/// leaves without an answer (the kind is not served, the request failed, or the caller gave up
+/// waiting: a write's timeout, a plugin unloaded), the empty entry goes with it, or inventing
+/// kinds would grow the host.
+struct Asking<'a> {
+    found: &'a Mutex<HashMap<GroupVersionKind, Answer>>,
+    gvk: &'a GroupVersionKind,
+    cell: Answer,
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        if self.cell.initialized() {
+            return;
+        }
+        let mut found = self.found.lock();
+        // Two holders: the map and this caller. Another caller still waiting holds a third
+        // and takes the request over; the last to leave empty-handed removes the entry.
+        if found
+            .get(self.gvk)
+            .is_some_and(|c| Arc::ptr_eq(c, &self.cell) && Arc::strong_count(c) == 2)
+        {
+            found.remove(self.gvk);
+        }
     }
 }
 
@@ -203,5 +222,42 @@ mod tests {
             kinds.resolve(&not_served).await.is_err(),
             "v1 has no Widget"
         );
+    }
+
+    /// A client whose server never answers.
+    fn silent_client() -> kube::Client {
+        let service = tower::service_fn(|_: Request<Body>| async {
+            std::future::pending::<Result<Response<Body>, std::convert::Infallible>>().await
+        });
+        kube::Client::new(service, "default")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_that_gives_up_waiting_leaves_no_entry_behind() {
+        let kinds = KindResolver::new(silent_client());
+        for n in 0..10 {
+            let invented = GroupVersionKind::gvk("example.com", "v1", &format!("Kind{n}"));
+            let gave_up =
+                tokio::time::timeout(Duration::from_secs(10), kinds.resolve(&invented)).await;
+            assert!(gave_up.is_err(), "the server never answers");
+        }
+        assert_eq!(kinds.found.lock().len(), 0, "abandoned asks leave no entry");
+
+        // One of two callers giving up leaves the other's wait, and its entry, in place.
+        let widget = GroupVersionKind::gvk("example.com", "v1", "Widget");
+        let staying = kinds.resolve(&widget);
+        let leaving = tokio::time::timeout(Duration::from_secs(1), kinds.resolve(&widget));
+        let (stayed, left) = futures::future::join(
+            tokio::time::timeout(Duration::from_secs(5), staying),
+            async {
+                let left = leaving.await;
+                let entries = kinds.found.lock().len();
+                (left, entries)
+            },
+        )
+        .await;
+        assert!(stayed.is_err() && left.0.is_err());
+        assert_eq!(left.1, 1, "the entry stays while a caller still waits");
+        assert_eq!(kinds.found.lock().len(), 0, "and goes with the last one");
     }
 }
