@@ -73,6 +73,35 @@ pub fn page<T>(
     })
 }
 
+/// Ends `page` early where its items' `size` would add up to more than `budget` bytes,
+/// its continue token then following the last item kept, so that the next page goes on from
+/// there. `Err` with the first item's size when that item alone is over: no page can hold it.
+pub fn within_budget<T>(
+    page: &mut Page<T>,
+    key: impl Fn(&T) -> &str,
+    size: impl Fn(&T) -> usize,
+    budget: usize,
+) -> Result<(), usize> {
+    let mut total = 0usize;
+    let fits = page
+        .items
+        .iter()
+        .take_while(|item| {
+            total = total.saturating_add(size(item));
+            total <= budget
+        })
+        .count();
+    if fits == page.items.len() {
+        return Ok(());
+    }
+    if fits == 0 {
+        return Err(page.items.first().map_or(0, size));
+    }
+    page.items.truncate(fits);
+    page.continue_token = Some(encode(key(&page.items[fits - 1])));
+    Ok(())
+}
+
 fn encode(key: &str) -> String {
     let mut token = String::with_capacity(TOKEN_PREFIX.len() + key.len() * 2);
     token.push_str(TOKEN_PREFIX);
@@ -106,6 +135,33 @@ mod tests {
 
     fn limits(default: u32, max: u32) -> PageLimits {
         PageLimits { default, max }
+    }
+
+    #[test]
+    fn a_page_over_its_byte_budget_ends_early_and_the_next_goes_on_from_there() {
+        // Ten keys of 10 bytes each, a budget of 35 bytes: pages of three.
+        let mut seen = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut page = page(keys(10), |k| k, 0, token.as_deref(), limits(500, 5000)).unwrap();
+            within_budget(&mut page, |k| k, String::len, 35).unwrap();
+            assert!(page.items.len() <= 3, "{:?}", page.items);
+            seen.extend(page.items);
+            match page.continue_token {
+                Some(next) => token = Some(next),
+                None => break,
+            }
+        }
+        let mut all = keys(10);
+        all.sort();
+        assert_eq!(seen, all);
+
+        let mut whole = page(keys(4), |k| k, 0, None, limits(500, 5000)).unwrap();
+        within_budget(&mut whole, |k| k, String::len, 40).unwrap();
+        assert_eq!((whole.items.len(), whole.continue_token), (4, None));
+
+        let mut over = page(keys(2), |k| k, 0, None, limits(500, 5000)).unwrap();
+        assert_eq!(within_budget(&mut over, |k| k, String::len, 9), Err(10));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use kubewasm_informer::ObjectRef as Cached;
 
 use crate::cache::access::ResourceAccess;
-use crate::cache::paging::{PageError, PageLimits, page};
+use crate::cache::paging::{PageError, PageLimits, page, within_budget};
 use crate::client::events::{EventRecord, EventType};
 use crate::client::{
     DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, Refusal, WriteClient, WriteError,
@@ -132,12 +132,19 @@ fn page_error(e: PageError) -> types::CacheError {
     }
 }
 
-/// A page of cached objects in the order of their store key (`namespace/name`, or `name`).
+/// Bytes a list of strings takes in guest memory besides the strings: a pointer and a length.
+const PER_ENTRY: usize = 8;
+
+/// A page of cached objects in the order of their store key (`namespace/name`, or `name`),
+/// ended early where its objects would take more than `budget` bytes (the plugin's answer
+/// budget, `max-answer-mib`): a page of the most objects allowed, each of a megabyte, would
+/// otherwise be copied whole into the host and then into the guest.
 fn object_page(
     objects: Vec<Cached>,
     request: &types::PageRequest,
+    budget: usize,
 ) -> Result<types::ObjectPage, types::CacheError> {
-    let p = page(
+    let mut p = page(
         objects,
         |o| o.key(),
         request.limit,
@@ -145,6 +152,15 @@ fn object_page(
         PageLimits::default(),
     )
     .map_err(page_error)?;
+    within_budget(&mut p, |o| o.key(), |o| o.json().len() + PER_ENTRY, budget).map_err(
+        |bytes| {
+            types::CacheError::Invalid(format!(
+                "answer too large: the next object ({}) takes {bytes} bytes, over this \
+                 plugin's limit of {budget} bytes per answer (`max-answer-mib` in the config)",
+                p.items.first().map_or("", |o| o.key())
+            ))
+        },
+    )?;
     Ok(types::ObjectPage {
         objects: p.items.iter().map(|o| o.json().to_owned()).collect(),
         continue_token: p.continue_token,
@@ -196,7 +212,7 @@ impl cache::Host for HostState {
         request: types::PageRequest,
     ) -> Result<types::ObjectPage, types::CacheError> {
         let docs = self.listed(subscription, namespace, label_selector)?;
-        object_page(docs, &request)
+        object_page(docs, &request, self.answer_budget)
     }
 
     fn list_keys(
@@ -207,7 +223,19 @@ impl cache::Host for HostState {
         request: types::PageRequest,
     ) -> Result<types::StringPage, types::CacheError> {
         let docs = self.listed(subscription, namespace, label_selector)?;
-        string_page(docs.iter().map(|o| o.key().to_owned()).collect(), &request)
+        // The page is cut from the cache's objects, and only its keys are copied.
+        let p = page(
+            docs,
+            |o| o.key(),
+            request.limit,
+            request.continue_token.as_deref(),
+            PageLimits::default(),
+        )
+        .map_err(page_error)?;
+        Ok(types::StringPage {
+            items: p.items.iter().map(|o| o.key().to_owned()).collect(),
+            continue_token: p.continue_token,
+        })
     }
 
     fn count(
@@ -233,7 +261,7 @@ impl cache::Host for HostState {
             .cache
             .by_index(name, &value)
             .map_err(types::CacheError::UnknownIndex)?;
-        object_page(docs, &request)
+        object_page(docs, &request, self.answer_budget)
     }
 
     fn index_values(

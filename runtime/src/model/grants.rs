@@ -14,7 +14,8 @@ pub struct Limits {
     /// The most linear memory, in bytes, one instance may hold.
     pub memory: usize,
     /// The most JSON, in bytes, one `list-objects` or `by-index` answer may carry; `None`: a
-    /// quarter of `memory`. A larger answer is an `invalid` error value, never a fault.
+    /// quarter of `memory`. On 0.1 a larger answer is an `invalid` error value, never a fault;
+    /// on 0.2 a page ends early at it, and only an object larger on its own is `invalid`.
     pub max_answer: Option<usize>,
 }
 

@@ -375,3 +375,94 @@ fn a_refusal_reaches_a_0_2_guest_as_the_contract_names_it() {
         assert!(matches, "{refusal:?}: {seen:?}");
     }
 }
+
+/// A 0.2 page ends where its objects would pass the plugin's answer budget, and the pages
+/// still walk every object once; an object alone over the budget is `invalid`, not copied.
+#[tokio::test]
+async fn pages_end_at_the_answer_budget_and_still_walk_every_object() {
+    let config_maps = TestInformer::new();
+    let big = "x".repeat(10_000);
+    for n in 0..20 {
+        let mut json: serde_json::Value =
+            serde_json::from_str(&config_map_json("default", &format!("cm-{n:02}"), &[]))
+                .expect("json");
+        json["data"] = json!({ "blob": big });
+        config_maps.upsert(json.to_string());
+    }
+    config_maps.start().await;
+    let access = Arc::new(Access {
+        grants: Grants::default(),
+        resources: vec![ResourceAccess {
+            resource: config_map_gvk(),
+            cache: config_maps.cache(),
+            indexes: Default::default(),
+        }],
+    });
+    let budget = 35_000;
+    let limits = Limits {
+        max_answer: Some(budget),
+        ..Limits::default()
+    };
+    let mut state = HostState::new(
+        "tester".into(),
+        &limits,
+        access,
+        Arc::new(LogGate::new(LogLimits::default())),
+    );
+    let mut seen = Vec::new();
+    let mut token = None;
+    let mut pages = 0;
+    loop {
+        let request = types::PageRequest {
+            limit: 5000,
+            continue_token: token.take(),
+        };
+        let page = state
+            .list_objects(0, None, None, request)
+            .expect("a page within the budget");
+        pages += 1;
+        let bytes: usize = page.objects.iter().map(|o| o.len() + 8).sum();
+        assert!(bytes <= budget, "page {pages}: {bytes} bytes");
+        assert!(!page.objects.is_empty());
+        seen.extend(page.objects.iter().map(|o| {
+            let object: serde_json::Value = serde_json::from_str(o).expect("json");
+            object["metadata"]["name"]
+                .as_str()
+                .expect("name")
+                .to_owned()
+        }));
+        match page.continue_token {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    let all: Vec<String> = (0..20).map(|n| format!("cm-{n:02}")).collect();
+    assert_eq!(seen, all);
+    assert!(
+        pages >= 7,
+        "three objects of 10 KB a page at most: {pages} pages"
+    );
+
+    let mut tight = HostState::new(
+        "tester".into(),
+        &Limits {
+            max_answer: Some(5_000),
+            ..Limits::default()
+        },
+        state.access.clone(),
+        Arc::new(LogGate::new(LogLimits::default())),
+    );
+    let request = types::PageRequest {
+        limit: 0,
+        continue_token: None,
+    };
+    match tight.list_objects(0, None, None, request) {
+        Err(types::CacheError::Invalid(why)) => {
+            assert!(
+                why.contains("default/cm-00") && why.contains("5000"),
+                "{why}"
+            )
+        }
+        other => panic!("one object over the budget: {other:?}"),
+    }
+}
