@@ -189,9 +189,11 @@ impl HostState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
         HostState {
             wasi,
-            table: ResourceTable::new(),
+            table,
             limiter: MemoryLimiter::new(memory),
             plugin,
             access,
@@ -262,6 +264,12 @@ pub(crate) struct MemoryLimiter {
 
 /// Tables hold function references; a guest needing more than this is broken or hostile.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// The most WASI resources (streams, pollables) one instance may hold at once. A plugin has
+/// no network and no files, so it holds a few; wasmtime's default of a million let a guest
+/// calling `get-stdout` in a loop hold a million output streams, each a host task with a
+/// line buffer of up to 8 KiB, none of it in its memory cap. Past it the call traps.
+pub(crate) const MAX_RESOURCES: usize = 1024;
 
 impl MemoryLimiter {
     fn new(max: usize) -> Self {
@@ -458,6 +466,31 @@ mod tests {
     use wasmtime::ResourceLimiter;
 
     use super::*;
+
+    /// `get-stdout` as WASI links it: each call adds a stream to the instance's table, and
+    /// past [`MAX_RESOURCES`] the call fails (a trap for the guest) instead of growing the host.
+    #[tokio::test]
+    async fn an_instance_holds_at_most_its_resource_cap_of_streams() {
+        use wasmtime_wasi::cli::WasiCliView;
+        use wasmtime_wasi::p2::bindings::cli::stdout::Host as _;
+
+        let mut state = HostState::new(
+            "hoarder".into(),
+            &Limits::default(),
+            Arc::new(Access::empty(crate::model::grants::Grants::default())),
+            Arc::new(LogGate::new(crate::guest::log_gate::LogLimits::default())),
+        );
+        let mut held = Vec::new();
+        for _ in 0..MAX_RESOURCES {
+            held.push(state.cli().get_stdout().expect("within the cap"));
+        }
+        let refused = state.cli().get_stdout().expect_err("past the cap");
+        assert!(
+            format!("{refused:#}").contains("no free keys"),
+            "{refused:#}"
+        );
+        drop(held);
+    }
 
     #[test]
     fn memory_limiter_refuses_growth_past_the_cap_and_remembers_it() {
