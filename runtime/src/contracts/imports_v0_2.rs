@@ -13,7 +13,7 @@ use std::time::Duration;
 use kubewasm_informer::ObjectRef as Cached;
 
 use crate::cache::access::ResourceAccess;
-use crate::cache::paging::{PageError, PageLimits, page, within_budget};
+use crate::cache::paging::{Page, PageError, PageLimits, page, within_budget};
 use crate::client::events::{EventRecord, EventType};
 use crate::client::{
     DeleteOptions, Deleted, ObjectRef, PatchBody, Propagation, Refusal, WriteClient, WriteError,
@@ -135,6 +135,21 @@ fn page_error(e: PageError) -> types::CacheError {
 /// Bytes a list of strings takes in guest memory besides the strings: a pointer and a length.
 const PER_ENTRY: usize = 8;
 
+/// The page of cached objects `request` asks for, in the order of their store key.
+fn cached_page(
+    objects: Vec<Cached>,
+    request: &types::PageRequest,
+) -> Result<Page<Cached>, types::CacheError> {
+    page(
+        objects,
+        |o| o.key(),
+        request.limit,
+        request.continue_token.as_deref(),
+        PageLimits::default(),
+    )
+    .map_err(page_error)
+}
+
 /// A page of cached objects in the order of their store key (`namespace/name`, or `name`),
 /// ended early where its objects would take more than `budget` bytes (the plugin's answer
 /// budget, `max-answer-mib`): a page of the most objects allowed, each of a megabyte, would
@@ -144,14 +159,7 @@ fn object_page(
     request: &types::PageRequest,
     budget: usize,
 ) -> Result<types::ObjectPage, types::CacheError> {
-    let mut p = page(
-        objects,
-        |o| o.key(),
-        request.limit,
-        request.continue_token.as_deref(),
-        PageLimits::default(),
-    )
-    .map_err(page_error)?;
+    let mut p = cached_page(objects, request)?;
     within_budget(&mut p, |o| o.key(), |o| o.json().len() + PER_ENTRY, budget).map_err(
         |bytes| {
             types::CacheError::Invalid(format!(
@@ -224,14 +232,7 @@ impl cache::Host for HostState {
     ) -> Result<types::StringPage, types::CacheError> {
         let docs = self.listed(subscription, namespace, label_selector)?;
         // The page is cut from the cache's objects, and only its keys are copied.
-        let p = page(
-            docs,
-            |o| o.key(),
-            request.limit,
-            request.continue_token.as_deref(),
-            PageLimits::default(),
-        )
-        .map_err(page_error)?;
+        let p = cached_page(docs, &request)?;
         Ok(types::StringPage {
             items: p.items.iter().map(|o| o.key().to_owned()).collect(),
             continue_token: p.continue_token,

@@ -25,6 +25,18 @@ use crate::reconcile::context::Context;
 use crate::reconcile::workqueue::NoQueueMetrics;
 use crate::testing::{TestInformer, config_map_gvk, config_map_json};
 
+/// Access to the ConfigMaps of `config_maps` as subscription 0, with the default grants.
+fn config_map_access(config_maps: &TestInformer) -> Arc<Access> {
+    Arc::new(Access {
+        grants: Grants::default(),
+        resources: vec![ResourceAccess {
+            resource: config_map_gvk(),
+            cache: config_maps.cache(),
+            indexes: Default::default(),
+        }],
+    })
+}
+
 /// A connected 0.2 instance's host side, its plugin granted writes on `writes` only.
 pub(crate) struct Guest {
     pub(crate) server: DevServer,
@@ -66,18 +78,10 @@ impl Guest {
         let config_maps = TestInformer::new();
         config_maps.upsert(config_map_json("default", "y", &[("app", "web")]));
         config_maps.start().await;
-        let access = Arc::new(Access {
-            grants: Grants::default(),
-            resources: vec![ResourceAccess {
-                resource: config_map_gvk(),
-                cache: config_maps.cache(),
-                indexes: Default::default(),
-            }],
-        });
         let mut state = HostState::new(
             "tester".into(),
             &Limits::default(),
-            access,
+            config_map_access(&config_maps),
             Arc::new(LogGate::new(LogLimits::default())),
         );
         state.v0_2_imports = Some(Arc::new(InstanceImports::new(
@@ -390,14 +394,7 @@ async fn pages_end_at_the_answer_budget_and_still_walk_every_object() {
         config_maps.upsert(json.to_string());
     }
     config_maps.start().await;
-    let access = Arc::new(Access {
-        grants: Grants::default(),
-        resources: vec![ResourceAccess {
-            resource: config_map_gvk(),
-            cache: config_maps.cache(),
-            indexes: Default::default(),
-        }],
-    });
+    let access = config_map_access(&config_maps);
     let budget = 35_000;
     let limits = Limits {
         max_answer: Some(budget),
