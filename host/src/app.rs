@@ -623,6 +623,7 @@ pub fn plugin_source(plugins: PluginHost) -> PluginSource {
             .map(|p| PluginSample {
                 plugin: p.key.to_string(),
                 queue_depth: p.queue_depth as u64,
+                resyncs_skipped: p.resyncs_skipped,
                 failed: p.failed,
                 workqueue: p.workqueue,
                 memory_bytes: p.memory_bytes as u64,
@@ -772,6 +773,7 @@ fn status_json(p: &PluginStatus) -> serde_json::Value {
         "restarts": p.restarts,
         "events_dropped": p.events_dropped.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "queue_depth": p.queue_depth,
+        "resyncs_skipped": p.resyncs_skipped,
         "memory_bytes": p.memory_bytes,
         "workqueue": p.workqueue.as_ref().map(|q| serde_json::json!({
             "depth": q.depth,

@@ -146,6 +146,8 @@ pub struct PluginSample {
     pub plugin: String,
     /// Events queued and not yet handed to the guest, now.
     pub queue_depth: u64,
+    /// Resyncs declined while the previous one was still queued, since the plugin loaded.
+    pub resyncs_skipped: u64,
     /// Whether the plugin is in the failed state.
     pub failed: bool,
     /// A 0.2 plugin's workqueue, now.
@@ -1014,6 +1016,19 @@ impl prometheus_client::collector::Collector for PluginCollector {
                 ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
             }
         }
+        let mut family = encoder.encode_descriptor(
+            "plugin_resyncs_skipped",
+            "Resyncs a plugin's subscriptions declined because their previous resync was still \
+             queued (a guest slower than its resync period), since it loaded",
+            None,
+            MetricType::Counter,
+        )?;
+        for s in &samples {
+            let labels = PluginLabels {
+                plugin: s.plugin.clone(),
+            };
+            ConstCounter::new(s.resyncs_skipped).encode(family.encode_family(&labels)?)?;
+        }
         Ok(())
     }
 }
@@ -1218,6 +1233,7 @@ mod tests {
             vec![PluginSample {
                 plugin: "diff".into(),
                 queue_depth: 3,
+                resyncs_skipped: 4,
                 failed: true,
                 workqueue: None,
                 memory_bytes: 1 << 20,
@@ -1242,6 +1258,7 @@ mod tests {
             r#"kubewasm_plugin_queue_depth{plugin="diff"} 3"#,
             r#"kubewasm_plugin_failed{plugin="diff"} 1"#,
             r#"kubewasm_plugin_memory_bytes{plugin="diff"} 1048576"#,
+            r#"kubewasm_plugin_resyncs_skipped_total{plugin="diff"} 4"#,
             r#"kubewasm_leader{lease="kubewasm"} 0"#,
             r#"kubewasm_informer_objects{resource="v1/configmaps",namespace="",selector=""} 7"#,
             r#"kubewasm_informer_synced{resource="v1/configmaps",namespace="",selector=""} 1"#,

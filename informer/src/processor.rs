@@ -37,6 +37,14 @@ pub trait ResourceEventHandler: Send + Sync + 'static {
     ///
     /// [`SharedIndexInformer::add_inline_event_handler`]: crate::SharedIndexInformer::add_inline_event_handler
     fn flush(&self) {}
+    /// Whether this handler takes the resync that is due now. Asked of handlers registered
+    /// inline, on the distributing thread, when their resync period comes round: one still
+    /// working through its previous resync declines, and its next comes a period later, so a
+    /// handler slower than its period does not pile up one copy of the cache per period.
+    /// Listeners with a thread of their own are not asked.
+    fn wants_resync(&self) -> bool {
+        true
+    }
 }
 
 /// What a listener delivers to its handler.
@@ -178,6 +186,16 @@ impl Listener {
         match &self.delivery {
             Delivery::Thread(mailbox) => mailbox.push(Message::Deliver(notification)),
             Delivery::Inline(handler) => deliver(&self.shared, handler.as_ref(), &notification),
+        }
+    }
+
+    /// Whether it takes a resync that is due ([`ResourceEventHandler::wants_resync`]).
+    fn takes_resync(&self) -> bool {
+        match &self.delivery {
+            Delivery::Thread(_) => true,
+            Delivery::Inline(handler) => {
+                catch_unwind(AssertUnwindSafe(|| handler.wants_resync())).unwrap_or(true)
+            }
         }
     }
 
@@ -337,8 +355,10 @@ impl Processor {
             };
             let mut next = listener.next_resync.lock();
             if now >= *next {
-                syncing.push(listener.clone());
                 *next = now + period;
+                if listener.takes_resync() {
+                    syncing.push(listener.clone());
+                }
             }
         }
         !syncing.is_empty()
@@ -502,6 +522,66 @@ pub(crate) mod tests {
                 final_state_unknown
             ));
         }
+    }
+
+    /// An inline handler that takes a resync only when `wants` says so, and counts the asks.
+    #[derive(Default)]
+    struct Choosy {
+        recorder: Recorder,
+        wants: std::sync::atomic::AtomicBool,
+        asked: std::sync::atomic::AtomicUsize,
+    }
+
+    impl ResourceEventHandler for Choosy {
+        fn on_add(&self, obj: &ObjectRef, in_initial_list: bool) {
+            self.recorder.on_add(obj, in_initial_list);
+        }
+        fn on_update(&self, old: &ObjectRef, new: &ObjectRef) {
+            self.recorder.on_update(old, new);
+        }
+        fn on_delete(&self, obj: &ObjectRef, final_state_unknown: bool) {
+            self.recorder.on_delete(obj, final_state_unknown);
+        }
+        fn wants_resync(&self) -> bool {
+            self.asked.fetch_add(1, Ordering::Relaxed);
+            self.wants.load(Ordering::Relaxed)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_inline_handler_that_declines_a_resync_gets_none_and_its_next_a_period_later() {
+        let processor = Processor::default();
+        let choosy = Arc::new(Choosy::default());
+        processor.add_inline_listener(choosy.clone(), Some(Duration::from_secs(10)), vec![]);
+        let resync = || {
+            processor.distribute(
+                Notification::Update {
+                    old: obj("a", 1),
+                    new: obj("a", 1),
+                },
+                true,
+            )
+        };
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(!processor.should_resync(Instant::now()), "declined");
+        resync();
+        assert_eq!(choosy.asked.load(Ordering::Relaxed), 1);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(
+            !processor.should_resync(Instant::now()),
+            "not due again yet"
+        );
+        assert_eq!(
+            choosy.asked.load(Ordering::Relaxed),
+            1,
+            "asked only when due"
+        );
+        choosy.wants.store(true, Ordering::Relaxed);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(processor.should_resync(Instant::now()), "taken");
+        resync();
+        processor.stop().await;
+        assert_eq!(choosy.recorder.events(), vec!["update:ns/a:1>1"]);
     }
 
     pub(crate) fn obj(name: &str, rv: u64) -> ObjectRef {

@@ -74,10 +74,19 @@ pub(crate) struct Queued {
     pub(crate) event: Event,
 }
 
+/// The events pushed and not yet taken, and how many of them are resyncs, per subscription.
+#[derive(Default)]
+struct Queue {
+    events: VecDeque<Queued>,
+    resyncs: Vec<usize>,
+}
+
 /// The queue and what the plugin's status reads of it.
 #[derive(Default)]
 pub(crate) struct Inbox {
-    queued: Mutex<VecDeque<Queued>>,
+    queued: Mutex<Queue>,
+    /// Resyncs a subscription declined because its previous one was still queued.
+    resyncs_skipped: AtomicU64,
     /// The consumer sleeps (or is about to): the next flush wakes it.
     waiting: AtomicBool,
     wake: Notify,
@@ -113,6 +122,28 @@ impl Inbox {
         self.replay_pushed.load(Ordering::Acquire)
     }
 
+    /// Resyncs declined because the subscription's previous one was still queued.
+    pub(crate) fn resyncs_skipped(&self) -> u64 {
+        self.resyncs_skipped.load(Ordering::Relaxed)
+    }
+
+    /// Whether `subscription` takes a resync now: not while resync events of it are still
+    /// queued (a guest slower than its resync period would otherwise have the whole cache
+    /// queued once more every period, without end). A declined resync is counted.
+    fn takes_resync(&self, subscription: usize) -> bool {
+        let queued = self
+            .queued
+            .lock()
+            .resyncs
+            .get(subscription)
+            .copied()
+            .unwrap_or(0);
+        if queued > 0 {
+            self.resyncs_skipped.fetch_add(1, Ordering::Relaxed);
+        }
+        queued == 0
+    }
+
     /// One event taken out of the queue is handled (or skipped).
     pub(crate) fn handled(&self, n: usize) {
         self.depth.fetch_sub(n, Ordering::AcqRel);
@@ -133,9 +164,10 @@ impl Inbox {
             tokio::pin!(notified);
             {
                 let mut queued = self.queued.lock();
-                if !queued.is_empty() {
+                if !queued.events.is_empty() {
                     self.waiting.store(false, Ordering::Release);
-                    std::mem::swap(into, &mut queued);
+                    std::mem::swap(into, &mut queued.events);
+                    queued.resyncs.fill(0);
                     return true;
                 }
                 if self.closed.load(Ordering::Acquire) {
@@ -152,7 +184,16 @@ impl Inbox {
             return;
         }
         self.depth.fetch_add(1, Ordering::AcqRel);
-        self.queued.lock().push_back(queued);
+        let resync = matches!(&queued.event, Event::Update { old, new } if same_document(old, new));
+        let mut queue = self.queued.lock();
+        if resync {
+            let subscription = queued.subscription;
+            if queue.resyncs.len() <= subscription {
+                queue.resyncs.resize(subscription + 1, 0);
+            }
+            queue.resyncs[subscription] += 1;
+        }
+        queue.events.push_back(queued);
     }
 
     fn flush(&self) {
@@ -212,6 +253,12 @@ impl EventSink {
     pub(crate) fn flush(&self) {
         self.inbox.flush();
     }
+
+    /// Whether this subscription takes the resync that is due: not while its previous one
+    /// is still queued.
+    pub(crate) fn takes_resync(&self) -> bool {
+        self.inbox.takes_resync(self.subscription)
+    }
 }
 
 /// Handlers registered for one instance generation; dropping it unregisters them.
@@ -241,6 +288,41 @@ mod tests {
             object: config_map("a", name, 1, &[]),
             in_initial_list: initial,
         }
+    }
+
+    fn resync(name: &str) -> Event {
+        let object = config_map("a", name, 1, &[]);
+        Event::Update {
+            old: object.clone(),
+            new: object,
+        }
+    }
+
+    #[test]
+    fn a_subscription_declines_a_resync_while_its_last_one_is_still_queued() {
+        let inbox = Arc::new(Inbox::default());
+        inbox.set_generation(1);
+        let first = EventSink::new(inbox.clone(), 1);
+        let second = first.for_subscription(1);
+        assert!(first.takes_resync() && second.takes_resync());
+        first.push(resync("x"));
+        first.push(resync("y"));
+        // A real update (two versions) is no resync.
+        second.push(Event::Update {
+            old: config_map("a", "z", 1, &[]),
+            new: config_map("a", "z", 2, &[]),
+        });
+        assert!(!first.takes_resync(), "two resync events of it queued");
+        assert!(second.takes_resync(), "its queued update is no resync");
+        assert_eq!(inbox.resyncs_skipped(), 1);
+        let mut taken = VecDeque::new();
+        let took = futures::executor::block_on(inbox.take(&mut taken));
+        assert!(took && taken.len() == 3);
+        assert!(
+            first.takes_resync(),
+            "taken by the consumer: the next is welcome"
+        );
+        assert_eq!(inbox.resyncs_skipped(), 1);
     }
 
     #[tokio::test(start_paused = true)]

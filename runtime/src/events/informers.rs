@@ -44,6 +44,10 @@ impl ResourceEventHandler for QueueHandler {
     fn flush(&self) {
         self.sink.flush();
     }
+
+    fn wants_resync(&self) -> bool {
+        self.sink.takes_resync()
+    }
 }
 
 /// One subscription that receives events.
@@ -195,9 +199,47 @@ pub(crate) fn ensure_index(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use kubewasm_informer::Object;
 
     use super::*;
+    use crate::events::inbox::Inbox;
+    use crate::testing::{TestInformer, config_map_json};
+
+    /// A plugin that never takes its events, subscribed with a resync of 200 ms: its inbox
+    /// holds the replay and one resync of the cache, however many periods pass, and every
+    /// resync it declined is counted.
+    #[tokio::test]
+    async fn a_plugin_that_does_not_keep_up_holds_one_resync_of_the_cache_at_most() {
+        let config_maps = TestInformer::new();
+        for name in ["a", "b", "c"] {
+            config_maps.upsert(config_map_json("default", name, &[]));
+        }
+        config_maps.start().await;
+        let subscriber = InformerSubscriber {
+            sources: vec![EventSource {
+                subscription: 0,
+                informer: config_maps.informer.clone(),
+                resync: Some(Duration::from_millis(200)),
+            }],
+        };
+        let inbox = Arc::new(Inbox::default());
+        inbox.set_generation(1);
+        let _subscribed = subscriber.subscribe(&EventSink::new(inbox.clone(), 1));
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while inbox.resyncs_skipped() < 5 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("resyncs come due every 200 ms and are declined");
+        assert_eq!(
+            inbox.depth(),
+            6,
+            "three replayed adds and one resync of three"
+        );
+    }
 
     #[test]
     fn an_object_is_filed_under_few_short_values_only() {

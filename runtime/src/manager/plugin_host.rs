@@ -138,6 +138,8 @@ pub struct PluginStatus {
     pub restarts: u64,
     /// Events queued and not yet handed to the guest.
     pub queue_depth: usize,
+    /// Resyncs its subscriptions declined because their previous one was still queued.
+    pub resyncs_skipped: u64,
     pub state: PluginState,
     /// Whether the plugin is failed: its restarts kept failing to complete a replay, it is
     /// tried again only rarely (its `state` shows `Running` during such a try).
@@ -199,6 +201,7 @@ impl PluginStatus {
             memory_faults: load(&calls.memory_faults),
             restarts: 0,
             queue_depth: 0,
+            resyncs_skipped: 0,
             state: PluginState::Running,
             failed: false,
             events_dropped: DropReason::ALL
@@ -318,6 +321,7 @@ impl Entry {
             restarts: restarts.load(Ordering::Relaxed),
             queue_depth: actor.map_or(0, |a| a.inbox.depth())
                 + workqueue.as_ref().map_or(0, |q| q.depth),
+            resyncs_skipped: actor.map_or(0, |a| a.inbox.resyncs_skipped()),
             state: match (actor, &self.controller) {
                 (Some(a), _) => *a.state.lock(),
                 (None, Some(c)) if c.working() || c.admission.is_some() => PluginState::Running,
