@@ -524,35 +524,12 @@ pub(crate) mod tests {
         }
     }
 
-    /// An inline handler that takes a resync only when `wants` says so, and counts the asks.
-    #[derive(Default)]
-    struct Choosy {
-        recorder: Recorder,
-        wants: std::sync::atomic::AtomicBool,
-        asked: std::sync::atomic::AtomicUsize,
-    }
-
-    impl ResourceEventHandler for Choosy {
-        fn on_add(&self, obj: &ObjectRef, in_initial_list: bool) {
-            self.recorder.on_add(obj, in_initial_list);
-        }
-        fn on_update(&self, old: &ObjectRef, new: &ObjectRef) {
-            self.recorder.on_update(old, new);
-        }
-        fn on_delete(&self, obj: &ObjectRef, final_state_unknown: bool) {
-            self.recorder.on_delete(obj, final_state_unknown);
-        }
-        fn wants_resync(&self) -> bool {
-            self.asked.fetch_add(1, Ordering::Relaxed);
-            self.wants.load(Ordering::Relaxed)
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn an_inline_handler_that_declines_a_resync_gets_none_and_its_next_a_period_later() {
         let processor = Processor::default();
-        let choosy = Arc::new(Choosy::default());
-        processor.add_inline_listener(choosy.clone(), Some(Duration::from_secs(10)), vec![]);
+        let handler = Arc::new(Batched::default());
+        handler.declines_resync.store(true, Ordering::Relaxed);
+        processor.add_inline_listener(handler.clone(), Some(Duration::from_secs(10)), vec![]);
         let resync = || {
             processor.distribute(
                 Notification::Update {
@@ -565,23 +542,23 @@ pub(crate) mod tests {
         tokio::time::advance(Duration::from_secs(10)).await;
         assert!(!processor.should_resync(Instant::now()), "declined");
         resync();
-        assert_eq!(choosy.asked.load(Ordering::Relaxed), 1);
+        assert_eq!(handler.resyncs_offered.load(Ordering::Relaxed), 1);
         tokio::time::advance(Duration::from_secs(5)).await;
         assert!(
             !processor.should_resync(Instant::now()),
             "not due again yet"
         );
         assert_eq!(
-            choosy.asked.load(Ordering::Relaxed),
+            handler.resyncs_offered.load(Ordering::Relaxed),
             1,
             "asked only when due"
         );
-        choosy.wants.store(true, Ordering::Relaxed);
+        handler.declines_resync.store(false, Ordering::Relaxed);
         tokio::time::advance(Duration::from_secs(5)).await;
         assert!(processor.should_resync(Instant::now()), "taken");
         resync();
         processor.stop().await;
-        assert_eq!(choosy.recorder.events(), vec!["update:ns/a:1>1"]);
+        assert_eq!(handler.recorder.events(), vec!["update:ns/a:1>1"]);
     }
 
     pub(crate) fn obj(name: &str, rv: u64) -> ObjectRef {
@@ -706,11 +683,14 @@ pub(crate) mod tests {
         assert!(never.events().is_empty());
     }
 
-    /// Counts the batches it was told of besides recording events.
+    /// Counts the batches it was told of and the resyncs it was offered besides recording
+    /// events; takes a resync unless `declines_resync`.
     #[derive(Default)]
     struct Batched {
         recorder: Recorder,
         flushes: AtomicUsize,
+        declines_resync: AtomicBool,
+        resyncs_offered: AtomicUsize,
     }
 
     impl ResourceEventHandler for Batched {
@@ -725,6 +705,10 @@ pub(crate) mod tests {
         }
         fn flush(&self) {
             self.flushes.fetch_add(1, Ordering::Relaxed);
+        }
+        fn wants_resync(&self) -> bool {
+            self.resyncs_offered.fetch_add(1, Ordering::Relaxed);
+            !self.declines_resync.load(Ordering::Relaxed)
         }
     }
 
